@@ -1,0 +1,3 @@
+from patchit.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Classification of a failure from error signatures."""

@@ -1,0 +1,250 @@
+"""The ordered table of error signatures the classifier matches, first match wins.
+
+Order matters: narrow signatures come before broad ones (`Catalog "main" does not exist` is a
+Binder Error but a version problem; `Env var required` arrives as a Parsing Error). Each
+signature is data plus, where the class depends on the evidence, a small predicate.
+Reason templates may use {excerpt} (the error line), {unit}, {unit_path}, {name} (the first
+regex group), {changed} (what changed, or that nothing did).
+Action templates may also use {select} (node to re-run) and {project_dir}.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from patchit.classify.model import FailureClass
+from patchit.evidence.model import Evidence
+
+Predicate = Callable[[Evidence, "re.Match[str]"], bool]
+
+_C = FailureClass
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    cls: FailureClass
+    pattern: re.Pattern[str]
+    reason: str
+    next_actions: tuple[str, ...] = ()
+    when: Predicate | None = None
+    statuses: tuple[str, ...] = ()  # when set, the event status must be one of these
+
+
+def _rx(text: str) -> re.Pattern[str]:
+    return re.compile(text, re.IGNORECASE | re.MULTILINE)
+
+
+def changed_code(evidence: Evidence) -> list[str]:
+    """Changed files among the failing unit, the tested model and the upstream models."""
+    names = {r.name for r in evidence.upstream} | {evidence.unit_name, evidence.tested_model}
+    hits = []
+    for path in evidence.changed_files:
+        stem, _, suffix = path.rpartition("/")[2].rpartition(".")
+        if suffix not in ("sql", "py"):
+            continue  # an edited schema.yml or seed CSV is not a change of the SQL
+        if path in (evidence.unit_path, evidence.tested_model_path) or stem in names:
+            hits.append(path)
+    return hits
+
+
+def _code_changed(evidence: Evidence, _m: re.Match[str]) -> bool:
+    return bool(changed_code(evidence))
+
+
+def _code_unchanged(evidence: Evidence, m: re.Match[str]) -> bool:
+    return not _code_changed(evidence, m)
+
+
+def _is_test(evidence: Evidence) -> bool:
+    return evidence.event.unit_id.startswith("test.") or evidence.test_kind is not None
+
+
+def _test_changed(evidence: Evidence, m: re.Match[str]) -> bool:
+    return _is_test(evidence) and _code_changed(evidence, m)
+
+
+def _test_unchanged(evidence: Evidence, m: re.Match[str]) -> bool:
+    return _is_test(evidence) and not _code_changed(evidence, m)
+
+
+def _missing_package(evidence: Evidence, m: re.Match[str]) -> bool:
+    """'dbt_utils' is undefined where the code calls dbt_utils.x and no such package is there."""
+    name = m.group(1)
+    code = (evidence.raw_code or "") + (evidence.compiled_code or "")
+    calls_namespace = re.search(rf"\b{re.escape(name)}\.\w+\s*\(", code) is not None
+    return calls_namespace and name not in evidence.index.packages
+
+
+def near_macros(evidence: Evidence, name: str) -> list[str]:
+    plain = [m.rpartition(".")[2] for m in evidence.index.macros]
+    return difflib.get_close_matches(name, sorted(set(plain)), n=3, cutoff=0.75)
+
+
+def _near_macro(evidence: Evidence, m: re.Match[str]) -> bool:
+    return m.group(1) not in evidence.index.macros and bool(near_macros(evidence, m.group(1)))
+
+
+def _relation_in_project(evidence: Evidence, m: re.Match[str]) -> bool:
+    table = m.group(1).rpartition(".")[2].strip('"').lower()
+    index = evidence.index
+    names = index.models + index.seeds + index.snapshots + [t for _, t in index.sources]
+    return table in {n.lower() for n in names}
+
+
+_RERUN = "dbt build --select {select}"
+_PARSE = "dbt parse --project-dir {project_dir}"
+_READ_UNIT = "read {unit_path}"
+_LOG = "git log -p -n 3 -- {unit_path}"
+
+SIGNATURES: tuple[Signature, ...] = (
+    # --- environment: the code is fine, this runtime lacks something ---------------------
+    Signature("missing_profile", _C.ENV_MISMATCH, _rx(r"Could not find profile named '([^']+)'"),
+              "dbt found no profile named '{name}' in this environment ({excerpt}), so no code "
+              "change can help.",
+              ("check `profile:` in dbt_project.yml against ~/.dbt/profiles.yml",
+               "dbt debug --project-dir {project_dir}",
+               "pass --profiles-dir or set DBT_PROFILES_DIR")),
+    Signature("missing_env_var", _C.ENV_MISMATCH,
+              _rx(r"Env var required but not provided: '([^']+)'"),
+              "the environment variable {name} is not set where dbt ran ({excerpt}).",
+              ("export {name} in the runtime (scheduler, CI secrets, .env loader)",
+               "grep -rn \"env_var('{name}'\" {project_dir}")),
+    Signature("missing_target", _C.ENV_MISMATCH,
+              _rx(r"does not have a target named '([^']+)'"),
+              "the profile has no target '{name}' in this environment ({excerpt}).",
+              ("list the targets in profiles.yml", "dbt debug --target <existing target>")),
+    Signature("missing_profiles_yml", _C.ENV_MISMATCH,
+              _rx(r"(profiles\.yml)(?: file)? (?:not found|does not exist|is missing)"),
+              "no profiles.yml was found where dbt looked ({excerpt}).",
+              ("dbt debug --config-dir", "pass --profiles-dir or set DBT_PROFILES_DIR")),
+    # --- dependencies: installed versions/packages out of step ----------------------------
+    Signature("duckdb_catalog_main", _C.DEPENDENCY_ISSUE,
+              _rx(r"Catalog \"(main)\" does not exist"),
+              "DuckDB reports that catalog \"main\" does not exist, the known symptom of a duckdb "
+              "release newer than the installed dbt-duckdb supports ({excerpt}).",
+              ("pip show duckdb dbt-duckdb", "pin duckdb to a version dbt-duckdb supports")),
+    Signature("packages_not_installed", _C.DEPENDENCY_ISSUE,
+              _rx(r"dbt found (\d+) package\(s\) specified in packages\.yml, but only \d+"),
+              "packages.yml declares {name} package(s) that are not installed ({excerpt}).",
+              ("dbt deps --project-dir {project_dir}", "add `dbt deps` before the build step")),
+    Signature("module_missing", _C.DEPENDENCY_ISSUE, _rx(r"No module named '?([\w.]+)'?"),
+              "the Python module {name} is not importable in dbt's environment ({excerpt}).",
+              ("python -c 'import {name}' in dbt's environment", "pip check",
+               "pip show dbt-core dbt-adapters")),
+    Signature("adapter_missing", _C.DEPENDENCY_ISSUE,
+              _rx(r"Could not find adapter type (\w+)|adapter[^\n]* not found"),
+              "the dbt adapter for this profile is not installed ({excerpt}).",
+              ("pip install dbt-<adapter>", "dbt --version")),
+    Signature("version_incompatible", _C.DEPENDENCY_ISSUE,
+              _rx(r"(\S+)[^\n]*\bNot compatible\b|is not compatible with|require-dbt-version"),
+              "installed dbt core and adapter/package versions are out of step ({excerpt}).",
+              ("dbt --version", "pip check", "align versions in requirements / packages.yml")),
+    Signature("undefined_package_macro", _C.DEPENDENCY_ISSUE, _rx(r"'([\w]+)' is undefined"),
+              "the code calls {name}.<macro>() but the package {name} is not installed "
+              "({excerpt}).",
+              ("dbt deps --project-dir {project_dir}", "check packages.yml lists {name}"),
+              when=_missing_package),
+    # --- infrastructure: the platform failed, not the code --------------------------------
+    Signature("database_lock", _C.INFRA_ISSUE,
+              _rx(r"Could not set lock on file \"?([^\"\s:]+)|Conflicting lock is held"),
+              "another process held the database lock on {name} ({excerpt}).",
+              ("find the other writer: lsof {name}", "serialize jobs writing to this database",
+               "re-run: " + _RERUN)),
+    Signature("connection_failed", _C.INFRA_ISSUE,
+              _rx(r"(connection refused|connection reset|could not connect to server"
+                  r"|server closed the connection|broken pipe|network is unreachable)"),
+              "the warehouse connection failed ({excerpt}).",
+              ("check the warehouse/proxy is up", "dbt debug", "re-run: " + _RERUN)),
+    Signature("dns_failure", _C.INFRA_ISSUE,
+              _rx(r"(Name or service not known|Temporary failure in name resolution"
+                  r"|getaddrinfo failed|nodename nor servname|Could not resolve host)"),
+              "a host name could not be resolved ({excerpt}).",
+              ("check DNS / the host in profiles.yml", "dbt debug")),
+    Signature("timeout", _C.INFRA_ISSUE,
+              _rx(r"(timed out|timeout expired|statement timeout|deadline exceeded)"),
+              "the operation timed out ({excerpt}).",
+              ("check warehouse load and query duration", "re-run: " + _RERUN)),
+    Signature("permission_denied", _C.INFRA_ISSUE,
+              _rx(r"(Permission denied|insufficient privilege|access denied)"),
+              "the runtime was denied access ({excerpt}).",
+              ("check file/database grants for the dbt user",)),
+    Signature("disk_full", _C.INFRA_ISSUE,
+              _rx(r"(No space left on device|disk (?:is )?full|Disk quota exceeded"
+                  r"|Out of Memory Error|could not allocate)"),
+              "the machine ran out of disk or memory ({excerpt}).",
+              ("df -h; free -m on the runner", "re-run: " + _RERUN)),
+    Signature("http_5xx", _C.INFRA_ISSUE,
+              _rx(r"\b(5\d\d)\b[^\n]{0,40}(Server Error|Bad Gateway|Service Unavailable"
+                  r"|Gateway Time-?out)|HTTP(?: Error)? (5\d\d)"),
+              "a remote service answered with a server error ({excerpt}).",
+              ("check the service status", "re-run: " + _RERUN)),
+    Signature("auth_rejected", _C.INFRA_ISSUE,
+              _rx(r"(password authentication failed|\b401\b[^\n]*Unauthorized|invalid credentials"
+                  r"|authentication failed)"),
+              "the warehouse rejected the credentials ({excerpt}).",
+              ("refresh the credentials in the secret store", "dbt debug")),
+    # --- data tests: the data changed, or the code that makes it did ----------------------
+    Signature("data_test_code_changed", _C.CODE_BUG, _rx(r"(.)"),
+              "data test {unit} failed ({excerpt}) and {changed}, so the change likely broke it.",
+              ("git diff {last_good}..HEAD -- {changed_paths}", "dbt test --select {select}"),
+              when=_test_changed, statuses=("fail",)),
+    Signature("data_test_failed", _C.DATA_ISSUE, _rx(r"(.)"),
+              "data test {unit} failed ({excerpt}) while {changed}, so the data changed.",
+              ("dbt test --select {select} --store-failures",
+               "inspect the failing rows of {unit}", "trace the upstream source of {select}"),
+              when=_test_unchanged, statuses=("fail",)),
+    Signature("unit_test_failed", _C.CODE_BUG, _rx(r"(.)"),
+              "dbt unit test {unit} failed ({excerpt}): the model's logic disagrees with the "
+              "expected rows its owners wrote.",
+              ("dbt test --select {unit}", "read the unit test's given/expect rows"),
+              when=lambda ev, _m: ev.event.unit_id.startswith("unit_test."),
+              statuses=("fail", "error")),
+    # --- data vs code on conversion -------------------------------------------------------
+    Signature("conversion_code_changed", _C.CODE_BUG,
+              _rx(r"(Conversion Error|Could not convert string)"),
+              "a cast failed ({excerpt}) and {changed}, so the changed SQL likely causes it.",
+              (_READ_UNIT, "git diff {last_good}..HEAD -- {changed_paths}", _RERUN),
+              when=_code_changed),
+    Signature("conversion_data", _C.DATA_ISSUE,
+              _rx(r"(Conversion Error|Could not convert string)"),
+              "a cast failed on values in the data ({excerpt}) while {changed}.",
+              ("query the offending column upstream of {select}", _RERUN)),
+    # --- code: the fix belongs in this repository -----------------------------------------
+    Signature("missing_node", _C.CODE_BUG,
+              _rx(r"depends on a (?:node|source) named '([^']+)'[^\n]*(?:not found|was not found)"),
+              "{unit} refers to '{name}', which is not a node of this project ({excerpt}); "
+              "{changed}.", (_READ_UNIT, _PARSE)),
+    Signature("cycle", _C.CODE_BUG, _rx(r"Found a cycle: ([^\n]+)"),
+              "the DAG has a cycle ({name}); {changed}.", (_READ_UNIT, _PARSE)),
+    Signature("undefined_macro_near_name", _C.CODE_BUG, _rx(r"'([\w]+)' is undefined"),
+              "'{name}' is called but is not a macro of this project or its packages, and a "
+              "near-named macro exists ({excerpt}); {changed}.",
+              (_READ_UNIT, "ls {project_dir}/macros", _PARSE), when=_near_macro),
+    Signature("undefined_macro", _C.CODE_BUG, _rx(r"'([\w]+)' is undefined"),
+              "'{name}' is called but is defined nowhere in the project, its packages or dbt "
+              "({excerpt}); {changed}.", (_READ_UNIT, "dbt deps", _PARSE)),
+    Signature("yaml_invalid", _C.CODE_BUG,
+              _rx(r"(Invalid \w+ config given in [^\s]+|Error reading \S+: ([^\s]+\.ya?ml)"
+                  r"|Syntax error near line|is not of type|Additional properties are not allowed)"),
+              "a YAML properties file is invalid ({excerpt}).",
+              ("read the YAML file named in the error", _PARSE)),
+    Signature("catalog_error_project", _C.CODE_BUG,
+              _rx(r"Catalog Error: (?:Table|View) with name ([\w.\"]+) does not exist"),
+              "the SQL reads {name}, a relation of this project that does not exist under that "
+              "name ({excerpt}); {changed}.", (_READ_UNIT, _RERUN),
+              when=_relation_in_project),
+    Signature("catalog_error_external", _C.ENV_MISMATCH,
+              _rx(r"Catalog Error: (?:Table|View) with name ([\w.\"]+) does not exist"),
+              "the SQL reads {name}, which this project does not define and this environment "
+              "lacks ({excerpt}).", ("check the relation exists in the target", _READ_UNIT)),
+    Signature("sql_error", _C.CODE_BUG,
+              _rx(r"(Binder Error|Parser Error|Catalog Error|syntax error at or near)"),
+              "the SQL of {unit} does not bind/parse ({excerpt}); {changed}.",
+              (_READ_UNIT, "compare with the upstream columns in the evidence", _RERUN)),
+    Signature("compilation_error", _C.CODE_BUG, _rx(r"(Compilation Error)"),
+              "{unit} failed to compile ({excerpt}); {changed}.", (_READ_UNIT, _PARSE)),
+)  # fmt: skip

@@ -1,0 +1,160 @@
+"""`patchit demo`: heal a broken model in a throw-away copy of the example project.
+
+It runs patchit exactly as a user would (`patchit dbt -- build` in a subprocess), on a temp git
+repository, then shows the verified branch and the report, then a data failure escalated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.panel import Panel
+from rich.rule import Rule
+
+from patchit.cli.context import console, home_of
+from patchit.errors import BadInputError
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shop"
+GIT_ID = {
+    "GIT_AUTHOR_NAME": "Dana Engineer",
+    "GIT_AUTHOR_EMAIL": "dana@example.com",
+    "GIT_COMMITTER_NAME": "Dana Engineer",
+    "GIT_COMMITTER_EMAIL": "dana@example.com",
+}
+
+
+def _git(repo: Path, *args: str) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(repo), "-c", "core.hooksPath=/dev/null", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ID},
+    )
+    return out.stdout.strip()
+
+
+def _commit(repo: Path, message: str) -> None:
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "--no-verify", "-m", message)
+
+
+def _patchit(home: Path, repo: Path, log: Path, *args: str) -> tuple[int, list[str]]:
+    """Run the real CLI; dbt's output to the log, patchit's own lines returned."""
+    env = {**os.environ, "PATCHIT_HOME": str(home), "NO_COLOR": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "patchit", *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(f"$ patchit {' '.join(args)}\n{proc.stdout}{proc.stderr}\n")
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    return proc.returncode, lines
+
+
+def _step(title: str) -> None:
+    console.print(Rule(f"[bold]{title}"))
+
+
+def _show(lines: list[str]) -> None:
+    for line in lines:
+        console.print(f"  {line}", markup=False, highlight=False)
+
+
+@click.command()
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to create the demo repository (default: a new temp dir).",
+)
+@click.pass_context
+def demo(ctx: click.Context, workdir: Path | None) -> None:
+    """Break the example dbt project, heal it, then escalate a data failure."""
+    if not (EXAMPLE / "dbt_project.yml").is_file():
+        raise BadInputError(
+            f"{EXAMPLE}: example project missing; run the demo from a patchit checkout"
+        )
+    home = home_of(ctx)
+    base = workdir or Path(tempfile.mkdtemp(prefix="patchit-demo-"))
+    repo = base / "shop"
+    if repo.exists():
+        raise BadInputError(f"{repo}: already exists; pass an empty --workdir")
+    log = base / "demo.log"
+    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
+    (repo / ".gitignore").write_text("target/\nlogs/\n*.duckdb\n*.duckdb.wal\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _commit(repo, "shop: staging and marts models")
+    dbt = ["dbt", "--project-dir", str(repo), "--", "build", "--profiles-dir", str(repo)]
+
+    _step("1. a green build of the example project (dbt, DuckDB)")
+    with console.status("dbt build ..."):
+        code, lines = _patchit(home, repo, log, *dbt)
+    console.print(f"  dbt build exited {code}; the warehouse is {repo / 'shop.duckdb'}")
+    if code != 0:
+        raise click.ClickException(f"the example project does not build; see {log}")
+
+    _step("2. a breaking commit: a column typo in a model two levels down")
+    model = repo / "models" / "marts" / "daily_revenue.sql"
+    model.write_text(model.read_text().replace("sum(amount) as revenue", "sum(amout) as revenue"))
+    _commit(repo, "daily_revenue: sum revenue per day")
+    console.print("  models/marts/daily_revenue.sql: sum(amount) -> sum(amout)")
+    with console.status("patchit dbt -- build (dbt fails, patchit heals) ..."):
+        code, lines = _patchit(home, repo, log, *dbt)
+    console.print(f"  dbt exited {code} (patchit keeps dbt's exit code); patchit said:")
+    _show(lines)
+
+    incidents = _incidents(home, repo, log)
+    fixed = next((i for i in incidents if i["status"] == "fixed"), None)
+    if fixed:
+        _step(f"3. the verified fix on branch {fixed['branch']}")
+        console.print(_git(repo, "log", "--oneline", "-n", "2", fixed["branch"]), markup=False)
+        console.print(_git(repo, "show", "--format=", fixed["branch"]), markup=False)
+        console.print(f"  your branch is still: {_git(repo, 'branch', '--show-current')}")
+        console.print(Panel(Path(fixed["report_md"]).read_text()[:1500], title="report (start)"))
+
+    _step("4. a data failure: a new customer arrives without an email")
+    if fixed:
+        _git(repo, "merge", "-q", "--ff-only", str(fixed["branch"]))
+        console.print(f"  (the engineer reviewed and merged {fixed['branch']} into main)")
+    seed = repo / "seeds" / "raw_customers.csv"
+    seed.write_text(seed.read_text() + "7,Frances,Allen,,2024-03-20\n")
+    _commit(repo, "seeds: load March customers")
+    with console.status("patchit dbt -- build (a not_null test fails) ..."):
+        code, lines = _patchit(home, repo, log, *dbt)
+    console.print(f"  dbt exited {code}; patchit said:")
+    _show(lines)
+
+    _step("incidents")
+    for incident in _incidents(home, repo, log):
+        console.print(
+            f"  {incident['id']}  {incident['status']:<9} {incident['classification'] or '-':<12}"
+            f" attempts={incident['attempts']}  {incident['branch'] or ''}",
+            markup=False,
+        )
+        console.print(f"      report: {incident['report_md']}", markup=False)
+    console.print(f"\ndemo repository: {repo}\nfull log: {log}\nstate: {home}")
+
+
+def _incidents(home: Path, repo: Path, log: Path) -> list[dict[str, Any]]:
+    env = {**os.environ, "PATCHIT_HOME": str(home)}
+    out = subprocess.run(
+        [sys.executable, "-m", "patchit", "incidents", "--json"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [i for i in json.loads(out) if i.get("repo_path") == str(repo.resolve())]

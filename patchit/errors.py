@@ -1,0 +1,36 @@
+"""The one exception tree of patchit.
+
+    PatchitError                 anything patchit raises on purpose
+    ├── BadInputError            an input the user gave is wrong (exit 2); names the input
+    ├── HarnessError             a harness could not run at all (missing binary, broken sandbox)
+    ├── VcsError                 a git command failed
+    └── MemoryStoreError         the attempt memory could not be read or written
+
+User-facing messages are one line: what was wrong, with which input, and what to do.
+"""
+
+from __future__ import annotations
+
+
+class PatchitError(Exception):
+    """Base of every error patchit raises on purpose."""
+
+
+class BadInputError(PatchitError):
+    """An input (file, directory, option) is unusable. The message names it and the fix."""
+
+
+class HarnessError(PatchitError):
+    """A harness could not run at all; a failing pipeline is not a HarnessError."""
+
+
+class VcsError(PatchitError):
+    """A git operation failed."""
+
+
+class MemoryStoreError(PatchitError):
+    """The attempt memory could not be opened, migrated or written."""
+
+
+class PatchitWarning(UserWarning):
+    """Warnings patchit itself emits (tests turn them into errors)."""

@@ -1,0 +1,113 @@
+"""`UniversalFailureEvent`: one failed unit (a dbt node, an Airflow task, ...), versioned."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from patchit.errors import BadInputError
+
+SCHEMA_VERSION = 1
+
+
+class FailureSource(StrEnum):
+    AIRFLOW = "airflow"
+    DBT = "dbt"
+    CI = "ci"
+    PYTHON = "python"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class DbtInvocation(BaseModel):
+    """How dbt was run, so a harness can replay it (target, vars, env names)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str = Field(description="dbt sub-command, e.g. build")
+    args: list[str] = Field(default_factory=list, description="the full dbt argument list")
+    project_dir: str = Field(description="absolute dbt project directory")
+    profiles_dir: str | None = None
+    profile: str | None = None
+    target: str | None = None
+    vars: str | None = Field(default=None, description="the --vars argument, verbatim")
+    cwd: str = Field(description="working directory dbt ran in (relative DuckDB paths)")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="DBT_* variables in force (values redacted if secret)"
+    )
+    invocation_id: str | None = None
+    started_utc: datetime | None = None
+
+
+class UniversalFailureEvent(BaseModel):
+    """One failed unit of work, whatever ran it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    event_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    created_utc: datetime = Field(default_factory=_now)
+    source: FailureSource
+    pipeline_id: str = Field(description="dbt project name or Airflow dag_id")
+    run_id: str | None = Field(default=None, description="dbt invocation id or Airflow run_id")
+    unit_id: str = Field(description="dbt unique_id or Airflow task_id")
+    unit_path: str | None = Field(
+        default=None, description="file of the failing unit, relative to repo_path"
+    )
+    try_number: int | None = None
+    map_index: int | None = None
+    logical_date: datetime | None = None
+    status: str = Field(default="error", description="error | fail | import_error | ...")
+    error_type: str = Field(default="", description="exception class or dbt error kind")
+    error_message: str = ""
+    traceback: str | None = None
+    log_excerpt: str | None = None
+    log_location: str | None = None
+    artifacts: dict[str, str] = Field(
+        default_factory=dict, description="name -> absolute path (run_results, manifest, ...)"
+    )
+    repo_path: str | None = Field(default=None, description="git root holding the failing code")
+    commit: str | None = Field(default=None, description="HEAD of repo_path when it failed")
+    dbt: DbtInvocation | None = None
+    context: dict[str, Any] = Field(default_factory=dict, description="source-specific extras")
+
+    def short(self) -> str:
+        return f"{self.source.value}:{self.pipeline_id}:{self.unit_id}"
+
+
+def event_json_schema() -> dict[str, Any]:
+    return UniversalFailureEvent.model_json_schema()
+
+
+def load_event(path: Path) -> UniversalFailureEvent:
+    """Read one event file; any defect is a BadInputError naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInputError(
+            f"{path}: cannot read event file ({exc.strerror}); pass a readable JSON file"
+        ) from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInputError(
+            f"{path}: not valid JSON (line {exc.lineno}: {exc.msg}); "
+            "pass an event file that conforms to `patchit schema`"
+        ) from exc
+    try:
+        return UniversalFailureEvent.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+        raise BadInputError(
+            f"{path}: does not match the event schema at {loc}: {first['msg']} "
+            "(see `patchit schema`)"
+        ) from exc

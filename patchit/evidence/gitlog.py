@@ -1,0 +1,49 @@
+"""Read-only git queries for evidence: recent history of files and what changed since a commit.
+
+Every call runs git with hooks disabled and never writes to the repository.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from patchit.errors import VcsError
+
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's well-known empty tree id
+
+
+def run_git(repo: Path, *args: str, timeout_s: float = 30.0) -> str:
+    """stdout of a read-only git command in `repo`; VcsError when git fails."""
+    cmd = ["git", "-c", "core.hooksPath=/dev/null", "-C", str(repo), *args]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise VcsError(f"git {' '.join(args)} in {repo} could not run: {exc}") from exc
+    if out.returncode != 0:
+        raise VcsError(f"git {' '.join(args)} in {repo} failed: {out.stderr.strip()}")
+    return out.stdout
+
+
+def recent_history(repo: Path, paths: list[str], n: int = 5) -> list[str]:
+    """The last `n` commits touching `paths`: "<short sha> <date> <author> <subject>"."""
+    if not paths:
+        return []
+    out = run_git(repo, "log", f"-n{n}", "--date=short", "--format=%h %ad %an %s", "--", *paths)
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def _has_parent(repo: Path, commit: str) -> bool:
+    try:
+        run_git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^1^{{commit}}")
+    except VcsError:
+        return False
+    return True
+
+
+def changed_files(repo: Path, base: str | None, head: str) -> list[str]:
+    """Files changed between `base` and `head` (base None: head's own change, root included)."""
+    if base is None:
+        base = f"{head}~1" if _has_parent(repo, head) else _EMPTY_TREE
+    out = run_git(repo, "diff", "--name-only", "--no-renames", base, head)
+    return [line for line in out.splitlines() if line.strip()]

@@ -1,0 +1,81 @@
+"""The evidence bundle: everything a classifier or strategy may read about one failure."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from patchit.events.model import UniversalFailureEvent
+
+
+class Relation(BaseModel):
+    """An upstream relation of the failing unit and the columns it really has."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="model/seed/source name as used in ref()/source()")
+    unique_id: str | None = None
+    relation: str | None = Field(default=None, description="database.schema.identifier")
+    columns: list[str] = Field(default_factory=list)
+
+
+class ProjectIndex(BaseModel):
+    """Names that exist in the dbt project, for near-match fix-its."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    models: list[str] = Field(default_factory=list)
+    seeds: list[str] = Field(default_factory=list)
+    snapshots: list[str] = Field(default_factory=list)
+    sources: list[tuple[str, str]] = Field(
+        default_factory=list, description="(source_name, table_name)"
+    )
+    macros: list[str] = Field(
+        default_factory=list, description="project and package macros, plus dbt built-ins"
+    )
+    model_paths: list[str] = Field(default_factory=lambda: ["models"])
+    project_name: str | None = None
+    packages: list[str] = Field(
+        default_factory=list, description="installed dbt packages (dbt_packages/*)"
+    )
+
+
+class Evidence(BaseModel):
+    """Redacted evidence for one failure; paths are relative to `repo_root`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event: UniversalFailureEvent
+    repo_root: str
+    project_dir: str | None = Field(default=None, description="dbt project dir, relative to repo")
+    unit_path: str | None = Field(default=None, description="failing file, relative to repo")
+    unit_name: str | None = None
+    raw_code: str | None = None
+    compiled_code: str | None = None
+    upstream: list[Relation] = Field(default_factory=list)
+    properties: dict[str, str] = Field(
+        default_factory=dict, description="YAML files describing the unit: path -> text"
+    )
+    tests: list[str] = Field(default_factory=list, description="tests attached to the unit")
+    error: str = ""
+    git_log: list[str] = Field(default_factory=list, description="recent commits of the files")
+    changed_files: list[str] = Field(
+        default_factory=list, description="files changed since the last good commit (or HEAD~1)"
+    )
+    last_good_commit: str | None = None
+    index: ProjectIndex = Field(default_factory=ProjectIndex)
+    notes: list[str] = Field(default_factory=list, description="what could not be gathered")
+    test_kind: str | None = Field(
+        default=None, description="for a data test: not_null, unique, ..., or 'singular'"
+    )
+    tested_model: str | None = Field(default=None, description="for a data test: model tested")
+    tested_column: str | None = None
+    tested_model_path: str | None = Field(
+        default=None, description="file of the tested model, relative to repo"
+    )
+    related_code: dict[str, str] = Field(
+        default_factory=dict, description="other code that matters (the tested model): path -> text"
+    )
+
+    @property
+    def unit_changed(self) -> bool:
+        return self.unit_path is not None and self.unit_path in self.changed_files

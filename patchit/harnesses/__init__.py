@@ -1,0 +1,1 @@
+"""Harnesses re-run one failed unit the way its runtime does."""

@@ -1,0 +1,49 @@
+"""The `Harness` plugin interface: re-run one failed unit the way its runtime does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from patchit.events.model import UniversalFailureEvent
+
+
+class Workspace(BaseModel):
+    """A worktree at the failing commit with the candidate applied, plus scratch space."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    root: Path = Field(description="worktree root (the repo's root, patched)")
+    scratch: Path = Field(description="writable scratch dir owned by this candidate")
+    snapshot: Path | None = Field(
+        default=None, description="dir holding the incident's database snapshot to copy from"
+    )
+
+
+class Verification(BaseModel):
+    """The harness's answer. A failing pipeline is passed=False, not an exception."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    passed: bool
+    harness: str
+    command: str = Field(description="what was run, as a human would type it")
+    output: str = Field(default="", description="tail of the output, redacted")
+    failures: list[str] = Field(default_factory=list, description="unit ids that still fail")
+    duration_ms: int = 0
+    isolation: str = "subprocess"
+    fidelity: str = "runtime"
+    limit_hit: str | None = Field(default=None, description="time | memory | network, if any")
+
+
+@runtime_checkable
+class Harness(Protocol):
+    name: ClassVar[str]
+
+    def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool: ...
+
+    def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification: ...
+
+    def close(self) -> None: ...

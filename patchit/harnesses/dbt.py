@@ -1,0 +1,316 @@
+"""The dbt harness: `dbt build --select <node>+` in a worktree against a copy of the database.
+
+One warm worker process (`patchit.harnesses.dbt_worker`) serves every verify() call of a
+harness, which saves the seconds dbt spends importing itself; `warm=False` runs a fresh `dbt`
+subprocess per call instead. Both produce the same outcome and are judged the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from patchit.errors import BadInputError, HarnessError
+from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.evidence.redact import MASK
+from patchit.harnesses.base import Verification, Workspace
+from patchit.harnesses.dbt_worker import WarmDbtWorker, kill_process_group
+from patchit.sandbox.dbt_profile import resolve_dbt_target, write_sandbox_profile
+from patchit.sandbox.snapshot import copy_for_candidate
+from patchit.sandbox.worktree import carry_packages
+
+OUTPUT_TAIL_LINES = 60
+PASSING_STATUSES = frozenset({"pass", "success"})
+NODE_TYPES = ("model", "seed", "snapshot", "test", "unit_test", "source", "exposure", "analysis")
+# The sandbox sets these itself; replaying the user's would point dbt back at the user's files.
+_NOT_REPLAYED = frozenset(
+    {"DBT_PROFILES_DIR", "DBT_PROJECT_DIR", "DBT_TARGET_PATH", "DBT_LOG_PATH", "DBT_STATE",
+     "DBT_DEFER_STATE", "DBT_DEFER", "DBT_FAVOR_STATE", "DBT_TARGET", "DBT_PROFILE"}
+)  # fmt: skip
+_SANDBOX_ENV = {
+    "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+    "DBT_USE_COLORS": "false",
+    "DBT_PRINTER_WIDTH": "120",
+}
+
+
+@dataclass
+class DbtOutcome:
+    """What one dbt invocation did, however it was run."""
+
+    success: bool
+    exception: str | None = None
+    results: list[dict[str, Any]] = field(default_factory=list)
+    timed_out: bool = False
+
+
+def node_selector(unique_id: str) -> str | None:
+    """`model.shop.orders` -> `orders`; a test's trailing hash is dropped; None if not a node."""
+    parts = unique_id.split(".")
+    if len(parts) < 3 or parts[0] not in NODE_TYPES:
+        return None
+    if parts[0] == "test":
+        return parts[2]
+    if parts[0] == "source":
+        return "source:" + ".".join(parts[2:])
+    return ".".join(parts[2:])
+
+
+def select_units(event: UniversalFailureEvent, with_state: bool) -> list[str]:
+    """The failed unit and the incident's related units, each with its descendants."""
+    unit_ids = [event.unit_id, *(event.context.get("related_units") or [])]
+    selectors: list[str] = []
+    for unit_id in unit_ids:
+        selector = node_selector(str(unit_id))
+        if selector and f"{selector}+" not in selectors:
+            selectors.append(f"{selector}+")
+    if with_state:
+        selectors.append("state:modified+")
+    return selectors
+
+
+def judge_outcome(outcome: DbtOutcome, unit_id: str) -> tuple[bool, list[str]]:
+    """Pass iff dbt succeeded, every result passed, and the failed unit itself ran."""
+    failures = [
+        str(r.get("unique_id"))
+        for r in outcome.results
+        if str(r.get("status")) not in PASSING_STATUSES
+    ]
+    ran = {str(r.get("unique_id")) for r in outcome.results}
+    if node_selector(unit_id) and unit_id not in ran and unit_id not in failures:
+        failures.append(unit_id)
+    passed = outcome.success and not outcome.timed_out and not failures and bool(outcome.results)
+    return passed, failures
+
+
+def replay_env(event: UniversalFailureEvent) -> dict[str, str]:
+    """The DBT_* variables of the failing run, minus paths the sandbox owns; redacted values
+    come from patchit's own environment when it has them, else they are left out."""
+    env: dict[str, str] = {}
+    for name, value in (event.dbt.env if event.dbt else {}).items():
+        if name in _NOT_REPLAYED:
+            continue
+        if value == MASK:
+            if name not in os.environ:
+                continue
+            value = os.environ[name]
+        env[name] = value
+    return {**env, **_SANDBOX_ENV}
+
+
+def tail_lines(path: Path, lines: int = OUTPUT_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class DbtHarness:
+    """Re-runs a failed dbt node and its descendants in the candidate's sandbox."""
+
+    name: ClassVar[str] = "dbt"
+
+    def __init__(self, timeout_s: float = 600, warm: bool = True) -> None:
+        self.timeout_s = timeout_s
+        self.warm = warm
+        self._worker: WarmDbtWorker | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def worker_pid(self) -> int | None:
+        """Pid of the live warm worker, None before the first verify or after close()."""
+        worker = self._worker
+        return worker.pid if worker is not None and worker.alive() else None
+
+    def start(self) -> None:
+        """Start the warm worker now (it imports dbt: seconds) rather than on first verify."""
+        if self.warm:
+            with self._lock:
+                self._ensure_worker()
+
+    def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
+        if event.source is FailureSource.DBT:
+            return True
+        project = Path(event.dbt.project_dir) if event.dbt else repo
+        return (project / "dbt_project.yml").is_file()
+
+    def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
+        started = time.monotonic()
+        project_dir, cwd = self._sandbox_paths(workspace, event)
+        args, log_path = self._prepare(workspace, event, project_dir)
+        env = replay_env(event)
+        with self._lock:
+            if self.warm:
+                outcome = self._run_warm(args, cwd, env, log_path)
+            else:
+                outcome = self._run_fresh(args, cwd, env, log_path, workspace.scratch)
+        passed, failures = judge_outcome(outcome, event.unit_id)
+        output = tail_lines(log_path)
+        if outcome.exception and outcome.exception not in output:
+            output = f"{output}\n{outcome.exception}".strip()
+        if outcome.timed_out:
+            output = f"{output}\npatchit: dbt stopped after {self.timeout_s:g} s".strip()
+        return Verification(
+            passed=passed,
+            harness=self.name,
+            command=shlex.join(["dbt", *args]),
+            output=output,
+            failures=failures,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            isolation="subprocess",
+            fidelity="runtime",
+            limit_hit="time" if outcome.timed_out else None,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._worker is not None:
+                self._worker.stop()
+                self._worker = None
+
+    def __enter__(self) -> DbtHarness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- preparing the sandbox -------------------------------------------------------------
+
+    def _sandbox_paths(
+        self, workspace: Workspace, event: UniversalFailureEvent
+    ) -> tuple[Path, Path]:
+        """The project dir and the cwd of the failing run, re-rooted inside the worktree."""
+        if event.dbt is None or event.repo_path is None:
+            raise HarnessError(
+                f"{event.short()}: a dbt event needs `dbt` and `repo_path` to replay"
+            )
+        repo = Path(event.repo_path).resolve()
+        try:
+            rel_project = Path(event.dbt.project_dir).resolve().relative_to(repo)
+        except ValueError as exc:
+            raise HarnessError(
+                f"dbt project {event.dbt.project_dir} is outside the repository {repo}"
+            ) from exc
+        project_dir = workspace.root / rel_project
+        if not (project_dir / "dbt_project.yml").is_file():
+            raise HarnessError(f"{project_dir}: no dbt_project.yml in the worktree")
+        try:
+            cwd = workspace.root / Path(event.dbt.cwd).resolve().relative_to(repo)
+        except ValueError:
+            cwd = project_dir  # dbt ran from outside the repo; the project dir is the best stand-in
+        return project_dir, cwd if cwd.is_dir() else project_dir
+
+    def _prepare(
+        self, workspace: Workspace, event: UniversalFailureEvent, project_dir: Path
+    ) -> tuple[list[str], Path]:
+        """Packages, DB copy, sandbox profile and state; returns the dbt args and the log."""
+        assert event.dbt is not None
+        scratch = workspace.scratch.resolve()
+        scratch.mkdir(parents=True, exist_ok=True)
+        carry_packages(Path(event.dbt.project_dir), project_dir)
+        try:
+            target = resolve_dbt_target(event)
+            db_copy = scratch / "db" / "memory.duckdb"
+            if target.db_path is not None:
+                snapshot_dir = workspace.snapshot or target.db_path.parent
+                db_copy = copy_for_candidate(snapshot_dir / target.db_path.name, scratch / "db")
+            write_sandbox_profile(target, db_copy, scratch)
+        except BadInputError as exc:
+            raise HarnessError(f"cannot build the dbt sandbox: {exc}") from exc
+
+        manifest = event.artifacts.get("manifest")
+        with_state = bool(manifest) and Path(str(manifest)).is_file()
+        selectors = select_units(event, with_state)
+        args = ["build"]
+        if selectors:
+            args += ["--select", *selectors]
+        args += ["--project-dir", str(project_dir), "--profiles-dir", str(scratch)]
+        if event.dbt.profile:
+            args += ["--profile", event.dbt.profile]
+        args += ["--target", target.target]
+        if event.dbt.vars:
+            args += ["--vars", event.dbt.vars]
+        if "--full-refresh" in event.dbt.args:
+            args.append("--full-refresh")
+        if with_state:
+            state_dir = scratch / "state"
+            state_dir.mkdir(exist_ok=True)
+            shutil.copyfile(str(manifest), state_dir / "manifest.json")
+            args += ["--state", str(state_dir)]
+        args += ["--target-path", str(scratch / "target"), "--log-path", str(scratch / "logs")]
+        log_path = scratch / "dbt_output.log"
+        log_path.unlink(missing_ok=True)
+        return args, log_path
+
+    # -- running dbt ----------------------------------------------------------------------
+
+    def _ensure_worker(self) -> WarmDbtWorker:
+        if self._worker is None or not self._worker.alive():
+            if self._worker is not None:
+                self._worker.stop()  # it died: reap it and start another
+            self._worker = WarmDbtWorker.start()
+        return self._worker
+
+    def _run_warm(self, args: list[str], cwd: Path, env: dict[str, str], log: Path) -> DbtOutcome:
+        worker = self._ensure_worker()
+        request = {"args": args, "cwd": str(cwd), "env": env, "log_path": str(log)}
+        reply = worker.request(request, self.timeout_s)
+        if reply is None:  # timed out: the worker was killed, the next verify starts another
+            self._worker = None
+            return DbtOutcome(success=False, timed_out=True)
+        return DbtOutcome(
+            success=bool(reply.get("success")),
+            exception=reply.get("exception"),
+            results=list(reply.get("results") or []),
+        )
+
+    def _run_fresh(
+        self, args: list[str], cwd: Path, env: dict[str, str], log: Path, scratch: Path
+    ) -> DbtOutcome:
+        dbt = Path(sys.executable).parent / "dbt"
+        executable = str(dbt) if dbt.is_file() else shutil.which("dbt")
+        if executable is None:
+            raise HarnessError("dbt is not installed; install it with `pip install 'patchit[dbt]'`")
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")} | env
+        run_results = scratch / "target" / "run_results.json"
+        run_results.unlink(missing_ok=True)
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [executable, *args], cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+            try:
+                returncode = proc.wait(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                kill_process_group(proc)
+                return DbtOutcome(success=False, timed_out=True)
+        results = read_run_results(run_results)
+        exception = None if returncode in (0, 1) else f"dbt exited with code {returncode}"
+        return DbtOutcome(success=returncode == 0, exception=exception, results=results)
+
+
+def read_run_results(path: Path) -> list[dict[str, Any]]:
+    """run_results.json rows in the worker's reply shape (empty when dbt wrote none)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [
+        {
+            "unique_id": row.get("unique_id"),
+            "status": row.get("status"),
+            "message": row.get("message"),
+            "resource_type": str(row.get("unique_id", "")).split(".")[0],
+        }
+        for row in data.get("results", [])
+    ]

@@ -1,0 +1,290 @@
+"""A warm dbt process: `python -m patchit.harnesses.dbt_worker`.
+
+Importing dbt costs seconds; a worker pays it once and then runs many invocations in-process
+with `dbtRunner`, one at a time. Protocol (one JSON object per line):
+
+    stdin   {"args": [...], "cwd": "...", "env": {...}, "log_path": "..."}
+    reply   {"success": bool, "exception": str | null, "duration_ms": int,
+             "results": [{"unique_id", "status", "message", "resource_type"}]}
+
+Replies go to the fd that was stdout when the worker started; fds 1 and 2 are pointed at the
+request's log file while dbt runs (and at /dev/null between requests), so nothing dbt or a
+C extension prints can corrupt the protocol. The first line written is
+`{"ready": true, "pid": ..., "dbt_version": ...}` once dbt is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import IO, Any, TextIO
+
+from patchit.errors import HarnessError
+
+STARTUP_TIMEOUT_S = 120.0
+_PRELOAD = (
+    "dbt.cli.main",
+    "dbt.task.build",
+    "dbt.parser.manifest",
+    "dbt.adapters.duckdb",
+    "dbt.adapters.duckdb.impl",
+    "duckdb",
+    "agate",
+)
+
+# Overlaid on the worker's own environment for every request.
+_BASE_ENV = dict(os.environ)
+
+
+def _status_text(status: Any) -> str:
+    return str(getattr(status, "value", status))
+
+
+def _collect_results(result: Any) -> list[dict[str, Any]]:
+    """Node results of a dbtRunnerResult.result (RunExecutionResult for build/run/test)."""
+    rows: list[dict[str, Any]] = []
+    for item in getattr(result, "results", None) or []:
+        node = getattr(item, "node", None)
+        rows.append(
+            {
+                "unique_id": getattr(node, "unique_id", None),
+                "status": _status_text(getattr(item, "status", "")),
+                "message": getattr(item, "message", None),
+                "resource_type": _status_text(getattr(node, "resource_type", "")),
+            }
+        )
+    return rows
+
+
+def _release_duckdb() -> None:
+    """dbt-duckdb keeps its database open in a class attribute after the run; close it so the
+    candidate's DB copy is unlocked (and can be deleted) as soon as the request is done."""
+    try:
+        from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+    except ImportError:
+        return
+    env = getattr(DuckDBConnectionManager, "_ENV", None)
+    if env is not None:
+        try:
+            env.close()
+        except Exception as exc:  # the next request opens a fresh environment either way
+            print(f"patchit dbt worker: closing DuckDB failed: {exc}", file=sys.stderr)
+        DuckDBConnectionManager._ENV = None
+
+
+def run_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
+    from dbt.cli.main import dbtRunner
+
+    started = time.monotonic()
+    os.environ.clear()
+    os.environ.update(_BASE_ENV)
+    os.environ.update({str(k): str(v) for k, v in (request.get("env") or {}).items()})
+    os.chdir(request["cwd"])
+    log_fd = os.open(request["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    devnull_fd = os.open(os.devnull, os.O_WRONLY)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    try:
+        res = dbtRunner().invoke(list(request["args"]))
+        exception = (
+            None if res.exception is None else f"{type(res.exception).__name__}: {res.exception}"
+        )
+        reply: dict[str, Any] = {
+            "success": bool(res.success),
+            "exception": exception,
+            "results": _collect_results(res.result),
+        }
+    except (Exception, SystemExit) as exc:  # report it and keep serving the next request
+        traceback.print_exc()
+        reply = {"success": False, "exception": f"{type(exc).__name__}: {exc}", "results": []}
+    finally:
+        _release_duckdb()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(devnull_fd, 1)
+        os.dup2(stderr_fd, 2)
+        os.close(log_fd)
+        os.close(devnull_fd)
+    reply["duration_ms"] = int((time.monotonic() - started) * 1000)
+    return reply
+
+
+def _warm_up(stderr_fd: int) -> None:
+    """Build a one-model in-memory project once: dbt's first invocation in a process pays for
+    lazily built JSON schemas and templates (about half its time), and that should not land
+    on the first candidate."""
+    with tempfile.TemporaryDirectory(prefix="patchit-dbt-warmup-") as tmp:
+        (Path(tmp) / "models").mkdir()
+        (Path(tmp) / "models" / "warm_up.sql").write_text("select 1 as id\n")
+        (Path(tmp) / "dbt_project.yml").write_text(
+            "name: patchit_warm_up\nprofile: patchit_warm_up\nconfig-version: 2\n"
+        )
+        (Path(tmp) / "profiles.yml").write_text(
+            "patchit_warm_up:\n  target: mem\n  outputs:\n    mem:\n"
+            "      type: duckdb\n      path: ':memory:'\n"
+        )
+        args = ["build", "--project-dir", tmp, "--profiles-dir", tmp]
+        args += ["--target-path", f"{tmp}/target", "--log-path", f"{tmp}/logs"]
+        env = {"DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+        request = {"args": args, "cwd": tmp, "env": env, "log_path": f"{tmp}/out.log"}
+        reply = run_request(request, stderr_fd)
+        os.chdir("/")  # leave the directory before it is deleted
+        if not reply["success"]:  # a cold first request is slower, not wrong: carry on
+            print(f"patchit dbt worker: warm-up failed: {reply['exception']}", file=sys.stderr)
+
+
+def _reply(channel: TextIO, payload: dict[str, Any]) -> None:
+    channel.write(json.dumps(payload) + "\n")
+    channel.flush()
+
+
+def main() -> int:
+    channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    stderr_fd = os.dup(2)
+    devnull_fd = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull_fd, 1)
+    os.close(devnull_fd)
+
+    # The expensive imports, paid before "ready" rather than by the first request.
+    for module in _PRELOAD:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:  # dbt itself missing is fatal; a missing adapter is not
+            if module == "dbt.cli.main":
+                raise
+            print(f"patchit dbt worker: cannot preload {module}: {exc}", file=sys.stderr)
+
+    _warm_up(stderr_fd)
+    dbt_version = importlib.metadata.version("dbt-core")
+    _reply(channel, {"ready": True, "pid": os.getpid(), "dbt_version": dbt_version})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict) or not isinstance(request.get("args"), list):
+                raise ValueError("a request is an object with an `args` list")
+            if not request.get("cwd") or not request.get("log_path"):
+                raise ValueError("a request needs `cwd` and `log_path`")
+        except ValueError as exc:
+            _reply(channel, {"success": False, "exception": f"bad request: {exc}", "results": []})
+            continue
+        _reply(channel, run_request(request, stderr_fd))
+    return 0
+
+
+# -- the parent's side ------------------------------------------------------------------------
+
+
+def kill_process_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill a child started with start_new_session=True and everything it spawned."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
+class WarmDbtWorker:
+    """The parent's handle on one worker process: start, send a request, stop."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
+        self._proc = proc
+        self._stderr = stderr
+        self._buffer = b""
+        self.pid = proc.pid
+
+    @classmethod
+    def start(cls, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> WarmDbtWorker:
+        """Spawn a worker and wait until dbt is imported; HarnessError if it cannot start."""
+        # patchit's own DBT_* settings must not leak into sandbox runs; requests bring theirs.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "patchit.harnesses.dbt_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+            env=env, start_new_session=True,
+        )  # fmt: skip
+        worker = cls(proc, stderr)
+        ready = worker._read_reply(startup_timeout_s)
+        if ready is None or not ready.get("ready"):
+            worker.stop()
+            raise HarnessError(f"the dbt worker did not start: {worker.stderr_tail()}")
+        return worker
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
+        """Send one request and wait for its reply; None (worker killed) on timeout."""
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(json.dumps(payload).encode("utf-8") + b"\n")
+            self._proc.stdin.flush()
+        except BrokenPipeError:
+            return self._died()
+        reply = self._read_reply(timeout_s)
+        if reply is None:
+            if self.alive():
+                self.stop()
+                return None
+            return self._died()
+        return reply
+
+    def stop(self) -> None:
+        if self.alive():
+            kill_process_group(self._proc)
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None:
+                stream.close()
+        self._stderr.close()
+
+    def stderr_tail(self, max_chars: int = 4000) -> str:
+        try:
+            self._stderr.seek(0)
+            text = self._stderr.read().decode("utf-8", errors="replace")
+        except (OSError, ValueError):
+            return "(no stderr)"
+        return text[-max_chars:].strip() or f"(exit code {self._proc.poll()})"
+
+    def _died(self) -> dict[str, Any]:
+        """A worker that died mid-request failed that request; the next one gets a new worker."""
+        self._proc.wait()
+        message = f"dbt worker died (exit code {self._proc.returncode}): {self.stderr_tail()}"
+        return {"success": False, "exception": message, "results": []}
+
+    def _read_reply(self, timeout_s: float) -> dict[str, Any] | None:
+        """One JSON line from the worker, or None on timeout or end of stream."""
+        assert self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            readable, _, _ = select.select([fd], [], [], remaining)
+            if not readable:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+
+if __name__ == "__main__":
+    sys.exit(main())

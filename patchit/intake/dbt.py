@@ -1,0 +1,245 @@
+"""dbt intake: run dbt as the user asked, then turn this invocation's failures into events."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from patchit.errors import BadInputError
+from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
+from patchit.evidence.redact import redact
+
+FAILED_STATUSES = {"error", "fail", "runtime error"}
+# "Model 'model.shop.orders' (models/marts/orders.sql) depends on ..." and friends
+_NODE_IN_MESSAGE = re.compile(
+    r"\b[A-Z][a-z]+ '(?P<uid>[\w-]+\.[\w-]+\.[\w.-]+)' \((?P<path>[^)]+)\)"
+)
+_FILE_IN_MESSAGE = re.compile(
+    r"given in (?P<path>[\w./-]+\.ya?ml)|\((?P<p2>[\w./-]+\.(?:sql|ya?ml|py))\)"
+)
+_ERROR_KIND = re.compile(
+    r"(Binder Error|Parser Error|Catalog Error|Conversion Error|IO Error|Constraint Error|"
+    r"Compilation Error|Parsing Error|Runtime Error|Database Error|Env var required|"
+    r"Could not find profile)"
+)
+_SECRET_ENV = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL", re.IGNORECASE)
+
+
+@dataclass
+class DbtRun:
+    """The outcome of one wrapped dbt invocation."""
+
+    exit_code: int
+    events: list[UniversalFailureEvent] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+def _option(args: list[str], *names: str) -> str | None:
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                return args[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def check_dbt_installed() -> None:
+    if importlib.util.find_spec("dbt") is None or importlib.util.find_spec("dbt.cli") is None:
+        raise BadInputError(
+            "dbt: not installed in patchit's environment; "
+            "install it with `pip install 'patchit[dbt]'`"
+        )
+
+
+def resolve_project_dir(dbt_args: list[str], project_dir: str | None) -> Path:
+    """The dbt project the invocation runs, validated before dbt starts."""
+    chosen = project_dir or _option(dbt_args, "--project-dir") or os.environ.get("DBT_PROJECT_DIR")
+    path = Path(chosen or ".").expanduser().resolve()
+    if not path.is_dir():
+        raise BadInputError(f"{path}: project dir does not exist; pass --project-dir DIR")
+    if not (path / "dbt_project.yml").is_file():
+        raise BadInputError(
+            f"{path}: not a dbt project (no dbt_project.yml); pass --project-dir of a dbt project"
+        )
+    return path
+
+
+def project_name(project_dir: Path) -> str:
+    try:
+        data = yaml.safe_load((project_dir / "dbt_project.yml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise BadInputError(
+            f"{project_dir / 'dbt_project.yml'}: unreadable YAML ({exc}); fix it"
+        ) from exc
+    if not isinstance(data, dict) or not data.get("name"):
+        raise BadInputError(f"{project_dir / 'dbt_project.yml'}: has no `name:`; fix it")
+    return str(data["name"])
+
+
+def build_dbt_args(
+    dbt_args: list[str], project_dir: Path, profiles_dir: str | None, target: str | None
+) -> list[str]:
+    args = list(dbt_args)
+    if _option(args, "--project-dir") is None:
+        args += ["--project-dir", str(project_dir)]
+    if profiles_dir and _option(args, "--profiles-dir") is None:
+        args += ["--profiles-dir", str(Path(profiles_dir).expanduser().resolve())]
+    if target and _option(args, "--target", "-t") is None:
+        args += ["--target", target]
+    return args
+
+
+def run_dbt(args: list[str], work_dir: Path) -> tuple[int, dict[str, Any]]:
+    """Run dbt in a child process; its output goes straight to our stdout/stderr."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="dbt-run-", suffix=".json", dir=work_dir)
+    os.close(fd)
+    out = Path(name)
+    out.unlink()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "patchit.intake.dbt_child", str(out), *args], check=False
+        )
+        record: dict[str, Any] = {}
+        if out.is_file():
+            record = json.loads(out.read_text(encoding="utf-8"))
+        return proc.returncode, record
+    finally:
+        out.unlink(missing_ok=True)
+
+
+def _error_type(message: str, default: str) -> str:
+    match = _ERROR_KIND.search(message)
+    return match.group(1) if match else default
+
+
+def _invocation(
+    args: list[str], project_dir: Path, record: dict[str, Any], started: datetime
+) -> DbtInvocation:
+    command = next((a for a in args if not a.startswith("-")), "")
+    env = {
+        k: ("***REDACTED***" if _SECRET_ENV.search(k) else v)
+        for k, v in os.environ.items()
+        if k.startswith("DBT_")
+    }
+    return DbtInvocation(
+        command=command,
+        args=args,
+        project_dir=str(project_dir),
+        profiles_dir=_option(args, "--profiles-dir") or os.environ.get("DBT_PROFILES_DIR"),
+        profile=_option(args, "--profile"),
+        target=_option(args, "--target", "-t") or os.environ.get("DBT_TARGET"),
+        vars=_option(args, "--vars"),
+        cwd=os.getcwd(),
+        env=env,
+        invocation_id=record.get("invocation_id"),
+        started_utc=started,
+    )
+
+
+def _fresh_artifacts(project_dir: Path, args: list[str], started: datetime) -> dict[str, str]:
+    """Artifacts written by this invocation only (a stale run_results.json is never used)."""
+    target_path = _option(args, "--target-path") or os.environ.get("DBT_TARGET_PATH") or "target"
+    target = (project_dir / target_path).resolve()
+    found: dict[str, str] = {}
+    for name in ("run_results", "manifest"):
+        path = target / f"{name}.json"
+        if path.is_file() and path.stat().st_mtime >= started.timestamp() - 1:
+            found[name] = str(path)
+    return found
+
+
+def events_from_run(
+    record: dict[str, Any],
+    args: list[str],
+    project_dir: Path,
+    repo: Path | None,
+    commit: str | None,
+    started: datetime,
+) -> list[UniversalFailureEvent]:
+    """One event per failed node of this invocation; one for a failure before any node ran."""
+    name = project_name(project_dir)
+    invocation = _invocation(args, project_dir, record, started)
+    artifacts = _fresh_artifacts(project_dir, args, started)
+    prefix = project_dir.relative_to(repo).as_posix() if repo else ""
+
+    def repo_rel(path: str | None) -> str | None:
+        if not path:
+            return None
+        return f"{prefix}/{path}" if prefix not in ("", ".") else path
+
+    common: dict[str, Any] = {
+        "source": FailureSource.DBT,
+        "pipeline_id": name,
+        "run_id": record.get("invocation_id"),
+        "repo_path": str(repo) if repo else None,
+        "commit": commit,
+        "dbt": invocation,
+        "artifacts": artifacts,
+        "log_location": str(project_dir / "logs" / "dbt.log"),
+    }
+    events: list[UniversalFailureEvent] = []
+    for result in record.get("results", []):
+        if str(result.get("status", "")).lower() not in FAILED_STATUSES:
+            continue
+        message = redact(str(result.get("message") or ""))
+        is_test = str(result.get("unique_id", "")).startswith(("test.", "unit_test."))
+        status = "fail" if is_test and result.get("status") == "fail" else "error"
+        context = {
+            k: result[k]
+            for k in ("compiled_code", "relation_name", "failures", "resource_type", "name")
+            if result.get(k) is not None
+        }
+        events.append(
+            UniversalFailureEvent(
+                **common,
+                unit_id=str(result.get("unique_id")),
+                unit_path=repo_rel(result.get("original_file_path")),
+                status=status,
+                error_type="test_failure"
+                if status == "fail"
+                else _error_type(message, "Database Error"),
+                error_message=message,
+                log_excerpt=message[-2000:],
+                context=context,
+            )
+        )
+    exc = record.get("exception")
+    if not events and exc:
+        message = redact(str(exc.get("message") or exc.get("text") or ""))
+        text = redact(str(exc.get("text") or message))
+        node = exc.get("node") or {}
+        uid, path = node.get("unique_id"), node.get("original_file_path")
+        if not uid and (m := _NODE_IN_MESSAGE.search(text)):
+            uid, path = m.group("uid"), m.group("path")
+        if not path and (m := _FILE_IN_MESSAGE.search(text)):
+            path = m.group("path") or m.group("p2")
+        events.append(
+            UniversalFailureEvent(
+                **common,
+                unit_id=uid or (f"file:{path}" if path else f"project.{name}"),
+                unit_path=repo_rel(path),
+                status="parse_error",
+                error_type=_error_type(text, str(exc.get("type") or "Error")),
+                error_message=message,
+                traceback=redact(str(exc.get("traceback") or "")) or None,
+                log_excerpt=text[-2000:],
+            )
+        )
+    return events
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,82 @@
+"""Run dbt in a child process exactly as the `dbt` command would, and record what failed.
+
+`python -m patchit.intake.dbt_child OUT.json ARGS...` invokes dbt's own CLI through `dbtRunner`
+(so dbt's output reaches the terminal unchanged) and writes this invocation's own results to
+OUT.json: never a `run_results.json` left over from an earlier run. Exit code as `dbt`'s:
+0 success, 1 a node failed, 2 dbt could not run (parse error, bad profile, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def _node_fields(node: Any) -> dict[str, Any]:
+    if node is None:
+        return {}
+    return {
+        "unique_id": getattr(node, "unique_id", None),
+        "name": getattr(node, "name", None),
+        "resource_type": str(getattr(node, "resource_type", "") or ""),
+        "original_file_path": getattr(node, "original_file_path", None),
+        "package_name": getattr(node, "package_name", None),
+        "compiled_code": getattr(node, "compiled_code", None),
+        "relation_name": getattr(node, "relation_name", None),
+    }
+
+
+def _exception_fields(exc: BaseException) -> dict[str, Any]:
+    node = getattr(exc, "node", None)
+    return {
+        "type": type(exc).__name__,
+        "message": str(getattr(exc, "msg", None) or exc),
+        "text": str(exc),
+        "node": _node_fields(node) if node is not None and not isinstance(node, str) else {},
+        "traceback": "".join(traceback.format_exception(exc))[-4000:],
+    }
+
+
+def main(argv: list[str]) -> int:
+    out_path = Path(argv[0])
+    args = argv[1:]
+    from dbt.cli.main import dbtRunner
+    from dbt_common.events.base_types import EventMsg
+
+    record: dict[str, Any] = {"invocation_id": None, "errors": [], "results": []}
+
+    def on_event(msg: EventMsg) -> None:
+        if record["invocation_id"] is None:
+            record["invocation_id"] = getattr(msg.info, "invocation_id", None)
+        if msg.info.name == "MainEncounteredError":
+            record["errors"].append(str(msg.data.exc))
+
+    started = time.time()
+    res = dbtRunner(callbacks=[on_event]).invoke(args)
+    record["duration_s"] = round(time.time() - started, 3)
+    record["success"] = bool(res.success)
+    record["exception"] = _exception_fields(res.exception) if res.exception else None
+    results = getattr(res.result, "results", None) or []
+    for r in results:
+        record["results"].append(
+            {
+                **_node_fields(getattr(r, "node", None)),
+                "status": str(getattr(r, "status", "")),
+                "message": getattr(r, "message", None),
+                "failures": getattr(r, "failures", None),
+            }
+        )
+    tmp = out_path.with_suffix(".part")
+    tmp.write_text(json.dumps(record, default=str), encoding="utf-8")
+    tmp.replace(out_path)
+    if res.success:
+        return 0
+    return 2 if res.exception is not None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

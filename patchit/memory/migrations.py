@@ -1,0 +1,140 @@
+"""Schema migrations of the attempt memory: numbered functions, applied in order, once.
+
+A migration that has been released is never edited; a schema change is a new function appended
+to `MIGRATIONS`. Each applied one is recorded in `_migrations` inside the same transaction as
+its changes, so a crash never leaves a half-applied migration marked done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from sqlite_utils import Database
+
+Migration = Callable[[Database], None]
+
+
+def m001_initial(db: Database) -> None:
+    db.table("incidents").create(
+        {
+            "id": str,
+            "fingerprint": str,
+            "cause_key": str,
+            "repo_path": str,
+            "status": str,
+            "classification": str,
+            "branch": str,
+            "report_md": str,
+            "report_json": str,
+            "summary": str,
+            "created_utc": str,
+            "updated_utc": str,
+            "needs_human": int,
+        },
+        pk="id",
+        not_null={"fingerprint", "cause_key", "status", "created_utc", "updated_utc"},
+        defaults={"status": "open", "summary": "", "needs_human": 0},
+    )
+    db.table("incidents").create_index(["cause_key", "updated_utc"])
+    db.table("events").create(
+        {
+            "event_id": str,
+            "incident_id": str,
+            "fingerprint": str,
+            "cause_key": str,
+            "source": str,
+            "unit_id": str,
+            "created_utc": str,
+            "json": str,
+        },
+        pk="event_id",
+        not_null={"incident_id", "fingerprint", "cause_key", "json"},
+        foreign_keys=[("incident_id", "incidents", "id")],
+    )
+    db.table("events").create_index(["incident_id"])
+    db.table("attempts").create(
+        {
+            "id": int,
+            "incident_id": str,
+            "fingerprint": str,
+            "diff_hash": str,
+            "strategy": str,
+            "tag": str,
+            "tier": int,
+            "files": str,
+            "diff": str,
+            "outcome": str,
+            "reason": str,
+            "verification_output": str,
+            "duration_ms": int,
+            "tokens_in": int,
+            "tokens_out": int,
+            "cost_usd": float,
+            "created_utc": str,
+        },
+        pk="id",
+        not_null={"incident_id", "fingerprint", "diff_hash", "tag", "outcome", "created_utc"},
+        foreign_keys=[("incident_id", "incidents", "id")],
+    )
+    db.table("attempts").create_index(["fingerprint", "diff_hash"])
+    db.table("attempts").create_index(["fingerprint", "tag"])
+    db.table("attempts").create_index(["incident_id"])
+    db.table("last_good").create(
+        {"project_key": str, "commit": str, "updated_utc": str},
+        pk="project_key",
+        not_null={"commit", "updated_utc"},
+    )
+    # One row per incident being healed: the owner holds it until expires_utc.
+    db.table("leases").create(
+        {"incident_id": str, "owner": str, "expires_utc": float},
+        pk="incident_id",
+        not_null={"owner", "expires_utc"},
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_initial]
+
+
+def _ensure_migrations_table(db: Database) -> None:
+    if "_migrations" not in db.table_names():
+        db.table("_migrations").create({"id": int, "name": str, "applied_utc": str}, pk="id")
+
+
+def applied_migrations(db: Database) -> list[int]:
+    if "_migrations" not in db.table_names():
+        return []
+    return [row["id"] for row in db.query("select id from _migrations order by id")]
+
+
+def apply_migrations(db: Database) -> list[str]:
+    """Apply the pending migrations in one IMMEDIATE transaction; returns their names.
+
+    IMMEDIATE takes the write lock before reading `_migrations`, so two processes opening a
+    new store at once do not both run migration 1.
+    """
+    if len(applied_migrations(db)) == len(MIGRATIONS):
+        return []  # the common case needs no write lock: opening never waits on a writer
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        _ensure_migrations_table(db)
+        done = set(applied_migrations(db))
+        names: list[str] = []
+        for number, migration in enumerate(MIGRATIONS, start=1):
+            if number in done:
+                continue
+            migration(db)
+            db.table("_migrations").insert(
+                {
+                    "id": number,
+                    "name": migration.__name__,
+                    "applied_utc": datetime.now(UTC).isoformat(),
+                }
+            )
+            names.append(migration.__name__)
+        db.conn.execute("COMMIT")
+    except BaseException:
+        if db.conn.in_transaction:
+            db.conn.execute("ROLLBACK")
+        raise
+    return names

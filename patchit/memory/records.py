@@ -1,0 +1,68 @@
+"""What the attempt memory hands out: incidents, attempt records and their states."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class IncidentStatus(StrEnum):
+    OPEN = "open"
+    FIXED = "fixed"
+    ESCALATED = "escalated"
+    FAILED = "failed"
+
+
+class AttemptOutcome(StrEnum):
+    VERIFIED = "verified"
+    FAILED = "failed"
+    REFUSED = "refused"
+    HARNESS_LIMIT = "harness_limit"
+
+
+class Incident(BaseModel):
+    """One problem being healed: failures grouped by cause key, repository and time window."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    fingerprint: str
+    cause_key: str
+    repo_path: str | None = None
+    status: IncidentStatus = IncidentStatus.OPEN
+    classification: str | None = None
+    branch: str | None = None
+    report_md: str | None = None
+    report_json: str | None = None
+    summary: str = ""
+    created_utc: datetime
+    updated_utc: datetime
+    needs_human: bool = False
+    attempts: int = 0
+    events: int = 0
+
+
+class AttemptRecord(BaseModel):
+    """One recorded attempt: a candidate, its diff and what became of it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int
+    incident_id: str
+    fingerprint: str
+    diff_hash: str
+    strategy: str
+    tag: str
+    tier: int
+    files: list[str]
+    diff: str
+    outcome: AttemptOutcome
+    reason: str
+    verification_output: str
+    duration_ms: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    created_utc: datetime

@@ -1,0 +1,120 @@
+"""Applying search/replace edits to a checkout, previewing them, and deriving them from texts.
+
+An `Edit` names a repo-relative file, a `search` text that must occur exactly once in the
+file as it is when the edit is applied (edits apply in order, so a later edit sees the
+earlier ones), and its `replace` text. An empty `search` creates a file that does not exist
+yet. Every edit of a batch is checked before anything is written, so a bad batch leaves the
+checkout untouched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchit.errors import PatchitError
+from patchit.patching.base import Edit
+
+
+class EditError(PatchitError):
+    """An edit cannot be applied: its file is missing or outside the repo, or its search text
+    does not occur exactly once."""
+
+
+def _resolve(root: Path, rel: str) -> Path:
+    """The file an edit targets; refuses absolute paths and paths leaving `root`."""
+    if not rel or Path(rel).is_absolute():
+        raise EditError(f"{rel!r}: edit paths must be relative to the repository root")
+    root_real = root.resolve()
+    target = (root / rel).resolve()
+    if not target.is_relative_to(root_real):
+        raise EditError(f"{rel}: resolves outside the repository root {root}")
+    return target
+
+
+def _read(path: Path, rel: str) -> str:
+    try:
+        # bytes, not text mode: keep CRLF line ends exactly as they are in the file
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EditError(f"{rel}: not a UTF-8 text file, refusing to edit it") from exc
+    except OSError as exc:
+        raise EditError(f"{rel}: cannot read file to edit ({exc.strerror})") from exc
+
+
+def _edited_texts(root: Path, edits: list[Edit]) -> dict[str, tuple[str, str]]:
+    """path -> (text before the batch, text after it), every edit checked."""
+    texts: dict[str, tuple[str, str]] = {}
+    for number, edit in enumerate(edits, start=1):
+        where = f"{edit.path} (edit {number} of {len(edits)})"
+        target = _resolve(root, edit.path)
+        if edit.path not in texts:
+            if not target.exists() and edit.search == "":
+                texts[edit.path] = ("", "")
+            elif not target.is_file():
+                raise EditError(f"{where}: file does not exist in the repository")
+            else:
+                text = _read(target, edit.path)
+                texts[edit.path] = (text, text)
+        before, current = texts[edit.path]
+        if edit.search == "":
+            if current:
+                raise EditError(f"{where}: empty search text is only allowed to create a file")
+            texts[edit.path] = (before, edit.replace)
+            continue
+        count = current.count(edit.search)
+        if count == 0:
+            raise EditError(f"{where}: search text not found: {edit.search[:80]!r}")
+        if count > 1:
+            raise EditError(f"{where}: search text occurs {count} times, it must be unique")
+        texts[edit.path] = (before, current.replace(edit.search, edit.replace, 1))
+    return texts
+
+
+def preview_edits(root: Path, edits: list[Edit]) -> dict[str, tuple[str, str]]:
+    """Path -> (before, after) for every file the edits touch, without writing anything."""
+    return _edited_texts(root, edits)
+
+
+def apply_edits(root: Path, edits: list[Edit]) -> list[str]:
+    """Apply `edits` under `root` in place; returns the repo-relative paths touched, in order."""
+    texts = _edited_texts(root, edits)
+    for rel, (_, after) in texts.items():
+        target = _resolve(root, rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(after.encode("utf-8"))
+    return list(texts)
+
+
+def _is_unique(text: str, part: str) -> bool:
+    first = text.find(part)
+    return first != -1 and text.find(part, first + 1) == -1
+
+
+def derive_edit(path: str, before: str, after: str) -> Edit:
+    """The smallest whole-line search/replace that turns `before` into `after`.
+
+    The changed lines are widened by neighbouring lines until the search text occurs once in
+    `before`, so the edit stays valid when it is applied to that exact text.
+    """
+    if before == after:
+        raise EditError(f"{path}: no change to express as an edit")
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    start, old_end, new_end = head, len(old) - tail, len(new) - tail
+    while True:
+        search = "".join(old[start:old_end])
+        if search and _is_unique(before, search):
+            return Edit(path=path, search=search, replace="".join(new[start:new_end]))
+        if start == 0 and old_end == len(old):
+            # the whole file is the only unique span (possible only for repetitive files)
+            return Edit(path=path, search=before, replace=after)
+        if start > 0:
+            start -= 1
+        if old_end < len(old):
+            old_end += 1
+            new_end += 1

@@ -1,0 +1,163 @@
+"""What the tier-0 fix-its share: the error text, repo-relative paths, reading repo files,
+the code regions of a Jinja-SQL file, and a project index built by scanning files."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from patchit.evidence.model import Evidence, ProjectIndex
+
+# One lexer pass over Jinja-SQL: Jinja blocks, SQL strings, SQL comments, quoted identifiers.
+_TOKEN = re.compile(
+    r"(?P<jinja>\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})"
+    r"|(?P<string>'(?:[^']|'')*')"
+    r"|(?P<comment>--[^\n]*|/\*.*?\*/)",
+    re.DOTALL,
+)
+
+
+def error_text(evidence: Evidence) -> str:
+    """The failure message: the packed evidence error and the event's own message."""
+    parts = [evidence.error, evidence.event.error_message]
+    return "\n".join(dict.fromkeys(p for p in parts if p))
+
+
+def project_prefix(evidence: Evidence) -> str:
+    """The dbt project directory relative to the repo root ('' when they are the same)."""
+    if evidence.project_dir is not None:
+        return "" if evidence.project_dir in ("", ".") else evidence.project_dir.rstrip("/")
+    dbt = evidence.event.dbt
+    if dbt is not None:
+        rel = os.path.relpath(Path(dbt.project_dir).resolve(), Path(evidence.repo_root).resolve())
+        if not rel.startswith(".."):
+            return "" if rel == "." else rel
+    return ""
+
+
+def to_repo_path(evidence: Evidence, project_rel: str) -> str:
+    """A path dbt printed (relative to the project) as a path relative to the repo root."""
+    prefix = project_prefix(evidence)
+    return f"{prefix}/{project_rel}" if prefix else project_rel
+
+
+def read_repo_file(evidence: Evidence, rel: str) -> str | None:
+    """Text of a file under the repo root, or None (missing, outside the repo, not text)."""
+    root = Path(evidence.repo_root).resolve()
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        return None
+    try:
+        return path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def sub_in_regions(
+    text: str, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str], region: str
+) -> tuple[str, int]:
+    """Apply `pattern` only in plain SQL (`region="sql"`) or only inside Jinja blocks
+    (`region="jinja"`); strings and comments are never rewritten. Returns (text, count)."""
+    out: list[str] = []
+    count = 0
+    pos = 0
+
+    def rewrite(chunk: str) -> str:
+        nonlocal count
+        new, n = pattern.subn(repl, chunk)
+        count += n
+        return new
+
+    for match in _TOKEN.finditer(text):
+        plain = text[pos : match.start()]
+        out.append(rewrite(plain) if region == "sql" else plain)
+        token = match.group(0)
+        out.append(rewrite(token) if region == "jinja" and match.lastgroup == "jinja" else token)
+        pos = match.end()
+    rest = text[pos:]
+    out.append(rewrite(rest) if region == "sql" else rest)
+    return "".join(out), count
+
+
+def _paths(config: dict[str, object], key: str, default: str) -> list[str]:
+    value = config.get(key)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [str(v) for v in value]
+    return [default]
+
+
+def _load_yaml(path: Path) -> object:
+    try:
+        return YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, YAMLError):
+        return None
+
+
+_MACRO_DEF = re.compile(r"\{%-?\s*macro\s+(\w+)")
+_SNAPSHOT_DEF = re.compile(r"\{%-?\s*snapshot\s+(\w+)")
+
+
+def scan_index(evidence: Evidence) -> ProjectIndex:
+    """The evidence index merged with names found by scanning the project's files.
+
+    Parse-time failures have no manifest, so the files are the only record of what exists.
+    """
+    project = Path(evidence.repo_root) / project_prefix(evidence)
+    loaded = _load_yaml(project / "dbt_project.yml")
+    config: dict[str, object] = loaded if isinstance(loaded, dict) else {}
+    index = evidence.index.model_copy(deep=True)
+
+    def stems(dirs: list[str], suffixes: tuple[str, ...]) -> list[str]:
+        found = []
+        for d in dirs:
+            for path in sorted((project / d).rglob("*")):
+                if path.suffix in suffixes and path.is_file():
+                    found.append(path.stem)
+        return found
+
+    def defs(dirs: list[Path], pattern: re.Pattern[str]) -> list[str]:
+        found = []
+        for d in dirs:
+            for path in sorted(d.rglob("*.sql")):
+                found += pattern.findall(path.read_text(encoding="utf-8", errors="replace"))
+        return found
+
+    model_dirs = _paths(config, "model-paths", "models")
+    index.models = sorted({*index.models, *stems(model_dirs, (".sql", ".py"))})
+    index.seeds = sorted({*index.seeds, *stems(_paths(config, "seed-paths", "seeds"), (".csv",))})
+    snap_dirs = [project / d for d in _paths(config, "snapshot-paths", "snapshots")]
+    index.snapshots = sorted({*index.snapshots, *defs(snap_dirs, _SNAPSHOT_DEF)})
+    macro_dirs = [project / d for d in _paths(config, "macro-paths", "macros")]
+    macro_dirs += sorted((project / "dbt_packages").glob("*/macros"))
+    index.macros = sorted({*index.macros, *defs(macro_dirs, _MACRO_DEF)})
+    sources = set(index.sources)
+    for d in model_dirs:
+        for path in sorted((project / d).rglob("*.y*ml")):
+            doc = _load_yaml(path)
+            listed = doc.get("sources") if isinstance(doc, dict) else None
+            for source in listed if isinstance(listed, list) else []:
+                if isinstance(source, dict) and isinstance(source.get("name"), str):
+                    for table in source.get("tables") or []:
+                        if isinstance(table, dict) and isinstance(table.get("name"), str):
+                            sources.add((source["name"], table["name"]))
+    index.sources = sorted(sources)
+    return index
+
+
+def model_files(evidence: Evidence) -> dict[str, str]:
+    """Model name -> its file relative to the repo root, found by scanning the model paths."""
+    prefix = project_prefix(evidence)
+    project = Path(evidence.repo_root) / prefix
+    loaded = _load_yaml(project / "dbt_project.yml")
+    config: dict[str, object] = loaded if isinstance(loaded, dict) else {}
+    found: dict[str, str] = {}
+    for d in _paths(config, "model-paths", "models"):
+        for path in sorted((project / d).rglob("*")):
+            if path.suffix in (".sql", ".py") and path.is_file():
+                found.setdefault(path.stem, to_repo_path(evidence, str(path.relative_to(project))))
+    return found

@@ -1,0 +1,88 @@
+"""A misspelt macro or Jinja name -> the one near-named macro.
+
+dbt 1.11 reports it at compile time, per node:
+
+    Compilation Error in model stg_payments (models/staging/stg_payments.sql)
+      'cents_to_dolars' is undefined. This can happen when calling a macro that does not
+      exist. Check for typos and/or install package dependencies with "dbt deps".
+
+The name is rewritten only inside Jinja blocks of the failing file; when the failing file
+does not use it, the call is in a macro, and the one macro file that uses it is edited.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import ClassVar
+
+from patchit.evidence.model import Evidence
+from patchit.patching.apply import derive_edit
+from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.fixits._common import (
+    error_text,
+    project_prefix,
+    read_repo_file,
+    scan_index,
+    sub_in_regions,
+    to_repo_path,
+)
+from patchit.patching.similarity import nearest
+
+_UNDEFINED = re.compile(
+    r"'(?P<name>\w+)' is undefined\. This can happen when calling a macro that does not exist"
+)
+_NODE_PATH = re.compile(r"Compilation Error in \w+ \w+ \((?P<path>[^)]+)\)")
+
+
+class FixMacroStrategy:
+    """Rename a call to an undefined macro to the single near-named macro that exists."""
+
+    name: ClassVar[str] = "dbt_fix_macro"
+    tag: ClassVar[str] = "fix_macro"
+    tier: ClassVar[int] = 0
+
+    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+        message = error_text(evidence)
+        found = _UNDEFINED.search(message)
+        if found is None:
+            return []
+        missing = found.group("name")
+        fix = nearest(missing, scan_index(evidence).macros)
+        if fix is None:
+            return []
+        pattern = re.compile(rf"(?<![\w.]){re.escape(missing)}(?!\w)")
+        for path in self._files_to_try(evidence, message, missing):
+            text = read_repo_file(evidence, path)
+            if text is None:
+                continue
+            after, count = sub_in_regions(text, pattern, lambda _: fix, region="jinja")
+            if count:
+                edit = derive_edit(path, text, after)
+                why = f"'{missing}' is not a macro; '{fix}' is the only near-named macro"
+                return [
+                    PatchCandidate(
+                        strategy=self.name,
+                        tag=self.tag,
+                        tier=self.tier,
+                        edits=[edit],
+                        rationale=why,
+                    )
+                ]
+        return []
+
+    def _files_to_try(self, evidence: Evidence, message: str, missing: str) -> list[str]:
+        paths = []
+        if evidence.unit_path:
+            paths.append(evidence.unit_path)
+        if node := _NODE_PATH.search(message):
+            paths.append(to_repo_path(evidence, node.group("path")))
+        # Fall back to the project's macros, but only to one unambiguous file.
+        root = Path(evidence.repo_root)
+        macro_dir = root / project_prefix(evidence) / "macros"
+        users = [
+            str(p.relative_to(root))
+            for p in sorted(macro_dir.rglob("*.sql"))
+            if re.search(rf"\b{re.escape(missing)}\b", p.read_text(errors="replace"))
+        ]
+        return [*dict.fromkeys(paths), *(users if len(users) == 1 else [])]

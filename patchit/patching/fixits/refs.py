@@ -1,0 +1,136 @@
+"""ref()/source() to a node that does not exist, and a model that refs itself -> near name.
+
+The dbt 1.11 parse-time messages (no manifest exists for the failing commit):
+
+    Model 'model.shop.orders' (models/marts/orders.sql) depends on a node named 'stg_order'
+    which was not found
+    Model 'model.shop.orders' (models/marts/orders.sql) depends on a source named
+    'raw.orderz' which was not found
+    Test '...' (models/marts/schema.yml) depends on a node named 'x' in package '' which
+    was not found                                   (a warning: the test is dropped)
+    Found a cycle: model.shop.customer_segments     (a model that refs itself)
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from patchit.evidence.model import Evidence
+from patchit.patching.apply import derive_edit
+from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.fixits._common import (
+    error_text,
+    model_files,
+    read_repo_file,
+    scan_index,
+    to_repo_path,
+)
+from patchit.patching.similarity import nearest
+
+_MISSING = re.compile(
+    r"\b[A-Z][\w ]*? '(?P<uid>[^']+)' \((?P<path>[^)]+)\) depends on a (?P<what>node|source) "
+    r"named '(?P<name>[^']+)'(?: in package '[^']*')?(?: with version '[^']*')? which was not found"
+)
+_CYCLE = re.compile(r"Found a cycle: (?P<cycle>[^\n]+)")
+_REF_ARG = r"(?P<pre>\bref\(\s*(?:['\"][\w.]+['\"]\s*,\s*)?['\"]){name}(?=['\"])"
+_SOURCE_ARGS = r"(?P<pre>\bsource\(\s*['\"]){src}(?P<mid>['\"]\s*,\s*['\"]){tbl}(?=['\"])"
+_REFS = re.compile(r"\bref\(\s*(?:['\"][\w.]+['\"]\s*,\s*)?['\"](?P<name>\w+)['\"]")
+
+
+def _renamed_ref(text: str, old: str, new: str) -> str:
+    pattern = re.compile(_REF_ARG.format(name=re.escape(old)))
+    return pattern.sub(lambda m: m.group("pre") + new, text)
+
+
+def _candidate(
+    strategy: FixRefStrategy | SelfRefCycleStrategy, path: str, before: str, after: str, why: str
+) -> list[PatchCandidate]:
+    if after == before:
+        return []
+    edit = derive_edit(path, before, after)
+    return [
+        PatchCandidate(
+            strategy=strategy.name,
+            tag=strategy.tag,
+            tier=strategy.tier,
+            edits=[edit],
+            rationale=why,
+        )
+    ]
+
+
+class FixRefStrategy:
+    """Point a ref()/source() naming a missing node at the one existing near name."""
+
+    name: ClassVar[str] = "dbt_fix_ref"
+    tag: ClassVar[str] = "fix_ref"
+    tier: ClassVar[int] = 0
+
+    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+        found = _MISSING.search(error_text(evidence))
+        if found is None:
+            return []
+        path = to_repo_path(evidence, found.group("path"))
+        text = read_repo_file(evidence, path)
+        if text is None:
+            return []
+        index = scan_index(evidence)
+        missing = found.group("name")
+        if found.group("what") == "node":
+            own = found.group("uid").split(".")[-1]
+            names = [n for n in (*index.models, *index.seeds, *index.snapshots) if n != own]
+            fix = nearest(missing, names)
+            if fix is None:
+                return []
+            why = f"ref('{missing}') names no node; '{fix}' is the only near name in the project"
+            return _candidate(self, path, text, _renamed_ref(text, missing, fix), why)
+        if "." not in missing:
+            return []
+        fix = nearest(missing, [f"{s}.{t}" for s, t in index.sources])
+        if fix is None:
+            return []
+        (src, tbl), (new_src, new_tbl) = missing.split(".", 1), fix.split(".", 1)
+        pattern = re.compile(_SOURCE_ARGS.format(src=re.escape(src), tbl=re.escape(tbl)))
+        after = pattern.sub(lambda m: f"{m.group('pre')}{new_src}{m.group('mid')}{new_tbl}", text)
+        why = f"source('{src}', '{tbl}') is not declared; '{fix}' is the only near source table"
+        return _candidate(self, path, text, after, why)
+
+
+class SelfRefCycleStrategy:
+    """A model that refs itself: point that ref at the one near-named node not downstream."""
+
+    name: ClassVar[str] = "dbt_self_ref_cycle"
+    tag: ClassVar[str] = "fix_ref"
+    tier: ClassVar[int] = 0
+
+    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+        found = _CYCLE.search(error_text(evidence))
+        if found is None:
+            return []
+        nodes = [n.strip() for n in found.group("cycle").split("-->")]
+        if len(set(nodes)) != 1 or not nodes[0].startswith("model."):
+            return []  # a cycle through several models has no single file to blame
+        own = nodes[0].split(".")[-1]
+        files = model_files(evidence)
+        path = files.get(own)
+        text = read_repo_file(evidence, path) if path else None
+        if path is None or text is None or own not in _REFS.findall(text):
+            return []
+        # Any node downstream of this model would only make a longer cycle.
+        children: dict[str, set[str]] = {}
+        for name, rel in files.items():
+            for parent in _REFS.findall(read_repo_file(evidence, rel) or ""):
+                children.setdefault(parent, set()).add(name)
+        downstream, todo = {own}, [own]
+        while todo:
+            for child in children.get(todo.pop(), set()) - downstream:
+                downstream.add(child)
+                todo.append(child)
+        index = scan_index(evidence)
+        names = [n for n in (*index.models, *index.seeds, *index.snapshots) if n not in downstream]
+        fix = nearest(own, names)
+        if fix is None:
+            return []
+        why = f"model '{own}' refs itself; '{fix}' is the only near-named node upstream of it"
+        return _candidate(self, path, text, _renamed_ref(text, own, fix), why)

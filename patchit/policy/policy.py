@@ -1,0 +1,132 @@
+"""The safety policy: which edits patchit may ever make, whatever proposed them.
+
+A candidate is refused, with a one-line reason, when an edit would touch a denied or
+not-allowed path, too many files or lines, anything outside the repository (absolute paths,
+`..`, symlinks), a binary or missing file, or when its search text does not occur exactly once.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path, PurePosixPath
+
+from patchit.config import PolicyConfig
+from patchit.patching.base import PatchCandidate
+from patchit.patching.diffs import unified_diff
+
+BINARY_SNIFF_BYTES = 8192
+
+
+def _path_forms(rel: str) -> list[str]:
+    """The path and every trailing sub-path down to the basename, so globs bite at any depth."""
+    parts = PurePosixPath(rel).parts
+    return ["/".join(parts[i:]) for i in range(len(parts))]
+
+
+def match_glob(rel: str, patterns: list[str], case_sensitive: bool = True) -> str | None:
+    """The first pattern matching the path or any trailing part of it, else None."""
+    for form in _path_forms(rel):
+        for pattern in patterns:
+            if case_sensitive and fnmatch.fnmatchcase(form, pattern):
+                return pattern
+            if not case_sensitive and fnmatch.fnmatchcase(form.lower(), pattern.lower()):
+                return pattern
+    return None
+
+
+def _check_path_shape(path: str) -> str | None:
+    if not path.strip():
+        return "an edit has an empty path"
+    if "\\" in path or "\x00" in path:
+        return f"{path!r}: backslashes and NUL bytes are not allowed in edit paths"
+    if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
+        return f"{path}: absolute paths are refused; edits name files relative to the repository"
+    parts = PurePosixPath(path).parts
+    if ".." in parts:
+        return f"{path}: '..' would leave the repository"
+    if ".git" in parts:
+        return f"{path}: git's own files are never edited"
+    return None
+
+
+def _check_globs(rel: str, policy: PolicyConfig) -> str | None:
+    denied = match_glob(rel, policy.deny, case_sensitive=False)
+    if denied is not None:
+        return f"{rel}: matches deny glob {denied!r}"
+    if match_glob(rel, policy.allow) is None:
+        return f"{rel}: matches no allow glob ({', '.join(policy.allow)})"
+    return None
+
+
+def _check_location(rel: str, repo_root: Path) -> str | None:
+    """Inside the repository, not through or at a symlink, an existing text file."""
+    root = repo_root.resolve()
+    target = root / rel
+    resolved = target.resolve()
+    if not resolved.is_relative_to(root):
+        return f"{rel}: resolves to {resolved}, outside the repository {root}"
+    current = root
+    for part in PurePosixPath(rel).parts:
+        current = current / part
+        if current.is_symlink():
+            what = "is a symlink" if current == target else f"goes through symlink {current}"
+            return f"{rel}: {what}; patchit edits regular files only"
+    if not target.is_file():
+        return f"{rel}: no such file in the repository"
+    with target.open("rb") as fh:
+        if b"\x00" in fh.read(BINARY_SNIFF_BYTES):
+            return f"{rel}: binary file (NUL bytes); patchit edits text files only"
+    return None
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _changed_lines(diff: str) -> int:
+    """Added plus removed lines of a one-file unified diff (its two header lines skipped)."""
+    return sum(1 for line in diff.splitlines()[2:] if line[:1] in "+-")
+
+
+def check_policy(candidate: PatchCandidate, repo_root: Path, policy: PolicyConfig) -> str | None:
+    """A one-line refusal reason, or None when every edit is allowed."""
+    if not candidate.edits:
+        return "the candidate has no edits"
+    paths = list(dict.fromkeys(edit.path for edit in candidate.edits))
+    for path in paths:
+        reason = _check_path_shape(path)
+        if reason:
+            return reason
+    rels = [PurePosixPath(p).as_posix() for p in paths]
+    for rel in rels:
+        reason = _check_globs(rel, policy) or _check_location(rel, repo_root)
+        if reason:
+            return reason
+    if len(set(rels)) > policy.max_files:
+        return f"touches {len(set(rels))} files, more than max_files={policy.max_files}"
+    contents: dict[str, tuple[str, str]] = {}
+    for edit in candidate.edits:
+        rel = PurePosixPath(edit.path).as_posix()
+        if rel not in contents:
+            text = _read_text(repo_root / rel)
+            if text is None:
+                return f"{rel}: not UTF-8 text; patchit edits text files only"
+            contents[rel] = (text, text)
+        before, current = contents[rel]
+        if not edit.search:
+            return f"{rel}: an edit has empty search text"
+        count = current.count(edit.search)
+        if count != 1:
+            found = "does not occur" if count == 0 else f"occurs {count} times"
+            return f"{rel}: search text {found} in the file (it must occur exactly once)"
+        contents[rel] = (before, current.replace(edit.search, edit.replace, 1))
+    changed = sum(
+        _changed_lines(unified_diff(rel, before, after, context_lines=0))
+        for rel, (before, after) in contents.items()
+    )
+    if changed > policy.max_lines:
+        return f"changes {changed} lines, more than max_lines={policy.max_lines}"
+    return None

@@ -1,0 +1,122 @@
+"""Assemble a `RootCauseReport` from what the loop found, tried and concluded."""
+
+from __future__ import annotations
+
+import os
+
+from patchit.classify.model import FailureClass, Verdict
+from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.model import Evidence
+from patchit.harnesses.base import Verification
+from patchit.memory import AttemptRecord, Incident
+from patchit.patching.base import PatchCandidate
+from patchit.reports.model import AttemptLine, RootCauseReport
+
+_OUTPUT_TAIL_LINES = 25
+
+
+def _tail(text: str, lines: int = _OUTPUT_TAIL_LINES) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def _attempt_lines(attempts: list[AttemptRecord]) -> list[AttemptLine]:
+    lines = []
+    for number, a in enumerate(attempts, start=1):
+        output = a.verification_output or ""
+        command = output.splitlines()[0].removeprefix("$ ") if output.startswith("$ ") else ""
+        lines.append(
+            AttemptLine(
+                number=number,
+                strategy=a.strategy,
+                tag=a.tag,
+                tier=a.tier,
+                files=a.files,
+                outcome=a.outcome,
+                reason=a.reason,
+                diff=a.diff,
+                command=command,
+                output_tail=_tail(output),
+                duration_ms=a.duration_ms,
+                tokens=a.tokens_in + a.tokens_out,
+                cost_usd=a.cost_usd,
+            )
+        )
+    return lines
+
+
+def _next_actions(
+    status: str,
+    event: UniversalFailureEvent,
+    verdict: Verdict | None,
+    commands: list[str],
+) -> list[str]:
+    if status == "fixed":
+        return [f"`{c}`" for c in commands] + [
+            "review the diff, then merge the branch or open a pull request from it"
+        ]
+    actions = list(verdict.next_actions) if verdict else []
+    if event.unit_path:
+        actions.append(f"read `{event.unit_path}` at commit `{(event.commit or 'HEAD')[:12]}`")
+    if event.log_location:
+        actions.append(f"read the log `{event.log_location}`")
+    if event.dbt is not None:
+        name = event.unit_id.split(".")[2] if event.unit_id.count(".") >= 2 else event.unit_id
+        project = event.dbt.project_dir
+        actions.append(f"re-run it: `cd {project} && dbt build --select {name}`")
+    return actions
+
+
+def build_report(
+    *,
+    incident: Incident,
+    event: UniversalFailureEvent,
+    evidence: Evidence | None,
+    verdict: Verdict | None,
+    attempts: list[AttemptRecord],
+    winner: tuple[PatchCandidate, str, Verification] | None,
+    stop_reason: str,
+    commands: list[str],
+    events: int,
+) -> RootCauseReport:
+    status = incident.status.value if hasattr(incident.status, "value") else str(incident.status)
+    verification = None
+    diff = None
+    if winner is not None:
+        candidate, diff, result = winner
+        verification = (
+            f"`{result.command}` passed in {result.duration_ms / 1000:.1f} s "
+            f"(harness `{result.harness}`, isolation `{result.isolation}`, fidelity "
+            f"`{result.fidelity}`, data check: not run). Candidate from `{candidate.strategy}` "
+            f"(tier {candidate.tier}, tag `{candidate.tag}`)."
+        )
+    cls = verdict.cls.value if verdict else FailureClass.UNKNOWN.value
+    tiers = ["tier 0 (deterministic fix-its)"]
+    if not os.environ.get("ANTHROPIC_API_KEY"):
+        tiers.append("tier 1 (LLM): off, no ANTHROPIC_API_KEY")
+    return RootCauseReport(
+        incident_id=incident.id,
+        status=status,
+        classification=cls,
+        signature=verdict.signature if verdict else "none",
+        reason=verdict.reason if verdict else "not classified",
+        fingerprint=incident.fingerprint,
+        source=event.source.value,
+        pipeline_id=event.pipeline_id,
+        unit_id=event.unit_id,
+        unit_path=event.unit_path,
+        error_type=event.error_type,
+        error_message=event.error_message,
+        repo_path=event.repo_path,
+        commit=event.commit,
+        events=events,
+        related_units=list(event.context.get("related_units", [])),
+        attempts=_attempt_lines(attempts),
+        tiers_run=tiers if cls == FailureClass.CODE_BUG.value else [],
+        branch=incident.branch,
+        diff=diff,
+        verification=verification,
+        next_actions=_next_actions(status, event, verdict, commands),
+        needs_human=status != "fixed",
+        stop_reason=stop_reason,
+        evidence_notes=list(evidence.notes) if evidence else [],
+    )

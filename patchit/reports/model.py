@@ -1,0 +1,58 @@
+"""`RootCauseReport`: what patchit found, tried and concluded for one incident."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class AttemptLine(BaseModel):
+    """One row of the report's timeline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    number: int
+    strategy: str
+    tag: str
+    tier: int = 0
+    files: list[str] = Field(default_factory=list)
+    outcome: str
+    reason: str = ""
+    diff: str = ""
+    command: str = ""
+    output_tail: str = ""
+    duration_ms: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class RootCauseReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    incident_id: str
+    status: str
+    classification: str
+    signature: str
+    reason: str
+    fingerprint: str
+    source: str
+    pipeline_id: str
+    unit_id: str
+    unit_path: str | None = None
+    error_type: str
+    error_message: str
+    repo_path: str | None = None
+    commit: str | None = None
+    events: int = 1
+    related_units: list[str] = Field(default_factory=list)
+    attempts: list[AttemptLine] = Field(default_factory=list)
+    tiers_run: list[str] = Field(default_factory=list)
+    branch: str | None = None
+    diff: str | None = None
+    verification: str | None = Field(default=None, description="harness, isolation, result")
+    next_actions: list[str] = Field(default_factory=list)
+    needs_human: bool = True
+    stop_reason: str = ""
+    evidence_notes: list[str] = Field(default_factory=list)
+    generated_utc: datetime = Field(default_factory=lambda: datetime.now(UTC))

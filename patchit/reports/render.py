@@ -1,0 +1,32 @@
+"""Render a `RootCauseReport` to Markdown and JSON under `$PATCHIT_HOME/reports/`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from patchit.reports.model import RootCauseReport
+
+_env = Environment(
+    loader=PackageLoader("patchit.reports", "templates"),
+    undefined=StrictUndefined,
+    keep_trailing_newline=True,
+    autoescape=False,  # Markdown, not HTML
+)
+
+
+def render_markdown(report: RootCauseReport) -> str:
+    return _env.get_template("report.md.j2").render(r=report)
+
+
+def write_report(report: RootCauseReport, reports_dir: Path) -> tuple[Path, Path]:
+    """Write `<id>.md` and `<id>.json` atomically; return their paths."""
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    md = reports_dir / f"{report.incident_id}.md"
+    js = reports_dir / f"{report.incident_id}.json"
+    for path, text in ((md, render_markdown(report)), (js, report.model_dump_json(indent=2))):
+        tmp = path.with_suffix(path.suffix + ".part")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    return md, js

@@ -1,0 +1,171 @@
+"""The user's dbt target, found the way dbt finds it, and a sandbox profile pointing at a copy.
+
+Resolution follows dbt: profiles dir from `--profiles-dir`, else `DBT_PROFILES_DIR`, else the
+project dir when it holds a profiles.yml, else `~/.dbt`; profile name from `--profile`, else
+`profile:` in dbt_project.yml; target from `--target`, else the profile's `target:`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from patchit.errors import BadInputError
+from patchit.events.model import UniversalFailureEvent
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class DbtTarget:
+    """One resolved profile output; `db_path` is the absolute DuckDB file (None: in memory)."""
+
+    profile: str
+    target: str
+    output: dict[str, Any]
+    db_path: Path | None
+    profiles_file: Path | None = None
+
+
+def _load_yaml(path: Path) -> Any:
+    try:
+        return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BadInputError(f"{path}: cannot read ({exc.strerror}); check the path") from exc
+    except YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BadInputError(f"{path}: not valid YAML ({first}); fix the file") from exc
+
+
+def _render_env_vars(value: Any, env: dict[str, str], where: Path) -> Any:
+    """Render `{{ env_var('X', 'default') }}` (and dbt's as_* filters) in every string."""
+    if isinstance(value, dict):
+        return {k: _render_env_vars(v, env, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_render_env_vars(v, env, where) for v in value]
+    if not isinstance(value, str) or "{{" not in value:
+        return value
+
+    def env_var(name: str, default: Any = _MISSING) -> Any:
+        if name in env:
+            return env[name]
+        if default is _MISSING:
+            raise BadInputError(
+                f"{where}: env_var('{name}') is not set and has no default; set {name}"
+            )
+        return default
+
+    jenv = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    jenv.globals["env_var"] = env_var
+    jenv.filters.update(
+        as_text=str, as_number=lambda v: float(v) if "." in str(v) else int(v),
+        as_bool=lambda v: str(v).strip().lower() in ("true", "1", "yes"), as_native=lambda v: v,
+    )  # fmt: skip
+    try:
+        rendered = jenv.from_string(value).render()
+    except jinja2.TemplateError as exc:
+        raise BadInputError(f"{where}: cannot render {value!r} ({exc}); fix the profile") from exc
+    # A rendered number or boolean is written back as YAML would have typed it.
+    if rendered.isdigit():
+        return int(rendered)
+    if rendered.lower() in ("true", "false"):
+        return rendered.lower() == "true"
+    return rendered
+
+
+def resolve_profiles_dir(event: UniversalFailureEvent, project_dir: Path) -> Path:
+    dbt = event.dbt
+    assert dbt is not None
+    cwd = Path(dbt.cwd)
+    if dbt.profiles_dir:
+        return (cwd / Path(dbt.profiles_dir).expanduser()).resolve()
+    from_env = dbt.env.get("DBT_PROFILES_DIR")
+    if from_env:
+        return (cwd / Path(from_env).expanduser()).resolve()
+    if (project_dir / "profiles.yml").is_file():
+        return project_dir
+    return Path.home() / ".dbt"
+
+
+def resolve_dbt_target(event: UniversalFailureEvent, project_dir: Path | None = None) -> DbtTarget:
+    """The profile output the failing run used. `project_dir` overrides event.dbt.project_dir
+    (e.g. the same project inside a worktree); env_var() sees os.environ plus event.dbt.env."""
+    if event.dbt is None:
+        raise BadInputError(f"event {event.event_id} has no dbt invocation; it is not a dbt event")
+    dbt = event.dbt
+    project_dir = (project_dir or Path(dbt.project_dir)).resolve()
+    env = {**os.environ, **dbt.env}
+
+    profile_name = dbt.profile
+    if not profile_name:
+        project_file = project_dir / "dbt_project.yml"
+        project = _load_yaml(project_file)
+        profile_name = project.get("profile") if isinstance(project, dict) else None
+        if not isinstance(profile_name, str) or not profile_name:
+            raise BadInputError(f"{project_file}: no `profile:` key; add one or pass --profile")
+
+    profiles_file = resolve_profiles_dir(event, project_dir) / "profiles.yml"
+    if not profiles_file.is_file():
+        raise BadInputError(f"{profiles_file}: no profiles.yml there; pass --profiles-dir")
+    profiles = _load_yaml(profiles_file)
+    profile = profiles.get(profile_name) if isinstance(profiles, dict) else None
+    if not isinstance(profile, dict):
+        raise BadInputError(f"{profiles_file}: no profile named {profile_name!r}; add it")
+    target_name = dbt.target or _render_env_vars(profile.get("target"), env, profiles_file)
+    if not isinstance(target_name, str) or not target_name:
+        raise BadInputError(f"{profiles_file}: profile {profile_name!r} has no `target:`")
+    outputs = profile.get("outputs")
+    raw_output = outputs.get(target_name) if isinstance(outputs, dict) else None
+    if not isinstance(raw_output, dict):
+        raise BadInputError(
+            f"{profiles_file}: profile {profile_name!r} has no output {target_name!r}; add it"
+        )
+    output = _render_env_vars(raw_output, env, profiles_file)
+    return DbtTarget(
+        profile=profile_name,
+        target=target_name,
+        output=output,
+        db_path=_duckdb_file(output, Path(dbt.cwd), profiles_file),
+        profiles_file=profiles_file,
+    )
+
+
+def _duckdb_file(output: dict[str, Any], cwd: Path, where: Path) -> Path | None:
+    if output.get("type") != "duckdb":
+        return None
+    path = str(output.get("path") or ":memory:")
+    if path == ":memory:" or path.startswith(":memory:"):
+        return None
+    if path.startswith("md:") or path.startswith("motherduck:") or "://" in path:
+        raise BadInputError(
+            f"{where}: DuckDB path {path!r} is remote; patchit can only sandbox a local file"
+        )
+    return (cwd / Path(path).expanduser()).resolve()
+
+
+def write_sandbox_profile(target: DbtTarget, db_copy: Path, dest_dir: Path) -> Path:
+    """Write `dest_dir/profiles.yml`: the same profile and target names and settings, with
+    `path:` replaced by the absolute copy. Only this one target is written, so nothing in the
+    sandbox can reach the user's other outputs."""
+    if target.output.get("type") != "duckdb":
+        raise BadInputError(
+            f"{target.profiles_file}: target {target.target!r} is "
+            f"{target.output.get('type')!r}; the dbt sandbox supports DuckDB targets only"
+        )
+    output = dict(target.output)
+    if target.db_path is not None:
+        output["path"] = str(db_copy.resolve())
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    profiles = {target.profile: {"target": target.target, "outputs": {target.target: output}}}
+    dest = dest_dir / "profiles.yml"
+    yaml = YAML(typ="safe")
+    yaml.default_flow_style = False
+    with dest.open("w", encoding="utf-8") as fh:
+        yaml.dump(profiles, fh)
+    return dest

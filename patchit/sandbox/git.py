@@ -1,0 +1,98 @@
+"""Running git for patchit: one wrapper that never runs the user's hooks, signs, or prompts.
+
+Every git call patchit makes goes through `run_git`, so a pre-commit hook in the user's
+repository, a signing key that asks for a passphrase or a credential prompt can never run or
+block inside the healing loop.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from patchit.errors import VcsError
+
+# Neutralise per-repo and per-user configuration that would run code or wait for a human.
+_SAFE_CONFIG = (
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "commit.gpgsign=false",
+    "-c",
+    "tag.gpgsign=false",
+)
+
+
+def _git_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_PAGER": "cat",
+            "PAGER": "cat",
+            "GIT_OPTIONAL_LOCKS": "0",
+            "LC_ALL": "C",
+        }
+    )
+    # A GIT_DIR/GIT_WORK_TREE inherited from a hook that called us would redirect every command.
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        env.pop(name, None)
+    return env
+
+
+def run_git(repo: Path, *args: str, check: bool = True) -> str:
+    """Run `git -C repo <args>` and return its stdout; a failure raises VcsError with stderr."""
+    cmd = ["git", "-C", str(repo), *_SAFE_CONFIG, *args]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env=_git_env(), stdin=subprocess.DEVNULL
+        )
+    except OSError as exc:
+        raise VcsError(f"cannot run git ({exc.strerror}); install git and put it on PATH") from exc
+    if check and proc.returncode != 0:
+        stderr = proc.stderr.strip() or proc.stdout.strip()
+        raise VcsError(f"git {' '.join(args)} failed in {repo} (exit {proc.returncode}): {stderr}")
+    return proc.stdout
+
+
+def repo_root(path: Path) -> Path | None:
+    """The top of the git working tree holding `path`, or None when it is not in one."""
+    start = path if path.is_dir() else path.parent
+    if not start.exists():
+        return None
+    out = run_git(start, "rev-parse", "--show-toplevel", check=False).strip()
+    return Path(out).resolve() if out else None
+
+
+def head_commit(repo: Path) -> str:
+    """The full sha of HEAD."""
+    return run_git(repo, "rev-parse", "--verify", "HEAD").strip()
+
+
+def dirty_tracked_files(repo: Path, under: Path | None = None) -> list[str]:
+    """Tracked files with uncommitted changes (staged or not), relative to the repo root.
+
+    Untracked files do not count: they are not part of any commit a worktree could reproduce,
+    and a build directory full of them must not make a repository look edited.
+    """
+    pathspec: list[str] = []
+    if under is not None:
+        root = Path(run_git(repo, "rev-parse", "--show-toplevel").strip()).resolve()
+        rel = under.resolve().relative_to(root) if under.is_absolute() else under
+        pathspec = ["--", str(rel) if str(rel) != "." else "."]
+    out = run_git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=no", *pathspec)
+    files: list[str] = []
+    entries = out.split("\0")
+    i = 0
+    while i < len(entries):
+        entry = entries[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        status, name = entry[:2], entry[3:]
+        files.append(name)
+        # A rename/copy is followed by its source path as a separate NUL-terminated field.
+        if "R" in status or "C" in status:
+            i += 1
+    return sorted(files)

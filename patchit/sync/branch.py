@@ -1,0 +1,64 @@
+"""Deliver a verified patch: one commit on `patchit/<incident>` in the user's repository.
+
+The commit is made in the candidate's worktree (detached at the failing commit), so the user's
+checked-out branch, index and working tree never change; the worktree is removed afterwards so
+`git checkout patchit/<id>` works at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchit.errors import VcsError
+from patchit.sandbox.git import run_git
+
+AUTHOR_NAME = "patchit"
+AUTHOR_EMAIL = "patchit@localhost"
+
+
+def branch_name(incident_id: str) -> str:
+    return f"patchit/{incident_id}"
+
+
+def commit_patch(worktree: Path, files: list[str], message: str) -> str:
+    """Commit exactly `files` in the worktree with patchit's identity; return the sha."""
+    if not files:
+        raise VcsError("nothing to commit: the verified patch touches no files")
+    run_git(worktree, "add", "--", *files)
+    identity = f"{AUTHOR_NAME} <{AUTHOR_EMAIL}>"
+    run_git(
+        worktree,
+        "-c",
+        f"user.name={AUTHOR_NAME}",
+        "-c",
+        f"user.email={AUTHOR_EMAIL}",
+        "commit",
+        "--no-verify",
+        "-q",
+        f"--author={identity}",
+        "-m",
+        message,
+        "--",
+        *files,
+    )
+    return run_git(worktree, "rev-parse", "HEAD").strip()
+
+
+def create_branch(repo: Path, incident_id: str, sha: str) -> str:
+    """Point `patchit/<id>` at the verified commit; refuse to move an existing branch."""
+    name = branch_name(incident_id)
+    exists = run_git(repo, "branch", "--list", name)
+    if exists.strip():
+        raise VcsError(f"branch {name} already exists in {repo}; delete it or heal again")
+    run_git(repo, "branch", name, sha)
+    return name
+
+
+def inspect_commands(repo: Path, branch: str, project_subdir: str | None) -> list[str]:
+    """What the engineer types to look at the fix and run it."""
+    cd = f"cd {repo}"
+    run_dir = f" && cd {project_subdir}" if project_subdir and project_subdir != "." else ""
+    return [
+        f"{cd} && git show {branch}",
+        f"{cd} && git switch {branch}{run_dir} && dbt build",
+    ]

@@ -1,0 +1,127 @@
+"""Bad input: one clear line naming the input, a non-zero exit, nothing half-made."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import incidents, patchit, patchit_dbt, user_state
+from tests.conftest import git
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("patchit: error:"), stderr
+    return lines[0]
+
+
+def test_not_a_dbt_project(tmp_path: Path) -> None:
+    res = patchit("dbt", "--project-dir", str(tmp_path), "--", "build")
+    assert res.returncode == 2
+    assert "not a dbt project" in one_error_line(res.stderr)
+    assert incidents() == []
+
+
+def test_missing_project_dir(tmp_path: Path) -> None:
+    res = patchit("dbt", "--project-dir", str(tmp_path / "nope"), "--", "build")
+    assert res.returncode == 2
+    assert "does not exist" in one_error_line(res.stderr)
+
+
+@pytest.mark.slow
+def test_not_a_git_repo(shop_repo: Path) -> None:
+    shutil_rm_git(shop_repo)
+    res = patchit_dbt(shop_repo, "build")
+    assert res.returncode == 2
+    assert "not inside a git repository" in one_error_line(res.stderr)
+    assert res.stdout == ""  # dbt never started
+
+
+def shutil_rm_git(repo: Path) -> None:
+    import shutil
+
+    shutil.rmtree(repo / ".git")
+
+
+def test_no_dbt_command(tmp_path: Path) -> None:
+    res = patchit("dbt", "--project-dir", str(tmp_path))
+    assert res.returncode == 2
+    assert "no dbt command" in one_error_line(res.stderr)
+
+
+def test_event_file_not_json(tmp_path: Path) -> None:
+    bad = tmp_path / "event.json"
+    bad.write_text('{"source": "dbt", "pipeline_id": ')
+    res = patchit("heal", str(bad))
+    assert res.returncode == 2
+    line = one_error_line(res.stderr)
+    assert str(bad) in line and "not valid JSON" in line
+    assert incidents() == []
+
+
+def test_event_file_fails_schema(tmp_path: Path) -> None:
+    bad = tmp_path / "event.json"
+    bad.write_text(json.dumps({"source": "dbt", "pipeline_id": "shop", "unit_id": 3, "bogus": 1}))
+    res = patchit("heal", str(bad))
+    assert res.returncode == 2
+    assert "does not match the event schema" in one_error_line(res.stderr)
+    assert incidents() == []
+
+
+def test_event_file_missing(tmp_path: Path) -> None:
+    res = patchit("heal", str(tmp_path / "missing.json"))
+    assert res.returncode == 2
+    assert "cannot read event file" in one_error_line(res.stderr)
+
+
+def test_event_repo_not_git(tmp_path: Path) -> None:
+    event = tmp_path / "event.json"
+    event.write_text(
+        json.dumps(
+            {
+                "source": "dbt",
+                "pipeline_id": "shop",
+                "unit_id": "model.shop.x",
+                "repo_path": str(tmp_path),
+                "commit": "0" * 40,
+            }
+        )
+    )
+    res = patchit("heal", str(event))
+    assert res.returncode == 2
+    assert "not a git repository" in one_error_line(res.stderr)
+    assert incidents() == []
+
+
+def test_unknown_incident_report() -> None:
+    res = patchit("report", "20990101-abcdef")
+    assert res.returncode == 2
+    assert "20990101-abcdef" in one_error_line(res.stderr)
+
+
+def test_schema_prints_the_event_schema() -> None:
+    res = patchit("schema")
+    assert res.returncode == 0
+    schema = json.loads(res.stdout)
+    assert schema["title"] == "UniversalFailureEvent"
+    assert {"source", "unit_id", "error_message", "repo_path", "commit"} <= set(
+        schema["properties"]
+    )
+    assert schema.get("additionalProperties") is False
+
+
+@pytest.mark.slow
+def test_truncated_run_artifacts_do_not_matter(shop_repo: Path) -> None:
+    # a truncated run_results.json/manifest.json left by an earlier run is never read
+    target = shop_repo / "target"
+    (target / "run_results.json").write_text('{"results": [')
+    (target / "manifest.json").write_text("{")
+    before = user_state(shop_repo)
+    res = patchit_dbt(shop_repo, "build")
+    assert res.returncode == 0, res.stderr
+    assert incidents() == []
+    assert git(shop_repo, "branch", "--list", "patchit/*") == ""
+    assert before["head"] == user_state(shop_repo)["head"]

@@ -1,0 +1,78 @@
+"""Shared fixtures: real git repos holding the example dbt project, built once per session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "shop"
+BIN = Path(sys.executable).parent
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Dana Engineer",
+    "GIT_AUTHOR_EMAIL": "dana@example.com",
+    "GIT_COMMITTER_NAME": "Dana Engineer",
+    "GIT_COMMITTER_EMAIL": "dana@example.com",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+    )
+    return out.stdout.strip()
+
+
+def commit_all(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def run_dbt(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "dbt"), *args, "--profiles-dir", str(project)],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _patchit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "patchit-home"
+    monkeypatch.setenv("PATCHIT_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def built_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example project after one green `dbt build` (database included), built once."""
+    dest = tmp_path_factory.mktemp("built") / "shop"
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
+    res = run_dbt(dest, "build")
+    assert res.returncode == 0, res.stdout[-3000:]
+    shutil.rmtree(dest / "logs", ignore_errors=True)
+    return dest
+
+
+@pytest.fixture
+def shop_repo(tmp_path: Path, built_shop: Path) -> Iterator[Path]:
+    """A git repo (the dbt project at its root) with one good commit and a built database."""
+    repo = tmp_path / "shop"
+    shutil.copytree(built_shop, repo)
+    (repo / ".gitignore").write_text("target/\nlogs/\n*.duckdb\n*.duckdb.wal\ndbt_packages/\n")
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "shop: initial models")
+    yield repo

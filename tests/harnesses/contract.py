@@ -1,0 +1,92 @@
+"""The contract every harness passes (as dbt adapters share one conformance suite).
+
+A harness's test module subclasses `HarnessContract` and provides four fixtures:
+`harness` (a ready instance), `slow_harness` (the same harness with `timeout_s=3`), and
+`make_case(kind)` building a `HarnessCase` for kind "good", "broken" or "slow" in a fresh
+user repository; the contract does the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchit.events.model import UniversalFailureEvent
+from patchit.harnesses.base import Harness, Workspace
+from tests.conftest import git
+
+SLOW_TIMEOUT_S = 3.0
+
+
+@dataclass
+class HarnessCase:
+    """One failed unit to re-run: the user's repo, the sandbox, and what to expect."""
+
+    user_repo: Path
+    workspace: Workspace
+    event: UniversalFailureEvent
+    expected_error: str = ""
+    protected_files: list[Path] = field(default_factory=list)
+
+
+MakeCase = Callable[[str], HarnessCase]
+
+
+def user_state(case: HarnessCase) -> dict[str, str]:
+    repo = case.user_repo
+    state = {
+        "status": git(repo, "status", "--porcelain", "--ignored"),
+        "head": git(repo, "rev-parse", "HEAD"),
+        "branch": git(repo, "symbolic-ref", "HEAD"),
+        "branches": git(repo, "branch", "--list"),
+    }
+    for path in case.protected_files:
+        state[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+class HarnessContract:
+    def test_is_a_harness(self, harness: Harness, make_case: MakeCase) -> None:
+        case = make_case("good")
+        assert isinstance(harness, Harness)
+        assert harness.name
+        assert harness.applies_to(case.event, case.user_repo)
+
+    def test_passes_a_good_unit(self, harness: Harness, make_case: MakeCase) -> None:
+        case = make_case("good")
+        result = harness.verify(case.workspace, case.event)
+        assert result.passed, result.output
+        assert result.failures == []
+        assert result.harness == harness.name
+        assert result.command
+        assert result.limit_hit is None
+        assert result.duration_ms > 0
+
+    def test_fails_a_broken_unit_with_the_error(
+        self, harness: Harness, make_case: MakeCase
+    ) -> None:
+        case = make_case("broken")
+        result = harness.verify(case.workspace, case.event)
+        assert not result.passed
+        assert case.event.unit_id in result.failures
+        assert case.expected_error in result.output
+        assert result.limit_hit is None
+
+    def test_honours_the_timeout(self, slow_harness: Harness, make_case: MakeCase) -> None:
+        case = make_case("slow")
+        started = time.monotonic()
+        result = slow_harness.verify(case.workspace, case.event)
+        elapsed_s = time.monotonic() - started
+        assert not result.passed
+        assert result.limit_hit == "time"
+        # Killed at the limit, not left to finish a query that would run for hours.
+        assert elapsed_s < SLOW_TIMEOUT_S + 20, elapsed_s
+
+    def test_leaves_the_users_tree_alone(self, harness: Harness, make_case: MakeCase) -> None:
+        case = make_case("broken")
+        before = user_state(case)
+        harness.verify(case.workspace, case.event)
+        assert user_state(case) == before

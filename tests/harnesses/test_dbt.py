@@ -1,0 +1,133 @@
+"""DbtHarness against real dbt-duckdb, warm worker and fresh subprocess alike."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from patchit.events.model import DbtInvocation, UniversalFailureEvent
+from patchit.harnesses.base import Workspace
+from patchit.harnesses.dbt import DbtHarness
+from patchit.sandbox.snapshot import snapshot_database
+from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
+from tests.conftest import commit_all, git
+from tests.harnesses.contract import SLOW_TIMEOUT_S, HarnessCase, HarnessContract, MakeCase
+
+# 4e12 rows: DuckDB would need hours, so only the harness's limit can end it.
+SLOW_SQL = (
+    "select sum(a.range * b.range) % 7 as n from range(2000000) a cross join range(2000000) b"
+)
+
+
+def shop_event(repo: Path, unit_id: str) -> UniversalFailureEvent:
+    return UniversalFailureEvent(
+        source="dbt",
+        pipeline_id="shop",
+        unit_id=unit_id,
+        repo_path=str(repo),
+        commit=git(repo, "rev-parse", "HEAD"),
+        dbt=DbtInvocation(command="build", args=["build"], project_dir=str(repo), cwd=str(repo)),
+    )
+
+
+@pytest.fixture
+def make_case(shop_repo: Path, _patchit_home: Path) -> Iterator[MakeCase]:
+    """Cases in worktrees of the `shop_repo`, sharing one incident snapshot of its DB."""
+    snapshot = snapshot_database(shop_repo / "shop.duckdb", _patchit_home / "snapshots" / "inc")
+    roots: list[Path] = []
+
+    def make(kind: str) -> HarnessCase:
+        root = create_worktree(shop_repo, "HEAD", worktrees_home() / f"{kind}-{len(roots)}")
+        roots.append(root)
+        unit_id, expected = "model.shop.orders", ""
+        if kind == "broken":
+            orders = root / "models" / "marts" / "orders.sql"
+            orders.write_text(orders.read_text().replace("o.status,", "o.statuss as status,"))
+            commit_all(root, "orders: typo")
+            expected = "Binder Error"
+        elif kind == "slow":
+            (root / "models" / "marts" / "slow.sql").write_text(SLOW_SQL + "\n")
+            commit_all(root, "a very slow model")
+            unit_id = "model.shop.slow"
+        workspace = Workspace(
+            root=root,
+            scratch=_patchit_home / "scratch" / f"{kind}-{len(roots)}",
+            snapshot=snapshot.parent,
+        )
+        return HarnessCase(
+            user_repo=shop_repo,
+            workspace=workspace,
+            event=shop_event(shop_repo, unit_id),
+            expected_error=expected,
+            protected_files=[shop_repo / "shop.duckdb"],
+        )
+
+    yield make
+    for root in roots:
+        remove_worktree(shop_repo, root)
+
+
+@pytest.fixture(scope="module")
+def warm_harness() -> Iterator[DbtHarness]:
+    """One warm harness for the module: its worker serves every test, as in one incident."""
+    with DbtHarness(warm=True) as harness:
+        yield harness
+
+
+class TestWarmDbtHarness(HarnessContract):
+    @pytest.fixture
+    def harness(self, warm_harness: DbtHarness) -> DbtHarness:
+        return warm_harness
+
+    @pytest.fixture
+    def slow_harness(self) -> Iterator[DbtHarness]:
+        with DbtHarness(timeout_s=SLOW_TIMEOUT_S, warm=True) as harness:
+            harness.start()  # the timeout covers the run, not dbt's import
+            yield harness
+
+    def test_reuses_one_worker_and_replaces_a_dead_one(
+        self, harness: DbtHarness, make_case: MakeCase, shop_repo: Path
+    ) -> None:
+        good = make_case("good")
+        # The failing run's manifest turns on state:modified+ with a copy of it as --state.
+        good.event.artifacts["manifest"] = str(shop_repo / "target" / "manifest.json")
+        first = harness.verify(good.workspace, good.event)
+        assert first.passed, first.output
+        assert "state:modified+" in first.command
+        assert (good.workspace.scratch / "state" / "manifest.json").is_file()
+        pid = harness.worker_pid
+        assert pid is not None
+
+        broken = make_case("broken")
+        second = harness.verify(broken.workspace, broken.event)
+        assert not second.passed
+        assert '"statuss"' in second.output
+        assert harness.worker_pid == pid
+
+        os.kill(pid, signal.SIGKILL)  # a worker that died between calls is replaced
+        third = harness.verify(make_case("good").workspace, good.event)
+        assert third.passed, third.output
+        assert harness.worker_pid not in (None, pid)
+
+    def test_honours_the_timeout(self, slow_harness: DbtHarness, make_case: MakeCase) -> None:
+        super().test_honours_the_timeout(slow_harness, make_case)
+        assert slow_harness.worker_pid is None  # killed; the next verify starts another
+
+
+class TestFreshDbtHarness(HarnessContract):
+    @pytest.fixture
+    def harness(self) -> Iterator[DbtHarness]:
+        with DbtHarness(warm=False) as harness:
+            yield harness
+
+    @pytest.fixture
+    def slow_harness(self) -> Iterator[DbtHarness]:
+        with DbtHarness(timeout_s=SLOW_TIMEOUT_S, warm=False) as harness:
+            yield harness
+
+    def test_has_no_worker(self, harness: DbtHarness) -> None:
+        assert harness.worker_pid is None

@@ -1,0 +1,242 @@
+"""The attempt memory on real SQLite files: schema, incidents, attempts, leases, crashes."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import re
+import signal
+import sqlite3
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import pytest
+
+from patchit.errors import BadInputError, MemoryStoreError
+from patchit.events.model import UniversalFailureEvent
+from patchit.memory import MIGRATIONS, AttemptOutcome, IncidentStatus, Memory
+from patchit.patching.base import Edit, PatchCandidate
+from patchit.patching.diffs import diff_hash, unified_diff
+
+
+def event(
+    unit: str = "orders", repo: str | None = "/srv/shop", **kw: object
+) -> UniversalFailureEvent:
+    return UniversalFailureEvent.model_validate(
+        {
+            "source": "dbt",
+            "pipeline_id": "shop",
+            "unit_id": f"model.shop.{unit}",
+            "error_type": "Binder Error",
+            "error_message": 'Referenced column "nme" not found',
+            "repo_path": repo,
+            **kw,
+        }
+    )
+
+
+def candidate(tag: str = "rename_column", replace: str = "name") -> PatchCandidate:
+    return PatchCandidate(
+        strategy="binder_rename",
+        tag=tag,
+        edits=[Edit(path="models/orders.sql", search="nme", replace=replace)],
+        rationale="the binder proposed it",
+        tokens_in=10,
+        tokens_out=5,
+        cost_usd=0.01,
+    )
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[Memory]:
+    mem = Memory.open(tmp_path / "home")
+    yield mem
+    mem.close()
+
+
+def test_open_creates_the_file_in_wal_mode_with_migrations(tmp_path: Path) -> None:
+    home = tmp_path / "nested" / "home"
+    with Memory.open(home) as mem:
+        assert mem.path == home / "memory" / "attempts.sqlite3"
+        assert mem.db.journal_mode == "wal"
+        assert {"events", "incidents", "attempts", "last_good", "leases"} <= set(
+            mem.db.table_names()
+        )
+        index_cols = {tuple(ix.columns) for ix in mem.db.table("attempts").indexes}
+        assert {("fingerprint", "diff_hash"), ("fingerprint", "tag")} <= index_cols
+    with Memory.open(home) as again:  # reopening applies nothing twice
+        rows = list(again.db.query("select id, name from _migrations order by id"))
+        assert [r["id"] for r in rows] == list(range(1, len(MIGRATIONS) + 1))
+        assert rows[0]["name"] == "m001_initial"
+
+
+def test_corrupt_file_is_a_memory_store_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "home" / "memory" / "attempts.sqlite3"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"this is not a database, it is a text file" * 200)
+    with pytest.raises(MemoryStoreError) as err:
+        Memory.open(tmp_path / "home")
+    assert str(path) in str(err.value)
+    assert "move the file aside" in str(err.value)
+
+
+def test_unwritable_home_is_a_memory_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(MemoryStoreError, match="cannot create the memory directory"):
+        Memory.open(blocker / "home")
+
+
+def test_create_incident_stores_the_event(memory: Memory) -> None:
+    ev = event()
+    incident = memory.create_incident(ev, "fp1", "ck1")
+    assert re.fullmatch(r"\d{8}-[0-9a-f]{6}", incident.id)
+    assert incident.id.startswith(datetime.now(UTC).strftime("%Y%m%d"))
+    assert (incident.status, incident.events, incident.attempts) == (IncidentStatus.OPEN, 1, 0)
+    assert incident.repo_path == "/srv/shop" and not incident.needs_human
+    assert memory.events_for(incident.id) == [ev]
+
+
+def test_open_or_attach_groups_by_cause_and_repo(memory: Memory) -> None:
+    first, created = memory.open_or_attach(event("orders"), "fp-orders", "ck")
+    assert created
+    second, created = memory.open_or_attach(event("revenue"), "fp-revenue", "ck")
+    assert not created and second.id == first.id and second.events == 2
+    other_repo, created = memory.open_or_attach(event(repo="/srv/other"), "fp-orders", "ck")
+    assert created and other_repo.id != first.id
+    no_repo, created = memory.open_or_attach(event(repo=None), "fp-orders", "ck")
+    assert created and memory.find_incident("ck", None) == no_repo
+    other_cause, created = memory.open_or_attach(event(), "fp-orders", "ck-other")
+    assert created and other_cause.id != first.id
+
+
+def test_the_same_event_delivered_twice_is_stored_once(memory: Memory) -> None:
+    ev = event()
+    memory.open_or_attach(ev, "fp", "ck")
+    again, created = memory.open_or_attach(ev, "fp", "ck")
+    assert not created and again.events == 1
+
+
+def test_recurrence_after_the_window_opens_a_new_incident(memory: Memory) -> None:
+    old = memory.create_incident(event(), "fp", "ck")
+    memory.update_incident(old.id, status="fixed")
+    assert memory.find_incident("ck", "/srv/shop") == memory.get_incident(old.id)  # any status
+    stale = (datetime.now(UTC) - timedelta(days=20)).isoformat()
+    memory.db.execute("update incidents set updated_utc = ? where id = ?", [stale, old.id])
+    assert memory.find_incident("ck", "/srv/shop") is None
+    assert memory.find_incident("ck", "/srv/shop", window_days=30) is not None
+    fresh, created = memory.open_or_attach(event(), "fp", "ck")
+    assert created and fresh.id != old.id
+
+
+def test_update_get_and_list_incidents(memory: Memory) -> None:
+    a = memory.create_incident(event("a"), "fa", "ca")
+    b = memory.create_incident(event("b"), "fb", "cb")
+    updated = memory.update_incident(
+        a.id, status="escalated", classification="data_issue", needs_human=True, summary="dupes"
+    )
+    assert updated.status is IncidentStatus.ESCALATED and updated.needs_human
+    assert updated.updated_utc >= a.updated_utc
+    assert [i.id for i in memory.list_incidents()] == [b.id, a.id]
+    with pytest.raises(TypeError, match="created_utc"):
+        memory.update_incident(a.id, created_utc="x")
+    with pytest.raises(ValueError):
+        memory.update_incident(a.id, status="sort of fixed")
+    with pytest.raises(BadInputError, match=r"'20000101-000000'.*patchit incidents"):
+        memory.get_incident("20000101-000000")
+    with pytest.raises(BadInputError):
+        memory.update_incident("20000101-000000", summary="x")
+
+
+def test_attempts_are_recorded_and_queried_per_fingerprint(memory: Memory) -> None:
+    inc = memory.create_incident(event(), "fp", "ck")
+    diff = unified_diff("models/orders.sql", "select nme\n", "select name\n")
+    first = memory.record_attempt(
+        inc.id, "fp", candidate(), diff, AttemptOutcome.FAILED, reason="still fails",
+        verification_output="Binder Error", duration_ms=1200,
+    )  # fmt: skip
+    memory.record_refusal(inc.id, "fp", candidate("fix_ref", "nm"), "x", reason="policy")
+    memory.record_attempt(inc.id, "fp", candidate("cast", "nm2"), "y", "harness_limit")
+    records = memory.attempts_for(inc.id)
+    assert records[0].id == first and len(records) == 3
+    assert records[0].files == ["models/orders.sql"] and records[0].diff_hash == diff_hash(diff)
+    assert (records[0].tokens_in, records[0].cost_usd, records[0].duration_ms) == (10, 0.01, 1200)
+    assert memory.get_incident(inc.id).attempts == 3
+    assert memory.attempt_count("fp") == 1  # refused and harness_limit never reached a verdict
+    assert memory.attempt_count("other") == 0
+    assert [(h.tag, h.outcome) for h in memory.history("fp")] == [
+        ("rename_column", "failed"), ("fix_ref", "refused"), ("cast", "harness_limit"),
+    ]  # fmt: skip
+    shifted = unified_diff("models/orders.sql", "-- x\nselect nme\n", "-- x\nselect name\n")
+    assert memory.seen_diff("fp", diff_hash(shifted))
+    assert not memory.seen_diff("fp", diff_hash("x"))  # refused: not tried
+    assert not memory.seen_diff("other-fp", diff_hash(diff))
+    assert memory.failed_tags("fp") == {"rename_column"}
+    with pytest.raises(BadInputError, match="no-such-incident"):
+        memory.record_attempt("no-such-incident", "fp", candidate(), diff, "failed")
+
+
+def test_last_good_commit(memory: Memory) -> None:
+    assert memory.last_good("shop") is None
+    memory.record_last_good("shop", "a" * 40)
+    memory.record_last_good("shop", "b" * 40)
+    assert memory.last_good("shop") == "b" * 40
+
+
+def test_leases_keep_a_second_worker_out(memory: Memory, tmp_path: Path) -> None:
+    inc = memory.create_incident(event(), "fp", "ck")
+    with Memory.open(tmp_path / "home") as other:
+        assert memory.claim_incident(inc.id, "worker-a", ttl_s=60)
+        assert not other.claim_incident(inc.id, "worker-b", ttl_s=60)
+        assert memory.claim_incident(inc.id, "worker-a", ttl_s=60)  # renewal
+        other.release_incident(inc.id, "worker-b")  # not its lease: no effect
+        assert not other.claim_incident(inc.id, "worker-b", ttl_s=60)
+        memory.release_incident(inc.id, "worker-a")
+        assert other.claim_incident(inc.id, "worker-b", ttl_s=0.05)
+        time.sleep(0.1)
+        assert memory.claim_incident(inc.id, "worker-a", ttl_s=60)  # expired lease is free
+
+
+def _write_then_die(home: str, out: Connection) -> None:
+    mem = Memory.open(Path(home))
+    ev = event()
+    out.send((mem.create_incident(ev, "fp", "ck").id, ev.event_id))  # synchronous, unlike a Queue
+    mem.db.conn.execute("BEGIN IMMEDIATE")
+    mem.db.conn.execute("update incidents set summary = 'half done'")
+    os.kill(os.getpid(), signal.SIGKILL)  # dies holding an open write transaction
+
+
+def test_committed_rows_survive_a_killed_writer(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    Memory.open(home).close()
+    ctx = mp.get_context("fork")
+    receiver, sender = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_write_then_die, args=(str(home), sender))
+    proc.start()
+    assert receiver.poll(30)
+    incident_id, event_id = receiver.recv()
+    proc.join(timeout=30)
+    assert proc.exitcode == -signal.SIGKILL
+    with Memory.open(home) as after:
+        assert after.get_incident(incident_id).summary == ""
+        assert [e.event_id for e in after.events_for(incident_id)] == [event_id]
+        after.update_incident(incident_id, summary="written after the crash")  # lock is free
+
+
+def test_locked_database_is_reported_not_hung(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    Memory.open(home).close()
+    blocker = sqlite3.connect(home / "memory" / "attempts.sqlite3")
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with (
+            Memory.open(home, busy_timeout_s=0.2) as mem,
+            pytest.raises(MemoryStoreError, match="another process held it"),
+        ):
+            mem.record_last_good("shop", "c" * 40)
+    finally:
+        blocker.rollback()
+        blocker.close()

@@ -1,0 +1,141 @@
+"""Resolving the user's dbt target the way dbt does, and writing the sandbox profile."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from patchit.errors import BadInputError
+from patchit.events.model import DbtInvocation, UniversalFailureEvent
+from patchit.sandbox.dbt_profile import resolve_dbt_target, write_sandbox_profile
+
+PROFILES = """\
+shop:
+  target: "{{ env_var('SHOP_TARGET', 'dev') }}"
+  outputs:
+    dev:
+      type: duckdb
+      path: "{{ env_var('SHOP_DB', 'data/shop.duckdb') }}"
+      threads: "{{ env_var('SHOP_THREADS', '4') | as_number }}"
+    ci:
+      type: duckdb
+      path: /abs/ci.duckdb
+      threads: 2
+    mem:
+      type: duckdb
+      path: ":memory:"
+    cloud:
+      type: duckdb
+      path: "md:analytics"
+    pg:
+      type: postgres
+      host: db.internal
+other:
+  target: dev
+  outputs:
+    dev:
+      type: duckdb
+      path: other.duckdb
+"""
+
+
+def make_event(project: Path, cwd: Path, **dbt: object) -> UniversalFailureEvent:
+    invocation = DbtInvocation(
+        command="build", args=["build"], project_dir=str(project), cwd=str(cwd), **dbt
+    )
+    return UniversalFailureEvent(
+        source="dbt", pipeline_id="shop", unit_id="model.shop.orders", dbt=invocation
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    project = tmp_path / "repo" / "shop"
+    project.mkdir(parents=True)
+    (project / "dbt_project.yml").write_text("name: shop\nprofile: shop\nconfig-version: 2\n")
+    (project / "profiles.yml").write_text(PROFILES)
+    return project
+
+
+def test_project_profiles_with_env_var_defaults_and_relative_path(project: Path) -> None:
+    cwd = project.parent
+    target = resolve_dbt_target(make_event(project, cwd))
+    assert (target.profile, target.target) == ("shop", "dev")
+    assert target.output["threads"] == 4
+    assert target.db_path == cwd / "data" / "shop.duckdb"  # relative to where dbt ran
+    assert target.profiles_file == project / "profiles.yml"
+
+
+def test_env_var_from_the_event_and_explicit_target(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SHOP_THREADS", "8")
+    event = make_event(project, project, env={"SHOP_DB": "warehouse.duckdb"})
+    target = resolve_dbt_target(event)
+    assert target.db_path == project / "warehouse.duckdb"
+    assert target.output["threads"] == 8
+    ci = resolve_dbt_target(make_event(project, project, target="ci"))
+    assert (ci.target, ci.db_path) == ("ci", Path("/abs/ci.duckdb"))
+    assert resolve_dbt_target(make_event(project, project, target="mem")).db_path is None
+
+
+def test_profiles_dir_order(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "profiles.yml").write_text(
+        "shop:\n  target: prod\n  outputs:\n    prod:\n      type: duckdb\n      path: p.duckdb\n"
+    )
+    by_flag = resolve_dbt_target(make_event(project, project, profiles_dir=str(elsewhere)))
+    assert by_flag.target == "prod"
+    by_env = make_event(project, project, env={"DBT_PROFILES_DIR": "../../elsewhere"})
+    assert resolve_dbt_target(by_env).profiles_file == elsewhere / "profiles.yml"
+    other = resolve_dbt_target(make_event(project, project, profile="other"))
+    assert other.db_path == project / "other.duckdb"
+
+    (project / "profiles.yml").unlink()
+    home = tmp_path / "home"
+    (home / ".dbt").mkdir(parents=True)
+    (home / ".dbt" / "profiles.yml").write_text(PROFILES)
+    monkeypatch.setenv("HOME", str(home))
+    assert resolve_dbt_target(make_event(project, project)).profiles_file == (
+        home / ".dbt" / "profiles.yml"
+    )
+
+
+def test_bad_profiles_name_the_file(project: Path, tmp_path: Path) -> None:
+    profiles = project / "profiles.yml"
+    with pytest.raises(BadInputError, match="no profile named 'nope'"):
+        resolve_dbt_target(make_event(project, project, profile="nope"))
+    with pytest.raises(BadInputError, match="no output 'staging'"):
+        resolve_dbt_target(make_event(project, project, target="staging"))
+    with pytest.raises(BadInputError, match="remote"):
+        resolve_dbt_target(make_event(project, project, target="cloud"))
+    profiles.write_text("shop: [unclosed\n")
+    with pytest.raises(BadInputError, match=re.escape(str(profiles))):
+        resolve_dbt_target(make_event(project, project))
+    profiles.write_text("shop:\n  outputs:\n    dev:\n      path: \"{{ env_var('NOPE_X') }}\"\n")
+    with pytest.raises(BadInputError, match="NOPE_X"):
+        resolve_dbt_target(make_event(project, project, target="dev"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BadInputError, match=re.escape(str(empty / "profiles.yml"))):
+        resolve_dbt_target(make_event(project, project, profiles_dir=str(empty)))
+
+
+def test_write_sandbox_profile_points_at_the_copy_only(project: Path, tmp_path: Path) -> None:
+    target = resolve_dbt_target(make_event(project, project))
+    copy = tmp_path / "scratch" / "db" / "shop.duckdb"
+    written = write_sandbox_profile(target, copy, tmp_path / "scratch")
+    data = YAML(typ="safe").load(written.read_text())
+    assert data == {
+        "shop": {
+            "target": "dev",
+            "outputs": {"dev": {"type": "duckdb", "path": str(copy), "threads": 4}},
+        }
+    }
+    pg = resolve_dbt_target(make_event(project, project, target="pg"))
+    with pytest.raises(BadInputError, match="DuckDB targets only"):
+        write_sandbox_profile(pg, copy, tmp_path / "pg")
