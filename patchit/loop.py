@@ -160,7 +160,8 @@ def _heal_claimed(run: _Run, ctx: Context, created: bool) -> HealOutcome:
     _try_candidates(run, repo, snapshot.parent if snapshot else None, sandbox, ctx)
     if run.winner is not None:
         return _finish(run, "fixed", ctx, created)
-    only_policy = run.policy_refusals > 0 and not ctx.memory.attempts_for(incident.id)
+    verified_any = any(a.outcome != "refused" for a in ctx.memory.attempts_for(incident.id))
+    only_policy = run.policy_refusals > 0 and not verified_any
     return _finish(run, "escalated" if only_policy else "failed", ctx, created)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.rule import Rule
 
@@ -70,7 +71,7 @@ def _step(title: str) -> None:
 
 def _show(lines: list[str]) -> None:
     for line in lines:
-        console.print(f"  {line}", markup=False, highlight=False)
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 @click.command()
@@ -122,7 +123,10 @@ def demo(ctx: click.Context, workdir: Path | None) -> None:
         console.print(_git(repo, "log", "--oneline", "-n", "2", fixed["branch"]), markup=False)
         console.print(_git(repo, "show", "--format=", fixed["branch"]), markup=False)
         console.print(f"  your branch is still: {_git(repo, 'branch', '--show-current')}")
-        console.print(Panel(Path(fixed["report_md"]).read_text()[:1500], title="report (start)"))
+        report = Path(str(fixed["report_md"])).read_text(encoding="utf-8")
+        console.print(
+            Panel(Markdown(report.split("## Attempts")[0]), title=str(fixed["report_md"]))
+        )
 
     _step("4. a data failure: a new customer arrives without an email")
     if fixed:

@@ -29,7 +29,8 @@ from patchit.sandbox.snapshot import copy_for_candidate
 from patchit.sandbox.worktree import carry_packages
 
 OUTPUT_TAIL_LINES = 60
-PASSING_STATUSES = frozenset({"pass", "success"})
+# dbt itself treats warn and no-op as non-failing; so does verification
+PASSING_STATUSES = frozenset({"pass", "success", "warn", "no-op"})
 NODE_TYPES = ("model", "seed", "snapshot", "test", "unit_test", "source", "exposure", "analysis")
 # The sandbox sets these itself; replaying the user's would point dbt back at the user's files.
 _NOT_REPLAYED = frozenset(

@@ -1,0 +1,159 @@
+"""The loop with a scripted strategy and the real dbt harness: memory and stop rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from patchit.config import PatchitConfig
+from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.model import Evidence
+from patchit.harnesses.dbt import DbtHarness
+from patchit.intake.dbt import build_dbt_args, events_from_run, now_utc, run_dbt
+from patchit.loop import Context, heal
+from patchit.memory import Memory
+from patchit.patching.base import Edit, PatchCandidate, PriorAttempt
+from patchit.sandbox.git import head_commit
+from tests.conftest import commit_all, git
+
+pytestmark = pytest.mark.slow
+
+MODEL = "models/marts/daily_revenue.sql"
+
+
+class Scripted:
+    """A strategy that proposes exactly the candidates it was given, in order."""
+
+    name: ClassVar[str] = "scripted"
+    tag: ClassVar[str] = "other"
+    tier: ClassVar[int] = 0
+
+    def __init__(self, candidates: list[PatchCandidate]) -> None:
+        self.candidates = candidates
+        self.seen_history: list[list[PriorAttempt]] = []
+
+    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+        self.seen_history.append(history)
+        return list(self.candidates)
+
+
+def candidate(replace: str, tag: str, path: str = MODEL) -> PatchCandidate:
+    return PatchCandidate(
+        strategy="scripted",
+        tag=tag,
+        rationale=f"use {replace}",
+        edits=[Edit(path=path, search="sum(amout)", replace=replace)],
+    )
+
+
+def failing_event(repo: Path) -> UniversalFailureEvent:
+    model = repo / MODEL
+    model.write_text(model.read_text().replace("sum(amount) as revenue", "sum(amout) as revenue"))
+    commit_all(repo, "daily_revenue: sum revenue per day")
+    args = build_dbt_args(["build"], repo, str(repo), None)
+    started = now_utc()
+    code, record = run_dbt(args, repo.parent / "runs")
+    assert code == 1
+    [event] = events_from_run(record, args, repo, repo, head_commit(repo), started)
+    return event
+
+
+def make_ctx(home: Path, strategy: Scripted, **loop: int) -> Context:
+    config = PatchitConfig.model_validate({"loop": loop})
+    return Context(
+        home=home,
+        memory=Memory.open(home),
+        config=config,
+        strategies=[strategy],
+        harnesses=[DbtHarness(timeout_s=300)],
+    )
+
+
+def test_memory_rejects_repeats_and_failed_buckets(shop_repo: Path, _patchit_home: Path) -> None:
+    event = failing_event(shop_repo)
+    wrong = candidate("sum(voucher_amount)", "rename_column")  # binds, but...
+    strategy = Scripted(
+        [
+            candidate("sum(amount_typo)", "rename_column"),  # does not bind: fails verification
+            candidate("sum(orders)", "rename_column"),  # same failed bucket: refused
+            candidate("sum(amount)", "fix_ref"),  # a new idea: verified
+            wrong,
+        ]
+    )
+    ctx = make_ctx(_patchit_home, strategy)
+    try:
+        outcome = heal(event, ctx)
+    finally:
+        ctx.close()
+    attempts = ctx.memory.attempts_for(outcome.incident.id)
+    assert [a.outcome for a in attempts] == ["failed", "refused", "verified"]
+    assert "already failed" in attempts[1].reason
+    assert outcome.incident.status == "fixed"
+    assert "amount_typo" in attempts[0].verification_output  # dbt's own error is kept
+    report = Path(outcome.incident.report_md or "").read_text()
+    assert "already failed" in report and "sum(amount)" in report
+
+
+def test_max_attempts_stops_with_a_report(shop_repo: Path, _patchit_home: Path) -> None:
+    event = failing_event(shop_repo)
+    strategy = Scripted(
+        [
+            candidate("sum(amount_a)", "tag_a"),
+            candidate("sum(amount_b)", "tag_b"),
+            candidate("sum(amount)", "tag_c"),  # would pass, but the budget is spent
+        ]
+    )
+    ctx = make_ctx(_patchit_home, strategy, max_attempts=2)
+    try:
+        outcome = heal(event, ctx)
+    finally:
+        ctx.close()
+    assert outcome.incident.status == "failed"
+    assert outcome.incident.branch is None
+    assert [a.outcome for a in ctx.memory.attempts_for(outcome.incident.id)] == ["failed"] * 2
+    report = Path(outcome.incident.report_md or "").read_text()
+    assert "max attempts (2)" in report
+    assert git(shop_repo, "branch", "--list", "patchit/*") == ""
+    assert git(shop_repo, "worktree", "list").count("\n") == 0
+
+
+def test_policy_refusal_escalates(shop_repo: Path, _patchit_home: Path) -> None:
+    (shop_repo / ".patchit.toml").write_text('[policy]\ndeny = ["models/marts/*"]\n')
+    commit_all(shop_repo, "patchit: keep marts hands-off")
+    event = failing_event(shop_repo)
+    ctx = make_ctx(_patchit_home, Scripted([candidate("sum(amount)", "rename_column")]))
+    from patchit.config import load_config
+
+    ctx.config = load_config(shop_repo)
+    try:
+        outcome = heal(event, ctx)
+    finally:
+        ctx.close()
+    assert outcome.incident.status == "escalated"
+    [attempt] = ctx.memory.attempts_for(outcome.incident.id)
+    assert attempt.outcome == "refused" and attempt.reason.startswith("policy:")
+    assert "models/marts/*" in attempt.reason
+
+
+def test_history_reaches_the_strategy_and_repeats_are_refused(
+    shop_repo: Path, _patchit_home: Path
+) -> None:
+    event = failing_event(shop_repo)
+    strategy = Scripted([candidate("sum(amount_x)", "tag_x")])
+    ctx = make_ctx(_patchit_home, strategy)
+    try:
+        first = heal(event, ctx)
+        assert first.incident.status == "failed"
+        # the same failure, still open for healing (e.g. after a crash): history is handed over
+        ctx.memory.update_incident(first.incident.id, status="open")
+        heal(event.model_copy(update={"event_id": "second"}), ctx)
+    finally:
+        ctx.close()
+    assert strategy.seen_history[0] == []
+    assert [h.tag for h in strategy.seen_history[1]] == ["tag_x"]
+    # the second run proposed the same diff: refused from memory, never verified again
+    attempts = ctx.memory.attempts_for(first.incident.id)
+    assert [a.outcome for a in attempts] == ["failed", "refused"]
+    assert attempts[1].reason.startswith("repeated diff")
