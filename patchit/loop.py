@@ -32,6 +32,7 @@ from patchit.policy.precheck import precheck
 from patchit.reports.build import build_report
 from patchit.reports.render import write_report
 from patchit.sandbox.dbt_profile import resolve_dbt_target
+from patchit.sandbox.git import dirty_tracked_files, head_commit
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 from patchit.sync.branch import commit_patch, create_branch, inspect_commands
@@ -138,17 +139,47 @@ class _Run:
 
 
 def _heal_claimed(run: _Run, ctx: Context, created: bool) -> HealOutcome:
+    sandbox = ctx.home / "sandboxes" / run.incident.id
+    try:
+        return _heal_in(run, ctx, created, sandbox)
+    finally:
+        # database copies are large and per-run; the attempts and reports keep what matters
+        shutil.rmtree(sandbox, ignore_errors=True)
+
+
+def _evidence_root(event: UniversalFailureEvent, repo: Path, dest: Path) -> Path | None:
+    """A worktree at the failing commit when the user's tree no longer shows it, else None."""
+    if event.commit is None:
+        return None
+    if head_commit(repo) == event.commit and not dirty_tracked_files(repo):
+        return None
+    return create_worktree(repo, event.commit, dest)
+
+
+def _heal_in(run: _Run, ctx: Context, created: bool, sandbox: Path) -> HealOutcome:
     event, incident = run.event, run.incident
-    sandbox = ctx.home / "sandboxes" / incident.id
     snapshot = _snapshot(event, sandbox / "snapshot", ctx)
     repo = Path(event.repo_path or ".")
     ctx.say("gathering evidence")
-    run.evidence = gather_dbt_evidence(
-        event,
-        repo,
-        last_good_commit=ctx.memory.last_good(project_key(event)),
-        db_snapshot=snapshot,
-    )
+    evidence_wt = _evidence_root(event, repo, ctx.home / "worktrees" / f"{incident.id}-evidence")
+    try:
+        run.evidence = gather_dbt_evidence(
+            event,
+            evidence_wt or repo,
+            last_good_commit=ctx.memory.last_good(project_key(event)),
+            db_snapshot=snapshot,
+        )
+        return _decide(run, ctx, created, repo, snapshot, sandbox)
+    finally:
+        if evidence_wt is not None:
+            remove_worktree(repo, evidence_wt)
+
+
+def _decide(
+    run: _Run, ctx: Context, created: bool, repo: Path, snapshot: Path | None, sandbox: Path
+) -> HealOutcome:
+    incident = run.incident
+    assert run.evidence is not None
     run.verdict = classify_failure(run.evidence)
     ctx.say(f"classified as {run.verdict.cls.value}: {run.verdict.reason}")
     ctx.memory.update_incident(

@@ -3,12 +3,22 @@
 One warm worker process (`patchit.harnesses.dbt_worker`) serves every verify() call of a
 harness, which saves the seconds dbt spends importing itself; `warm=False` runs a fresh `dbt`
 subprocess per call instead. Both produce the same outcome and are judged the same way.
+
+Parsing the project is most of a warm run, so each run is offered dbt's partial-parse file:
+the previous candidate's (kept under `$PATCHIT_HOME/cache/dbt-partial-parse/<key>/`), or for
+the first candidate the one the user's failing run wrote. The sandbox profile's `path:` is the
+same string for every candidate (see `sandbox_db_location`), so dbt accepts it and re-parses
+only the files the candidate changed; dbt checks everything else itself.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib.metadata
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -19,13 +29,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from patchit.config import resolve_home
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import MASK
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt_worker import WarmDbtWorker, kill_process_group
-from patchit.sandbox.dbt_profile import resolve_dbt_target, write_sandbox_profile
-from patchit.sandbox.snapshot import copy_for_candidate
+from patchit.sandbox.dbt_profile import (
+    DbtTarget,
+    resolve_dbt_target,
+    sandbox_db_location,
+    user_target_dir,
+    write_sandbox_profile,
+)
+from patchit.sandbox.snapshot import (
+    PARTIAL_PARSE_FILE,
+    copy_for_candidate,
+    keep_partial_parse,
+    seed_partial_parse,
+)
 from patchit.sandbox.worktree import carry_packages
 
 OUTPUT_TAIL_LINES = 60
@@ -42,6 +64,22 @@ _SANDBOX_ENV = {
     "DBT_USE_COLORS": "false",
     "DBT_PRINTER_WIDTH": "120",
 }
+
+
+_UNABLE_TO_PARTIAL_PARSE = re.compile(r"Unable to do partial parsing because ([^\n]*)")
+_DID_PARTIAL_PARSE = re.compile(r"Partial parsing enabled|skipping parsing")
+
+
+@dataclass
+class DbtSandbox:
+    """One prepared run: dbt's arguments, where it runs, and its partial-parse bookkeeping."""
+
+    args: list[str]
+    cwd: Path
+    log_path: Path
+    target_dir: Path
+    parse_key: str
+    user_parse_file: Path | None = None
 
 
 @dataclass
@@ -108,6 +146,47 @@ def replay_env(event: UniversalFailureEvent) -> dict[str, str]:
     return {**env, **_SANDBOX_ENV}
 
 
+def read_parse_mode(log_dir: Path) -> str:
+    """How the last dbt run logging to `log_dir` parsed: "partial", "full: <dbt's reason>"
+    or "unknown" (no log)."""
+    text = tail_lines(log_dir / "dbt.log", lines=100_000)
+    unable = list(_UNABLE_TO_PARTIAL_PARSE.finditer(text))
+    partial = list(_DID_PARTIAL_PARSE.finditer(text))
+    if unable and (not partial or unable[-1].start() > partial[-1].start()):
+        return f"full: {unable[-1].group(1).strip()}"
+    return "partial" if partial else "unknown"
+
+
+def parse_cache_key(event: UniversalFailureEvent, target: DbtTarget, path_text: str) -> str:
+    """One partial-parse lineage per project, profile, target, DB path and dbt version."""
+    assert event.dbt is not None
+    try:
+        dbt_version = importlib.metadata.version("dbt-core")
+    except importlib.metadata.PackageNotFoundError:
+        dbt_version = "unknown"
+    parts = [
+        str(Path(event.dbt.project_dir).resolve()), target.profile, target.target,
+        json.dumps(target.output, sort_keys=True, default=str), path_text, dbt_version,
+    ]  # fmt: skip
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:24]
+
+
+def user_parse_file(event: UniversalFailureEvent, target: DbtTarget, path_text: str) -> Path | None:
+    """The partial-parse file of the user's failing run, when the sandbox's profile hashes the
+    same as theirs (their DuckDB `path:` kept verbatim) and that run wrote it."""
+    assert event.dbt is not None
+    if target.db_path is not None and path_text != str(target.output.get("path")):
+        return None
+    if event.dbt.started_utc is None:
+        return None
+    path = user_target_dir(event) / PARTIAL_PARSE_FILE
+    try:
+        fresh = path.stat().st_mtime >= event.dbt.started_utc.timestamp() - 1
+    except OSError:
+        return None
+    return path if fresh else None
+
+
 def tail_lines(path: Path, lines: int = OUTPUT_TAIL_LINES) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -126,6 +205,8 @@ class DbtHarness:
         self.warm = warm
         self._worker: WarmDbtWorker | None = None
         self._lock = threading.Lock()
+        self._parse_keys: set[str] = set()  # lineages this instance has saved a parse for
+        self.last_parse_mode = "unknown"  # how the last verify's dbt parsed (read_parse_mode)
 
     @property
     def worker_pid(self) -> int | None:
@@ -139,6 +220,18 @@ class DbtHarness:
             with self._lock:
                 self._ensure_worker()
 
+    def start_in_background(self) -> threading.Thread:
+        """start() on a daemon thread, e.g. while evidence is gathered; verify() waits for it.
+        A worker that cannot start is reported by the next verify(), which tries again."""
+
+        def run() -> None:
+            with contextlib.suppress(HarnessError):
+                self.start()
+
+        thread = threading.Thread(target=run, name="patchit-dbt-worker-start", daemon=True)
+        thread.start()
+        return thread
+
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
         if event.source is FailureSource.DBT:
             return True
@@ -148,15 +241,17 @@ class DbtHarness:
     def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
         started = time.monotonic()
         project_dir, cwd = self._sandbox_paths(workspace, event)
-        args, log_path = self._prepare(workspace, event, project_dir)
+        box = self._prepare(workspace, event, project_dir, cwd)
         env = replay_env(event)
         with self._lock:
+            self._seed_parse(box)
             if self.warm:
-                outcome = self._run_warm(args, cwd, env, log_path)
+                outcome = self._run_warm(box.args, box.cwd, env, box.log_path)
             else:
-                outcome = self._run_fresh(args, cwd, env, log_path, workspace.scratch)
+                outcome = self._run_fresh(box.args, box.cwd, env, box.log_path, box.target_dir)
+            self._keep_parse(box)
         passed, failures = judge_outcome(outcome, event.unit_id)
-        output = tail_lines(log_path)
+        output = tail_lines(box.log_path)
         if outcome.exception and outcome.exception not in output:
             output = f"{output}\n{outcome.exception}".strip()
         if outcome.timed_out:
@@ -164,7 +259,7 @@ class DbtHarness:
         return Verification(
             passed=passed,
             harness=self.name,
-            command=shlex.join(["dbt", *args]),
+            command=shlex.join(["dbt", *box.args]),
             output=output,
             failures=failures,
             duration_ms=int((time.monotonic() - started) * 1000),
@@ -212,20 +307,22 @@ class DbtHarness:
         return project_dir, cwd if cwd.is_dir() else project_dir
 
     def _prepare(
-        self, workspace: Workspace, event: UniversalFailureEvent, project_dir: Path
-    ) -> tuple[list[str], Path]:
-        """Packages, DB copy, sandbox profile and state; returns the dbt args and the log."""
+        self, workspace: Workspace, event: UniversalFailureEvent, project_dir: Path, cwd: Path
+    ) -> DbtSandbox:
+        """Packages, DB copy, sandbox profile and state; returns what to run and where."""
         assert event.dbt is not None
         scratch = workspace.scratch.resolve()
         scratch.mkdir(parents=True, exist_ok=True)
         carry_packages(Path(event.dbt.project_dir), project_dir)
         try:
             target = resolve_dbt_target(event)
-            db_copy = scratch / "db" / "memory.duckdb"
+            path_text = str(target.output.get("path") or ":memory:")
+            db_copy = scratch / "memory.duckdb"  # unused: an in-memory target has no file
             if target.db_path is not None:
+                db_copy, path_text = sandbox_db_location(target, cwd, workspace.root)
                 snapshot_dir = workspace.snapshot or target.db_path.parent
-                db_copy = copy_for_candidate(snapshot_dir / target.db_path.name, scratch / "db")
-            write_sandbox_profile(target, db_copy, scratch)
+                copy_for_candidate(snapshot_dir / target.db_path.name, db_copy.parent)
+            write_sandbox_profile(target, db_copy, scratch, path_text=path_text)
         except BadInputError as exc:
             raise HarnessError(f"cannot build the dbt sandbox: {exc}") from exc
 
@@ -236,9 +333,12 @@ class DbtHarness:
         if selectors:
             args += ["--select", *selectors]
         args += ["--project-dir", str(project_dir), "--profiles-dir", str(scratch)]
+        # --profile/--target only as the user gave them: dbt hashes them for partial parsing,
+        # and the sandbox profile's default target is the user's target anyway.
         if event.dbt.profile:
             args += ["--profile", event.dbt.profile]
-        args += ["--target", target.target]
+        if event.dbt.target:
+            args += ["--target", target.target]
         if event.dbt.vars:
             args += ["--vars", event.dbt.vars]
         if "--full-refresh" in event.dbt.args:
@@ -251,7 +351,36 @@ class DbtHarness:
         args += ["--target-path", str(scratch / "target"), "--log-path", str(scratch / "logs")]
         log_path = scratch / "dbt_output.log"
         log_path.unlink(missing_ok=True)
-        return args, log_path
+        return DbtSandbox(
+            args=args,
+            cwd=cwd,
+            log_path=log_path,
+            target_dir=scratch / "target",
+            parse_key=parse_cache_key(event, target, path_text),
+            user_parse_file=user_parse_file(event, target, path_text),
+        )
+
+    # -- partial parsing ------------------------------------------------------------------
+
+    @staticmethod
+    def _parse_cache(key: str) -> Path:
+        return resolve_home() / "cache" / "dbt-partial-parse" / key / PARTIAL_PARSE_FILE
+
+    def _seed_parse(self, box: DbtSandbox) -> None:
+        """The newest parse of this lineage: this instance's last run, else the user's failing
+        run, else one an earlier patchit process saved."""
+        source = self._parse_cache(box.parse_key)
+        if box.parse_key not in self._parse_keys and box.user_parse_file is not None:
+            source = box.user_parse_file
+        seed_partial_parse(source, box.target_dir)
+
+    def _keep_parse(self, box: DbtSandbox) -> None:
+        self.last_parse_mode = read_parse_mode(box.log_path.parent / "logs")
+        try:
+            if keep_partial_parse(box.target_dir, self._parse_cache(box.parse_key)):
+                self._parse_keys.add(box.parse_key)
+        except OSError:  # a cache that cannot be written costs speed, never correctness
+            pass
 
     # -- running dbt ----------------------------------------------------------------------
 
@@ -263,9 +392,12 @@ class DbtHarness:
         return self._worker
 
     def _run_warm(self, args: list[str], cwd: Path, env: dict[str, str], log: Path) -> DbtOutcome:
-        worker = self._ensure_worker()
         request = {"args": args, "cwd": str(cwd), "env": env, "log_path": str(log)}
-        reply = worker.request(request, self.timeout_s)
+        reply = self._ensure_worker().request(request, self.timeout_s)
+        if reply is not None and reply.get("worker_died") and not log.exists():
+            # It died before it began this request (killed while idle, the kill still landing
+            # when alive() was asked): the request itself is not to blame, so run it again.
+            reply = self._ensure_worker().request(request, self.timeout_s)
         if reply is None:  # timed out: the worker was killed, the next verify starts another
             self._worker = None
             return DbtOutcome(success=False, timed_out=True)
@@ -276,14 +408,14 @@ class DbtHarness:
         )
 
     def _run_fresh(
-        self, args: list[str], cwd: Path, env: dict[str, str], log: Path, scratch: Path
+        self, args: list[str], cwd: Path, env: dict[str, str], log: Path, target_dir: Path
     ) -> DbtOutcome:
         dbt = Path(sys.executable).parent / "dbt"
         executable = str(dbt) if dbt.is_file() else shutil.which("dbt")
         if executable is None:
             raise HarnessError("dbt is not installed; install it with `pip install 'patchit[dbt]'`")
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")} | env
-        run_results = scratch / "target" / "run_results.json"
+        run_results = target_dir / "run_results.json"
         run_results.unlink(missing_ok=True)
         with log.open("ab") as out:
             proc = subprocess.Popen(

@@ -29,15 +29,20 @@ def test_heal_event_file_fixes_and_exits_0(
     commit_all(shop_repo, "stg_customers: tidy")
     assert patchit_dbt(shop_repo, "build", extra=("--no-heal",)).returncode == 1
     event_file = recorded_event(_patchit_home, tmp_path / "event.json")
-    # the user moves on meanwhile: the heal still works on the failing commit
+    # the user moves on meanwhile (another branch, a new commit on the same file):
+    # evidence and the fix still come from the failing commit
+    failing = git(shop_repo, "rev-parse", "HEAD")
     git(shop_repo, "switch", "-q", "-c", "feature")
+    model.write_text("-- customers, one row each\n" + model.read_text())
+    commit_all(shop_repo, "stg_customers: document")
     res = patchit("heal", str(event_file))
     assert res.returncode == 0, res.stderr
     [incident] = incidents()
     assert incident["status"] == "fixed"
-    assert "first_name," in git(
-        shop_repo, "show", f"{incident['branch']}:models/staging/stg_customers.sql"
-    )
+    fixed = git(shop_repo, "show", f"{incident['branch']}:models/staging/stg_customers.sql")
+    assert "first_name," in fixed and "one row each" not in fixed
+    assert git(shop_repo, "rev-parse", f"{incident['branch']}~1") == failing
+    assert git(shop_repo, "worktree", "list").count("\n") == 0
     assert git(shop_repo, "branch", "--show-current") == "feature"
 
 
