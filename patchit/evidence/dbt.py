@@ -16,6 +16,7 @@ from typing import Any
 
 from patchit.errors import BadInputError, VcsError
 from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.failing_rows import sample_failing_rows
 from patchit.evidence.gitlog import changed_files, recent_history
 from patchit.evidence.model import Evidence, ProjectIndex, Relation
 from patchit.evidence.project_index import index_project, load_yaml_text, read_project_config
@@ -363,6 +364,11 @@ def gather_dbt_evidence(
     evidence.git_log, evidence.changed_files = _history(
         repo_root, history_paths, last_good_commit, event.commit or "HEAD", notes
     )
+    compiled = evidence.compiled_code
+    if event.status == "fail" and compiled and db_snapshot is not None:
+        evidence.failing_rows, note = sample_failing_rows(compiled, db_snapshot)
+        if note:
+            notes.append(note)
     if manifest is None:
         notes.append("no manifest from this run; index built from files")
     evidence.notes = list(dict.fromkeys(notes))

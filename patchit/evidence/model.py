@@ -72,6 +72,9 @@ class Evidence(BaseModel):
     tested_model_path: str | None = Field(
         default=None, description="file of the tested model, relative to repo"
     )
+    failing_rows: list[dict[str, str]] = Field(
+        default_factory=list, description="sample of the rows a failing data test returned"
+    )
     related_code: dict[str, str] = Field(
         default_factory=dict, description="other code that matters (the tested model): path -> text"
     )

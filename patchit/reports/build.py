@@ -119,4 +119,8 @@ def build_report(
         needs_human=status != "fixed",
         stop_reason=stop_reason,
         evidence_notes=list(evidence.notes) if evidence else [],
+        failing_rows=list(evidence.failing_rows) if evidence else [],
+        changed_files=list(evidence.changed_files) if evidence else [],
+        changed_since=evidence.last_good_commit if evidence else None,
+        recent_history=list(evidence.git_log) if evidence else [],
     )

@@ -55,4 +55,8 @@ class RootCauseReport(BaseModel):
     needs_human: bool = True
     stop_reason: str = ""
     evidence_notes: list[str] = Field(default_factory=list)
+    failing_rows: list[dict[str, str]] = Field(default_factory=list)
+    changed_files: list[str] = Field(default_factory=list)
+    changed_since: str | None = Field(default=None, description="last good commit, if known")
+    recent_history: list[str] = Field(default_factory=list)
     generated_utc: datetime = Field(default_factory=lambda: datetime.now(UTC))

@@ -12,6 +12,8 @@ _env = Environment(
     loader=PackageLoader("patchit.reports", "templates"),
     undefined=StrictUndefined,
     keep_trailing_newline=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
     autoescape=False,  # Markdown, not HTML
 )
 

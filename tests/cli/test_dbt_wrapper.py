@@ -94,7 +94,10 @@ def test_not_null_failure_is_escalated_as_data_issue(shop_repo: Path) -> None:
     assert incident["status"] == "escalated"
     assert incident["classification"] == "data_issue"
     assert incident["branch"] is None and incident["attempts"] == 0
-    assert Path(incident["report_md"]).is_file() and Path(incident["report_json"]).is_file()
+    report = Path(incident["report_md"]).read_text()
+    assert Path(incident["report_json"]).is_file()
+    assert "Rows the test found" in report and "| email |" in report  # sampled from a copy
+    assert "seeds/raw_customers.csv" in report  # what changed since the last good run
     assert git(shop_repo, "branch", "--list", "patchit/*") == ""
     # the next scheduled run attaches to the same incident instead of opening another
     again = patchit_dbt(shop_repo, "build")
