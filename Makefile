@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[dbt,llm,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dbt,airflow,llm,dev]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -17,9 +17,11 @@ from patchit.classify.classifier import classify_failure
 from patchit.classify.model import FailureClass, Verdict
 from patchit.config import PatchitConfig
 from patchit.errors import PatchitError
-from patchit.events.model import UniversalFailureEvent
+from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence
+from patchit.evidence.redact import profile_secrets, redact
 from patchit.harnesses.base import Harness, Verification, Workspace
 from patchit.harnesses.registry import select_harness
 from patchit.memory import Incident, Memory
@@ -83,24 +85,27 @@ def group_by_cause(events: Iterable[UniversalFailureEvent]) -> list[list[Univers
     return list(groups.values())
 
 
-def heal_group(events: list[UniversalFailureEvent], ctx: Context) -> HealOutcome:
+def heal_group(
+    events: list[UniversalFailureEvent], ctx: Context, key: str | None = None
+) -> HealOutcome:
     primary = events[0]
     related = [e.unit_id for e in events[1:]]
     if related:
         primary = primary.model_copy(
             update={"context": {**primary.context, "related_units": related}}
         )
-    outcome = heal(primary, ctx)
+    outcome = heal(primary, ctx, key)
     for other in events[1:]:
         ctx.memory.attach_event(
-            outcome.incident.id, other, error_fingerprint(other), cause_key(other)
+            outcome.incident.id, other, error_fingerprint(other), key or cause_key(other)
         )
     return outcome
 
 
-def heal(event: UniversalFailureEvent, ctx: Context) -> HealOutcome:
+def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> HealOutcome:
+    """Heal one failure; `key` groups it with others (an outage storm), else its cause key."""
     fingerprint = error_fingerprint(event)
-    incident, created = ctx.memory.open_or_attach(event, fingerprint, cause_key(event))
+    incident, created = ctx.memory.open_or_attach(event, fingerprint, key or cause_key(event))
     if not created and incident.status != "open":
         ctx.say(
             f"recurrence of incident {incident.id} ({incident.status}): event attached, "
@@ -140,6 +145,9 @@ class _Run:
 
 def _heal_claimed(run: _Run, ctx: Context, created: bool) -> HealOutcome:
     sandbox = ctx.home / "sandboxes" / run.incident.id
+    repo = Path(run.event.repo_path or ".")
+    for stale in (ctx.home / "worktrees").glob(f"{run.incident.id}-*"):
+        remove_worktree(repo, stale)  # left by a run that was killed; we hold the lease now
     try:
         return _heal_in(run, ctx, created, sandbox)
     finally:
@@ -158,17 +166,25 @@ def _evidence_root(event: UniversalFailureEvent, repo: Path, dest: Path) -> Path
 
 def _heal_in(run: _Run, ctx: Context, created: bool, sandbox: Path) -> HealOutcome:
     event, incident = run.event, run.incident
-    snapshot = _snapshot(event, sandbox / "snapshot", ctx)
+    # a node that ran reads the warehouse (columns, failing rows); a parse, profile or lock
+    # failure does not, and its copy waits until a candidate needs verifying
     repo = Path(event.repo_path or ".")
+    if event.status != "fail":  # a failing data test is rarely a code bug: don't warm up
+        _warm_up(event, repo, ctx)
+    ran = event.status in ("error", "fail")
+    snapshot = _snapshot(event, sandbox / "snapshot", ctx) if ran else None
     ctx.say("gathering evidence")
     evidence_wt = _evidence_root(event, repo, ctx.home / "worktrees" / f"{incident.id}-evidence")
     try:
-        run.evidence = gather_dbt_evidence(
-            event,
-            evidence_wt or repo,
-            last_good_commit=ctx.memory.last_good(project_key(event)),
-            db_snapshot=snapshot,
-        )
+        last_good = ctx.memory.last_good(project_key(event))
+        if event.source is FailureSource.AIRFLOW:
+            run.evidence = gather_airflow_evidence(
+                event, evidence_wt or repo, last_good_commit=last_good
+            )
+        else:
+            run.evidence = gather_dbt_evidence(
+                event, evidence_wt or repo, last_good_commit=last_good, db_snapshot=snapshot
+            )
         return _decide(run, ctx, created, repo, snapshot, sandbox)
     finally:
         if evidence_wt is not None:
@@ -188,12 +204,25 @@ def _decide(
     if run.verdict.cls is not FailureClass.CODE_BUG:
         run.stop_reason = f"classified as {run.verdict.cls.value}: patchit only patches code bugs"
         return _finish(run, "escalated", ctx, created)
+    if snapshot is None:
+        snapshot = _snapshot(run.event, sandbox / "snapshot", ctx)
     _try_candidates(run, repo, snapshot.parent if snapshot else None, sandbox, ctx)
     if run.winner is not None:
         return _finish(run, "fixed", ctx, created)
     verified_any = any(a.outcome != "refused" for a in ctx.memory.attempts_for(incident.id))
     only_policy = run.policy_refusals > 0 and not verified_any
     return _finish(run, "escalated" if only_policy else "failed", ctx, created)
+
+
+def _warm_up(event: UniversalFailureEvent, repo: Path, ctx: Context) -> None:
+    """Start the harness's runtime (seconds of imports) while evidence is gathered."""
+    try:
+        harness = select_harness(event, repo, ctx.harnesses)
+    except PatchitError:
+        return  # verification will say why there is no harness
+    start = getattr(harness, "start_in_background", None)
+    if callable(start):
+        start()
 
 
 def _snapshot(event: UniversalFailureEvent, dest: Path, ctx: Context) -> Path | None:
@@ -224,7 +253,9 @@ def _try_candidates(
             run.stop_reason = f"max attempts ({max_attempts}) for this fingerprint reached"
             return
         number = len(ctx.memory.attempts_for(run.incident.id)) + 1
-        workdir = ctx.home / "worktrees" / f"{run.incident.id}-{number}"
+        # one worktree path per incident, made afresh for each candidate: dbt's saved parse
+        # (which names files by absolute path) stays valid from one candidate to the next
+        workdir = ctx.home / "worktrees" / f"{run.incident.id}-candidate"
         scratch = sandbox / f"candidate-{number}"
         ctx.say(
             f"candidate {number}: {candidate.strategy} ({candidate.tag}): {candidate.rationale}"
@@ -272,6 +303,15 @@ def _verify_one(
     result = harness.verify(
         Workspace(root=worktree, scratch=scratch, snapshot=snapshot_dir), run.event
     )
+    # the sandbox ran with the verbatim --vars; nothing stored or shown may carry their secrets
+    raw_vars = run.event.dbt.replay_vars() if run.event.dbt else None
+    secrets = profile_secrets(raw_vars) if raw_vars else []
+    result = result.model_copy(
+        update={
+            "command": redact(result.command, secrets),
+            "output": redact(result.output, secrets),
+        }
+    )
     duration_ms = int((time.monotonic() - started) * 1000)
     outcome = "verified" if result.passed else ("harness_limit" if result.limit_hit else "failed")
     reason = "" if result.passed else _failure_reason(result)
@@ -292,10 +332,7 @@ def _verify_one(
     repo = Path(run.event.repo_path or ".")
     run.branch = create_branch(repo, run.incident.id, sha)
     run.winner = (candidate, diff, result)
-    project_sub = None
-    if run.event.dbt and run.event.repo_path:
-        project_sub = os.path.relpath(run.event.dbt.project_dir, run.event.repo_path)
-    run.commands = inspect_commands(repo, run.branch, project_sub)
+    run.commands = inspect_commands(repo, run.branch, run.event)
     return True
 
 

@@ -157,3 +157,37 @@ def test_history_reaches_the_strategy_and_repeats_are_refused(
     attempts = ctx.memory.attempts_for(first.incident.id)
     assert [a.outcome for a in attempts] == ["failed", "refused"]
     assert attempts[1].reason.startswith("repeated diff")
+
+
+def test_one_harness_heals_two_incidents_in_a_row(shop_repo: Path, _patchit_home: Path) -> None:
+    """dbt's saved parse names seed files by absolute path: the second incident (a YAML error,
+    so the whole project with its seeds is rebuilt) must not read the first one's worktree."""
+    from patchit.patching.registry import load_strategies
+
+    ctx = make_ctx(_patchit_home, Scripted([]))
+    ctx.strategies = load_strategies()
+    try:
+        first = heal(failing_event(shop_repo), ctx)
+        assert first.incident.status == "fixed"
+        model = shop_repo / MODEL
+        model.write_text(model.read_text().replace("sum(amout)", "sum(amount)"))
+        props = shop_repo / "models" / "marts" / "schema.yml"
+        props.write_text(
+            props.read_text().replace(
+                "      - name: order_date\n        data_tests:\n          - unique\n",
+                "      - name: order_date\n        data_tests:\n",
+            )
+        )
+        commit_all(shop_repo, "daily_revenue: fixed; tests reworked")
+        args = build_dbt_args(["build"], shop_repo, str(shop_repo), None)
+        started = now_utc()
+        code, record = run_dbt(args, shop_repo.parent / "runs")
+        assert code == 2
+        [event] = events_from_run(
+            record, args, shop_repo, shop_repo, head_commit(shop_repo), started
+        )
+        second = heal(event, ctx)
+    finally:
+        ctx.close()
+    attempts = ctx.memory.attempts_for(second.incident.id)
+    assert second.incident.status == "fixed", [a.verification_output[-800:] for a in attempts]

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 
+from patchit.classify.airflow_signatures import AIRFLOW_SIGNATURES, airflow_changed_code
 from patchit.classify.model import FailureClass, Verdict
-from patchit.classify.signatures import SIGNATURES, Signature, changed_code, near_macros
+from patchit.classify.signatures import SIGNATURES, Signature, near_macros
+from patchit.classify.signatures import changed_code as dbt_changed_code
+from patchit.events.model import FailureSource
 from patchit.evidence.model import Evidence
 
 _EXCERPT_CHARS = 160
@@ -20,6 +23,15 @@ def _excerpt(text: str, match: re.Match[str]) -> str:
         line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     line = line.replace("`", "'")
     return line if len(line) <= _EXCERPT_CHARS else line[: _EXCERPT_CHARS - 3] + "..."
+
+
+def _is_airflow(evidence: Evidence) -> bool:
+    return evidence.event.source is FailureSource.AIRFLOW
+
+
+def changed_code(evidence: Evidence) -> list[str]:
+    """Changed code files that matter to this failure (per source)."""
+    return airflow_changed_code(evidence) if _is_airflow(evidence) else dbt_changed_code(evidence)
 
 
 def _subject(evidence: Evidence) -> str:
@@ -50,6 +62,7 @@ def _fields(evidence: Evidence, text: str, match: re.Match[str]) -> dict[str, st
         "select": select or _subject(evidence),
         "project_dir": evidence.project_dir or ".",
         "last_good": evidence.last_good_commit[:12] if evidence.last_good_commit else "HEAD~1",
+        "dag": evidence.event.pipeline_id,
     }
 
 
@@ -76,7 +89,7 @@ def _texts(evidence: Evidence) -> list[str]:
 
 
 def match_signature(evidence: Evidence, text: str) -> tuple[Signature, re.Match[str]] | None:
-    for sig in SIGNATURES:
+    for sig in AIRFLOW_SIGNATURES if _is_airflow(evidence) else SIGNATURES:
         if sig.statuses and evidence.event.status not in sig.statuses:
             continue
         match = sig.pattern.search(text)
@@ -104,6 +117,8 @@ def classify_failure(evidence: Evidence) -> Verdict:
         reason=f"no known signature matches the error of {_subject(evidence)} ({first}).",
         next_actions=[
             f"read the full log: {log}" if log else "read the full dbt log (logs/dbt.log)",
-            f"dbt build --select {_subject(evidence)}",
+            f"airflow tasks test {evidence.event.pipeline_id} {_subject(evidence)}"
+            if _is_airflow(evidence)
+            else f"dbt build --select {_subject(evidence)}",
         ],
     )

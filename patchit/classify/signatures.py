@@ -121,6 +121,10 @@ SIGNATURES: tuple[Signature, ...] = (
               _rx(r"(profiles\.yml)(?: file)? (?:not found|does not exist|is missing)"),
               "no profiles.yml was found where dbt looked ({excerpt}).",
               ("dbt debug --config-dir", "pass --profiles-dir or set DBT_PROFILES_DIR")),
+    Signature("missing_profiles_dir", _C.ENV_MISMATCH,
+              _rx(r"Path '([^']+)' does not exist"),
+              "the profiles directory {name} does not exist where dbt ran ({excerpt}).",
+              ("create {name}/profiles.yml or pass --profiles-dir / set DBT_PROFILES_DIR",)),
     # --- dependencies: installed versions/packages out of step ----------------------------
     Signature("duckdb_catalog_main", _C.DEPENDENCY_ISSUE,
               _rx(r"Catalog \"(main)\" does not exist"),

@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 
 from patchit.config import load_config, resolve_home
+from patchit.errors import HarnessError
 from patchit.harnesses.registry import load_harnesses
 from patchit.loop import Context
 from patchit.memory import Memory
@@ -31,7 +32,12 @@ def open_memory(home: Path) -> Memory:
 
 def make_context(home: Path, repo: Path | None) -> Context:
     config = load_config(repo)
-    harnesses = load_harnesses()
+    try:
+        harnesses = load_harnesses()
+    except HarnessError as exc:
+        # classification and escalation must still work; verification will say why it can't
+        say(f"no harness available: {exc}")
+        harnesses = []
     for harness in harnesses:
         if hasattr(harness, "timeout_s"):
             harness.timeout_s = config.loop.harness_timeout_s
@@ -50,8 +56,11 @@ def print_outcome(
 ) -> None:
     say(f"incident {incident_id}: [bold]{status}[/]")
     if branch:
-        say(f"verified fix on branch [bold green]{branch}[/]; look at it and run it with:")
+        say(
+            f"verified fix on branch [bold green]{branch}[/]"
+            + ("; look at it and run it with:" if commands else "")
+        )
         for command in commands:
-            console.print(f"    {command}", markup=False)
+            console.print(f"    {command}", markup=False, soft_wrap=True)
     if report:
         say(f"report: {report}")

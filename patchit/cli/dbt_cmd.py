@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from patchit.cli.context import console, home_of, make_context, open_memory, print_outcome, say
-from patchit.errors import BadInputError, PatchitError
+from patchit.errors import BadInputError, PatchitError, VcsError
 from patchit.events.model import UniversalFailureEvent
 from patchit.intake.dbt import (
     build_dbt_args,
@@ -63,7 +63,12 @@ def dbt(
     home = home_of(ctx)
     memory = open_memory(home)
     dirty = dirty_tracked_files(repo, under=project) if repo else []
-    commit = head_commit(repo) if repo else None
+    commit = _head_or_none(repo) if repo else None
+    if repo and commit is None and not no_heal:
+        raise BadInputError(
+            f"{repo}: the repository has no commit yet, so patchit cannot heal it; "
+            "commit the project, or pass --no-heal to only run dbt"
+        )
     args = build_dbt_args(list(dbt_args), project, profiles_dir, target)
     started = now_utc()
     exit_code, record = run_dbt(args, home / "runs")
@@ -93,9 +98,11 @@ def _after_dbt(
     home: Path,
 ) -> None:
     if exit_code == 0:
-        if repo and commit and not dirty:
+        if repo and commit and not dirty and is_full_build(args):
             memory.record_last_good(project_key_for(repo, project), commit)
         return
+    if record.get("usage_error"):
+        return  # dbt printed its usage error; nothing ran, nothing to heal
     if not record:
         say(f"dbt exited {exit_code} without a result patchit could read; nothing to heal")
         return
@@ -124,6 +131,20 @@ def _after_dbt(
             )
     finally:
         loop_ctx.close()
+
+
+def is_full_build(args: list[str]) -> bool:
+    """A green `dbt build` of the whole project: only that vouches for every model."""
+    command = next((a for a in args if not a.startswith("-")), "")
+    selecting = {"--select", "-s", "--models", "-m", "--exclude", "--selector", "--resource-type"}
+    return command == "build" and not any(a.split("=")[0] in selecting for a in args)
+
+
+def _head_or_none(repo: Path) -> str | None:
+    try:
+        return head_commit(repo)
+    except VcsError:
+        return None
 
 
 def _record_only(events: list[UniversalFailureEvent], memory: Memory) -> None:

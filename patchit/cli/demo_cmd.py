@@ -141,7 +141,8 @@ def demo(ctx: click.Context, workdir: Path | None) -> None:
     _show(lines)
 
     _step("incidents")
-    for incident in _incidents(home, repo, log):
+    final = _incidents(home, repo, log)
+    for incident in final:
         console.print(
             f"  {incident['id']}  {incident['status']:<9} {incident['classification'] or '-':<12}"
             f" attempts={incident['attempts']}  {incident['branch'] or ''}",
@@ -149,6 +150,12 @@ def demo(ctx: click.Context, workdir: Path | None) -> None:
         )
         console.print(f"      report: {incident['report_md']}", markup=False)
     console.print(f"\ndemo repository: {repo}\nfull log: {log}\nstate: {home}")
+    outcome = sorted((str(i["status"]), str(i["classification"])) for i in final)
+    if outcome != [("escalated", "data_issue"), ("fixed", "code_bug")]:
+        raise click.ClickException(
+            f"the demo did not end with one fixed code bug and one escalated data issue "
+            f"(got {outcome}); see {log}"
+        )
 
 
 def _incidents(home: Path, repo: Path, log: Path) -> list[dict[str, Any]]:

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
+import signal
 import sys
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from patchit import __version__
-from patchit.cli.context import console, home_of, make_context, open_memory, print_outcome
+from patchit.cli.context import home_of, make_context, open_memory, print_outcome
 from patchit.errors import BadInputError, PatchitError
 from patchit.events.model import event_json_schema, load_event
+from patchit.intake.validate import check_healable
 from patchit.loop import heal
-from patchit.sandbox.git import repo_root
 
+_INCIDENT_ID = re.compile(r"\d{8}-[0-9a-f]{6}")
 INCIDENT_FIELDS = (
     "id",
     "fingerprint",
@@ -55,21 +57,24 @@ def schema() -> None:
 
 
 @cli.command("heal")
-@click.argument("event_file", type=click.Path(path_type=Path))
+@click.argument("target")
 @click.pass_context
-def heal_cmd(ctx: click.Context, event_file: Path) -> None:
-    """Heal one event file. Exit 0 fixed, 1 not fixed, 2 bad input."""
-    event = load_event(event_file)
-    if not event.repo_path or repo_root(Path(event.repo_path)) is None:
-        raise BadInputError(
-            f"{event_file}: repo_path {event.repo_path!r} is not a git repository; "
-            "set repo_path to the git root holding the failing code"
-        )
-    if event.commit is None:
-        raise BadInputError(f"{event_file}: event has no commit; set `commit` to the failing sha")
-    for name, artifact in event.artifacts.items():
-        check_json_artifact(name, Path(artifact), event_file)
-    repo = Path(event.repo_path)
+def heal_cmd(ctx: click.Context, target: str) -> None:
+    """Heal one event file (or retry incident ID). Exit 0 fixed, 1 not fixed, 2 bad input.
+
+    TARGET is an event JSON file, or the id of an incident to try again (its latest event;
+    attempts already made for the fingerprint still count against the limit).
+    """
+    path = Path(target)
+    if not path.exists() and _INCIDENT_ID.fullmatch(target):
+        memory = open_memory(home_of(ctx))
+        incident = memory.get_incident(target)
+        event = memory.events_for(incident.id)[-1]
+        repo = check_healable(event, f"incident {target}")
+        memory.update_incident(incident.id, status="open")
+    else:
+        event = load_event(path)
+        repo = check_healable(event, str(path))
     loop_ctx = make_context(home_of(ctx), repo)
     try:
         outcome = heal(event, loop_ctx)
@@ -83,19 +88,6 @@ def heal_cmd(ctx: click.Context, event_file: Path) -> None:
         outcome.commands,
     )
     sys.exit(0 if outcome.incident.status == "fixed" else 1)
-
-
-def check_json_artifact(name: str, path: Path, event_file: Path) -> None:
-    """A dbt artifact the event points at must be readable JSON, or the event is bad input."""
-    if path.suffix != ".json" or not path.exists():
-        return
-    try:
-        json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BadInputError(
-            f"{path}: {name} artifact of {event_file} is unreadable or truncated JSON ({exc}); "
-            "re-run dbt to regenerate it or drop it from the event's artifacts"
-        ) from exc
 
 
 @cli.command()
@@ -113,17 +105,12 @@ def incidents(ctx: click.Context, as_json: bool) -> None:
     if not rows:
         click.echo("no incidents")
         return
-    table = Table("id", "status", "class", "attempts", "branch", "summary")
+    click.echo(f"{'id':<16} {'status':<10} {'class':<17} {'tries':>5}  {'branch':<25} summary")
     for r in rows:
-        table.add_row(
-            r["id"],
-            r["status"],
-            r["classification"] or "-",
-            str(r["attempts"]),
-            r["branch"] or "-",
-            (r["summary"] or "")[:60],
+        click.echo(
+            f"{r['id']:<16} {r['status']:<10} {r['classification'] or '-':<17} "
+            f"{r['attempts']:>5}  {r['branch'] or '-':<25} {(r['summary'] or '')[:80]}"
         )
-    console.print(table)
 
 
 @cli.command()
@@ -137,23 +124,35 @@ def report(ctx: click.Context, incident_id: str, fmt: str) -> None:
     if not path or not Path(path).is_file():
         raise BadInputError(
             f"incident {incident_id}: no report yet (status {incident.status}); "
-            "heal it first with `patchit heal` or `patchit dbt`"
+            f"heal it with `patchit heal {incident_id}`"
         )
     click.echo(Path(path).read_text(encoding="utf-8"), nl=False)
 
 
 def _register() -> None:
+    from patchit.cli.airflow_cmd import airflow
+    from patchit.cli.bench_cmd import bench
     from patchit.cli.dbt_cmd import dbt
     from patchit.cli.demo_cmd import demo
+    from patchit.cli.worker_cmd import worker
 
     cli.add_command(dbt)
     cli.add_command(demo)
+    cli.add_command(airflow)
+    cli.add_command(worker)
+    cli.add_command(bench)
 
 
 _register()
 
 
+def _terminate(signum: int, _frame: object) -> None:
+    # cron and schedulers stop jobs with SIGTERM: unwind so worktrees and leases are released
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:

@@ -9,7 +9,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from patchit.errors import BadInputError
 
@@ -45,6 +45,16 @@ class DbtInvocation(BaseModel):
     )
     invocation_id: str | None = None
     started_utc: datetime | None = None
+    # the verbatim --vars, secrets included: kept in this process only, never serialised
+    _raw_vars: str | None = PrivateAttr(default=None)
+
+    def with_raw_vars(self, raw: str | None) -> DbtInvocation:
+        self._raw_vars = raw
+        return self
+
+    def replay_vars(self) -> str | None:
+        """--vars for a sandbox re-run: the verbatim value when this process has it."""
+        return self._raw_vars if self._raw_vars is not None else self.vars
 
 
 class UniversalFailureEvent(BaseModel):

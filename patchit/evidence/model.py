@@ -39,6 +39,20 @@ class ProjectIndex(BaseModel):
     )
 
 
+class TracebackFrame(BaseModel):
+    """One frame of a Python traceback that runs code of the repository."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="file relative to the repo root")
+    line: int
+    function: str
+    code: str = Field(default="", description="the source line the traceback printed")
+    locals: dict[str, str] = Field(
+        default_factory=dict, description="local variables, when the traceback captured them"
+    )
+
+
 class Evidence(BaseModel):
     """Redacted evidence for one failure; paths are relative to `repo_root`."""
 
@@ -77,6 +91,17 @@ class Evidence(BaseModel):
     )
     related_code: dict[str, str] = Field(
         default_factory=dict, description="other code that matters (the tested model): path -> text"
+    )
+    frames: list[TracebackFrame] = Field(
+        default_factory=list, description="in-repo traceback frames, outermost first"
+    )
+    callable_name: str | None = Field(default=None, description="the task's Python callable")
+    callable_code: str | None = Field(default=None, description="source of the task's callable")
+    packed_log: str = Field(
+        default="", description="the error and in-repo frames with context, packed to a budget"
+    )
+    rendered_fields: dict[str, str] = Field(
+        default_factory=dict, description="rendered template fields of the task, when known"
     )
 
     @property

@@ -5,24 +5,21 @@ harness, which saves the seconds dbt spends importing itself; `warm=False` runs 
 subprocess per call instead. Both produce the same outcome and are judged the same way.
 
 Parsing the project is most of a warm run, so each run is offered dbt's partial-parse file:
-the previous candidate's (kept under `$PATCHIT_HOME/cache/dbt-partial-parse/<key>/`), or for
-the first candidate the one the user's failing run wrote. The sandbox profile's `path:` is the
-same string for every candidate (see `sandbox_db_location`), so dbt accepts it and re-parses
-only the files the candidate changed; dbt checks everything else itself.
+the previous candidate's (kept in a private dir under `$PATCHIT_HOME/cache/` until close()),
+or for the first candidate the one the user's failing run wrote. The sandbox profile's `path:`
+is the same string for every candidate (see `sandbox_db_location`), so dbt accepts it and
+re-parses only the files the candidate changed; dbt checks everything else itself.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import importlib.metadata
-import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,19 +31,20 @@ from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import MASK
 from patchit.harnesses.base import Verification, Workspace
-from patchit.harnesses.dbt_worker import WarmDbtWorker, kill_process_group
+from patchit.harnesses.dbt_worker import WarmDbtWorker, kill_process_group, read_run_results
 from patchit.sandbox.dbt_profile import (
-    DbtTarget,
     resolve_dbt_target,
     sandbox_db_location,
-    user_target_dir,
     write_sandbox_profile,
 )
 from patchit.sandbox.snapshot import (
     PARTIAL_PARSE_FILE,
     copy_for_candidate,
     keep_partial_parse,
+    parse_cache_key,
+    read_parse_mode,
     seed_partial_parse,
+    user_parse_file,
 )
 from patchit.sandbox.worktree import carry_packages
 
@@ -57,17 +55,14 @@ NODE_TYPES = ("model", "seed", "snapshot", "test", "unit_test", "source", "expos
 # The sandbox sets these itself; replaying the user's would point dbt back at the user's files.
 _NOT_REPLAYED = frozenset(
     {"DBT_PROFILES_DIR", "DBT_PROJECT_DIR", "DBT_TARGET_PATH", "DBT_LOG_PATH", "DBT_STATE",
-     "DBT_DEFER_STATE", "DBT_DEFER", "DBT_FAVOR_STATE", "DBT_TARGET", "DBT_PROFILE"}
+     "DBT_DEFER_STATE", "DBT_DEFER", "DBT_FAVOR_STATE", "DBT_TARGET", "DBT_PROFILE",
+     "DBT_PARTIAL_PARSE_FILE_PATH", "DBT_PARTIAL_PARSE_FILE_DIFF"}
 )  # fmt: skip
 _SANDBOX_ENV = {
     "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
     "DBT_USE_COLORS": "false",
     "DBT_PRINTER_WIDTH": "120",
 }
-
-
-_UNABLE_TO_PARTIAL_PARSE = re.compile(r"Unable to do partial parsing because ([^\n]*)")
-_DID_PARTIAL_PARSE = re.compile(r"Partial parsing enabled|skipping parsing")
 
 
 @dataclass
@@ -146,47 +141,6 @@ def replay_env(event: UniversalFailureEvent) -> dict[str, str]:
     return {**env, **_SANDBOX_ENV}
 
 
-def read_parse_mode(log_dir: Path) -> str:
-    """How the last dbt run logging to `log_dir` parsed: "partial", "full: <dbt's reason>"
-    or "unknown" (no log)."""
-    text = tail_lines(log_dir / "dbt.log", lines=100_000)
-    unable = list(_UNABLE_TO_PARTIAL_PARSE.finditer(text))
-    partial = list(_DID_PARTIAL_PARSE.finditer(text))
-    if unable and (not partial or unable[-1].start() > partial[-1].start()):
-        return f"full: {unable[-1].group(1).strip()}"
-    return "partial" if partial else "unknown"
-
-
-def parse_cache_key(event: UniversalFailureEvent, target: DbtTarget, path_text: str) -> str:
-    """One partial-parse lineage per project, profile, target, DB path and dbt version."""
-    assert event.dbt is not None
-    try:
-        dbt_version = importlib.metadata.version("dbt-core")
-    except importlib.metadata.PackageNotFoundError:
-        dbt_version = "unknown"
-    parts = [
-        str(Path(event.dbt.project_dir).resolve()), target.profile, target.target,
-        json.dumps(target.output, sort_keys=True, default=str), path_text, dbt_version,
-    ]  # fmt: skip
-    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:24]
-
-
-def user_parse_file(event: UniversalFailureEvent, target: DbtTarget, path_text: str) -> Path | None:
-    """The partial-parse file of the user's failing run, when the sandbox's profile hashes the
-    same as theirs (their DuckDB `path:` kept verbatim) and that run wrote it."""
-    assert event.dbt is not None
-    if target.db_path is not None and path_text != str(target.output.get("path")):
-        return None
-    if event.dbt.started_utc is None:
-        return None
-    path = user_target_dir(event) / PARTIAL_PARSE_FILE
-    try:
-        fresh = path.stat().st_mtime >= event.dbt.started_utc.timestamp() - 1
-    except OSError:
-        return None
-    return path if fresh else None
-
-
 def tail_lines(path: Path, lines: int = OUTPUT_TAIL_LINES) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -205,7 +159,9 @@ class DbtHarness:
         self.warm = warm
         self._worker: WarmDbtWorker | None = None
         self._lock = threading.Lock()
-        self._parse_keys: set[str] = set()  # lineages this instance has saved a parse for
+        # This instance's latest parse per lineage: in a private dir removed by close(), since
+        # dbt's parse holds rendered vars (secrets too) and patchit keeps none at rest.
+        self._parse_dir: Path | None = None
         self.last_parse_mode = "unknown"  # how the last verify's dbt parsed (read_parse_mode)
 
     @property
@@ -270,6 +226,9 @@ class DbtHarness:
 
     def close(self) -> None:
         with self._lock:
+            if self._parse_dir is not None:
+                shutil.rmtree(self._parse_dir, ignore_errors=True)
+                self._parse_dir = None
             if self._worker is not None:
                 self._worker.stop()
                 self._worker = None
@@ -339,8 +298,9 @@ class DbtHarness:
             args += ["--profile", event.dbt.profile]
         if event.dbt.target:
             args += ["--target", target.target]
-        if event.dbt.vars:
-            args += ["--vars", event.dbt.vars]
+        replay_vars = event.dbt.replay_vars()
+        if replay_vars:
+            args += ["--vars", replay_vars]
         if "--full-refresh" in event.dbt.args:
             args.append("--full-refresh")
         if with_state:
@@ -356,31 +316,30 @@ class DbtHarness:
             cwd=cwd,
             log_path=log_path,
             target_dir=scratch / "target",
-            parse_key=parse_cache_key(event, target, path_text),
+            # dbt's parse keeps absolute paths (seed files): reuse it only in the same worktree
+            parse_key=parse_cache_key(event, target, path_text, workspace.root),
             user_parse_file=user_parse_file(event, target, path_text),
         )
 
     # -- partial parsing ------------------------------------------------------------------
 
-    @staticmethod
-    def _parse_cache(key: str) -> Path:
-        return resolve_home() / "cache" / "dbt-partial-parse" / key / PARTIAL_PARSE_FILE
+    def _parse_file(self, key: str) -> Path:
+        if self._parse_dir is None:
+            cache = resolve_home() / "cache"
+            cache.mkdir(parents=True, exist_ok=True)
+            self._parse_dir = Path(tempfile.mkdtemp(prefix="dbt-partial-parse-", dir=cache))
+        return self._parse_dir / key / PARTIAL_PARSE_FILE
 
     def _seed_parse(self, box: DbtSandbox) -> None:
-        """The newest parse of this lineage: this instance's last run, else the user's failing
-        run, else one an earlier patchit process saved."""
-        source = self._parse_cache(box.parse_key)
-        if box.parse_key not in self._parse_keys and box.user_parse_file is not None:
-            source = box.user_parse_file
-        seed_partial_parse(source, box.target_dir)
+        """This instance's last parse of the lineage, else the one the user's failing run
+        wrote; dbt re-parses what differs (or everything, saying why)."""
+        kept = self._parse_file(box.parse_key)
+        seed_partial_parse(kept if kept.is_file() else box.user_parse_file, box.target_dir)
 
     def _keep_parse(self, box: DbtSandbox) -> None:
         self.last_parse_mode = read_parse_mode(box.log_path.parent / "logs")
-        try:
-            if keep_partial_parse(box.target_dir, self._parse_cache(box.parse_key)):
-                self._parse_keys.add(box.parse_key)
-        except OSError:  # a cache that cannot be written costs speed, never correctness
-            pass
+        with contextlib.suppress(OSError):  # a parse not kept costs speed, never correctness
+            keep_partial_parse(box.target_dir, self._parse_file(box.parse_key))
 
     # -- running dbt ----------------------------------------------------------------------
 
@@ -430,20 +389,3 @@ class DbtHarness:
         results = read_run_results(run_results)
         exception = None if returncode in (0, 1) else f"dbt exited with code {returncode}"
         return DbtOutcome(success=returncode == 0, exception=exception, results=results)
-
-
-def read_run_results(path: Path) -> list[dict[str, Any]]:
-    """run_results.json rows in the worker's reply shape (empty when dbt wrote none)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return [
-        {
-            "unique_id": row.get("unique_id"),
-            "status": row.get("status"),
-            "message": row.get("message"),
-            "resource_type": str(row.get("unique_id", "")).split(".")[0],
-        }
-        for row in data.get("results", [])
-    ]

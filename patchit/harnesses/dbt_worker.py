@@ -7,10 +7,12 @@ with `dbtRunner`, one at a time. Protocol (one JSON object per line):
     reply   {"success": bool, "exception": str | null, "duration_ms": int,
              "results": [{"unique_id", "status", "message", "resource_type"}]}
 
-Replies go to the fd that was stdout when the worker started; fds 1 and 2 are pointed at the
-request's log file while dbt runs (and at /dev/null between requests), so nothing dbt or a
-C extension prints can corrupt the protocol. The first line written is
-`{"ready": true, "pid": ..., "dbt_version": ...}` once dbt is imported.
+Each request runs in its `cwd` (relative DuckDB paths resolve against it, as for the user's
+dbt) and the worker returns to `/` afterwards. Replies go to the fd that was stdout when the
+worker started; fds 1 and 2 are pointed at the request's log file while dbt runs (and at
+/dev/null between requests), so nothing dbt or a C extension prints can corrupt the protocol.
+The first line written is `{"ready": true, "pid": ..., "dbt_version": ...}` once dbt is
+imported.
 """
 
 from __future__ import annotations
@@ -111,6 +113,8 @@ def run_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
         reply = {"success": False, "exception": f"{type(exc).__name__}: {exc}", "results": []}
     finally:
         _release_duckdb()
+        # The request's cwd (holding its DB copy) is deleted after the run; do not sit in it.
+        os.chdir("/")
         sys.stdout.flush()
         sys.stderr.flush()
         os.dup2(devnull_fd, 1)
@@ -121,28 +125,43 @@ def run_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
     return reply
 
 
+_WARM_UP_SCHEMA = """\
+version: 2
+models:
+  - name: warm_up
+    columns:
+      - name: id
+        data_tests: [not_null]
+"""
+
+
 def _warm_up(stderr_fd: int) -> None:
-    """Build a one-model in-memory project once: dbt's first invocation in a process pays for
-    lazily built JSON schemas and templates (about half its time), and that should not land
-    on the first candidate."""
+    """Build a tiny file-backed project twice, the second time after a model changed: dbt's
+    first invocation in a process pays for lazily built JSON schemas and templates, and its
+    first partial parse, table build and test pay again; none of that should land on the
+    first candidate."""
     with tempfile.TemporaryDirectory(prefix="patchit-dbt-warmup-") as tmp:
-        (Path(tmp) / "models").mkdir()
-        (Path(tmp) / "models" / "warm_up.sql").write_text("select 1 as id\n")
-        (Path(tmp) / "dbt_project.yml").write_text(
+        root = Path(tmp)
+        (root / "models").mkdir()
+        (root / "models" / "schema.yml").write_text(_WARM_UP_SCHEMA)
+        (root / "dbt_project.yml").write_text(
             "name: patchit_warm_up\nprofile: patchit_warm_up\nconfig-version: 2\n"
+            "models:\n  patchit_warm_up:\n    +materialized: table\n"
         )
-        (Path(tmp) / "profiles.yml").write_text(
-            "patchit_warm_up:\n  target: mem\n  outputs:\n    mem:\n"
-            "      type: duckdb\n      path: ':memory:'\n"
+        (root / "profiles.yml").write_text(
+            "patchit_warm_up:\n  target: dev\n  outputs:\n    dev:\n"
+            "      type: duckdb\n      path: warm_up.duckdb\n"
         )
         args = ["build", "--project-dir", tmp, "--profiles-dir", tmp]
         args += ["--target-path", f"{tmp}/target", "--log-path", f"{tmp}/logs"]
         env = {"DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
         request = {"args": args, "cwd": tmp, "env": env, "log_path": f"{tmp}/out.log"}
-        reply = run_request(request, stderr_fd)
-        os.chdir("/")  # leave the directory before it is deleted
-        if not reply["success"]:  # a cold first request is slower, not wrong: carry on
-            print(f"patchit dbt worker: warm-up failed: {reply['exception']}", file=sys.stderr)
+        for sql in ("select 1 as id\n", "select 2 as id\n"):
+            (root / "models" / "warm_up.sql").write_text(sql)
+            reply = run_request(request, stderr_fd)
+            if not reply["success"]:  # a cold first request is slower, not wrong: carry on
+                print(f"patchit dbt worker: warm-up failed: {reply['exception']}", file=sys.stderr)
+                return
 
 
 def _reply(channel: TextIO, payload: dict[str, Any]) -> None:
@@ -195,6 +214,23 @@ def kill_process_group(proc: subprocess.Popen[Any]) -> None:
     except (ProcessLookupError, PermissionError):
         proc.kill()
     proc.wait()
+
+
+def read_run_results(path: Path) -> list[dict[str, Any]]:
+    """run_results.json rows in the worker's reply shape (empty when dbt wrote none)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [
+        {
+            "unique_id": row.get("unique_id"),
+            "status": row.get("status"),
+            "message": row.get("message"),
+            "resource_type": str(row.get("unique_id", "")).split(".")[0],
+        }
+        for row in data.get("results", [])
+    ]
 
 
 class WarmDbtWorker:
@@ -263,7 +299,7 @@ class WarmDbtWorker:
         """A worker that died mid-request failed that request; the next one gets a new worker."""
         self._proc.wait()
         message = f"dbt worker died (exit code {self._proc.returncode}): {self.stderr_tail()}"
-        return {"success": False, "exception": message, "results": []}
+        return {"success": False, "exception": message, "results": [], "worker_died": True}
 
     def _read_reply(self, timeout_s: float) -> dict[str, Any] | None:
         """One JSON line from the worker, or None on timeout or end of stream."""

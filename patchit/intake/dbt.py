@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import yaml
 
 from patchit.errors import BadInputError
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
-from patchit.evidence.redact import redact
+from patchit.evidence.redact import environment_secrets, profile_secrets, redact
 
 FAILED_STATUSES = {"error", "fail", "runtime error"}
 # "Model 'model.shop.orders' (models/marts/orders.sql) depends on ..." and friends
@@ -28,21 +27,13 @@ _NODE_IN_MESSAGE = re.compile(
 _FILE_IN_MESSAGE = re.compile(
     r"given in (?P<path>[\w./-]+\.ya?ml)|\((?P<p2>[\w./-]+\.(?:sql|ya?ml|py))\)"
 )
-_ERROR_KIND = re.compile(
-    r"(Binder Error|Parser Error|Catalog Error|Conversion Error|IO Error|Constraint Error|"
-    r"Compilation Error|Parsing Error|Runtime Error|Database Error|Env var required|"
-    r"Could not find profile)"
-)
+# most specific first: DuckDB's own error kinds, then dbt's wrappers around them
+_ERROR_KINDS = (
+    "Binder Error", "Parser Error", "Catalog Error", "Conversion Error", "IO Error",
+    "Constraint Error", "Env var required", "Could not find profile", "Compilation Error",
+    "Parsing Error", "Database Error", "Runtime Error",
+)  # fmt: skip
 _SECRET_ENV = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL", re.IGNORECASE)
-
-
-@dataclass
-class DbtRun:
-    """The outcome of one wrapped dbt invocation."""
-
-    exit_code: int
-    events: list[UniversalFailureEvent] = field(default_factory=list)
-    record: dict[str, Any] = field(default_factory=dict)
 
 
 def _option(args: list[str], *names: str) -> str | None:
@@ -92,6 +83,8 @@ def build_dbt_args(
     dbt_args: list[str], project_dir: Path, profiles_dir: str | None, target: str | None
 ) -> list[str]:
     args = list(dbt_args)
+    if not args or args[0].startswith("-"):
+        return args  # `dbt --version`, `dbt --help`: no sub-command takes the options
     if _option(args, "--project-dir") is None:
         args += ["--project-dir", str(project_dir)]
     if profiles_dir and _option(args, "--profiles-dir") is None:
@@ -121,14 +114,16 @@ def run_dbt(args: list[str], work_dir: Path) -> tuple[int, dict[str, Any]]:
 
 
 def _error_type(message: str, default: str) -> str:
-    match = _ERROR_KIND.search(message)
-    return match.group(1) if match else default
+    return next((kind for kind in _ERROR_KINDS if kind in message), default)
 
 
 def _invocation(
     args: list[str], project_dir: Path, record: dict[str, Any], started: datetime
 ) -> DbtInvocation:
     command = next((a for a in args if not a.startswith("-")), "")
+    raw_vars = _option(args, "--vars")
+    secrets = profile_secrets(raw_vars) if raw_vars else []  # {db_password: x} in YAML too
+    args = [redact(a, secrets) for a in args]
     env = {
         k: ("***REDACTED***" if _SECRET_ENV.search(k) else v)
         for k, v in os.environ.items()
@@ -141,12 +136,12 @@ def _invocation(
         profiles_dir=_option(args, "--profiles-dir") or os.environ.get("DBT_PROFILES_DIR"),
         profile=_option(args, "--profile"),
         target=_option(args, "--target", "-t") or os.environ.get("DBT_TARGET"),
-        vars=_option(args, "--vars"),
+        vars=redact(raw_vars, secrets) if raw_vars is not None else None,
         cwd=os.getcwd(),
         env=env,
         invocation_id=record.get("invocation_id"),
         started_utc=started,
-    )
+    ).with_raw_vars(raw_vars)
 
 
 def _fresh_artifacts(project_dir: Path, args: list[str], started: datetime) -> dict[str, str]:
@@ -172,6 +167,13 @@ def events_from_run(
     """One event per failed node of this invocation; one for a failure before any node ran."""
     name = project_name(project_dir)
     invocation = _invocation(args, project_dir, record, started)
+    raw_vars = invocation.replay_vars()
+    # secrets rendered into messages or compiled SQL (var(), env_var()) never reach storage
+    secrets = [*(profile_secrets(raw_vars) if raw_vars else []), *environment_secrets()]
+
+    def clean(text: str) -> str:
+        return redact(text, secrets)
+
     artifacts = _fresh_artifacts(project_dir, args, started)
     prefix = project_dir.relative_to(repo).as_posix() if repo else ""
 
@@ -194,11 +196,11 @@ def events_from_run(
     for result in record.get("results", []):
         if str(result.get("status", "")).lower() not in FAILED_STATUSES:
             continue
-        message = redact(str(result.get("message") or ""))
+        message = clean(str(result.get("message") or ""))
         is_test = str(result.get("unique_id", "")).startswith(("test.", "unit_test."))
         status = "fail" if is_test and result.get("status") == "fail" else "error"
         context = {
-            k: result[k]
+            k: clean(result[k]) if isinstance(result[k], str) else result[k]
             for k in ("compiled_code", "relation_name", "failures", "resource_type", "name")
             if result.get(k) is not None
         }
@@ -217,9 +219,9 @@ def events_from_run(
             )
         )
     exc = record.get("exception")
-    if not events and exc:
-        message = redact(str(exc.get("message") or exc.get("text") or ""))
-        text = redact(str(exc.get("text") or message))
+    if not events and exc and not record.get("usage_error"):
+        message = clean(str(exc.get("message") or exc.get("text") or ""))
+        text = clean(str(exc.get("text") or message))
         node = exc.get("node") or {}
         uid, path = node.get("unique_id"), node.get("original_file_path")
         if not uid and (m := _NODE_IN_MESSAGE.search(text)):
@@ -234,7 +236,7 @@ def events_from_run(
                 status="parse_error",
                 error_type=_error_type(text, str(exc.get("type") or "Error")),
                 error_message=message,
-                traceback=redact(str(exc.get("traceback") or "")) or None,
+                traceback=clean(str(exc.get("traceback") or "")) or None,
                 log_excerpt=text[-2000:],
             )
         )
@@ -243,3 +245,43 @@ def events_from_run(
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
+
+
+def record_from_run_results(
+    run_results: dict[str, Any], manifest: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A `run_results.json` (and its manifest) in the record shape `events_from_run` reads.
+
+    For dbt runs patchit did not wrap (an Airflow BashOperator, Cosmos): the node fields the
+    wrapper takes from dbt's objects come from the manifest instead.
+    """
+    nodes: dict[str, Any] = {}
+    if manifest:
+        nodes = {**manifest.get("nodes", {}), **manifest.get("unit_tests", {})}
+    results = []
+    for result in run_results.get("results", []):
+        uid = str(result.get("unique_id", ""))
+        node = nodes.get(uid, {})
+        results.append(
+            {
+                "unique_id": uid,
+                "name": node.get("name") or uid.rsplit(".", 1)[-1],
+                "resource_type": node.get("resource_type") or uid.split(".", 1)[0],
+                "original_file_path": node.get("original_file_path"),
+                "package_name": node.get("package_name"),
+                "compiled_code": result.get("compiled_code") or node.get("compiled_code"),
+                "relation_name": result.get("relation_name") or node.get("relation_name"),
+                "status": str(result.get("status", "")),
+                "message": result.get("message"),
+                "failures": result.get("failures"),
+            }
+        )
+    metadata = run_results.get("metadata", {})
+    return {
+        "invocation_id": metadata.get("invocation_id"),
+        "errors": [],
+        "results": results,
+        "exception": None,
+        "duration_s": run_results.get("elapsed_time"),
+        "success": not any(str(r["status"]).lower() in FAILED_STATUSES for r in results),
+    }

@@ -41,9 +41,26 @@ def _exception_fields(exc: BaseException) -> dict[str, Any]:
     }
 
 
+def _write(out_path: Path, record: dict[str, Any]) -> None:
+    tmp = out_path.with_suffix(".part")
+    tmp.write_text(json.dumps(record, default=str), encoding="utf-8")
+    tmp.replace(out_path)
+
+
+def _dbt_cli(args: list[str]) -> int:
+    from dbt.cli.main import cli
+
+    try:
+        cli.main(args=args, prog_name="dbt")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    return 0
+
+
 def main(argv: list[str]) -> int:
     out_path = Path(argv[0])
     args = argv[1:]
+    from dbt.cli.exceptions import DbtUsageException
     from dbt.cli.main import dbtRunner
     from dbt_common.events.base_types import EventMsg
 
@@ -57,6 +74,12 @@ def main(argv: list[str]) -> int:
 
     started = time.time()
     res = dbtRunner(callbacks=[on_event]).invoke(args)
+    if isinstance(res.exception, DbtUsageException):
+        # a usage error happens before dbt does anything: let dbt's own CLI print it, as
+        # `dbt` would (usage text and error on stderr, exit 2), and record no failure
+        record.update(success=False, usage_error=True, exception=None)
+        _write(out_path, record)
+        return _dbt_cli(args)
     record["duration_s"] = round(time.time() - started, 3)
     record["success"] = bool(res.success)
     record["exception"] = _exception_fields(res.exception) if res.exception else None
@@ -70,9 +93,7 @@ def main(argv: list[str]) -> int:
                 "failures": getattr(r, "failures", None),
             }
         )
-    tmp = out_path.with_suffix(".part")
-    tmp.write_text(json.dumps(record, default=str), encoding="utf-8")
-    tmp.replace(out_path)
+    _write(out_path, record)
     if res.success:
         return 0
     return 2 if res.exception is not None else 1

@@ -152,7 +152,12 @@ def cause_message(event: UniversalFailureEvent) -> str:
 
 
 def cause_key(event: UniversalFailureEvent) -> str:
-    """Stable id of the cause, shared by every unit failing for it (incident grouping)."""
-    return _digest(
-        ["ck1", event.source.value, event.pipeline_id, event.error_type, cause_message(event)]
-    )
+    """Stable id of the cause, shared by every unit failing for it (incident grouping).
+
+    A failing data test says only "Got N results": its message names no cause, so the test
+    itself is the cause and two different tests never share an incident.
+    """
+    parts = ["ck1", event.source.value, event.pipeline_id, event.error_type, cause_message(event)]
+    if event.status == "fail":
+        parts.append(stable_unit_id(event))
+    return _digest(parts)

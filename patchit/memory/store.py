@@ -10,7 +10,9 @@ twice.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import socket
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -46,6 +48,20 @@ from incidents i
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _owner_is_dead(owner: str) -> bool:
+    """A lease owner `host:pid` on this host whose process is gone left a stale lease."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def new_incident_id(now: datetime | None = None) -> str:
@@ -369,7 +385,7 @@ class Memory:
                     (incident_id, now_s),
                 )
             )
-            if held and held[0]["owner"] != owner:
+            if held and held[0]["owner"] != owner and not _owner_is_dead(held[0]["owner"]):
                 return False
             db.table("leases").upsert(
                 {"incident_id": incident_id, "owner": owner, "expires_utc": now_s + ttl_s},

@@ -13,6 +13,14 @@ from patchit.patching.base import PatchCandidate
 from patchit.reports.model import AttemptLine, RootCauseReport
 
 _OUTPUT_TAIL_LINES = 25
+_NODE_KINDS = {"model", "seed", "snapshot", "test", "unit_test", "source"}
+
+
+def _capped(units: list[str], keep: int = 20) -> list[str]:
+    """A storm lists hundreds of units: the report names a few and counts the rest."""
+    if len(units) <= keep:
+        return units
+    return [*units[:keep], f"... and {len(units) - keep} more"]
 
 
 def _tail(text: str, lines: int = _OUTPUT_TAIL_LINES) -> str:
@@ -51,19 +59,17 @@ def _next_actions(
     commands: list[str],
 ) -> list[str]:
     if status == "fixed":
-        return [f"`{c}`" for c in commands] + [
-            "review the diff, then merge the branch or open a pull request from it"
-        ]
+        return [*commands, "review the diff, then merge the branch or open a pull request from it"]
     actions = list(verdict.next_actions) if verdict else []
     if event.unit_path:
-        actions.append(f"read `{event.unit_path}` at commit `{(event.commit or 'HEAD')[:12]}`")
+        actions.append(f"read {event.unit_path} at commit {(event.commit or 'HEAD')[:12]}")
     if event.log_location:
-        actions.append(f"read the log `{event.log_location}`")
-    if event.dbt is not None:
-        name = event.unit_id.split(".")[2] if event.unit_id.count(".") >= 2 else event.unit_id
-        project = event.dbt.project_dir
-        actions.append(f"re-run it: `cd {project} && dbt build --select {name}`")
-    return actions
+        actions.append(f"read the log {event.log_location}")
+    kind = event.unit_id.split(".")[0]
+    if event.dbt is not None and kind in _NODE_KINDS and event.unit_id.count(".") >= 2:
+        name = event.unit_id.split(".")[2]
+        actions.append(f"re-run it: cd {event.dbt.cwd} && dbt build --select {name}")
+    return list(dict.fromkeys(actions))
 
 
 def build_report(
@@ -109,7 +115,7 @@ def build_report(
         repo_path=event.repo_path,
         commit=event.commit,
         events=events,
-        related_units=list(event.context.get("related_units", [])),
+        related_units=_capped(list(event.context.get("related_units", []))),
         attempts=_attempt_lines(attempts),
         tiers_run=tiers if cls == FailureClass.CODE_BUG.value else [],
         branch=incident.branch,

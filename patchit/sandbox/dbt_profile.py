@@ -136,6 +136,31 @@ def resolve_dbt_target(event: UniversalFailureEvent, project_dir: Path | None = 
     )
 
 
+def _option(args: list[str], name: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def user_target_dir(event: UniversalFailureEvent) -> Path:
+    """The target dir the user's run wrote to: `--target-path`, else `DBT_TARGET_PATH`, else
+    `target-path:` in dbt_project.yml, else `target`; relative to the project dir, as dbt."""
+    assert event.dbt is not None
+    project_dir = Path(event.dbt.project_dir)
+    chosen = _option(event.dbt.args, "--target-path") or event.dbt.env.get("DBT_TARGET_PATH")
+    if not chosen:
+        try:
+            project = _load_yaml(project_dir / "dbt_project.yml")
+        except BadInputError:
+            project = None
+        configured = project.get("target-path") if isinstance(project, dict) else None
+        chosen = configured if isinstance(configured, str) and configured else "target"
+    return (project_dir / chosen).resolve()
+
+
 def _duckdb_file(output: dict[str, Any], cwd: Path, where: Path) -> Path | None:
     if output.get("type") != "duckdb":
         return None
@@ -149,10 +174,39 @@ def _duckdb_file(output: dict[str, Any], cwd: Path, where: Path) -> Path | None:
     return (cwd / Path(path).expanduser()).resolve()
 
 
-def write_sandbox_profile(target: DbtTarget, db_copy: Path, dest_dir: Path) -> Path:
+def sandbox_db_location(target: DbtTarget, cwd: Path, root: Path) -> tuple[Path, str]:
+    """Where a candidate's DuckDB copy goes and the `path:` that reaches it from `cwd`.
+
+    The user's own relative `path:` is kept verbatim when, taken from `cwd` (the failing run's
+    cwd re-rooted in the worktree), it stays inside the worktree `root`: then relative file
+    reads in models resolve as in the user's run, dbt's profile hash equals the user's (so
+    their partial-parse state is valid in the sandbox) and is the same for every candidate.
+    Any other path (absolute, `~`, escaping the worktree) becomes `.patchit/<file name>`.
+    """
+    if target.db_path is None:
+        raise BadInputError(f"target {target.target!r} has no DuckDB file to place")
+    raw = str(target.output.get("path") or "")
+    name = target.db_path.name
+    relative = Path(raw)
+    if raw and not relative.is_absolute() and not raw.startswith("~"):
+        location = (cwd / relative).resolve()
+        try:
+            location.relative_to(root.resolve())
+        except ValueError:
+            pass
+        else:
+            if location.name == name:
+                return location, raw
+    return (cwd / ".patchit" / name).resolve(), f".patchit/{name}"
+
+
+def write_sandbox_profile(
+    target: DbtTarget, db_copy: Path, dest_dir: Path, path_text: str | None = None
+) -> Path:
     """Write `dest_dir/profiles.yml`: the same profile and target names and settings, with
-    `path:` replaced by the absolute copy. Only this one target is written, so nothing in the
-    sandbox can reach the user's other outputs."""
+    `path:` replaced by `path_text` (relative to the sandbox run's cwd), or by the absolute
+    copy. Only this one target is written, so nothing in the sandbox can reach the user's
+    other outputs."""
     if target.output.get("type") != "duckdb":
         raise BadInputError(
             f"{target.profiles_file}: target {target.target!r} is "
@@ -160,7 +214,7 @@ def write_sandbox_profile(target: DbtTarget, db_copy: Path, dest_dir: Path) -> P
         )
     output = dict(target.output)
     if target.db_path is not None:
-        output["path"] = str(db_copy.resolve())
+        output["path"] = path_text if path_text is not None else str(db_copy.resolve())
     dest_dir.mkdir(parents=True, exist_ok=True)
     profiles = {target.profile: {"target": target.target, "outputs": {target.target: output}}}
     dest = dest_dir / "profiles.yml"

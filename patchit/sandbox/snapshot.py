@@ -1,16 +1,31 @@
-"""Database snapshots: the user's DuckDB file copied once per incident, then once per candidate.
+"""State copied into sandboxes: the user's DuckDB file (once per incident, then once per
+candidate) and dbt's partial-parse file (from one candidate's run to the next).
 
 The user's database is only ever read as bytes. It is never opened with DuckDB, which would
 take a write lock (and could replay its WAL into it). Copy it after the user's dbt has exited,
 so the file and its WAL are consistent.
+
+A carried `partial_parse.msgpack` is only an offer: dbt itself checks its version, vars,
+profile, env vars and every file's checksum, and parses in full when anything differs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
 import shutil
+import tempfile
 from pathlib import Path
 
 from patchit.errors import BadInputError, HarnessError
+from patchit.events.model import UniversalFailureEvent
+from patchit.sandbox.dbt_profile import DbtTarget, user_target_dir
+
+_UNABLE_TO_PARTIAL_PARSE = re.compile(r"Unable to do partial parsing because ([^\n]*)")
+_DID_PARTIAL_PARSE = re.compile(r"Partial parsing enabled|skipping parsing")
 
 
 def wal_path(db_file: Path) -> Path:
@@ -48,3 +63,80 @@ def copy_for_candidate(snapshot: Path, dest_dir: Path) -> Path:
     if snapshot.resolve().parent == dest_dir.resolve():
         raise HarnessError(f"refusing to copy snapshot {snapshot} onto itself")
     return _copy_db(snapshot, dest_dir)
+
+
+PARTIAL_PARSE_FILE = "partial_parse.msgpack"
+
+
+def seed_partial_parse(source: Path | None, target_dir: Path) -> bool:
+    """Copy a saved partial-parse file into a run's target dir; False if there is none."""
+    if source is None or not source.is_file():
+        return False
+    target_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target_dir / PARTIAL_PARSE_FILE)
+    return True
+
+
+def keep_partial_parse(target_dir: Path, dest: Path) -> bool:
+    """Save the partial-parse file a run wrote, atomically (readers never see half a file)."""
+    source = target_dir / PARTIAL_PARSE_FILE
+    if not source.is_file():
+        return False
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".partial-parse-")
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, dest)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def read_parse_mode(log_dir: Path) -> str:
+    """How the last dbt run logging to `log_dir` parsed: "partial", "full: <dbt's reason>"
+    or "unknown" (no log)."""
+    try:
+        text = (log_dir / "dbt.log").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "unknown"
+    unable = list(_UNABLE_TO_PARTIAL_PARSE.finditer(text))
+    partial = list(_DID_PARTIAL_PARSE.finditer(text))
+    if unable and (not partial or unable[-1].start() > partial[-1].start()):
+        return f"full: {unable[-1].group(1).strip()}"
+    return "partial" if partial else "unknown"
+
+
+def parse_cache_key(
+    event: UniversalFailureEvent, target: DbtTarget, path_text: str, root: Path
+) -> str:
+    """One partial-parse lineage per worktree, project, profile, target, DB path and dbt
+    version: a parse names files by absolute path, so it is only valid where it was made."""
+    assert event.dbt is not None
+    try:
+        dbt_version = importlib.metadata.version("dbt-core")
+    except importlib.metadata.PackageNotFoundError:
+        dbt_version = "unknown"
+    parts = [
+        str(Path(event.dbt.project_dir).resolve()), target.profile, target.target,
+        json.dumps(target.output, sort_keys=True, default=str), path_text, dbt_version,
+        str(root.resolve()),
+    ]  # fmt: skip
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:24]
+
+
+def user_parse_file(event: UniversalFailureEvent, target: DbtTarget, path_text: str) -> Path | None:
+    """The partial-parse file of the user's failing run, when the sandbox's profile hashes the
+    same as theirs (their DuckDB `path:` kept verbatim) and that run wrote it."""
+    assert event.dbt is not None
+    if target.db_path is not None and path_text != str(target.output.get("path")):
+        return None
+    if event.dbt.started_utc is None:
+        return None
+    path = user_target_dir(event) / PARTIAL_PARSE_FILE
+    try:
+        fresh = path.stat().st_mtime >= event.dbt.started_utc.timestamp() - 1
+    except OSError:
+        return None
+    return path if fresh else None

@@ -51,7 +51,11 @@ def create_worktree(repo: Path, commit: str, dest: Path) -> Path:
 
 
 def remove_worktree(repo: Path, path: Path) -> None:
-    """Remove the worktree at `path` and prune git's record of it; a no-op if already gone."""
+    """Remove the worktree at `path` and git's record of it; a no-op if already gone.
+
+    Only patchit's own record is dropped: `git worktree prune` would also forget the user's
+    worktrees on unmounted or moved disks.
+    """
     repo = repo.resolve()
     path = path.resolve()
     if path.exists():
@@ -59,7 +63,23 @@ def remove_worktree(repo: Path, path: Path) -> None:
         run_git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
         # Anything git refused (a dir it no longer knows, files it would not delete) goes too.
         shutil.rmtree(path, ignore_errors=True)
-    run_git(repo, "worktree", "prune")
+    for admin in _admin_dirs_for(repo, path):
+        shutil.rmtree(admin, ignore_errors=True)
+
+
+def _admin_dirs_for(repo: Path, path: Path) -> list[Path]:
+    """git's `worktrees/<name>` records that point at `path` (left by a crash or rmtree)."""
+    common = Path(run_git(repo, "rev-parse", "--git-common-dir").strip())
+    common = common if common.is_absolute() else (repo / common).resolve()
+    found = []
+    for gitdir in (common / "worktrees").glob("*/gitdir"):
+        try:
+            target = Path(gitdir.read_text(encoding="utf-8").strip()).parent.resolve()
+        except OSError:
+            continue
+        if target == path:
+            found.append(gitdir.parent)
+    return found
 
 
 @contextmanager

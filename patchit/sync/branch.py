@@ -7,9 +7,11 @@ checked-out branch, index and working tree never change; the worktree is removed
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from patchit.errors import VcsError
+from patchit.events.model import UniversalFailureEvent
 from patchit.sandbox.git import run_git
 
 AUTHOR_NAME = "patchit"
@@ -54,11 +56,15 @@ def create_branch(repo: Path, incident_id: str, sha: str) -> str:
     return name
 
 
-def inspect_commands(repo: Path, branch: str, project_subdir: str | None) -> list[str]:
-    """What the engineer types to look at the fix and run it."""
-    cd = f"cd {repo}"
-    run_dir = f" && cd {project_subdir}" if project_subdir and project_subdir != "." else ""
-    return [
-        f"{cd} && git show {branch}",
-        f"{cd} && git switch {branch}{run_dir} && dbt build",
-    ]
+def inspect_commands(repo: Path, branch: str, event: UniversalFailureEvent) -> list[str]:
+    """What the engineer types to look at the fix and re-run the failed invocation on it."""
+    commands = [f"git -C {shlex.quote(str(repo))} show {branch}"]
+    if event.dbt is not None:
+        cwd = shlex.quote(event.dbt.cwd)
+        commands.append(
+            f"cd {cwd} && git -C {shlex.quote(str(repo))} switch {branch} && "
+            f"dbt {shlex.join(event.dbt.args)}"
+        )
+    else:
+        commands.append(f"git -C {shlex.quote(str(repo))} switch {branch}")
+    return commands

@@ -146,6 +146,8 @@ CASES: list[tuple[str, Evidence, FailureClass, str]] = [
      "missing_env_var"),
     ("missing target", _evidence(NO_TARGET, status="parse_error"), C.ENV_MISMATCH,
      "missing_target"),
+    ("missing profiles dir", _evidence("Runtime Error\n  Path '/root/.dbt' does not exist.",
+     status="parse_error"), C.ENV_MISMATCH, "missing_profiles_dir"),
     ("lock", _evidence(LOCK, error_type="IOException"), C.INFRA_ISSUE, "database_lock"),
     ("refused", _evidence("Database Error\n  could not connect to server: Connection refused"),
      C.INFRA_ISSUE, "connection_failed"),

@@ -125,3 +125,59 @@ def test_truncated_run_artifacts_do_not_matter(shop_repo: Path) -> None:
     assert incidents() == []
     assert git(shop_repo, "branch", "--list", "patchit/*") == ""
     assert before["head"] == user_state(shop_repo)["head"]
+
+
+def _event_file(tmp_path: Path, **fields: object) -> Path:
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps({"source": "dbt", "pipeline_id": "shop", **fields}))
+    return path
+
+
+@pytest.mark.slow
+def test_event_with_unknown_commit(shop_repo: Path, tmp_path: Path) -> None:
+    bad = _event_file(
+        tmp_path, unit_id="model.shop.orders", repo_path=str(shop_repo), commit="f" * 40
+    )
+    res = patchit("heal", str(bad))
+    assert res.returncode == 2
+    assert "is not in" in one_error_line(res.stderr)
+    assert incidents() == []
+
+
+@pytest.mark.slow
+def test_event_with_escaping_unit_path(shop_repo: Path, tmp_path: Path) -> None:
+    head = git(shop_repo, "rev-parse", "HEAD")
+    bad = _event_file(
+        tmp_path,
+        unit_id="model.shop.orders",
+        repo_path=str(shop_repo),
+        commit=head,
+        unit_path="../../../etc/passwd",
+    )
+    res = patchit("heal", str(bad))
+    assert res.returncode == 2
+    assert "inside the repository" in one_error_line(res.stderr)
+    assert incidents() == []
+
+
+@pytest.mark.slow
+def test_dbt_event_without_its_invocation(shop_repo: Path, tmp_path: Path) -> None:
+    head = git(shop_repo, "rev-parse", "HEAD")
+    bad = _event_file(tmp_path, unit_id="model.shop.orders", repo_path=str(shop_repo), commit=head)
+    res = patchit("heal", str(bad))
+    assert res.returncode == 2
+    assert "`dbt` invocation block" in one_error_line(res.stderr)
+    assert incidents() == []
+
+
+def test_version_and_usage_errors_pass_through(tmp_path: Path) -> None:
+    res = patchit("dbt", "--project-dir", str(tmp_path), "--", "--version")
+    assert res.returncode == 2  # not a dbt project: patchit's own error before dbt starts
+    (tmp_path / "dbt_project.yml").write_text("name: p\nversion: '1.0.0'\nprofile: p\n")
+    res = patchit("dbt", "--project-dir", str(tmp_path), "--no-heal", "--", "--version")
+    assert res.returncode == 0, res.stderr
+    assert "installed:" in res.stdout
+    res = patchit("dbt", "--project-dir", str(tmp_path), "--no-heal", "--", "biuld")
+    assert res.returncode == 2
+    assert "No such command 'biuld'" in res.stderr
+    assert incidents() == []

@@ -132,6 +132,12 @@ def test_uncommitted_changes_are_recorded_not_healed(shop_repo: Path) -> None:
     [incident] = incidents()
     assert incident["status"] == "open" and incident["attempts"] == 0
     assert git(shop_repo, "branch", "--list", "patchit/*") == ""
+    # once the tree is clean, the recorded incident is healed by its id
+    git(shop_repo, "checkout", "--", "seeds/raw_orders.csv")
+    retry = patchit("heal", incident["id"])
+    assert retry.returncode == 0, retry.stderr
+    [healed] = incidents()
+    assert healed["id"] == incident["id"] and healed["status"] == "fixed"
 
 
 def test_no_heal_only_records(shop_repo: Path) -> None:
@@ -141,3 +147,26 @@ def test_no_heal_only_records(shop_repo: Path) -> None:
     assert "--no-heal" in res.stderr
     [incident] = incidents()
     assert incident["status"] == "open"
+
+
+def test_secret_vars_reach_the_sandbox_but_are_never_stored(
+    shop_repo: Path, _patchit_home: Path
+) -> None:
+    # the model needs the secret var: a sandbox run without the verbatim --vars would fail
+    model = shop_repo / "models" / "marts" / "daily_revenue.sql"
+    guard = (
+        '{% if var("db_password") | length != 7 %}'
+        '{{ exceptions.raise_compiler_error("db_password var is wrong") }}{% endif %}\n'
+    )
+    model.write_text(guard + model.read_text())
+    commit_all(shop_repo, "daily_revenue: guarded")
+    break_column(shop_repo)
+    res = patchit_dbt(shop_repo, "build", "--vars", "{db_password: hunter2, day: '2024-03-01'}")
+    assert res.returncode == 1
+    [incident] = incidents()
+    assert incident["status"] == "fixed", res.stderr
+    # what patchit stores and shows (dbt's own parse cache holds rendered vars, as in target/)
+    for path in [*(_patchit_home / "memory").rglob("*"), *(_patchit_home / "reports").rglob("*")]:
+        if path.is_file():
+            assert b"hunter2" not in path.read_bytes(), path
+    assert "hunter2" not in res.stderr

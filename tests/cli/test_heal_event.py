@@ -70,6 +70,7 @@ def test_truncated_manifest_named_by_event_is_bad_input(shop_repo: Path, tmp_pat
         "repo_path": str(shop_repo),
         "commit": git(shop_repo, "rev-parse", "HEAD"),
         "artifacts": {"manifest": str(manifest)},
+        "dbt": {"command": "build", "project_dir": str(shop_repo), "cwd": str(shop_repo)},
     }
     event_file = tmp_path / "event.json"
     event_file.write_text(json.dumps(event))

@@ -68,6 +68,7 @@ def test_replay_env_drops_sandbox_paths_and_unknown_secrets(
         env={
             "DBT_PROFILES_DIR": "/home/dana/.dbt",
             "DBT_TARGET_PATH": "/p/target",
+            "DBT_PARTIAL_PARSE_FILE_PATH": "/p/target/partial_parse.msgpack",
             "DBT_ENV_SECRET_TOKEN": MASK,
             "DBT_ENV_SECRET_OTHER": MASK,
             "DBT_ENV_CUSTOM_ENV_TEAM": "growth",
@@ -79,4 +80,5 @@ def test_replay_env_drops_sandbox_paths_and_unknown_secrets(
     assert env["DBT_ENV_SECRET_TOKEN"] == "from-patchit-env"
     assert "DBT_ENV_SECRET_OTHER" not in env
     assert "DBT_PROFILES_DIR" not in env and "DBT_TARGET_PATH" not in env
+    assert "DBT_PARTIAL_PARSE_FILE_PATH" not in env  # the sandbox must not write the user's
     assert env["DBT_SEND_ANONYMOUS_USAGE_STATS"] == "false"

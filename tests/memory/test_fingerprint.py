@@ -114,22 +114,6 @@ def test_nodes_failing_for_one_cause_share_a_cause_key_not_a_fingerprint() -> No
     assert cause_key(orders) == cause_key(revenue)
 
 
-def test_data_tests_failing_alike_share_a_cause_key() -> None:
-    def failing(test: str) -> UniversalFailureEvent:
-        return dbt_event(
-            unit_id=f"test.shop.{test}.abcdef1234",
-            unit_path="models/marts/schema.yml",
-            status="fail",
-            error_type="test_failure",
-            error_message=f"Failure in test {test} (models/marts/schema.yml)\n  Got 3 results, "
-            "configured to fail if != 0",
-        )
-
-    assert cause_key(failing("not_null_orders_order_id")) == cause_key(
-        failing("unique_orders_order_id")
-    )
-
-
 def test_repo_frames_count_but_their_line_numbers_do_not() -> None:
     tb = "Traceback:\n  File \"{root}/dags/etl.py\", line {n}, in {fn}\nKeyError: 'amount'"
 
@@ -180,3 +164,24 @@ def test_normalise_message_replaces_roots_longest_first() -> None:
     assert normalise_message(text, ["/srv/repo", "/srv/repo/shop"]) == (
         "<repo>/models/a.sql and <repo>/x.sql"
     )
+
+
+def test_two_failing_data_tests_are_two_causes() -> None:
+    from patchit.events.model import FailureSource, UniversalFailureEvent
+    from patchit.memory.fingerprint import cause_key
+
+    def test_event(unit: str) -> UniversalFailureEvent:
+        return UniversalFailureEvent(
+            source=FailureSource.DBT,
+            pipeline_id="shop",
+            unit_id=unit,
+            status="fail",
+            error_type="test_failure",
+            error_message="Got 1 result, configured to fail if != 0",
+        )
+
+    a = test_event("test.shop.not_null_stg_customers_email.d7cf761533")
+    b = test_event("test.shop.unique_stg_orders_order_id.81cfe2fe64")
+    a_again = test_event("test.shop.not_null_stg_customers_email.0000000000")
+    assert cause_key(a) != cause_key(b)
+    assert cause_key(a) == cause_key(a_again)

@@ -240,3 +240,18 @@ def test_locked_database_is_reported_not_hung(tmp_path: Path) -> None:
     finally:
         blocker.rollback()
         blocker.close()
+
+
+def test_a_lease_of_a_dead_process_on_this_host_is_taken_over(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+
+    memory = Memory.open(tmp_path)
+    inc = memory.create_incident(event(), "fp", "ck")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    host = socket.gethostname()
+    assert memory.claim_incident(inc.id, f"{host}:{gone.pid}", ttl_s=3600)
+    assert memory.claim_incident(inc.id, f"{host}:{os.getpid()}", ttl_s=3600)
+    # a live owner keeps its lease
+    assert not memory.claim_incident(inc.id, f"{host}:1", ttl_s=3600)

@@ -10,7 +10,12 @@ from ruamel.yaml import YAML
 
 from patchit.errors import BadInputError
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
-from patchit.sandbox.dbt_profile import resolve_dbt_target, write_sandbox_profile
+from patchit.sandbox.dbt_profile import (
+    resolve_dbt_target,
+    sandbox_db_location,
+    user_target_dir,
+    write_sandbox_profile,
+)
 
 PROFILES = """\
 shop:
@@ -139,3 +144,40 @@ def test_write_sandbox_profile_points_at_the_copy_only(project: Path, tmp_path: 
     pg = resolve_dbt_target(make_event(project, project, target="pg"))
     with pytest.raises(BadInputError, match="DuckDB targets only"):
         write_sandbox_profile(pg, copy, tmp_path / "pg")
+
+
+def test_sandbox_db_location_keeps_a_relative_path_inside_the_worktree(
+    project: Path, tmp_path: Path
+) -> None:
+    worktree = tmp_path / "wt"
+    cwd = worktree / "shop"
+    target = resolve_dbt_target(make_event(project, project.parent))
+    # data/shop.duckdb from cwd stays in the worktree: same string, copy where it points
+    assert sandbox_db_location(target, cwd, worktree) == (
+        (cwd / "data" / "shop.duckdb").resolve(),
+        "data/shop.duckdb",
+    )
+    escaping = resolve_dbt_target(make_event(project, project, env={"SHOP_DB": "../../x.duckdb"}))
+    ci = resolve_dbt_target(make_event(project, project, target="ci"))
+    for other, name in ((escaping, "x.duckdb"), (ci, "ci.duckdb")):
+        assert sandbox_db_location(other, cwd, worktree) == (
+            (cwd / ".patchit" / name).resolve(),
+            f".patchit/{name}",
+        )
+    written = write_sandbox_profile(
+        target, cwd / "data" / "shop.duckdb", tmp_path / "s", "data/shop.duckdb"
+    )
+    assert YAML(typ="safe").load(written.read_text())["shop"]["outputs"]["dev"]["path"] == (
+        "data/shop.duckdb"
+    )
+
+
+def test_user_target_dir_follows_dbt(project: Path) -> None:
+    assert user_target_dir(make_event(project, project)) == project / "target"
+    by_env = make_event(project, project, env={"DBT_TARGET_PATH": "out"})
+    assert user_target_dir(by_env) == project / "out"
+    assert by_env.dbt is not None
+    by_env.dbt.args = ["build", "--target-path", "/abs/t"]  # the flag beats the variable
+    assert user_target_dir(by_env) == Path("/abs/t")
+    (project / "dbt_project.yml").write_text("name: shop\nprofile: shop\ntarget-path: build\n")
+    assert user_target_dir(make_event(project, project)) == project / "build"

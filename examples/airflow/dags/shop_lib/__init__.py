@@ -1,0 +1,1 @@
+"""Helpers shared by the example DAGs (a repo module, imported like a user's own)."""

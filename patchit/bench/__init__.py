@@ -1,0 +1,1 @@
+"""Benchmarks: a generated dbt project of any size and the `patchit bench` timings."""

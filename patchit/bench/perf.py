@@ -1,0 +1,269 @@
+"""`patchit bench --perf`: how long verifying a fix takes, against re-running dbt by hand.
+
+On a generated project (see genproject) committed in a temp git repo, one intermediate model
+gets a column typo and the user's `dbt build` fails on it. Then, interleaved, K times each:
+
+    full_build     `dbt build` of the whole project, fresh process (the obvious baseline)
+    select_build   `dbt build --select <model>+`, fresh process
+    warm_verify    DbtHarness(warm=True).verify of the right fix in a worktree
+    fresh_verify   DbtHarness(warm=False).verify of the same
+
+The baselines run in a checkout of the fix with its own copy of the database and the user's
+partial-parse file, as a user re-running dbt would. Each run's copy of the fix carries a
+distinct trailing comment, so every run re-parses one changed file, as a new candidate does.
+The warm worker's start is paid once, timed on its own and left out of warm_verify.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from patchit.bench.genproject import GeneratedProject, break_model, generate_project
+from patchit.errors import HarnessError
+from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
+from patchit.harnesses.base import Workspace
+from patchit.harnesses.dbt import DbtHarness
+from patchit.sandbox.git import run_git
+from patchit.sandbox.snapshot import (
+    PARTIAL_PARSE_FILE,
+    copy_for_candidate,
+    seed_partial_parse,
+    snapshot_database,
+)
+from patchit.sandbox.worktree import create_worktree, remove_worktree
+
+MEASURES = ("full_build", "select_build", "warm_verify", "fresh_verify")
+LABELS = {
+    "full_build": "full build",
+    "select_build": "select build",
+    "warm_verify": "warm verify",
+    "fresh_verify": "fresh verify",
+}
+_GIT_ID = ("-c", "user.name=patchit bench", "-c", "user.email=bench@localhost")
+
+
+@dataclass
+class PerfResult:
+    """Measured seconds per run (in run order) for each of MEASURES, plus the setting."""
+
+    n_models: int
+    n_tests: int
+    runs: int
+    broken_model: str
+    selected_models: int
+    samples_s: dict[str, list[float]] = field(default_factory=dict)
+    # how each verify's dbt parsed ("partial" or "full: <reason>"), per verify measure
+    parse_modes: dict[str, list[str]] = field(default_factory=dict)
+    worker_start_s: float = 0.0
+    initial_build_s: float = 0.0
+
+    def median_s(self, measure: str) -> float:
+        return statistics.median(self.samples_s[measure])
+
+    def ratio(self, measure: str) -> float:
+        """This measure's median over the full build's: 0.05 is 20x faster."""
+        return self.median_s(measure) / self.median_s("full_build")
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = asdict(self)
+        data["median_s"] = {m: round(self.median_s(m), 3) for m in MEASURES}
+        data["ratio_to_full_build"] = {m: round(self.ratio(m), 4) for m in MEASURES}
+        data["speedup"] = {m: round(1 / self.ratio(m), 2) for m in MEASURES}
+        return data
+
+
+def format_report(result: PerfResult) -> str:
+    """The table `patchit bench --perf` prints."""
+    lines = [
+        f"patchit bench --perf: {result.n_models} models, {result.n_tests} data tests; "
+        f"broken {result.broken_model} ({result.selected_models} models in "
+        f"{result.broken_model}+); medians of {result.runs} run(s)",
+    ]
+    for measure in MEASURES:
+        label = f"{LABELS[measure]}:".ljust(14)
+        seconds = result.median_s(measure)
+        if measure == "full_build":
+            lines.append(f"{label}{seconds:7.2f} s (baseline)")
+            continue
+        ratio = result.ratio(measure)
+        pace = f"{1 / ratio:.1f}x faster" if ratio <= 1 else f"{ratio:.1f}x slower"
+        lines.append(f"{label}{seconds:7.2f} s = {ratio:.2f}x full build ({pace})")
+    lines.append(
+        f"{'worker start:'.ljust(14)}{result.worker_start_s:7.2f} s (one-off, not in warm verify)"
+    )
+    return "\n".join(lines)
+
+
+def _dbt(project: Path, *args: str) -> tuple[int, str, float]:
+    """One fresh `dbt` process in `project` (profiles.yml inside); (exit code, output, s)."""
+    dbt = Path(sys.executable).parent / "dbt"
+    executable = str(dbt) if dbt.is_file() else (shutil.which("dbt") or "dbt")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
+    env["DBT_SEND_ANONYMOUS_USAGE_STATS"] = "false"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [executable, *args, "--profiles-dir", str(project)],
+        cwd=project, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - started
+
+
+@contextmanager
+def _patchit_home(home: Path) -> Iterator[None]:
+    """The harness keeps its parse cache under $PATCHIT_HOME: keep the bench's in its temp dir."""
+    before = os.environ.get("PATCHIT_HOME")
+    os.environ["PATCHIT_HOME"] = str(home)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PATCHIT_HOME", None)
+        else:
+            os.environ["PATCHIT_HOME"] = before
+
+
+class _Bench:
+    """The temp repo, the failing run's event and the fix; one method per measure."""
+
+    def __init__(self, work: Path, n_models: int, say: Callable[[str], None]) -> None:
+        self.work, self.say = work, say
+        self.repo = work / "repo"
+        self.project: GeneratedProject = generate_project(self.repo, n_models)
+        self.model = self.project.middle_model()
+        self.fix_path = self.project.model_path(self.model)
+        self.count = 0
+
+    def setup(self) -> float:
+        say, repo = self.say, self.repo
+        say(f"building the generated {self.project.n_tests}-test project once")
+        code, out, initial_s = _dbt(repo, "build")
+        if code != 0:
+            raise HarnessError(f"the generated project does not build:\n{out[-3000:]}")
+        (repo / ".gitignore").write_text("target/\nlogs/\n*.duckdb*\n")
+        run_git(repo, "init", "-q", "-b", "main")
+        self._commit("bench: generated project")
+        self.good, _ = break_model(self.project, self.model)
+        self._commit(f"{self.model}: typo")
+        say(f"breaking {self.model}; the user's `dbt build` fails on it")
+        started = datetime.now(UTC)
+        code, out, _ = _dbt(repo, "build")
+        if code != 1 or "amout" not in out:
+            raise HarnessError(f"the broken project did not fail as planned:\n{out[-3000:]}")
+        self.event = UniversalFailureEvent(
+            source=FailureSource.DBT,
+            pipeline_id=self.project.name,
+            unit_id=f"model.{self.project.name}.{self.model}",
+            repo_path=str(repo),
+            commit=run_git(repo, "rev-parse", "HEAD").strip(),
+            artifacts={"manifest": str(repo / "target" / "manifest.json")},
+            dbt=DbtInvocation(
+                command="build", args=["build"], project_dir=str(repo), cwd=str(repo),
+                started_utc=started,
+            ),
+        )  # fmt: skip
+        self.snapshot = snapshot_database(repo / self.project.db_file, self.work / "snapshot")
+        self.baseline = create_worktree(repo, "HEAD", self.work / "baseline")
+        copy_for_candidate(self.snapshot, self.baseline)
+        seed_partial_parse(repo / "target" / PARTIAL_PARSE_FILE, self.baseline / "target")
+        return initial_s
+
+    def _commit(self, message: str) -> None:
+        run_git(self.repo, "add", "-A")
+        run_git(self.repo, *_GIT_ID, "commit", "-q", "-m", message)
+
+    def _write_fix(self, root: Path) -> None:
+        self.count += 1
+        text = f"{self.good}-- patchit bench candidate {self.count}\n"
+        (root / self.fix_path).write_text(text, encoding="utf-8")
+
+    def baseline_build(self, *select: str) -> float:
+        self._write_fix(self.baseline)
+        code, out, seconds = _dbt(self.baseline, "build", *select)
+        if code != 0:
+            raise HarnessError(f"dbt build {' '.join(select)} of the fix failed:\n{out[-3000:]}")
+        return seconds
+
+    def verify(self, harness: DbtHarness) -> tuple[float, str]:
+        number = self.count + 1
+        root = create_worktree(self.repo, "HEAD", self.work / "worktrees" / f"c{number}")
+        scratch = self.work / "sandboxes" / f"c{number}"
+        try:
+            self._write_fix(root)
+            workspace = Workspace(root=root, scratch=scratch, snapshot=self.snapshot.parent)
+            started = time.monotonic()
+            result = harness.verify(workspace, self.event)
+            seconds = time.monotonic() - started
+        finally:
+            remove_worktree(self.repo, root)
+            shutil.rmtree(scratch, ignore_errors=True)
+        if not result.passed:
+            raise HarnessError(f"the right fix did not verify:\n{result.output[-3000:]}")
+        return seconds, harness.last_parse_mode
+
+
+def run_perf(
+    n_models: int = 200,
+    runs: int = 3,
+    workdir: Path | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> PerfResult:
+    """Generate, break and time as the module docstring says; the temp dir is removed after
+    unless `workdir` is given."""
+    if runs < 1:
+        raise ValueError("runs must be at least 1")
+    work = Path(tempfile.mkdtemp(prefix="patchit-bench-")) if workdir is None else workdir
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        with _patchit_home(work / "home"):
+            return _measure(_Bench(work.resolve(), n_models, say), runs, say)
+    finally:
+        if workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _measure(bench: _Bench, runs: int, say: Callable[[str], None]) -> PerfResult:
+    initial_s = bench.setup()
+    project = bench.project
+    result = PerfResult(
+        n_models=len(project.models),
+        n_tests=project.n_tests,
+        runs=runs,
+        broken_model=bench.model,
+        selected_models=1 + len(project.descendants(bench.model)),
+        samples_s={m: [] for m in MEASURES},
+        parse_modes={"warm_verify": [], "fresh_verify": []},
+        initial_build_s=round(initial_s, 3),
+    )
+    with DbtHarness(warm=True) as warm, DbtHarness(warm=False) as fresh:
+        say("starting the warm dbt worker")
+        started = time.monotonic()
+        warm.start()
+        result.worker_start_s = round(time.monotonic() - started, 3)
+        for run in range(1, runs + 1):
+            say(f"run {run}/{runs}")
+            samples = result.samples_s
+            samples["full_build"].append(round(bench.baseline_build(), 3))
+            samples["select_build"].append(
+                round(bench.baseline_build("--select", f"{bench.model}+"), 3)
+            )
+            for measure, harness in (("warm_verify", warm), ("fresh_verify", fresh)):
+                seconds, parse_mode = bench.verify(harness)
+                samples[measure].append(round(seconds, 3))
+                result.parse_modes[measure].append(parse_mode)
+    return result
+
+
+def dump_json(result: PerfResult) -> str:
+    return json.dumps(result.to_json(), indent=2)

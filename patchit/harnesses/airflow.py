@@ -1,0 +1,245 @@
+"""The Airflow harness (local): the DAG import check, then the failed task with its upstream
+tasks, in the worktree, with an isolated AIRFLOW_HOME.
+
+Each candidate gets `<scratch>/airflow-home` holding a copy of a pre-migrated template
+metadata DB (`airflow_home`), an environment scrubbed of the user's Airflow settings, and
+`dags_folder`/`PYTHONPATH` mapped into the worktree. The run itself
+(`airflow_runner.run_request`) parses the DAG file, runs `dag.test()` on the failed task and
+its upstream tasks (so the XComs it pulls exist) with retries 0 and patchit's callback off,
+and judges from the task instances' final states, never from an exit code.
+
+`warm=True` (default) serves every candidate from one pre-imported parent that forks a child
+per candidate (`airflow_fork`): no DagBag or user module survives between candidates.
+`warm=False` starts `python -m patchit.harnesses.airflow_runner` per candidate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from patchit.errors import HarnessError
+from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.harnesses.airflow_fork import ForkParent
+from patchit.harnesses.airflow_home import airflow_env, prepare_airflow_home
+from patchit.harnesses.base import Verification, Workspace
+from patchit.harnesses.dbt_worker import kill_process_group
+
+OUTPUT_TAIL_LINES = 60
+LINE_MAX_CHARS = 400
+
+
+def repo_relative(path_text: str, repo: Path | None) -> Path:
+    """A path the event gives (absolute in the user's repo, or repo-relative) as repo-relative."""
+    path = Path(path_text)
+    if not path.is_absolute():
+        return path
+    if repo is None:
+        raise HarnessError(f"{path}: absolute path but the event has no repo_path")
+    try:
+        return path.resolve().relative_to(repo.resolve())
+    except ValueError as exc:
+        raise HarnessError(f"{path} is outside the repository {repo}") from exc
+
+
+def locate_dag(workspace: Workspace, event: UniversalFailureEvent) -> tuple[Path, Path]:
+    """(DAG file, dags folder), both inside the worktree."""
+    repo = Path(event.repo_path) if event.repo_path else None
+    dag_text = event.context.get("dag_file") or event.unit_path
+    if not dag_text:
+        raise HarnessError(f"{event.short()}: an Airflow event needs unit_path or dag_file")
+    dag_file = workspace.root / repo_relative(str(dag_text), repo)
+    if not dag_file.is_file():
+        raise HarnessError(f"{dag_file}: the DAG file is not in the worktree")
+    if folder := event.context.get("dags_folder"):
+        dags_folder = workspace.root / repo_relative(str(folder), repo)
+    else:
+        # Helper modules sit at the dags folder's root; a `dags` ancestor is the usual layout.
+        dags_folder = next(
+            (p for p in dag_file.parents if p.name == "dags" and workspace.root in p.parents),
+            dag_file.parent,
+        )
+    return dag_file, dags_folder
+
+
+def python_path(
+    dags_folder: Path, workspace: Workspace, event: UniversalFailureEvent
+) -> list[Path]:
+    """The dags folder, then the user's PYTHONPATH with entries in their repo re-rooted into
+    the worktree (so helper modules come from the candidate, never from the user's tree)."""
+    entries = [dags_folder]
+    repo = Path(event.repo_path).resolve() if event.repo_path else None
+    for text in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if not text:
+            continue
+        entry = Path(text).resolve()
+        if repo is not None and (entry == repo or repo in entry.parents):
+            entry = workspace.root / entry.relative_to(repo)
+        if entry not in entries:
+            entries.append(entry)
+    return entries
+
+
+def summarise_output(result: dict[str, Any], log_path: Path) -> str:
+    """The import error, or the log tail with the final task states."""
+    if result.get("import_error"):
+        return f"DAG import failed:\n{result['import_error']}"
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    tail = [line[:LINE_MAX_CHARS] for line in lines[-OUTPUT_TAIL_LINES:]]
+    parts = ["\n".join(tail)]
+    if result.get("error"):
+        parts.append(str(result["error"]))
+    if result.get("states"):
+        parts.append("task states: " + json.dumps(result["states"], sort_keys=True))
+    return "\n".join(p for p in parts if p).strip()
+
+
+class AirflowHarness:
+    """Re-runs a failed Airflow task (and its upstream tasks) in the candidate's worktree."""
+
+    name: ClassVar[str] = "airflow"
+
+    def __init__(self, timeout_s: float = 600, warm: bool = True) -> None:
+        self.timeout_s = timeout_s
+        self.warm = warm
+        self._parent: ForkParent | None = None
+        self._lock = threading.Lock()
+        self.last_timings: dict[str, int] = {}  # migrate_ms, copy_ms, run_ms of the last verify
+
+    @property
+    def parent_pid(self) -> int | None:
+        parent = self._parent
+        return parent.pid if parent is not None and parent.alive() else None
+
+    def start(self) -> None:
+        """Start the warm parent now (imports Airflow: seconds) rather than on first verify."""
+        if self.warm:
+            with self._lock:
+                self._ensure_parent()
+
+    def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
+        return event.source is FailureSource.AIRFLOW
+
+    def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
+        started = time.monotonic()
+        dag_file, dags_folder = locate_dag(workspace, event)
+        scratch = workspace.scratch.resolve()
+        scratch.mkdir(parents=True, exist_ok=True)
+        (scratch / "home").mkdir(exist_ok=True)
+        home, db, migrate_ms = prepare_airflow_home(scratch)
+        copied = time.monotonic()
+        env = airflow_env(
+            home, db, dags_folder, scratch / "home", python_path(dags_folder, workspace, event)
+        )
+        request = {
+            "dag_file": str(dag_file),
+            "dags_folder": str(dags_folder),
+            "dag_id": event.pipeline_id,
+            "task_id": event.unit_id,
+            "map_index": event.map_index
+            if event.map_index is not None and event.map_index >= 0
+            else None,
+            "logical_date": event.logical_date.isoformat() if event.logical_date else None,
+        }
+        request_path, result_path = (
+            scratch / "airflow_request.json",
+            scratch / "airflow_result.json",
+        )
+        log_path = scratch / "airflow_output.log"
+        request_path.write_text(json.dumps(request), encoding="utf-8")
+        result_path.unlink(missing_ok=True)
+        log_path.unlink(missing_ok=True)
+        with self._lock:
+            if self.warm:
+                job = {"request": str(request_path), "result": str(result_path),
+                       "log": str(log_path), "cwd": str(workspace.root), "env": env}  # fmt: skip
+                timed_out = self._ensure_parent().run(job, self.timeout_s)
+            else:
+                timed_out = self._run_fresh(request_path, result_path, log_path, workspace, env)
+        result = self._read_result(result_path, timed_out, log_path)
+        passed = bool(result.get("passed")) and not timed_out
+        output = summarise_output(result, log_path)
+        if timed_out:
+            output = f"{output}\npatchit: the task was stopped after {self.timeout_s:g} s".strip()
+        self.last_timings = {
+            "migrate_ms": migrate_ms,
+            "copy_ms": int((copied - started) * 1000) - migrate_ms,
+            "run_ms": int((time.monotonic() - copied) * 1000),
+        }
+        return Verification(
+            passed=passed,
+            harness=self.name,
+            command=self._command(event),
+            output=output,
+            failures=[] if passed else [event.unit_id],
+            duration_ms=int((time.monotonic() - started) * 1000),
+            isolation="subprocess",
+            fidelity="runtime",
+            limit_hit="time" if timed_out else None,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._parent is not None:
+                self._parent.stop()
+                self._parent = None
+
+    def __enter__(self) -> AirflowHarness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- running --------------------------------------------------------------------------
+
+    @staticmethod
+    def _command(event: UniversalFailureEvent) -> str:
+        date = event.logical_date.isoformat() if event.logical_date else "now"
+        command = shlex.join(["airflow", "dags", "test", event.pipeline_id, date])
+        return f"{command}  # only {event.unit_id} and its upstream tasks, retries 0"
+
+    def _ensure_parent(self) -> ForkParent:
+        if self._parent is None or not self._parent.alive():
+            if self._parent is not None:
+                self._parent.stop()
+            self._parent = ForkParent.start()
+        return self._parent
+
+    def _run_fresh(
+        self, request: Path, result: Path, log: Path, workspace: Workspace, env: dict[str, str]
+    ) -> bool:
+        """One `python -m patchit.harnesses.airflow_runner` process; True if it timed out."""
+        runner = [sys.executable, "-m", "patchit.harnesses.airflow_runner"]
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [*runner, str(request), str(result)],
+                cwd=workspace.root, env=env, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+            try:
+                proc.wait(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                kill_process_group(proc)
+                return True
+        return False
+
+    @staticmethod
+    def _read_result(path: Path, timed_out: bool, log_path: Path) -> dict[str, Any]:
+        try:
+            result: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            return result
+        except (OSError, ValueError):
+            if timed_out:
+                return {"passed": False, "stage": "timeout"}
+            # The run died without a result (killed, segfault): that candidate failed.
+            return {"passed": False, "stage": "crash", "error": "the Airflow run left no result"}

@@ -1,0 +1,222 @@
+"""A warm Airflow parent: `python -m patchit.harnesses.airflow_fork`, one fork per candidate.
+
+Importing Airflow costs seconds, and the first call into its in-process execution API costs
+more (cadwyn generates its versioned routers, ~15 s here). The parent pays both once, never
+parses a DAG or opens the metadata DB, and forks one child per request: the child takes the
+candidate's environment, re-points Airflow's settings at the candidate's AIRFLOW_HOME and DB,
+and runs `airflow_runner.run_to_file`. No DagBag or user module is shared between candidates:
+each child starts from the parent's clean state and exits.
+
+Protocol (one JSON object per line):
+
+    stdin   {"request": path, "result": path, "log": path, "cwd": dir, "env": {...}}
+    stdout  {"ready": true, "pid": int} once, then per request {"child": pid}, {"exit": code}
+
+The child runs in its own session, so the harness can kill its process group on a timeout
+while the parent lives on to serve the next candidate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from patchit.errors import HarnessError
+
+STARTUP_TIMEOUT_S = 180.0
+
+
+def preload() -> None:
+    """Import what every run needs and build the execution API app once (before any fork:
+    no threads are started here, and no DB connection is opened)."""
+    import airflow.dag_processing.dagbag
+    import airflow.models.dagrun
+    import airflow.providers.standard.operators.python
+    import airflow.sdk
+    import airflow.sdk.execution_time.supervisor
+    import airflow.sdk.execution_time.task_runner  # noqa: F401
+    from airflow.api_fastapi.execution_api import app as execution_api
+
+    app = execution_api.InProcessExecutionAPI().app
+    # Cadwyn would generate its versioned routers on the first request, in every child.
+    if not getattr(app, "_cadwyn_initialized", True):
+        app._cadwyn_initialize()
+    # Every later InProcessExecutionAPI (one per task) builds on this app instead of a new one.
+    execution_api.create_task_execution_api_app = lambda **_: app
+
+
+def enter_candidate(job: dict[str, Any]) -> None:
+    """In the child: the candidate's env, cwd, sys.path and Airflow settings."""
+    os.setsid()
+    log_fd = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_fd, 0)
+    os.close(null_fd)
+    os.environ.clear()
+    os.environ.update(job["env"])
+    os.chdir(job["cwd"])
+    for entry in reversed(job["env"].get("PYTHONPATH", "").split(os.pathsep)):
+        if entry and entry not in sys.path:
+            sys.path.insert(0, entry)
+
+    from airflow import settings
+
+    settings.dispose_orm(do_log=False)
+    settings.configure_vars()
+    settings.configure_orm()
+
+
+def serve() -> int:
+    reply_fd = os.dup(1)
+    # Nothing Airflow prints may corrupt the protocol: fd 1 goes to stderr in the parent.
+    os.dup2(2, 1)
+    reply = os.fdopen(reply_fd, "w", buffering=1, encoding="utf-8")
+    preload()
+    reply.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                enter_candidate(job)
+                from patchit.harnesses.airflow_runner import run_to_file
+
+                code = run_to_file(job["request"], job["result"])
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()  # into the candidate's log: the harness reports it
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        reply.write(json.dumps({"child": pid}) + "\n")
+        _, status = os.waitpid(pid, 0)
+        reply.write(json.dumps({"exit": os.waitstatus_to_exitcode(status)}) + "\n")
+    return 0
+
+
+class ForkParent:
+    """The harness's handle on a running `airflow_fork` parent."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], stderr: IO[bytes], home: Path) -> None:
+        self._proc = proc
+        self._home = home
+        self._stderr = stderr
+        self._buffer = b""
+        self.pid = proc.pid
+
+    @classmethod
+    def start(cls, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> ForkParent:
+        # The parent's own Airflow home: it imports Airflow but never opens this DB.
+        home = Path(tempfile.mkdtemp(prefix="patchit-airflow-parent-"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        env |= {
+            "HOME": str(home),
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW_CONFIG": str(home / "airflow.cfg"),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'unused.db'}",
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+        }
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the parent
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "patchit.harnesses.airflow_fork"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+            env=env, cwd=home, start_new_session=True,
+        )  # fmt: skip
+        parent = cls(proc, stderr, home)
+        ready = parent._read_line(startup_timeout_s)
+        if ready is None or not ready.get("ready"):
+            parent.stop()
+            raise HarnessError(f"the Airflow parent did not start: {parent.stderr_tail()}")
+        return parent
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def run(self, job: dict[str, Any], timeout_s: float) -> bool:
+        """Run one candidate in a forked child; True if it hit the timeout (and was killed)."""
+        assert self._proc.stdin is not None
+        deadline = time.monotonic() + timeout_s
+        try:
+            self._proc.stdin.write(json.dumps(job).encode("utf-8") + b"\n")
+            self._proc.stdin.flush()
+        except BrokenPipeError as exc:
+            raise HarnessError(f"the Airflow parent died: {self.stderr_tail()}") from exc
+        child = self._read_line(max(deadline - time.monotonic(), 1.0))
+        if child is None:
+            self.stop()
+            raise HarnessError(f"the Airflow parent did not fork: {self.stderr_tail()}")
+        done = self._read_line(max(deadline - time.monotonic(), 0.0))
+        if done is not None:
+            return False
+        # The child has its own session: this kills it and anything it spawned.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(int(child["child"]), signal.SIGKILL)
+        if self._read_line(30.0) is None:  # the parent reaps it and reports; else replace it
+            self.stop()
+        return True
+
+    def stop(self) -> None:
+        if self.alive():
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self._proc.kill()
+        self._proc.wait()
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None:
+                stream.close()
+        self._stderr.close()
+        shutil.rmtree(self._home, ignore_errors=True)
+
+    def stderr_tail(self, max_chars: int = 4000) -> str:
+        try:
+            self._stderr.seek(0)
+            text = self._stderr.read().decode("utf-8", errors="replace")
+        except (OSError, ValueError):
+            return "(no stderr)"
+        return text[-max_chars:].strip() or f"(exit code {self._proc.poll()})"
+
+    def _read_line(self, timeout_s: float) -> dict[str, Any] | None:
+        """One JSON line from the parent, or None on timeout or end of stream."""
+        assert self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            readable, _, _ = select.select([fd], [], [], remaining)
+            if not readable:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

@@ -1,0 +1,131 @@
+"""An Airflow task that ran dbt is a dbt failure: read that project's run results instead.
+
+The callback marks such a task `runs_dbt` (a BashOperator calling `dbt build|run|test`, a
+Cosmos operator) with the project dir. Here the worker turns the Airflow event into the dbt
+events of that run, so it is healed as one dbt incident, not as an Airflow one as well. Only
+a `run_results.json` written after the task started is used: a stale one belongs to another run.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from patchit.errors import BadInputError
+from patchit.events.model import UniversalFailureEvent
+from patchit.intake.dbt import events_from_run, record_from_run_results
+
+# without the task's start time, accept results written shortly before the failure only
+UNKNOWN_START_WINDOW = timedelta(hours=1)
+
+
+def _option(args: list[str], name: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _project_dir(event: UniversalFailureEvent) -> Path | None:
+    raw = event.context.get("dbt_project_dir")
+    repo = Path(event.repo_path) if event.repo_path else None
+    if not raw:
+        return repo if repo and (repo / "dbt_project.yml").is_file() else None
+    path = Path(str(raw)).expanduser()
+    if not path.is_absolute():
+        if repo is None:
+            return None
+        path = repo / path
+    path = path.resolve()
+    return path if (path / "dbt_project.yml").is_file() else None
+
+
+def _task_started(event: UniversalFailureEvent) -> datetime:
+    raw = event.context.get("task_started_utc")
+    if isinstance(raw, str):
+        try:
+            return datetime.fromisoformat(raw)
+        except ValueError:
+            pass
+    return event.created_utc - UNKNOWN_START_WINDOW
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def dbt_events_from_airflow(event: UniversalFailureEvent) -> list[UniversalFailureEvent] | None:
+    """The failed dbt nodes of the run an Airflow task made; None if it did not run dbt or
+    left no fresh run results (then it is handled as an Airflow task failure)."""
+    if not event.context.get("runs_dbt") or event.repo_path is None:
+        return None
+    project = _project_dir(event)
+    if project is None:
+        return None
+    args = [str(a) for a in event.context.get("dbt_args") or ["build"]]
+    target = project / (_option(args, "--target-path") or "target")
+    run_results = target / "run_results.json"
+    started = _task_started(event)
+    if not run_results.is_file() or run_results.stat().st_mtime < started.timestamp() - 1:
+        return None
+    results = _read_json(run_results)
+    if results is None:
+        return None
+    record = record_from_run_results(results, _read_json(target / "manifest.json"))
+    cwd = Path(str(event.context.get("dbt_cwd") or project))
+    args = _absolute_dirs(args, cwd, project)
+    try:
+        events = events_from_run(
+            record, args, project, Path(event.repo_path), event.commit, started
+        )
+    except BadInputError:
+        return None
+    origin = {
+        "dag_id": event.pipeline_id,
+        "task_id": event.unit_id,
+        "run_id": event.run_id,
+        "try_number": event.try_number,
+        "event_id": event.event_id,
+    }
+    converted = []
+    for dbt_event in events:
+        assert dbt_event.dbt is not None
+        invocation = dbt_event.dbt.model_copy(update={"cwd": str(project)})
+        converted.append(
+            dbt_event.model_copy(
+                update={
+                    "dbt": invocation,
+                    "logical_date": event.logical_date,
+                    "context": {**dbt_event.context, "airflow": origin},
+                }
+            )
+        )
+    return converted
+
+
+def _absolute_dirs(args: list[str], cwd: Path, project: Path) -> list[str]:
+    """`--project-dir`/`--profiles-dir` made absolute: the worker does not run in the task's cwd."""
+    out: list[str] = []
+    skip = False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg in ("--project-dir", "--profiles-dir") and i + 1 < len(args):
+            value = Path(args[i + 1]).expanduser()
+            value = project if arg == "--project-dir" else value
+            out += [arg, str(value if value.is_absolute() else (cwd / value).resolve())]
+            skip = True
+            continue
+        out.append(arg)
+    if "--project-dir" not in out:
+        out += ["--project-dir", str(project)]
+    return out

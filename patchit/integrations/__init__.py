@@ -1,0 +1,1 @@
+"""Integrations that run inside other tools' processes (Airflow): standard library only."""

@@ -1,0 +1,256 @@
+"""The Airflow failure callback: turn a failed task's context into an event dict and spool it.
+
+    from patchit.integrations.airflow import on_failure_callback
+    default_args = {"on_failure_callback": on_failure_callback}
+
+or `make_failure_callback(home=..., repos={"bundle": "/repo"}, extra={...})` for options.
+
+It runs in the task process after the terminal state was sent, or in the DAG processor with a
+`reason` instead of an `exception` for killed and timed-out tasks. It must be cheap and safe:
+standard library only (this module and what it imports), one INSERT into the SQLite spool,
+never raises into Airflow, never heals here (`patchit worker` does). The dict it writes
+validates as `patchit.events.model.UniversalFailureEvent` (schema_version 1).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import sys
+import traceback
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from patchit.intake.spool import resolve_home_stdlib, spool_event
+from patchit.integrations.gitinfo import find_git_root, read_branch, read_head
+
+DISABLE_ENV = "PATCHIT_CALLBACK_DISABLED"
+MAX_MESSAGE_CHARS = 20_000
+MAX_TRACEBACK_CHARS = 60_000
+_DBT_COMMAND = re.compile(r"(?:^|[\s;&|(/])dbt\s+(build|run|test)\b")
+_SHELL_STOP = {"&&", "||", ";", "|", ")"}
+_log = logging.getLogger(__name__)
+
+Callback = Callable[[Mapping[str, Any]], None]
+
+
+def _warn(message: str) -> None:
+    try:
+        _log.warning("patchit: %s", message)
+    except Exception:
+        try:
+            sys.stderr.write(f"patchit: {message}\n")
+        except Exception:
+            return
+
+
+def _safe(func: Callable[[], Any], default: Any = None) -> Any:
+    """Attribute access on Airflow objects may raise (properties, half-built instances)."""
+    try:
+        value = func()
+    except Exception:
+        return default
+    return default if value is None else value
+
+
+def _text(value: Any, limit: int) -> str:
+    try:
+        text = str(value)
+    except Exception:
+        try:
+            text = repr(value)
+        except Exception:
+            text = f"<unprintable {type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit // 2] + "\n...\n" + text[-limit // 2 :]
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else _text(value, 500)
+
+
+def _iso(value: Any) -> str | None:
+    iso = _safe(lambda: value.isoformat())
+    return iso if isinstance(iso, str) else None
+
+
+def _exception_fields(context: Mapping[str, Any]) -> dict[str, Any]:
+    exc = context.get("exception")
+    if isinstance(exc, BaseException):
+        tb = _safe(lambda: "".join(traceback.format_exception(exc)), "")
+        return {
+            "error_type": type(exc).__name__,
+            "error_message": _text(exc, MAX_MESSAGE_CHARS),
+            "traceback": _text(tb, MAX_TRACEBACK_CHARS) or None,
+        }
+    reason = context.get("reason")
+    if reason is None and exc is not None:
+        reason = exc  # some code paths pass the error as a plain string
+    if reason is None:
+        return {"error_type": "TaskFailure", "error_message": "task failed (no exception given)"}
+    message = _text(reason, MAX_MESSAGE_CHARS)
+    lowered = message.lower()
+    if "timed out" in lowered or "timeout" in lowered:
+        kind = "AirflowTaskTimeout"
+    elif any(w in lowered for w in ("killed", "zombie", "heartbeat", "sigterm", "terminated")):
+        kind = "AirflowTaskTerminated"
+    else:
+        kind = "TaskFailure"
+    return {"error_type": kind, "error_message": message, "reason": message}
+
+
+def _dbt_args(command: str) -> list[str] | None:
+    """The arguments after `dbt` in a shell command (up to the next shell operator)."""
+    try:
+        tokens = shlex.split(command, comments=True)
+    except ValueError:
+        tokens = command.split()
+    for i, token in enumerate(tokens):
+        if token.rsplit("/", 1)[-1] == "dbt" and i + 1 < len(tokens):
+            args: list[str] = []
+            for arg in tokens[i + 1 :]:
+                if arg in _SHELL_STOP:
+                    break
+                args.append(arg)
+            return args
+    return None
+
+
+def _option(args: list[str], name: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _cd_dir(command: str) -> str | None:
+    match = re.search(r"(?:^|[;&]\s*)cd\s+([^\s;&|]+)", command)
+    return match.group(1).strip("'\"") if match else None
+
+
+def _dbt_fields(task: Any) -> dict[str, Any]:
+    """`runs_dbt` and where the dbt project is, for a BashOperator or a Cosmos operator."""
+    if task is None:
+        return {}
+    module = type(task).__module__ or ""
+    if module.startswith("cosmos"):
+        project = _safe(lambda: str(task.project_dir))
+        return {"runs_dbt": True, "dbt_project_dir": project, "dbt_runner": "cosmos"}
+    command = _safe(lambda: task.bash_command)
+    if not isinstance(command, str) or not _DBT_COMMAND.search(command):
+        return {}
+    args = _dbt_args(command) or []
+    base = _safe(lambda: task.cwd) or _cd_dir(command)
+    project = _option(args, "--project-dir") or base
+    if project and base and not os.path.isabs(project):
+        project = os.path.join(base, project)
+    fields: dict[str, Any] = {"runs_dbt": True, "dbt_runner": "bash", "dbt_args": args}
+    fields["dbt_command"] = _text(command, 4000)
+    if project:
+        fields["dbt_project_dir"] = str(project)
+    if base:
+        fields["dbt_cwd"] = str(base)
+    return fields
+
+
+def _repo_fields(
+    fileloc: str | None, bundle: str | None, repos: Mapping[str, str]
+) -> dict[str, Any]:
+    root: Path | None = None
+    if bundle and bundle in repos:
+        root = find_git_root(repos[bundle]) or Path(repos[bundle])
+    elif fileloc:
+        root = find_git_root(Path(fileloc).parent)
+    if root is None:
+        return {}
+    fields: dict[str, Any] = {"repo_path": str(root), "commit": read_head(root)}
+    if fileloc:
+        try:
+            fields["unit_path"] = Path(fileloc).resolve().relative_to(root).as_posix()
+        except (ValueError, OSError):
+            fields["unit_path"] = None
+    return fields
+
+
+def build_event(
+    context: Mapping[str, Any],
+    repos: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The event dict for one failed task (a UniversalFailureEvent in JSON form)."""
+    ti: Any = context.get("ti") or context.get("task_instance")
+    dag: Any = context.get("dag") or _safe(lambda: ti.task.dag)
+    task: Any = context.get("task") or _safe(lambda: ti.task)
+    dag_id = _safe(lambda: ti.dag_id) or _safe(lambda: dag.dag_id) or "unknown_dag"
+    task_id = _safe(lambda: ti.task_id) or _safe(lambda: task.task_id) or "unknown_task"
+    fileloc = _safe(lambda: str(dag.fileloc))
+    bundle = _safe(lambda: ti.bundle_instance.name)
+    extras: dict[str, Any] = {
+        "dag_file": fileloc,
+        "bundle_name": bundle,
+        "bundle_version": _safe(lambda: ti.bundle_instance.version),
+        "operator": _safe(lambda: type(task).__name__) if task is not None else None,
+        "task_started_utc": _iso(_safe(lambda: ti.start_date)),
+        "hostname": _safe(lambda: ti.hostname),
+        "max_tries": _safe(lambda: ti.max_tries),
+        **_dbt_fields(task),
+    }
+    fields = _exception_fields(context)
+    if "reason" in fields:
+        extras["reason"] = fields.pop("reason")
+    repo = _repo_fields(fileloc, bundle, repos or {})
+    if repo.get("repo_path"):
+        extras["branch"] = read_branch(Path(repo["repo_path"]))
+    if extra:
+        extras["extra"] = dict(extra)
+    try_number = _safe(lambda: int(ti.try_number))
+    map_index = _safe(lambda: int(ti.map_index))
+    return {
+        "schema_version": 1,
+        "event_id": uuid.uuid4().hex,
+        "created_utc": datetime.now(UTC).isoformat(),
+        "source": "airflow",
+        "pipeline_id": str(dag_id),
+        "run_id": _str_or_none(_safe(lambda: context.get("run_id") or ti.run_id)),
+        "unit_id": str(task_id),
+        "try_number": try_number,
+        "map_index": map_index,
+        "logical_date": _iso(context.get("logical_date")),
+        "status": "error",
+        "log_location": _safe(lambda: str(ti.log_url)),
+        **fields,
+        **repo,
+        "context": {k: v for k, v in extras.items() if v is not None},
+    }
+
+
+def make_failure_callback(
+    home: str | os.PathLike[str] | None = None,
+    repos: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Callback:
+    """A failure callback with options: the state dir, a DAG bundle -> repository mapping
+    (`{"dags": "/srv/pipelines"}`) and extra context stored with every event."""
+    repo_map = dict(repos or {})
+    extra_ctx = dict(extra or {})
+
+    def patchit_failure_callback(context: Mapping[str, Any]) -> None:
+        if os.environ.get(DISABLE_ENV) == "1":
+            return
+        try:
+            event = build_event(context, repo_map, extra_ctx)
+            spool_event(event, resolve_home_stdlib(home))
+        except Exception as exc:  # never raise into Airflow: the task already failed
+            _warn(f"could not spool the failure ({type(exc).__name__}: {_text(exc, 500)})")
+
+    return patchit_failure_callback
+
+
+on_failure_callback: Callback = make_failure_callback()
+"""Ready to use: spools into `$PATCHIT_HOME` (default `~/.local/state/patchit`)."""

@@ -1,0 +1,115 @@
+"""TypeError from a call whose signature changed in the repo -> the near parameter name.
+
+    TypeError: write_rows() got an unexpected keyword argument 'rowz'
+    TypeError: load() missing 1 required positional argument: 'path'   (the call passed `pth=`)
+
+The function must be defined exactly once in the repository code the task runs (the DAG file,
+the failing file and the modules they import); its parameters are the candidates. The keyword
+is renamed at the failing call only.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import ClassVar
+
+from patchit.evidence.model import Evidence
+from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.fixits.python_common import (
+    failing_frame,
+    make_candidate,
+    nodes_on_line,
+    parse_python,
+    read_source,
+    replace_spans,
+    repo_sources,
+)
+from patchit.patching.similarity import nearest
+
+_UNEXPECTED = re.compile(r"(?P<func>[\w.]+)\(\) got an unexpected keyword argument '(?P<kw>\w+)'")
+_MISSING = re.compile(
+    r"(?P<func>[\w.]+)\(\) missing \d+ required (?:positional|keyword-only) arguments?: "
+    r"('\w+'(?:(?:, | and )'\w+')*)"
+)
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _parameters(node: Function) -> list[str]:
+    args = node.args
+    names = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+    return [n for n in names if n not in ("self", "cls")]
+
+
+def repo_function(evidence: Evidence, qualname: str) -> Function | None:
+    """The one definition of `name` (or `Class.name`) in the task's repository code."""
+    cls, _, name = qualname.rpartition(".")
+    found: list[Function] = []
+    for text in repo_sources(evidence).values():
+        tree = parse_python(text)
+        for node in ast.walk(tree) if tree else []:
+            if isinstance(node, ast.ClassDef) and cls and node.name == cls:
+                found += [f for f in node.body if isinstance(f, Function) and f.name == name]
+            elif not cls and isinstance(node, Function) and node.name == name:
+                found.append(node)
+    unique = {ast.dump(f.args) for f in found}
+    return found[0] if found and len(unique) == 1 else None
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
+class FixCallStrategy:
+    """Rename a call's keyword to the near parameter name of the repo function it calls."""
+
+    name: ClassVar[str] = "python_fix_call"
+    tag: ClassVar[str] = "fix_call"
+    tier: ClassVar[int] = 0
+
+    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+        frame, message = failing_frame(evidence), evidence.event.error_message
+        if evidence.event.error_type != "TypeError" or frame is None:
+            return []
+        if found := _UNEXPECTED.search(message):
+            qualname, unexpected, missing = found["func"], found["kw"], []
+        elif found := _MISSING.search(message):
+            qualname, unexpected, missing = found["func"], None, re.findall(r"'(\w+)'", found[2])
+        else:
+            return []
+        function = repo_function(evidence, qualname)
+        source = read_source(evidence, frame.path)
+        if function is None or source is None:
+            return []
+        text, tree = source
+        leaf = qualname.rpartition(".")[2]
+        calls = [n for n in nodes_on_line(tree, frame.line)
+                 if isinstance(n, ast.Call) and _called_name(n) == leaf]  # fmt: skip
+        if len(calls) != 1:
+            return []
+        call, params = calls[0], _parameters(function)
+        passed = {k.arg for k in call.keywords if k.arg}
+        renames: dict[str, str] = {}  # keyword passed -> parameter it should be
+        if unexpected is not None:
+            fix = nearest(unexpected, set(params) - passed)
+            renames = {unexpected: fix} if fix else {}
+        for param in missing:  # (a **kwargs function swallowed the misspelt keyword)
+            wrong = nearest(param, passed - set(params))
+            if wrong is None:
+                return []
+            renames[wrong] = param
+        spans = [
+            (k.lineno, k.col_offset, k.lineno, k.col_offset + len(k.arg.encode()), renames[k.arg])
+            for k in call.keywords
+            if k.arg in renames
+        ]
+        if not spans:
+            return []
+        shown = ", ".join(f"{old}= -> {new}=" for old, new in sorted(renames.items()))
+        rationale = (
+            f"TypeError at {frame.path}:{frame.line}: {qualname}() takes "
+            f"({', '.join(params)}); renamed {shown}"
+        )
+        return make_candidate(self, frame.path, text, replace_spans(text, spans), rationale, 0.85)

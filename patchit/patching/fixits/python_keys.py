@@ -1,0 +1,125 @@
+"""KeyError on a dict / XCom / DataFrame key -> the one near key that exists.
+
+    KeyError: 'amout'        (row["amout"] where the upstream task returned {"amount": ...})
+
+The keys that exist come, best first, from the traceback's captured locals (the real dict),
+else from the dict literals and subscript keys written in the repository code the task runs
+(the DAG file, the failing file, the modules they import). Never for `os.environ`, `getenv` or
+`Variable.get`: a missing configuration key is the environment's to define, not a typo to fix.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import ClassVar
+
+from patchit.evidence.model import Evidence
+from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.fixits.python_common import (
+    enclosing_scope,
+    failing_frame,
+    make_candidate,
+    nodes_on_line,
+    parse_python,
+    read_source,
+    replace_spans,
+    repo_sources,
+    span_of,
+)
+from patchit.patching.similarity import nearest
+
+_CONFIG_LOOKUP = re.compile(r"\benviron\b|\bgetenv\(|\bVariable\.get\(|\bconf\.get\(")
+
+
+def missing_key(evidence: Evidence) -> str | None:
+    """The string key of a KeyError event, or None (an int key, another error)."""
+    if evidence.event.error_type != "KeyError":
+        return None
+    try:
+        key = ast.literal_eval(evidence.event.error_message.strip())
+    except (ValueError, SyntaxError):
+        return None
+    return key if isinstance(key, str) else None
+
+
+def _str_keys(tree: ast.AST) -> set[str]:
+    """Keys of dict literals, dict(k=...) calls and string subscripts in a module."""
+    keys: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            keys |= {k.value for k in node.keys if isinstance(k, ast.Constant)
+                     and isinstance(k.value, str)}  # fmt: skip
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "dict":
+                keys |= {kw.arg for kw in node.keywords if kw.arg}
+        elif isinstance(node, ast.Subscript) and isinstance(_const(node), str):
+            keys.add(str(_const(node)))
+    return keys
+
+
+def _const(node: ast.Subscript) -> object:
+    return node.slice.value if isinstance(node.slice, ast.Constant) else None
+
+
+def _local_keys(evidence: Evidence) -> set[str]:
+    frame = failing_frame(evidence)
+    keys: set[str] = set()
+    for value in (frame.locals if frame else {}).values():
+        try:
+            parsed = ast.literal_eval(value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if isinstance(parsed, dict):
+            keys |= {k for k in parsed if isinstance(k, str)}
+    return keys
+
+
+def _is_config(node: ast.Subscript) -> bool:
+    base = node.value
+    return isinstance(base, ast.Attribute | ast.Name) and "environ" in ast.dump(base)
+
+
+class RenameKeyStrategy:
+    """Rename a missing string key to the single near key the code's data really has."""
+
+    name: ClassVar[str] = "python_rename_key"
+    tag: ClassVar[str] = "rename_key"
+    tier: ClassVar[int] = 0
+
+    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+        key, frame = missing_key(evidence), failing_frame(evidence)
+        if key is None or frame is None or _CONFIG_LOOKUP.search(frame.code):
+            return []
+        source = read_source(evidence, frame.path)
+        if source is None:
+            return []
+        text, tree = source
+        failing = [
+            n for n in nodes_on_line(tree, frame.line) if isinstance(n, ast.Subscript)
+            and _const(n) == key
+        ]  # fmt: skip
+        if not failing or any(_is_config(n) for n in failing):
+            return []
+        keys = _local_keys(evidence)
+        if not keys:
+            for other in repo_sources(evidence).values():
+                other_tree = parse_python(other)
+                keys |= _str_keys(other_tree) if other_tree else set()
+        fix = nearest(key, keys - {key})
+        if fix is None:
+            return []
+        scope = enclosing_scope(tree, frame.line)
+        spans = []
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Subscript) and _const(node) == key and not _is_config(node):
+                old = ast.get_source_segment(text, node.slice) or repr(key)
+                quote = old[0] if old[:1] in ("'", '"') else '"'
+                spans.append((*span_of(node.slice), f"{quote}{fix}{quote}"))
+        after = replace_spans(text, spans)
+        where = "its captured locals" if _local_keys(evidence) else "the repository code"
+        rationale = (
+            f"KeyError {key!r} at {frame.path}:{frame.line}; {fix!r} is the only near key in "
+            f"{where} (renamed {len(spans)} subscript(s) in {frame.function})"
+        )
+        return make_candidate(self, frame.path, text, after, rationale, 0.85)

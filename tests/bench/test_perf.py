@@ -1,0 +1,72 @@
+"""`patchit bench --perf` end to end on a tiny generated project (real dbt, real git)."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from patchit.bench.perf import MEASURES, PerfResult, format_report
+
+pytestmark = pytest.mark.slow
+
+
+def patchit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "patchit", *args], capture_output=True, text=True, timeout=1200
+    )
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    workdir = tmp_path_factory.mktemp("bench") / "work"
+    res = patchit(
+        "bench", "--perf", "--models", "12", "--runs", "1", "--json", "--workdir", str(workdir)
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    data: dict[str, Any] = json.loads(res.stdout)
+    return data
+
+
+def test_json_holds_measured_samples_and_ratios_from_them(measured: dict[str, Any]) -> None:
+    assert (measured["n_models"], measured["runs"]) == (12, 1)
+    assert measured["broken_model"].startswith("int_")
+    full = statistics.median(measured["samples_s"]["full_build"])
+    for measure in MEASURES:
+        samples = measured["samples_s"][measure]
+        assert len(samples) == 1 and samples[0] > 0
+        median = statistics.median(samples)
+        assert measured["median_s"][measure] == pytest.approx(median, abs=1e-3)
+        assert measured["ratio_to_full_build"][measure] == pytest.approx(median / full, rel=1e-3)
+    assert measured["worker_start_s"] > 0
+    # the warm verify re-parsed only the fixed file
+    assert measured["parse_modes"]["warm_verify"] == ["partial"]
+
+
+def test_report_prints_seconds_and_ratios(measured: dict[str, Any]) -> None:
+    fields = {k: v for k, v in measured.items() if k in PerfResult.__dataclass_fields__}
+    result = PerfResult(**fields)
+    lines = format_report(result).splitlines()
+    assert lines[0].startswith("patchit bench --perf: 12 models")
+    assert re.fullmatch(r"full build: +\d+\.\d\d s \(baseline\)", lines[1])
+    warm = next(line for line in lines if line.startswith("warm verify:"))
+    match = re.fullmatch(
+        r"warm verify: +(\d+\.\d\d) s = (\d+\.\d\d)x full build \((\d+\.\d)x (faster|slower)\)",
+        warm,
+    )
+    assert match, warm
+    assert float(match.group(1)) == pytest.approx(result.median_s("warm_verify"), abs=0.01)
+    assert float(match.group(2)) == pytest.approx(result.ratio("warm_verify"), abs=0.01)
+    assert lines[-1].startswith("worker start:")
+
+
+def test_bench_without_perf_is_a_usage_error() -> None:
+    res = patchit("bench")
+    assert res.returncode == 2
+    assert "scenario corpus is not built yet" in res.stderr
+    assert res.stdout == ""

@@ -1,0 +1,118 @@
+"""Partial parsing across candidates: seeded from the user's failing run, then carried on.
+
+Each candidate's project lives in its own worktree, so only dbt's own checks (profile hash,
+file checksums) keep a carried parse honest; these tests make sure it is both reused and right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from patchit.events.model import DbtInvocation, UniversalFailureEvent
+from patchit.harnesses.base import Workspace
+from patchit.harnesses.dbt import DbtHarness
+from patchit.sandbox.snapshot import read_parse_mode, snapshot_database
+from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
+from tests.conftest import commit_all, git, run_dbt
+
+pytestmark = pytest.mark.slow
+
+DAILY = Path("models") / "marts" / "daily_revenue.sql"
+
+
+@pytest.fixture
+def failed_run(shop_repo: Path) -> UniversalFailureEvent:
+    """The user commits a typo in daily_revenue and their `dbt build` fails on it."""
+    daily = shop_repo / DAILY
+    daily.write_text(daily.read_text().replace("sum(amount)", "sum(amout)"))
+    commit_all(shop_repo, "daily_revenue: typo")
+    started = datetime.now(UTC)
+    res = run_dbt(shop_repo, "build", "--select", "daily_revenue+")
+    assert res.returncode == 1, res.stdout[-2000:]
+    assert "amout" in res.stdout
+    return UniversalFailureEvent(
+        source="dbt",
+        pipeline_id="shop",
+        unit_id="model.shop.daily_revenue",
+        repo_path=str(shop_repo),
+        commit=git(shop_repo, "rev-parse", "HEAD"),
+        dbt=DbtInvocation(
+            command="build",
+            args=["build", "--select", "daily_revenue+"],
+            project_dir=str(shop_repo),
+            cwd=str(shop_repo),
+            started_utc=started,
+        ),
+    )
+
+
+@pytest.fixture
+def candidates(
+    shop_repo: Path, failed_run: UniversalFailureEvent, _patchit_home: Path
+) -> Iterator[list[Workspace]]:
+    """Three candidates: a wrong fix, the right fix, the right fix again."""
+    snapshot = snapshot_database(shop_repo / "shop.duckdb", _patchit_home / "snapshots" / "inc")
+    workspaces: list[Workspace] = []
+    for number, column in enumerate(["amout_total", "amount", "amount"], start=1):
+        root = create_worktree(shop_repo, "HEAD", worktrees_home() / f"inc-{number}")
+        daily = root / DAILY
+        daily.write_text(daily.read_text().replace("sum(amout)", f"sum({column})"))
+        scratch = _patchit_home / "sandboxes" / "inc" / f"candidate-{number}"
+        workspaces.append(Workspace(root=root, scratch=scratch, snapshot=snapshot.parent))
+    yield workspaces
+    for workspace in workspaces:
+        remove_worktree(shop_repo, workspace.root)
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "fresh"])
+def test_candidates_reuse_the_parse_and_are_judged_right(
+    warm: bool,
+    failed_run: UniversalFailureEvent,
+    candidates: list[Workspace],
+    shop_repo: Path,
+    _patchit_home: Path,
+) -> None:
+    wrong, right, again = candidates
+    with DbtHarness(warm=warm) as harness:
+        first = harness.verify(wrong, failed_run)
+        # The user's own partial parse was valid here: the sandbox profile hashes as theirs.
+        assert read_parse_mode(wrong.scratch / "logs") == "partial"
+        assert harness.last_parse_mode == "partial"
+        assert not first.passed
+        assert "amout_total" in first.output  # the patched file was re-parsed, not reused
+        assert "model.shop.daily_revenue" in first.failures
+
+        second = harness.verify(right, failed_run)
+        assert read_parse_mode(right.scratch / "logs") == "partial"
+        assert second.passed, second.output
+        assert second.failures == []
+
+    # dbt's parse holds rendered vars: the harness keeps none once closed.
+    assert not list((_patchit_home / "cache").rglob("*.msgpack"))
+    # A new harness (a later patchit process) starts from the user's run again.
+    with DbtHarness(warm=warm) as later:
+        assert later.verify(again, failed_run).passed
+        assert later.last_parse_mode == "partial"
+
+    # The sandbox profile names the DB relatively; the copy sits in the candidate's worktree.
+    profile = YAML(typ="safe").load((right.scratch / "profiles.yml").read_text())
+    assert profile["shop"]["outputs"]["dev"]["path"] == "shop.duckdb"
+    assert (right.root / "shop.duckdb").is_file()
+    assert git(shop_repo, "status", "--porcelain") == ""
+
+
+def test_a_changed_profile_falls_back_to_a_full_parse(
+    failed_run: UniversalFailureEvent, candidates: list[Workspace]
+) -> None:
+    """--vars differing from the user's run: dbt refuses the seed, and says why."""
+    assert failed_run.dbt is not None
+    failed_run.dbt.vars = "{segment_floor: 1}"
+    with DbtHarness(warm=True) as harness:
+        result = harness.verify(candidates[1], failed_run)
+    assert result.passed, result.output
+    assert harness.last_parse_mode.startswith("full: config vars"), harness.last_parse_mode

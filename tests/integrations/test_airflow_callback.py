@@ -1,0 +1,179 @@
+"""The callback without Airflow: fake context mappings, bad input, imports, git reading."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patchit.events.model import UniversalFailureEvent
+from patchit.intake.spool import Spool
+from patchit.integrations.airflow import build_event, make_failure_callback, on_failure_callback
+from patchit.integrations.gitinfo import find_git_root, read_branch, read_head
+from tests.conftest import commit_all, git
+
+
+class FakeTI:
+    """The attributes of Airflow's RuntimeTaskInstance the callback reads."""
+
+    dag_id = "orders_daily"
+    task_id = "load_orders"
+    run_id = "scheduled__2026-11-25T00:00:00+00:00"
+    try_number = 2
+    map_index = -1
+    start_date = datetime(2026, 11, 25, 1, 0, tzinfo=UTC)
+    hostname = "worker-1"
+    log_url = "http://localhost:8080/dags/orders_daily/runs/x/tasks/load_orders?try_number=2"
+
+
+class FakeDag:
+    dag_id = "orders_daily"
+
+    def __init__(self, fileloc: Path) -> None:
+        self.fileloc = str(fileloc)
+
+
+class BashOperator:
+    task_id = "dbt_build"
+
+    def __init__(self, command: str, cwd: str | None = None) -> None:
+        self.bash_command = command
+        self.cwd = cwd
+
+
+def spooled(home: Path) -> list[dict[str, Any]]:
+    with Spool.open(home) as spool:
+        return [json.loads(r["payload"]) for r in spool.rows()]
+
+
+@pytest.fixture
+def dag_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "pipelines"
+    (repo / "dags").mkdir(parents=True)
+    (repo / "dags" / "orders.py").write_text("# a DAG\n")
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "dags")
+    return repo
+
+
+def test_reason_path_from_the_dag_processor(dag_repo: Path, _patchit_home: Path) -> None:
+    context = {
+        "ti": FakeTI(),
+        "dag": FakeDag(dag_repo / "dags" / "orders.py"),
+        "run_id": FakeTI.run_id,
+        "reason": "Task exited with return code -9 (killed: heartbeat timed out)",
+    }
+    on_failure_callback(context)
+    [data] = spooled(_patchit_home)
+    event = UniversalFailureEvent.model_validate(data)
+    assert (event.pipeline_id, event.unit_id, event.try_number) == (
+        "orders_daily",
+        "load_orders",
+        2,
+    )
+    assert event.error_type == "AirflowTaskTimeout"
+    assert event.context["reason"].startswith("Task exited with return code -9")
+    assert event.repo_path == str(dag_repo) and event.unit_path == "dags/orders.py"
+    assert event.commit == git(dag_repo, "rev-parse", "HEAD")
+    assert event.log_location == FakeTI.log_url
+    assert event.context["task_started_utc"] == "2026-11-25T01:00:00+00:00"
+
+
+def test_exception_that_cannot_be_printed(_patchit_home: Path) -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    try:
+        raise Unprintable()
+    except Unprintable as exc:
+        error = exc
+    on_failure_callback({"ti": FakeTI(), "exception": error})
+    [data] = spooled(_patchit_home)
+    event = UniversalFailureEvent.model_validate(data)
+    assert event.error_type == "Unprintable" and event.traceback
+    assert event.repo_path is None  # no DAG, no repository: still spooled
+
+
+@pytest.mark.parametrize("context", [None, 42, {"ti": object(), "dag": object()}, {}])
+def test_broken_context_never_raises(context: Any, _patchit_home: Path) -> None:
+    on_failure_callback(context)  # must return, whatever it got
+
+
+def test_unwritable_home_only_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a dir")
+    callback = make_failure_callback(home=blocker / "home")
+    callback({"ti": FakeTI(), "exception": ValueError("x")})
+    assert "could not spool the failure (NotADirectoryError" in caplog.text
+
+
+def test_bash_dbt_task_is_marked_runs_dbt(tmp_path: Path) -> None:
+    task = BashOperator("cd /srv/repo && dbt build --project-dir shop --profiles-dir . -s orders")
+    data = build_event({"ti": FakeTI(), "task": task, "exception": RuntimeError("exit 1")})
+    ctx = data["context"]
+    assert ctx["runs_dbt"] is True
+    assert ctx["dbt_project_dir"] == "/srv/repo/shop"
+    assert ctx["dbt_args"] == [
+        "build",
+        "--project-dir",
+        "shop",
+        "--profiles-dir",
+        ".",
+        "-s",
+        "orders",
+    ]
+    plain = build_event({"ti": FakeTI(), "task": BashOperator("echo dbt is great")})
+    assert "runs_dbt" not in plain["context"]
+
+
+def test_factory_options(dag_repo: Path, tmp_path: Path) -> None:
+    home = tmp_path / "custom-home"
+    callback = make_failure_callback(home=home, extra={"team": "data"})
+    callback(
+        {
+            "ti": FakeTI(),
+            "dag": FakeDag(dag_repo / "dags" / "orders.py"),
+            "exception": KeyError("k"),
+        }
+    )
+    [data] = spooled(home)
+    assert data["context"]["extra"] == {"team": "data"}
+    assert data["error_type"] == "KeyError"
+
+
+def test_callback_imports_only_the_standard_library() -> None:
+    code = (
+        "import sys; before = set(sys.modules); import patchit.integrations.airflow; "
+        "print('\\n'.join(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = {m.split(".")[0] for m in out.stdout.split()}
+    stdlib = set(sys.stdlib_module_names)
+    assert loaded - stdlib == {"patchit"}, loaded - stdlib
+    assert not any(m.startswith(("patchit.events", "patchit.config")) for m in out.stdout.split())
+
+
+def test_git_head_branch_packed_refs_and_worktree(dag_repo: Path, tmp_path: Path) -> None:
+    head = git(dag_repo, "rev-parse", "HEAD")
+    assert find_git_root(dag_repo / "dags" / "orders.py") == dag_repo
+    assert read_head(dag_repo) == head and read_branch(dag_repo) == "main"
+    git(dag_repo, "pack-refs", "--all")
+    assert not (dag_repo / ".git" / "refs" / "heads" / "main").exists()
+    assert read_head(dag_repo) == head
+    (dag_repo / "dags" / "more.py").write_text("# more\n")
+    second = commit_all(dag_repo, "more")
+    wt = tmp_path / "wt"
+    git(dag_repo, "worktree", "add", "-q", "-b", "feature", str(wt), head)
+    assert (wt / ".git").is_file()
+    assert find_git_root(wt / "dags") == wt
+    assert read_head(wt) == head and read_branch(wt) == "feature"
+    assert read_head(dag_repo) == second
+    git(wt, "checkout", "-q", "--detach", second)
+    assert read_head(wt) == second and read_branch(wt) is None
+    assert find_git_root(tmp_path / "elsewhere") is None

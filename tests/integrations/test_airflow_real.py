@@ -1,0 +1,155 @@
+"""The callback inside real Airflow 3: a failing task under `airflow dags test` spools one event."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from patchit.events.model import UniversalFailureEvent
+from patchit.intake.spool import Spool
+from tests.conftest import commit_all, git
+
+pytestmark = pytest.mark.slow
+
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+
+DAG = textwrap.dedent(
+    """
+    from datetime import datetime
+
+    from airflow.sdk import dag, task
+
+    from patchit.integrations.airflow import on_failure_callback
+
+
+    @dag(
+        schedule=None,
+        start_date=datetime(2026, 1, 1),
+        catchup=False,
+        default_args={"on_failure_callback": on_failure_callback, "retries": 0},
+    )
+    def orders_daily():
+        @task
+        def extract():
+            return {"order_id": 1, "amount": 10}
+
+        @task
+        def load(row):
+            return row["amout"]
+
+        load(extract())
+
+
+    orders_daily()
+    """
+)
+
+
+def airflow_env(airflow_home: Path, dags: Path, patchit_home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(airflow_home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__UNIT_TEST_MODE="True",
+        PATCHIT_HOME=str(patchit_home),
+    )
+    return env
+
+
+@pytest.fixture(scope="session")
+def migrated_airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An isolated AIRFLOW_HOME with a migrated SQLite metadata DB, made once per session."""
+    home = tmp_path_factory.mktemp("airflow-home")
+    dags = home / "dags"
+    dags.mkdir()
+    env = airflow_env(home, dags, home / "unused-patchit-home")
+    proc = subprocess.run(
+        [AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return home
+
+
+def test_failing_task_spools_one_valid_event(
+    migrated_airflow_home: Path, tmp_path: Path, _patchit_home: Path
+) -> None:
+    repo = tmp_path / "pipelines"
+    (repo / "dags").mkdir(parents=True)
+    (repo / "dags" / "orders_daily.py").write_text(DAG)
+    git(repo, "init", "-q", "-b", "main")
+    sha = commit_all(repo, "orders_daily DAG")
+    env = airflow_env(migrated_airflow_home, repo / "dags", _patchit_home)
+    proc = subprocess.run(
+        [AIRFLOW, "dags", "test", "orders_daily", "2026-11-25"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert "KeyError" in proc.stdout + proc.stderr
+    with Spool.open(_patchit_home) as spool:
+        rows = spool.rows()
+    assert len(rows) == 1, proc.stdout[-3000:]
+    event = UniversalFailureEvent.model_validate(json.loads(rows[0]["payload"]))
+    assert (event.source.value, event.pipeline_id, event.unit_id) == (
+        "airflow",
+        "orders_daily",
+        "load",
+    )
+    assert event.error_type == "KeyError" and "amout" in event.error_message
+    assert event.traceback and "orders_daily.py" in event.traceback
+    assert event.try_number == 1 and event.map_index == -1
+    assert event.run_id and event.logical_date is not None
+    assert event.logical_date.date().isoformat() == "2026-11-25"
+    assert event.repo_path == str(repo) and event.commit == sha
+    assert event.unit_path == "dags/orders_daily.py"
+    assert event.context["dag_file"] == str(repo / "dags" / "orders_daily.py")
+    assert event.log_location
+
+
+def test_failing_task_is_healed_by_the_worker(
+    migrated_airflow_home: Path, tmp_path: Path, _patchit_home: Path
+) -> None:
+    """callback -> spool -> `patchit worker --once` -> evidence, rename_key, Airflow harness."""
+    repo = tmp_path / "pipelines"
+    (repo / "dags").mkdir(parents=True)
+    (repo / "dags" / "orders_daily.py").write_text(DAG)
+    git(repo, "init", "-q", "-b", "main")
+    sha = commit_all(repo, "orders_daily DAG")
+    env = airflow_env(migrated_airflow_home, repo / "dags", _patchit_home)
+    subprocess.run(
+        [AIRFLOW, "dags", "test", "orders_daily", "2026-11-25"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    worker = subprocess.run(
+        [sys.executable, "-m", "patchit", "worker", "--once"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert worker.returncode == 0, worker.stderr[-3000:]
+    listed = subprocess.run(
+        [sys.executable, "-m", "patchit", "incidents", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    [incident] = json.loads(listed.stdout)
+    assert (incident["status"], incident["classification"]) == ("fixed", "code_bug"), worker.stderr[
+        -3000:
+    ]
+    branch = incident["branch"]
+    assert git(repo, "rev-parse", f"{branch}~1") == sha
+    assert 'row["amount"]' in git(repo, "show", f"{branch}:dags/orders_daily.py")
+    assert git(repo, "branch", "--show-current") == "main"
+    assert git(repo, "status", "--porcelain") == ""
