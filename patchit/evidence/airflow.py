@@ -13,9 +13,9 @@ import ast
 import os
 from pathlib import Path
 
-from patchit.errors import BadInputError, VcsError
+from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
-from patchit.evidence.gitlog import changed_files, recent_history
+from patchit.evidence.gitlog import history_and_changes
 from patchit.evidence.model import Evidence
 from patchit.evidence.pylog import (
     exception_chain,
@@ -190,22 +190,6 @@ def _rendered(event: UniversalFailureEvent) -> dict[str, str]:
     return {}
 
 
-def _history(
-    repo_root: Path, paths: list[str], base: str | None, head: str, notes: list[str]
-) -> tuple[list[str], list[str]]:
-    log: list[str] = []
-    changed: list[str] = []
-    try:
-        log = recent_history(repo_root, paths)
-    except VcsError as exc:
-        notes.append(f"git history unavailable: {exc}")
-    try:
-        changed = changed_files(repo_root, base, head)
-    except VcsError as exc:
-        notes.append(f"changed files unavailable: {exc}")
-    return log, changed
-
-
 def _log_text(event: UniversalFailureEvent) -> str | None:
     """A local task log file's tail (Airflow 3 gives a URL: then the traceback is the log)."""
     location = event.log_location
@@ -261,7 +245,7 @@ def gather_airflow_evidence(
             modules[path] = text[:MODULE_MAX_CHARS]
 
     history_paths = list(dict.fromkeys(starts))
-    git_log, changed = _history(
+    git_log, changed = history_and_changes(
         repo_root, history_paths, last_good_commit, event.commit or "HEAD", notes
     )
     packed = pack_log(

@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from patchit.errors import BadInputError, VcsError
+from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.failing_rows import sample_failing_rows
-from patchit.evidence.gitlog import changed_files, recent_history
+from patchit.evidence.gitlog import history_and_changes
 from patchit.evidence.model import Evidence, ProjectIndex, Relation
 from patchit.evidence.project_index import index_project, load_yaml_text, read_project_config
 from patchit.evidence.redact import environment_secrets, profile_secrets, redact_model
@@ -285,22 +285,6 @@ def _profiles_text(event: UniversalFailureEvent, project: Path) -> str:
     return "\n".join(text for d in dirs if (text := _read(d / "profiles.yml")))
 
 
-def _history(
-    repo_root: Path, paths: list[str], base: str | None, head: str, notes: list[str]
-) -> tuple[list[str], list[str]]:
-    log: list[str] = []
-    changed: list[str] = []
-    try:
-        log = recent_history(repo_root, paths)
-    except VcsError as exc:
-        notes.append(f"git history unavailable: {exc}")
-    try:
-        changed = changed_files(repo_root, base, head)
-    except VcsError as exc:
-        notes.append(f"changed files unavailable: {exc}")
-    return log, changed
-
-
 def gather_dbt_evidence(
     event: UniversalFailureEvent,
     repo_root: Path,
@@ -361,7 +345,7 @@ def gather_dbt_evidence(
         if own is not None:
             evidence.properties.setdefault(event.unit_path, own)
     history_paths = [p for p in (event.unit_path, evidence.tested_model_path) if p]
-    evidence.git_log, evidence.changed_files = _history(
+    evidence.git_log, evidence.changed_files = history_and_changes(
         repo_root, history_paths, last_good_commit, event.commit or "HEAD", notes
     )
     compiled = evidence.compiled_code

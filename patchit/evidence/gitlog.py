@@ -47,3 +47,20 @@ def changed_files(repo: Path, base: str | None, head: str) -> list[str]:
         base = f"{head}~1" if _has_parent(repo, head) else _EMPTY_TREE
     out = run_git(repo, "diff", "--name-only", "--no-renames", base, head)
     return [line for line in out.splitlines() if line.strip()]
+
+
+def history_and_changes(
+    repo_root: Path, paths: list[str], base: str | None, head: str, notes: list[str]
+) -> tuple[list[str], list[str]]:
+    """Recent commits of `paths` and files changed base..head; what fails becomes a note."""
+    log: list[str] = []
+    changed: list[str] = []
+    try:
+        log = recent_history(repo_root, paths)
+    except VcsError as exc:
+        notes.append(f"git history unavailable: {exc}")
+    try:
+        changed = changed_files(repo_root, base, head)
+    except VcsError as exc:
+        notes.append(f"changed files unavailable: {exc}")
+    return log, changed

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from patchit.errors import HarnessError
+from patchit.harnesses.jsonlines import JsonLineReader
 
 STARTUP_TIMEOUT_S = 180.0
 
@@ -121,7 +121,8 @@ class ForkParent:
         self._proc = proc
         self._home = home
         self._stderr = stderr
-        self._buffer = b""
+        assert proc.stdout is not None
+        self._lines = JsonLineReader(proc.stdout)
         self.pid = proc.pid
 
     @classmethod
@@ -198,24 +199,8 @@ class ForkParent:
         return text[-max_chars:].strip() or f"(exit code {self._proc.poll()})"
 
     def _read_line(self, timeout_s: float) -> dict[str, Any] | None:
-        """One JSON line from the parent, or None on timeout or end of stream."""
-        assert self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            readable, _, _ = select.select([fd], [], [], remaining)
-            if not readable:
-                return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return None
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        reply: dict[str, Any] = json.loads(line)
-        return reply
+        """One JSON line from the child, or None on timeout or end of stream."""
+        return self._lines.read(timeout_s)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import importlib
 import importlib.metadata
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from patchit.errors import HarnessError
+from patchit.harnesses.jsonlines import JsonLineReader
 
 STARTUP_TIMEOUT_S = 120.0
 _PRELOAD = (
@@ -239,7 +239,8 @@ class WarmDbtWorker:
     def __init__(self, proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
         self._proc = proc
         self._stderr = stderr
-        self._buffer = b""
+        assert proc.stdout is not None
+        self._lines = JsonLineReader(proc.stdout)
         self.pid = proc.pid
 
     @classmethod
@@ -302,24 +303,8 @@ class WarmDbtWorker:
         return {"success": False, "exception": message, "results": [], "worker_died": True}
 
     def _read_reply(self, timeout_s: float) -> dict[str, Any] | None:
-        """One JSON line from the worker, or None on timeout or end of stream."""
-        assert self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            readable, _, _ = select.select([fd], [], [], remaining)
-            if not readable:
-                return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return None
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        reply: dict[str, Any] = json.loads(line)
-        return reply
+        """One JSON line from the child, or None on timeout or end of stream."""
+        return self._lines.read(timeout_s)
 
 
 if __name__ == "__main__":
