@@ -153,3 +153,58 @@ def test_failing_task_is_healed_by_the_worker(
     assert 'row["amount"]' in git(repo, "show", f"{branch}:dags/orders_daily.py")
     assert git(repo, "branch", "--show-current") == "main"
     assert git(repo, "status", "--porcelain") == ""
+    # on the branch, the DAG passes under `airflow dags test` (patchit's callback spools nothing)
+    clone = tmp_path / "on-branch"
+    git(repo, "clone", "-q", "--branch", branch, str(repo), str(clone))
+    rerun = subprocess.run(
+        [AIRFLOW, "dags", "test", "orders_daily", "2026-11-26"],
+        env=airflow_env(migrated_airflow_home, clone / "dags", tmp_path / "other-home"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert "KeyError" not in rerun.stdout + rerun.stderr, rerun.stdout[-3000:]
+    assert not (tmp_path / "other-home" / "spool").exists()  # no failure was spooled
+
+
+REFUSED_DAG = DAG.replace(
+    'return row["amout"]',
+    'import socket\n\n        return socket.create_connection(("127.0.0.1", 9), timeout=2)',
+)
+
+
+def test_refused_connection_is_escalated_as_infra(
+    migrated_airflow_home: Path, tmp_path: Path, _patchit_home: Path
+) -> None:
+    repo = tmp_path / "pipelines"
+    (repo / "dags").mkdir(parents=True)
+    (repo / "dags" / "orders_daily.py").write_text(REFUSED_DAG)
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "orders_daily DAG")
+    env = airflow_env(migrated_airflow_home, repo / "dags", _patchit_home)
+    run = subprocess.run(
+        [AIRFLOW, "dags", "test", "orders_daily", "2026-11-25"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert "Connection refused" in run.stdout + run.stderr
+    worker = subprocess.run(
+        [sys.executable, "-m", "patchit", "worker", "--once"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert worker.returncode == 0, worker.stderr[-3000:]
+    listed = subprocess.run(
+        [sys.executable, "-m", "patchit", "incidents", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    [incident] = json.loads(listed.stdout)
+    assert (incident["status"], incident["classification"]) == ("escalated", "infra_issue")
+    assert incident["branch"] is None and incident["attempts"] == 0
+    assert Path(incident["report_md"]).is_file()
+    assert git(repo, "branch", "--list", "patchit/*") == ""
