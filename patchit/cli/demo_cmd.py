@@ -6,6 +6,7 @@ repository, then shows the verified branch and the report, then a data failure e
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from rich.panel import Panel
 from rich.rule import Rule
 
 from patchit.cli.context import console, home_of
+from patchit.cli.demo_airflow import run_airflow_demo
 from patchit.errors import BadInputError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shop"
@@ -82,7 +84,7 @@ def _show(lines: list[str]) -> None:
 )
 @click.pass_context
 def demo(ctx: click.Context, workdir: Path | None) -> None:
-    """Break the example dbt project, heal it, then escalate a data failure."""
+    """Break the example dbt project, heal it, escalate a data failure, heal a broken DAG."""
     if not (EXAMPLE / "dbt_project.yml").is_file():
         raise BadInputError(
             f"{EXAMPLE}: example project missing; run the demo from a patchit checkout"
@@ -121,7 +123,9 @@ def demo(ctx: click.Context, workdir: Path | None) -> None:
     if fixed:
         _step(f"3. the verified fix on branch {fixed['branch']}")
         console.print(_git(repo, "log", "--oneline", "-n", "2", fixed["branch"]), markup=False)
-        console.print(_git(repo, "show", "--format=", fixed["branch"]), markup=False)
+        console.print(
+            _git(repo, "show", "--format=", fixed["branch"]), markup=False, soft_wrap=True
+        )
         console.print(f"  your branch is still: {_git(repo, 'branch', '--show-current')}")
         report = Path(str(fixed["report_md"])).read_text(encoding="utf-8")
         console.print(
@@ -140,8 +144,17 @@ def demo(ctx: click.Context, workdir: Path | None) -> None:
     console.print(f"  dbt exited {code}; patchit said:")
     _show(lines)
 
+    airflow_incident: dict[str, Any] | None = None
+    airflow_ran = importlib.util.find_spec("airflow") is not None
+    if airflow_ran:
+        airflow_incident = run_airflow_demo(base, home, log, console, _git, _commit)
+    else:
+        console.print("(Airflow is not installed: `pip install 'patchit[airflow]'` for part 5)")
+
     _step("incidents")
     final = _incidents(home, repo, log)
+    if airflow_incident:
+        final.append(airflow_incident)
     for incident in final:
         console.print(
             f"  {incident['id']}  {incident['status']:<9} {incident['classification'] or '-':<12}"
@@ -151,10 +164,16 @@ def demo(ctx: click.Context, workdir: Path | None) -> None:
         console.print(f"      report: {incident['report_md']}", markup=False)
     console.print(f"\ndemo repository: {repo}\nfull log: {log}\nstate: {home}")
     outcome = sorted((str(i["status"]), str(i["classification"])) for i in final)
-    if outcome != [("escalated", "data_issue"), ("fixed", "code_bug")]:
+    expected = [("escalated", "data_issue"), ("fixed", "code_bug")]
+    if airflow_ran:
+        expected = [*expected, ("fixed", "code_bug")]
+    dag_ok = not airflow_ran or bool(
+        airflow_incident and airflow_incident.get("dag_passes_on_branch")
+    )
+    if outcome != sorted(expected) or not dag_ok:
         raise click.ClickException(
-            f"the demo did not end with one fixed code bug and one escalated data issue "
-            f"(got {outcome}); see {log}"
+            f"the demo did not end as it should (got {outcome}, fixed DAG passes: {dag_ok}); "
+            f"see {log}"
         )
 
 
