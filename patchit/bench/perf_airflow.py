@@ -33,6 +33,7 @@ from patchit.bench.perf import _patchit_home
 from patchit.bench.perf_airflow_harness import (
     MEASURES,
     HarnessBench,
+    HarnessTimings,
     make_dag_repo,
     measure_harness,
 )
@@ -77,13 +78,7 @@ class AirflowPerfResult:
     storm_spool_s: float = 0.0
     storm_worker_s: float = 0.0
     storm_incident: dict[str, Any] = field(default_factory=dict)
-    samples_s: dict[str, list[float]] = field(default_factory=dict)
-    cli_migrate_s: list[float] = field(default_factory=list)
-    cli_task_test_s: list[float] = field(default_factory=list)
-    cli_task_succeeded: list[bool] = field(default_factory=list)
-    parent_start_s: float = 0.0
-    template_migrate_s: float = 0.0
-    warm_timings_ms: list[dict[str, int]] = field(default_factory=list)
+    harness: HarnessTimings | None = None
 
     def callback_median_ms(self) -> float:
         return statistics.median(self.callback_samples_ms)
@@ -94,12 +89,10 @@ class AirflowPerfResult:
     def storm_events_per_s(self) -> float:
         return self.storm_events / self.storm_worker_s
 
-    def median_s(self, measure: str) -> float:
-        return statistics.median(self.samples_s[measure])
-
-    def ratio(self, measure: str) -> float:
-        """This measure's median over the CLI baseline's: 0.05 is 20x faster."""
-        return self.median_s(measure) / self.median_s("cli_test")
+    def timings(self) -> HarnessTimings:
+        if self.harness is None:
+            raise ValueError("the harness part has not been measured")
+        return self.harness
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = asdict(self)
@@ -107,9 +100,10 @@ class AirflowPerfResult:
         data["callback_p95_ms"] = round(self.callback_p95_ms(), 3)
         data["callback_ratio_to_target"] = round(self.callback_median_ms() / CALLBACK_TARGET_MS, 4)
         data["storm_events_per_s"] = round(self.storm_events_per_s(), 1)
-        data["median_s"] = {m: round(self.median_s(m), 3) for m in MEASURES}
-        data["ratio_to_cli"] = {m: round(self.ratio(m), 4) for m in MEASURES}
-        data["speedup"] = {m: round(1 / self.ratio(m), 2) for m in MEASURES}
+        harness = self.timings()
+        data["median_s"] = {m: round(harness.median_s(m), 3) for m in MEASURES}
+        data["ratio_to_cli"] = {m: round(harness.ratio(m), 4) for m in MEASURES}
+        data["speedup"] = {m: round(1 / harness.ratio(m), 2) for m in MEASURES}
         return data
 
 
@@ -132,26 +126,26 @@ def format_report(result: AirflowPerfResult) -> str:
         f"{'storm incident:'.ljust(18)}{incident['id']} {incident['status']} "
         f"{incident['classification']}, {incident['events']} events",
     ]
-    migrate, task_test = statistics.median(result.cli_migrate_s), statistics.median(
-        result.cli_task_test_s
-    )
+    harness = result.timings()
+    migrate = statistics.median(harness.cli_migrate_s)
+    task_test = statistics.median(harness.cli_task_test_s)
     for measure in MEASURES:
         label = f"{LABELS[measure]}:".ljust(18)
-        seconds = result.median_s(measure)
+        seconds = harness.median_s(measure)
         if measure == "cli_test":
             lines.append(
                 f"{label}{seconds:7.2f} s (baseline: db migrate {migrate:.2f} s + "
                 f"tasks test {task_test:.2f} s)"
             )
             continue
-        ratio = result.ratio(measure)
+        ratio = harness.ratio(measure)
         pace = f"{1 / ratio:.1f}x faster" if ratio <= 1 else f"{ratio:.1f}x slower"
         lines.append(f"{label}{seconds:7.2f} s = {ratio:.2f}x CLI ({pace})")
     lines.append(
-        f"{'parent start:'.ljust(18)}{result.parent_start_s:7.2f} s (one-off, not in warm verify)"
+        f"{'parent start:'.ljust(18)}{harness.parent_start_s:7.2f} s (one-off, not in warm verify)"
     )
     lines.append(
-        f"{'template migrate:'.ljust(18)}{result.template_migrate_s:7.2f} s "
+        f"{'template migrate:'.ljust(18)}{harness.template_migrate_s:7.2f} s "
         "(one-off per Airflow version, in neither verify)"
     )
     return "\n".join(lines)
@@ -255,7 +249,8 @@ def run_airflow_perf(
             measure_callback(work, calls, result)
             say(f"spooling a storm of {storm} refused-connection failures; one worker pass")
             measure_storm(work, storm, result)
-            measure_harness(HarnessBench(work / "harness", say), runs, result, say)
+            say(f"setting up the failing DAG for {runs} interleaved harness run(s)")
+            result.harness = measure_harness(HarnessBench(work / "harness", say), runs, say)
     finally:
         if workdir is None:
             shutil.rmtree(work, ignore_errors=True)

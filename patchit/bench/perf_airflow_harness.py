@@ -167,9 +167,7 @@ class HarnessBench:
         return seconds
 
 
-def measure_harness(
-    bench: HarnessBench, runs: int, say: Callable[[str], None]
-) -> HarnessTimings:
+def measure_harness(bench: HarnessBench, runs: int, say: Callable[[str], None]) -> HarnessTimings:
     timings = HarnessTimings(runs=runs, samples_s={m: [] for m in MEASURES})
     say("migrating the template metadata DB (one-off)")
     started = time.monotonic()

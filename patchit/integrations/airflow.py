@@ -159,6 +159,23 @@ def _dbt_fields(task: Any) -> dict[str, Any]:
     return fields
 
 
+RENDERED_FIELD_CHARS = 2000
+
+
+def _rendered_fields(task: Any) -> dict[str, str] | None:
+    """The task's template fields as rendered for this run (bash_command, sql, ...), short."""
+    names = _safe(lambda: tuple(task.template_fields)) or ()
+    rendered: dict[str, str] = {}
+    for name in names[:20]:
+        try:
+            value = getattr(task, str(name))
+        except Exception:  # a property that raises must not stop the callback
+            continue
+        if value not in (None, "", [], {}):
+            rendered[str(name)] = _text(value, RENDERED_FIELD_CHARS)
+    return rendered or None
+
+
 def _repo_fields(
     fileloc: str | None, bundle: str | None, repos: Mapping[str, str]
 ) -> dict[str, Any]:
@@ -200,6 +217,7 @@ def build_event(
         "hostname": _safe(lambda: ti.hostname),
         "max_tries": _safe(lambda: ti.max_tries),
         **_dbt_fields(task),
+        "rendered_fields": _rendered_fields(task),
     }
     fields = _exception_fields(context)
     if "reason" in fields:

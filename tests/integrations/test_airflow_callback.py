@@ -40,6 +40,7 @@ class FakeDag:
 
 class BashOperator:
     task_id = "dbt_build"
+    template_fields = ("bash_command", "env", "cwd")
 
     def __init__(self, command: str, cwd: str | None = None) -> None:
         self.bash_command = command
@@ -130,6 +131,8 @@ def test_bash_dbt_task_is_marked_runs_dbt(tmp_path: Path) -> None:
     ]
     plain = build_event({"ti": FakeTI(), "task": BashOperator("echo dbt is great")})
     assert "runs_dbt" not in plain["context"]
+    # the rendered template fields travel with the event (empty ones are left out)
+    assert ctx["rendered_fields"] == {"bash_command": task.bash_command}
 
 
 def test_factory_options(dag_repo: Path, tmp_path: Path) -> None:
