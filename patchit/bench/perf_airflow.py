@@ -122,7 +122,7 @@ def format_report(result: AirflowPerfResult) -> str:
         f"{result.sdk_import_ms:.0f} ms)",
         f"{'storm:'.ljust(18)}{result.storm_events} events -> 1 incident in "
         f"{result.storm_worker_s:.2f} s ({result.storm_events_per_s():.0f} events/s; "
-        f"spooling them took {result.storm_spool_s:.2f} s)",
+        f"building and spooling them took {result.storm_spool_s:.2f} s)",
         f"{'storm incident:'.ljust(18)}{incident['id']} {incident['status']} "
         f"{incident['classification']}, {incident['events']} events",
     ]
@@ -134,8 +134,8 @@ def format_report(result: AirflowPerfResult) -> str:
         seconds = harness.median_s(measure)
         if measure == "cli_test":
             lines.append(
-                f"{label}{seconds:7.2f} s (baseline: db migrate {migrate:.2f} s + "
-                f"tasks test {task_test:.2f} s)"
+                f"{label}{seconds:7.2f} s (baseline; medians of its parts: db migrate "
+                f"{migrate:.2f} s, tasks test {task_test:.2f} s)"
             )
             continue
         ratio = harness.ratio(measure)
