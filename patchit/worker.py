@@ -100,21 +100,34 @@ class Worker:
         self.lease_s = lease_s
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
         self.stats = WorkerStats()
+        # one loop context per repository for the whole run: plugins are loaded once and a
+        # warm harness (dbt worker, Airflow parent) serves every batch, not just one
+        self._contexts: dict[str, Context] = {}
 
     def run(
         self, once: bool, poll_s: float = 2.0, stop: Callable[[], bool] = lambda: False
     ) -> WorkerStats:
         """Process batches; with `once` return once the spool is empty, else poll until stop()."""
         with Spool.open(self.home) as spool, Memory.open(self.home) as memory:
-            while not stop():
-                if self.run_batch(spool, memory):
-                    continue
-                if once:
-                    break
-                deadline = time.monotonic() + poll_s
-                while not stop() and time.monotonic() < deadline:
-                    time.sleep(min(0.2, poll_s))
+            try:
+                self._run_batches(spool, memory, once, poll_s, stop)
+            finally:
+                for ctx in self._contexts.values():
+                    ctx.close()
+                self._contexts.clear()
         return self.stats
+
+    def _run_batches(
+        self, spool: Spool, memory: Memory, once: bool, poll_s: float, stop: Callable[[], bool]
+    ) -> None:
+        while not stop():
+            if self.run_batch(spool, memory):
+                continue
+            if once:
+                break
+            deadline = time.monotonic() + poll_s
+            while not stop() and time.monotonic() < deadline:
+                time.sleep(min(0.2, poll_s))
 
     def run_batch(self, spool: Spool, memory: Memory) -> int:
         """Claim, group and process one batch; the number of spool rows it claimed."""
@@ -155,21 +168,14 @@ class Worker:
         for event in batch.other:
             key = storm_key(event) or cause_key(event)
             groups.setdefault((key, event.repo_path), []).append(event)
-        contexts: dict[str, Context] = {}
-        try:
-            for (key, repo), events in groups.items():
-                try:
-                    if repo is None or not _has_commit(Path(repo), events[0].commit):
-                        self._record_group(key, events, memory)
-                        continue
-                    if repo not in contexts:
-                        contexts[repo] = self._context(Path(repo), memory)
-                    self._heal_group(events, contexts[repo], batch, key)
-                except PatchitError as exc:
-                    batch.fail(events, f"{events[0].short()}: {exc}")
-        finally:
-            for ctx in contexts.values():
-                ctx.close()
+        for (key, repo), events in groups.items():
+            try:
+                if repo is None or not _has_commit(Path(repo), events[0].commit):
+                    self._record_group(key, events, memory)
+                    continue
+                self._heal_group(events, self._context(Path(repo), memory), batch, key)
+            except PatchitError as exc:
+                batch.fail(events, f"{events[0].short()}: {exc}")
 
     def _record_group(self, key: str, events: list[UniversalFailureEvent], memory: Memory) -> None:
         first = events[0]
@@ -202,11 +208,8 @@ class Worker:
             except PatchitError as exc:
                 batch.fail(events, f"{events[0].short()}: {exc}")
                 continue
-            try:
-                for group in group_by_cause(events):
-                    self._heal_group(group, ctx, batch)
-            finally:
-                ctx.close()
+            for group in group_by_cause(events):
+                self._heal_group(group, ctx, batch)
 
     def _heal_group(
         self,
@@ -229,13 +232,16 @@ class Worker:
         self.say(f"incident {incident.id}: {incident.status}{branch}")
 
     def _context(self, repo: Path, memory: Memory) -> Context:
-        """The loop's context, built as `patchit.cli.context.make_context` builds it."""
+        """The loop's context for `repo`, built once per run as `make_context` builds it."""
+        cached = self._contexts.get(str(repo))
+        if cached is not None:
+            return cached
         config = load_config(repo)
         harnesses = load_harnesses()
         for harness in harnesses:
             if hasattr(harness, "timeout_s"):
                 harness.timeout_s = config.loop.harness_timeout_s
-        return Context(
+        ctx = Context(
             home=self.home,
             memory=memory,
             config=config,
@@ -244,3 +250,5 @@ class Worker:
             say=self.say,
             owner=self.owner,
         )
+        self._contexts[str(repo)] = ctx
+        return ctx
