@@ -150,6 +150,7 @@ class AirflowHarness:
             if event.map_index is not None and event.map_index >= 0
             else None,
             "logical_date": event.logical_date.isoformat() if event.logical_date else None,
+            "import_only": event.status == "import_error",
         }
         request_path, result_path = (
             scratch / "airflow_request.json",
@@ -204,6 +205,8 @@ class AirflowHarness:
 
     @staticmethod
     def _command(event: UniversalFailureEvent) -> str:
+        if event.status == "import_error":
+            return f"airflow dags list-import-errors  # {event.unit_id} must import cleanly"
         date = event.logical_date.isoformat() if event.logical_date else "now"
         command = shlex.join(["airflow", "dags", "test", event.pipeline_id, date])
         return f"{command}  # only {event.unit_id} and its upstream tasks, retries 0"

@@ -8,7 +8,8 @@ REQUEST RESULT` (a fresh process) or in a child forked by the warm parent
 (`patchit.harnesses.airflow_fork`). The environment (AIRFLOW_HOME, metadata DB, dags folder) is
 set by the caller before Airflow reads it.
 
-Request: {"dag_file", "dags_folder", "dag_id", "task_id", "map_index", "logical_date"}.
+Request: {"dag_file", "dags_folder", "dag_id", "task_id", "map_index", "logical_date",
+          "import_only" (a broken DAG file: the import check is the whole test)}.
 Result:  {"stage": "import" | "run" | "done", "passed", "import_error", "states", "error"}.
 """
 
@@ -98,6 +99,12 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     result["import_ms"] = int((time.monotonic() - started) * 1000)
     if import_error:
         result["import_error"] = import_error
+        return result
+    if request.get("import_only"):
+        # a broken DAG file (from `patchit airflow scan`): no task ran, importing is the test
+        result.update(stage="done", passed=bool(bag.dags), dags=sorted(bag.dags))
+        if not bag.dags:
+            result["import_error"] = f"{request['dag_file']} imports but defines no DAG"
         return result
     dag = bag.dags.get(request["dag_id"])
     if dag is None:

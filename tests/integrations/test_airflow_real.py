@@ -208,3 +208,41 @@ def test_refused_connection_is_escalated_as_infra(
     assert incident["branch"] is None and incident["attempts"] == 0
     assert Path(incident["report_md"]).is_file()
     assert git(repo, "branch", "--list", "patchit/*") == ""
+
+
+def test_broken_dag_from_scan_is_healed_by_the_worker(tmp_path: Path, _patchit_home: Path) -> None:
+    """`patchit airflow scan` spools an import error; the fix is verified by the import check."""
+    import shutil
+
+    repo = tmp_path / "pipelines"
+    shutil.copytree(
+        Path(__file__).resolve().parents[2] / "examples" / "airflow" / "dags",
+        repo / "dags",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    (repo / ".gitignore").write_text("__pycache__/\noutput/\n")
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "shop DAGs")
+    dag = repo / "dags" / "shop_orders.py"
+    dag.write_text(
+        dag.read_text().replace("revenue_by_customer, write_json", "revenue_by_customr, write_json")
+    )
+    sha = commit_all(repo, "orders: tidy imports")
+    cli = [sys.executable, "-m", "patchit"]
+    scan = subprocess.run(
+        [*cli, "airflow", "scan", "--dags-folder", str(repo / "dags")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert scan.returncode == 0 and "spooled 1 import error" in scan.stdout, scan.stderr
+    worker = subprocess.run([*cli, "worker", "--once"], capture_output=True, text=True, timeout=900)
+    assert worker.returncode == 0, worker.stderr[-3000:]
+    listed = subprocess.run(
+        [*cli, "incidents", "--json"], capture_output=True, text=True, check=True
+    )
+    [incident] = json.loads(listed.stdout)
+    assert incident["status"] == "fixed", worker.stderr[-3000:]
+    branch = incident["branch"]
+    assert git(repo, "rev-parse", f"{branch}~1") == sha
+    assert "revenue_by_customer, write_json" in git(repo, "show", f"{branch}:dags/shop_orders.py")
