@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,18 @@ DAG = textwrap.dedent(
     orders_daily()
     """
 )
+
+
+def heal_spooled() -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """`patchit worker --once` as cron runs it, then the one incident `incidents --json` lists."""
+    cli = [sys.executable, "-m", "patchit"]
+    worker = subprocess.run([*cli, "worker", "--once"], capture_output=True, text=True, timeout=900)
+    assert worker.returncode == 0, worker.stderr[-3000:]
+    listed = subprocess.run(
+        [*cli, "incidents", "--json"], capture_output=True, text=True, check=True
+    )
+    [incident] = json.loads(listed.stdout)
+    return worker, incident
 
 
 def airflow_env(airflow_home: Path, dags: Path, patchit_home: Path) -> dict[str, str]:
@@ -131,20 +144,7 @@ def test_failing_task_is_healed_by_the_worker(
         text=True,
         timeout=600,
     )
-    worker = subprocess.run(
-        [sys.executable, "-m", "patchit", "worker", "--once"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert worker.returncode == 0, worker.stderr[-3000:]
-    listed = subprocess.run(
-        [sys.executable, "-m", "patchit", "incidents", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    [incident] = json.loads(listed.stdout)
+    worker, incident = heal_spooled()
     assert (incident["status"], incident["classification"]) == ("fixed", "code_bug"), worker.stderr[
         -3000:
     ]
@@ -190,20 +190,7 @@ def test_refused_connection_is_escalated_as_infra(
         timeout=600,
     )
     assert "Connection refused" in run.stdout + run.stderr
-    worker = subprocess.run(
-        [sys.executable, "-m", "patchit", "worker", "--once"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert worker.returncode == 0, worker.stderr[-3000:]
-    listed = subprocess.run(
-        [sys.executable, "-m", "patchit", "incidents", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    [incident] = json.loads(listed.stdout)
+    _, incident = heal_spooled()
     assert (incident["status"], incident["classification"]) == ("escalated", "infra_issue")
     assert incident["branch"] is None and incident["attempts"] == 0
     assert Path(incident["report_md"]).is_file()
@@ -236,12 +223,7 @@ def test_broken_dag_from_scan_is_healed_by_the_worker(tmp_path: Path, _patchit_h
         timeout=600,
     )
     assert scan.returncode == 0 and "spooled 1 import error" in scan.stdout, scan.stderr
-    worker = subprocess.run([*cli, "worker", "--once"], capture_output=True, text=True, timeout=900)
-    assert worker.returncode == 0, worker.stderr[-3000:]
-    listed = subprocess.run(
-        [*cli, "incidents", "--json"], capture_output=True, text=True, check=True
-    )
-    [incident] = json.loads(listed.stdout)
+    worker, incident = heal_spooled()
     assert incident["status"] == "fixed", worker.stderr[-3000:]
     branch = incident["branch"]
     assert git(repo, "rev-parse", f"{branch}~1") == sha
