@@ -40,11 +40,58 @@ class LoopConfig(BaseModel):
     harness_timeout_s: float = 600.0
 
 
+class LlmConfig(BaseModel):
+    """The model tier (tier 1). Off unless `ANTHROPIC_API_KEY` is set or `enabled = true`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool | None = Field(
+        default=None, description="None: on exactly when ANTHROPIC_API_KEY is set"
+    )
+    model: str = "claude-sonnet-4-5"
+    max_tokens: int = Field(default=4096, ge=256)
+    base_url: str | None = Field(default=None, description="else ANTHROPIC_BASE_URL")
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    candidates_per_round: int = Field(default=2, ge=1, le=5)
+    max_rounds: int = Field(default=2, ge=1)
+    context_tokens: int = Field(default=24_000, ge=2_000, description="evidence packing budget")
+    price_in_per_mtok_usd: float = Field(default=3.0, ge=0)
+    price_out_per_mtok_usd: float = Field(default=15.0, ge=0)
+    max_tokens_per_incident: int = Field(default=200_000, ge=0)
+    max_cost_per_incident_usd: float = Field(default=2.0, ge=0)
+    max_tokens_per_day: int = Field(default=2_000_000, ge=0)
+    max_cost_per_day_usd: float = Field(default=20.0, ge=0)
+    breaker_after_failed_incidents: int = Field(
+        default=5, ge=1, description="consecutive failed LLM incidents that open the breaker"
+    )
+    second_opinion: bool = Field(default=True, description="classify what rules call unknown")
+
+
+class SandboxConfig(BaseModel):
+    """How harness runs are isolated."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    isolation: str = Field(
+        default="auto",
+        pattern="^(auto|bubblewrap|subprocess)$",
+        description="auto: bubblewrap where it works, else a plain subprocess with limits",
+    )
+    network: bool = Field(default=False, description="let the harness open sockets")
+    memory_mb: int = Field(default=4096, ge=64)
+    harness: str | None = Field(
+        default=None, description="force a harness by name (dbt, airflow, python, ci, compose)"
+    )
+
+
 class PatchitConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     loop: LoopConfig = Field(default_factory=LoopConfig)
+    llm: LlmConfig = Field(default_factory=LlmConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
 
 def resolve_home(cli_home: str | os.PathLike[str] | None = None) -> Path:
