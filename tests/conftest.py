@@ -8,8 +8,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.evidence.airflow_failures import Zoo
 
 # no phoning home from dbt runs in tests (these machines have no internet)
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
@@ -79,3 +83,11 @@ def shop_repo(tmp_path: Path, built_shop: Path) -> Iterator[Path]:
     git(repo, "init", "-q", "-b", "main")
     commit_all(repo, "shop: initial models")
     yield repo
+
+
+@pytest.fixture(scope="session")
+def zoo(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
+    """The Airflow failure zoo, run once per session under real Airflow (about 30 s)."""
+    from tests.evidence.airflow_failures import zoo_failures
+
+    return zoo_failures(tmp_path_factory)

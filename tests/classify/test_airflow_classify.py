@@ -15,16 +15,11 @@ from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.intake.airflow_scan import import_error_events
 from tests.conftest import commit_all
-from tests.evidence.airflow_failures import Zoo, zoo_failures
+from tests.evidence.airflow_failures import Zoo
 
 pytestmark = pytest.mark.slow
 
 C = FailureClass
-
-
-@pytest.fixture(scope="module")
-def zoo(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
-    return zoo_failures(tmp_path_factory)
 
 
 @pytest.mark.parametrize(

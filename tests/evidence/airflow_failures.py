@@ -273,20 +273,16 @@ class Zoo:
         return dest
 
 
-_ZOO: dict[str, Zoo] = {}
-
-
 def zoo_failures(factory: pytest.TempPathFactory) -> Zoo:
-    """The zoo DAG run once per session under real Airflow (about 30 s), events by task."""
-    if "zoo" not in _ZOO:
-        base = factory.mktemp("zoo")
-        repo = make_zoo_repo(base / "repo")
-        home = migrate_home(base / "airflow-home")
-        output = run_zoo(repo, home, base / "patchit-home", base / "out")
-        events = spooled_events(base / "patchit-home")
-        assert len(events) == 16, output[-4000:]
-        _ZOO["zoo"] = Zoo(repo, home, base / "out", events, output)
-    return _ZOO["zoo"]
+    """The zoo DAG run under real Airflow (about 30 s), events by task; the `zoo` fixture in
+    tests/conftest.py runs it once per session."""
+    base = factory.mktemp("zoo")
+    repo = make_zoo_repo(base / "repo")
+    home = migrate_home(base / "airflow-home")
+    output = run_zoo(repo, home, base / "patchit-home", base / "out")
+    events = spooled_events(base / "patchit-home")
+    assert len(events) == 16, output[-4000:]
+    return Zoo(repo, home, base / "out", events, output)
 
 
 def script_failure(repo: Path, rel: str, source: str, task_id: str) -> UniversalFailureEvent:

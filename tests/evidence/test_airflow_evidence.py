@@ -15,14 +15,9 @@ from patchit.evidence.pylog import exception_chain, is_write_call, pack_log, par
 from patchit.evidence.redact import MASK
 from patchit.intake.airflow_scan import import_error_events
 from tests.conftest import ROOT
-from tests.evidence.airflow_failures import HELPERS, ZOO_DAG, Zoo, zoo_failures
+from tests.evidence.airflow_failures import HELPERS, ZOO_DAG, Zoo
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def zoo(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
-    return zoo_failures(tmp_path_factory)
 
 
 def test_key_error_evidence_holds_the_task_callable_frames_and_modules(zoo: Zoo) -> None:

@@ -17,16 +17,10 @@ from tests.evidence.airflow_failures import (
     init_repo,
     run_script,
     script_failure,
-    zoo_failures,
 )
 from tests.patching.contract import StrategyContract
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def zoo(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
-    return zoo_failures(tmp_path_factory)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from patchit.patching.base import PatchCandidate
 from patchit.patching.registry import load_strategies, propose_patches
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
 from tests.conftest import commit_all
-from tests.evidence.airflow_failures import Zoo, run_zoo, spooled_events, zoo_failures
+from tests.evidence.airflow_failures import Zoo, run_zoo, spooled_events
 
 pytestmark = pytest.mark.slow
 
@@ -31,11 +31,6 @@ HEALABLE = {
     "export_rows": "fix_call",
     "write_daily": "create_dir",
 }
-
-
-@pytest.fixture(scope="module")
-def zoo(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
-    return zoo_failures(tmp_path_factory)
 
 
 def _candidates(zoo: Zoo) -> dict[str, list[PatchCandidate]]:
