@@ -36,7 +36,7 @@ class PolicyConfig(BaseModel):
 class LoopConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_attempts: int = 3
+    max_attempts: int = 6
     harness_timeout_s: float = 600.0
 
 
@@ -48,7 +48,7 @@ class LlmConfig(BaseModel):
     enabled: bool | None = Field(
         default=None, description="None: on exactly when ANTHROPIC_API_KEY is set"
     )
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-5"
     max_tokens: int = Field(default=4096, ge=256)
     base_url: str | None = Field(default=None, description="else ANTHROPIC_BASE_URL")
     timeout_s: float = Field(default=120.0, gt=0)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchit.candidates import Trial, try_candidates
 from patchit.classify.classifier import classify_failure
 from patchit.classify.model import FailureClass, Verdict
 from patchit.config import PatchitConfig
@@ -21,23 +21,21 @@ from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence
-from patchit.evidence.redact import profile_secrets, redact
-from patchit.harnesses.base import Harness, Verification, Workspace
+from patchit.fidelity import DataCheck
+from patchit.harnesses.base import Harness, Verification
 from patchit.harnesses.registry import select_harness
 from patchit.memory import Incident, Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
-from patchit.patching.apply import EditError, apply_edits, preview_edits
+from patchit.memory.ledger import Ledger
 from patchit.patching.base import PatchCandidate, Strategy
-from patchit.patching.diffs import unified_diff
-from patchit.patching.registry import propose_patches
-from patchit.policy.precheck import precheck
+from patchit.patching.llm import BudgetExhausted, LlmUnavailable, llm_enabled, second_opinion
 from patchit.reports.build import build_report
+from patchit.reports.model import LlmSummary
 from patchit.reports.render import write_report
 from patchit.sandbox.dbt_profile import resolve_dbt_target
 from patchit.sandbox.git import dirty_tracked_files, head_commit
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree
-from patchit.sync.branch import commit_patch, create_branch, inspect_commands
 
 Say = Callable[[str], None]
 
@@ -141,6 +139,13 @@ class _Run:
     branch: str | None = None
     commands: list[str] = field(default_factory=list)
     policy_refusals: int = 0
+    last_good: str | None = None
+    tiers: list[str] = field(default_factory=list)
+    trials: list[Trial] = field(default_factory=list)
+    llm_rounds: int = 0
+    llm_problems: list[str] = field(default_factory=list)
+    cannot_verify: bool = False
+    winner_data: DataCheck | None = None
 
 
 def _heal_claimed(run: _Run, ctx: Context, created: bool) -> HealOutcome:
@@ -176,7 +181,7 @@ def _heal_in(run: _Run, ctx: Context, created: bool, sandbox: Path) -> HealOutco
     ctx.say("gathering evidence")
     evidence_wt = _evidence_root(event, repo, ctx.home / "worktrees" / f"{incident.id}-evidence")
     try:
-        last_good = ctx.memory.last_good(project_key(event))
+        run.last_good = last_good = ctx.memory.last_good(project_key(event))
         if event.source is FailureSource.AIRFLOW:
             run.evidence = gather_airflow_evidence(
                 event, evidence_wt or repo, last_good_commit=last_good
@@ -196,7 +201,7 @@ def _decide(
 ) -> HealOutcome:
     incident = run.incident
     assert run.evidence is not None
-    run.verdict = classify_failure(run.evidence)
+    run.verdict = _second_opinion(run, ctx, classify_failure(run.evidence))
     ctx.say(f"classified as {run.verdict.cls.value}: {run.verdict.reason}")
     ctx.memory.update_incident(
         incident.id, classification=run.verdict.cls.value, summary=run.verdict.reason
@@ -206,18 +211,38 @@ def _decide(
         return _finish(run, "escalated", ctx, created)
     if snapshot is None:
         snapshot = _snapshot(run.event, sandbox / "snapshot", ctx)
-    _try_candidates(run, repo, snapshot.parent if snapshot else None, sandbox, ctx)
+    try_candidates(run, repo, snapshot.parent if snapshot else None, sandbox, ctx)
     if run.winner is not None:
         return _finish(run, "fixed", ctx, created)
     verified_any = any(a.outcome != "refused" for a in ctx.memory.attempts_for(incident.id))
     only_policy = run.policy_refusals > 0 and not verified_any
-    return _finish(run, "escalated" if only_policy else "failed", ctx, created)
+    needs_review = run.winner_data is None and any(
+        t.data is not None and t.data.needs_review for t in run.trials
+    )
+    escalate = only_policy or needs_review or run.cannot_verify
+    return _finish(run, "escalated" if escalate else "failed", ctx, created)
+
+
+def _second_opinion(run: _Run, ctx: Context, verdict: Verdict) -> Verdict:
+    """Where the rules say `unknown`, the model may classify (never over a matched signature)."""
+    cfg = ctx.config.llm
+    if verdict.cls is not FailureClass.UNKNOWN or not cfg.second_opinion or not llm_enabled(cfg):
+        return verdict
+    assert run.evidence is not None
+    ctx.say("rules say unknown: asking the model for a second opinion")
+    try:
+        return second_opinion(run.evidence, verdict, cfg, ctx.memory, run.incident.id)
+    except (BudgetExhausted, LlmUnavailable) as exc:
+        ctx.say(f"no second opinion: {exc}")
+        return verdict.model_copy(
+            update={"reason": f"{verdict.reason} (the model's second opinion failed: {exc})"}
+        )
 
 
 def _warm_up(event: UniversalFailureEvent, repo: Path, ctx: Context) -> None:
     """Start the harness's runtime (seconds of imports) while evidence is gathered."""
     try:
-        harness = select_harness(event, repo, ctx.harnesses)
+        harness = select_harness(event, repo, ctx.harnesses, config=ctx.config.sandbox)
     except PatchitError:
         return  # verification will say why there is no harness
     start = getattr(harness, "start_in_background", None)
@@ -239,118 +264,24 @@ def _snapshot(event: UniversalFailureEvent, dest: Path, ctx: Context) -> Path | 
     return snapshot_database(target.db_path, dest)
 
 
-def _try_candidates(
-    run: _Run, repo: Path, snapshot_dir: Path | None, sandbox: Path, ctx: Context
-) -> None:
-    assert run.evidence is not None
-    history = ctx.memory.history(run.fingerprint)
-    harness = select_harness(run.event, repo, ctx.harnesses)
-    max_attempts = ctx.config.loop.max_attempts
-    proposed = 0
-    for candidate in propose_patches(run.evidence, history, ctx.strategies):
-        proposed += 1
-        if ctx.memory.attempt_count(run.fingerprint) >= max_attempts:
-            run.stop_reason = f"max attempts ({max_attempts}) for this fingerprint reached"
-            return
-        number = len(ctx.memory.attempts_for(run.incident.id)) + 1
-        # one worktree path per incident, made afresh for each candidate: dbt's saved parse
-        # (which names files by absolute path) stays valid from one candidate to the next
-        workdir = ctx.home / "worktrees" / f"{run.incident.id}-candidate"
-        scratch = sandbox / f"candidate-{number}"
-        ctx.say(
-            f"candidate {number}: {candidate.strategy} ({candidate.tag}): {candidate.rationale}"
-        )
-        worktree = create_worktree(repo, run.event.commit or "HEAD", workdir)
-        try:
-            if _verify_one(run, candidate, worktree, scratch, snapshot_dir, harness, ctx):
-                return
-        finally:
-            remove_worktree(repo, worktree)
-            shutil.rmtree(scratch, ignore_errors=True)
-    if proposed == 0:
-        run.stop_reason = "no strategy proposed a patch for this failure"
-    elif not run.stop_reason:
-        run.stop_reason = f"none of the {proposed} candidate(s) passed pre-check and verification"
+def _refused_data(run: _Run) -> DataCheck | None:
+    """The data check that kept a passing candidate off the branch, for the report."""
+    refused = [t.data for t in run.trials if t.data is not None and t.data.needs_review]
+    return refused[-1] if refused else None
 
 
-def _verify_one(
-    run: _Run,
-    candidate: PatchCandidate,
-    worktree: Path,
-    scratch: Path,
-    snapshot_dir: Path | None,
-    harness: Harness,
-    ctx: Context,
-) -> bool:
-    memory = ctx.memory
-    try:
-        previews = preview_edits(worktree, candidate.edits)
-    except EditError as exc:
-        memory.record_attempt(run.incident.id, run.fingerprint, candidate, "", "refused", str(exc))
-        ctx.say(f"  refused: {exc}")
-        return False
-    diff = "".join(unified_diff(p, before, after) for p, (before, after) in previews.items())
-    refusal = precheck(candidate, diff, run.fingerprint, worktree, ctx.config.policy, memory)
-    if refusal:
-        run.policy_refusals += refusal.startswith("policy")
-        memory.record_attempt(run.incident.id, run.fingerprint, candidate, diff, "refused", refusal)
-        ctx.say(f"  refused: {refusal}")
-        return False
-    files = apply_edits(worktree, candidate.edits)
-    scratch.mkdir(parents=True, exist_ok=True)
-    ctx.say(f"  verifying with the {harness.name} harness")
-    started = time.monotonic()
-    result = harness.verify(
-        Workspace(root=worktree, scratch=scratch, snapshot=snapshot_dir), run.event
-    )
-    # the sandbox ran with the verbatim --vars; nothing stored or shown may carry their secrets
-    raw_vars = run.event.dbt.replay_vars() if run.event.dbt else None
-    secrets = profile_secrets(raw_vars) if raw_vars else []
-    result = result.model_copy(
-        update={
-            "command": redact(result.command, secrets),
-            "output": redact(result.output, secrets),
-        }
-    )
-    duration_ms = int((time.monotonic() - started) * 1000)
-    outcome = "verified" if result.passed else ("harness_limit" if result.limit_hit else "failed")
-    reason = "" if result.passed else _failure_reason(result)
-    memory.record_attempt(
-        run.incident.id,
-        run.fingerprint,
-        candidate,
-        diff,
-        outcome,
-        reason,
-        verification_output=f"$ {result.command}\n{result.output}",
-        duration_ms=duration_ms,
-    )
-    ctx.say(f"  {outcome} in {duration_ms / 1000:.1f} s" + (f": {reason}" if reason else ""))
-    if not result.passed:
-        return False
-    sha = commit_patch(worktree, files, _commit_message(run, candidate))
-    repo = Path(run.event.repo_path or ".")
-    run.branch = create_branch(repo, run.incident.id, sha)
-    run.winner = (candidate, diff, result)
-    run.commands = inspect_commands(repo, run.branch, run.event)
-    return True
-
-
-def _failure_reason(result: Verification) -> str:
-    if result.limit_hit:
-        return f"harness limit hit ({result.limit_hit})"
-    if result.failures:
-        return "still failing: " + ", ".join(result.failures[:5])
-    return "verification did not pass"
-
-
-def _commit_message(run: _Run, candidate: PatchCandidate) -> str:
-    return (
-        f"patchit: {candidate.rationale}\n\n"
-        f"Incident: {run.incident.id}\n"
-        f"Failing unit: {run.event.unit_id}\n"
-        f"Strategy: {candidate.strategy} ({candidate.tag}, tier {candidate.tier})\n"
-        f"Verified by re-running the unit and its downstream in a sandbox.\n"
+def _llm_summary(run: _Run, ctx: Context) -> LlmSummary | None:
+    calls = Ledger(ctx.memory).calls_for(run.incident.id)
+    if not calls:
+        return None
+    return LlmSummary(
+        model=calls[-1].model,
+        rounds=run.llm_rounds,
+        calls=len(calls),
+        candidates=sum(1 for t in run.trials if t.candidate.tier >= 1),
+        tokens_in=sum(c.tokens_in for c in calls),
+        tokens_out=sum(c.tokens_out for c in calls),
+        cost_usd=sum(c.cost_usd for c in calls),
     )
 
 
@@ -367,6 +298,9 @@ def _finish(run: _Run, status: str, ctx: Context, created: bool) -> HealOutcome:
         stop_reason=run.stop_reason,
         commands=run.commands,
         events=len(ctx.memory.events_for(run.incident.id)),
+        tiers=run.tiers,
+        data_check=run.winner_data or _refused_data(run),
+        llm=_llm_summary(run, ctx),
     )
     md, js = write_report(report, ctx.home / "reports")
     incident = ctx.memory.update_incident(

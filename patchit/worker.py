@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from patchit.config import load_config
 from patchit.errors import PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
-from patchit.harnesses.registry import load_harnesses
+from patchit.harnesses.registry import configure_harnesses, load_harnesses
 from patchit.intake.airflow_dbt import dbt_events_from_airflow
 from patchit.intake.spool import Spool, SpooledEvent
 from patchit.intake.storm import storm_class, storm_key
@@ -237,10 +237,7 @@ class Worker:
         if cached is not None:
             return cached
         config = load_config(repo)
-        harnesses = load_harnesses()
-        for harness in harnesses:
-            if hasattr(harness, "timeout_s"):
-                harness.timeout_s = config.loop.harness_timeout_s
+        harnesses = configure_harnesses(load_harnesses(), config)
         ctx = Context(
             home=self.home,
             memory=memory,

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from patchit.bench.genproject import GeneratedProject, break_model, generate_project
+from patchit.config import resolve_home
 from patchit.errors import HarnessError
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.harnesses.base import Workspace
@@ -42,7 +43,7 @@ from patchit.sandbox.snapshot import (
     seed_partial_parse,
     snapshot_database,
 )
-from patchit.sandbox.worktree import create_worktree, remove_worktree
+from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
 
 MEASURES = ("full_build", "select_build", "warm_verify", "fresh_verify")
 LABELS = {
@@ -197,8 +198,9 @@ class _Bench:
 
     def verify(self, harness: DbtHarness) -> tuple[float, str]:
         number = self.count + 1
-        root = create_worktree(self.repo, "HEAD", self.work / "worktrees" / f"c{number}")
-        scratch = self.work / "sandboxes" / f"c{number}"
+        # under $PATCHIT_HOME, where the loop puts them: inside the warm sandbox's areas
+        root = create_worktree(self.repo, "HEAD", worktrees_home() / f"bench-c{number}")
+        scratch = resolve_home() / "sandboxes" / f"bench-c{number}"
         try:
             self._write_fix(root)
             workspace = Workspace(root=root, scratch=scratch, snapshot=self.snapshot.parent)

@@ -28,13 +28,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from patchit.config import resolve_home
 from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.airflow import AirflowHarness
 from patchit.harnesses.airflow_home import airflow_env, ensure_template_db
 from patchit.harnesses.base import Workspace
 from patchit.sandbox.git import run_git
-from patchit.sandbox.worktree import create_worktree, remove_worktree
+from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
 
 MEASURES = ("cli_test", "warm_verify", "fresh_verify")
 DAG_ID, TASK_ID, DAG_PATH = "bench_orders", "summarise", "dags/bench_orders.py"
@@ -152,8 +153,9 @@ class HarnessBench:
 
     def verify(self, harness: AirflowHarness) -> float:
         number = self.count + 1
-        root = create_worktree(self.repo, "HEAD", self.work / "worktrees" / f"c{number}")
-        scratch = self.work / "sandboxes" / f"c{number}"
+        # under $PATCHIT_HOME, where the loop puts them: inside the warm sandbox's areas
+        root = create_worktree(self.repo, "HEAD", worktrees_home() / f"bench-c{number}")
+        scratch = resolve_home() / "sandboxes" / f"bench-c{number}"
         try:
             self._write_fix(root)
             started = time.monotonic()

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from patchit.config import load_config, resolve_home
 from patchit.errors import HarnessError
-from patchit.harnesses.registry import load_harnesses
+from patchit.harnesses.registry import configure_harnesses, load_harnesses
 from patchit.loop import Context
 from patchit.memory import Memory
 from patchit.patching.registry import load_strategies
@@ -38,9 +38,7 @@ def make_context(home: Path, repo: Path | None) -> Context:
         # classification and escalation must still work; verification will say why it can't
         say(f"no harness available: {exc}")
         harnesses = []
-    for harness in harnesses:
-        if hasattr(harness, "timeout_s"):
-            harness.timeout_s = config.loop.harness_timeout_s
+    configure_harnesses(harnesses, config)
     return Context(
         home=home,
         memory=open_memory(home),

@@ -23,6 +23,7 @@ from rich.rule import Rule
 
 from patchit.cli.context import console, home_of
 from patchit.cli.demo_airflow import run_airflow_demo
+from patchit.cli.demo_llm import llm_lines, run_llm_demo
 from patchit.errors import BadInputError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shop"
@@ -82,8 +83,14 @@ def _show(lines: list[str]) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Where to create the demo repository (default: a new temp dir).",
 )
+@click.option(
+    "--llm-replay",
+    is_flag=True,
+    help="Also heal a failure no fix-it knows through the model tier, answered by a local "
+    "replay server speaking the Messages API (no network, no key needed).",
+)
 @click.pass_context
-def demo(ctx: click.Context, workdir: Path | None) -> None:
+def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
     """Break the example dbt project, heal it, escalate a data failure, heal a broken DAG."""
     if not (EXAMPLE / "dbt_project.yml").is_file():
         raise BadInputError(
@@ -132,10 +139,29 @@ def demo(ctx: click.Context, workdir: Path | None) -> None:
             Panel(Markdown(report.split("## Attempts")[0]), title=str(fixed["report_md"]))
         )
 
+    to_merge = [str(fixed["branch"])] if fixed else []
+    if llm_replay:
+        for branch in to_merge:
+            _git(repo, "merge", "-q", "--ff-only", branch)
+            console.print(f"  (the engineer reviewed and merged {branch} into main)")
+        to_merge = []
+        run_llm_demo(repo, console, lambda *a: _patchit(home, repo, log, *a), _commit, dbt)
+        by_llm = [i for i in _incidents(home, repo, log) if i["id"] != (fixed or {}).get("id")]
+        for incident in by_llm:
+            if incident["status"] == "fixed":
+                to_merge.append(str(incident["branch"]))
+                report = json.loads(Path(str(incident["report_json"])).read_text("utf-8"))
+                console.print(
+                    _git(repo, "show", "--format=", str(incident["branch"])),
+                    markup=False,
+                    soft_wrap=True,
+                )
+                console.print(f"  {llm_lines(report)}", markup=False)
+
     _step("4. a data failure: a new customer arrives without an email")
-    if fixed:
-        _git(repo, "merge", "-q", "--ff-only", str(fixed["branch"]))
-        console.print(f"  (the engineer reviewed and merged {fixed['branch']} into main)")
+    for branch in to_merge:
+        _git(repo, "merge", "-q", "--ff-only", branch)
+        console.print(f"  (the engineer reviewed and merged {branch} into main)")
     seed = repo / "seeds" / "raw_customers.csv"
     seed.write_text(seed.read_text() + "7,Frances,Allen,,2024-03-20\n")
     _commit(repo, "seeds: load March customers")
@@ -165,6 +191,8 @@ def demo(ctx: click.Context, workdir: Path | None) -> None:
     console.print(f"\ndemo repository: {repo}\nfull log: {log}\nstate: {home}")
     outcome = sorted((str(i["status"]), str(i["classification"])) for i in final)
     expected = [("escalated", "data_issue"), ("fixed", "code_bug")]
+    if llm_replay:
+        expected = [*expected, ("fixed", "code_bug")]
     if airflow_ran:
         expected = [*expected, ("fixed", "code_bug")]
     dag_ok = not airflow_ran or bool(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import sys
@@ -12,10 +13,12 @@ import click
 
 from patchit import __version__
 from patchit.cli.context import home_of, make_context, open_memory, print_outcome
+from patchit.config import resolve_home
 from patchit.errors import BadInputError, PatchitError
 from patchit.events.model import event_json_schema, load_event
 from patchit.intake.validate import check_healable
 from patchit.loop import heal
+from patchit.memory.ledger import Ledger
 
 _INCIDENT_ID = re.compile(r"\d{8}-[0-9a-f]{6}")
 INCIDENT_FIELDS = (
@@ -33,6 +36,7 @@ INCIDENT_FIELDS = (
     "created_utc",
     "updated_utc",
     "needs_human",
+    "needs_review",
 )
 
 
@@ -48,6 +52,10 @@ def cli(ctx: click.Context, home: Path | None) -> None:
     """patchit: heal failed dbt models and Airflow tasks, with verified patches."""
     ctx.ensure_object(dict)
     ctx.obj["home"] = home
+    if home is not None:
+        # one state dir for everything this command starts: the sandboxes' writable areas,
+        # the dbt wrapper's child and the worktrees all resolve it from the environment
+        os.environ["PATCHIT_HOME"] = str(resolve_home(home))
 
 
 @cli.command()
@@ -96,20 +104,29 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
 def incidents(ctx: click.Context, as_json: bool) -> None:
     """List incidents, newest first."""
     memory = open_memory(home_of(ctx))
-    rows = [
-        i.model_dump(mode="json", include=set(INCIDENT_FIELDS)) for i in memory.list_incidents()
-    ]
+    ledger = Ledger(memory)
+    rows = []
+    for incident in memory.list_incidents():
+        row = incident.model_dump(mode="json", include=set(INCIDENT_FIELDS))
+        usage = ledger.incident_totals(incident.id)
+        row.update(tokens=usage.tokens, cost_usd=round(usage.cost_usd, 6))
+        rows.append(row)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     if not rows:
         click.echo("no incidents")
         return
-    click.echo(f"{'id':<16} {'status':<10} {'class':<17} {'tries':>5}  {'branch':<25} summary")
+    click.echo(
+        f"{'id':<16} {'status':<10} {'class':<17} {'tries':>5} {'tokens':>7} {'cost':>8}  "
+        f"{'branch':<25} summary"
+    )
     for r in rows:
+        cost = f"${r['cost_usd']:.4f}"
         click.echo(
             f"{r['id']:<16} {r['status']:<10} {r['classification'] or '-':<17} "
-            f"{r['attempts']:>5}  {r['branch'] or '-':<25} {(r['summary'] or '')[:80]}"
+            f"{r['attempts']:>5} {r['tokens']:>7} {cost:>8}  "
+            f"{r['branch'] or '-':<25} {(r['summary'] or '')[:80]}"
         )
 
 

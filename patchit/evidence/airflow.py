@@ -15,7 +15,7 @@ from pathlib import Path
 
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
-from patchit.evidence.gitlog import history_and_changes
+from patchit.evidence.gitlog import breaking_diff_or_note, history_and_changes
 from patchit.evidence.model import Evidence
 from patchit.evidence.pylog import (
     exception_chain,
@@ -261,6 +261,10 @@ def gather_airflow_evidence(
         git_log=git_log,
         changed_files=changed,
         last_good_commit=last_good_commit,
+        # before notes=: a missing diff adds a note (keyword arguments evaluate in order)
+        breaking_diff=breaking_diff_or_note(
+            repo_root, last_good_commit, event.commit or "HEAD", history_paths, notes
+        ),
         notes=list(dict.fromkeys(notes)),
         related_code=modules,
         frames=frames,

@@ -17,7 +17,7 @@ from typing import Any
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.failing_rows import sample_failing_rows
-from patchit.evidence.gitlog import history_and_changes
+from patchit.evidence.gitlog import breaking_diff_or_note, history_and_changes
 from patchit.evidence.model import Evidence, ProjectIndex, Relation
 from patchit.evidence.project_index import index_project, load_yaml_text, read_project_config
 from patchit.evidence.redact import environment_secrets, profile_secrets, redact_model
@@ -347,6 +347,9 @@ def gather_dbt_evidence(
     history_paths = [p for p in (event.unit_path, evidence.tested_model_path) if p]
     evidence.git_log, evidence.changed_files = history_and_changes(
         repo_root, history_paths, last_good_commit, event.commit or "HEAD", notes
+    )
+    evidence.breaking_diff = breaking_diff_or_note(
+        repo_root, last_good_commit, event.commit or "HEAD", history_paths, notes
     )
     compiled = evidence.compiled_code
     if event.status == "fail" and compiled and db_snapshot is not None:

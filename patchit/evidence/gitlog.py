@@ -5,7 +5,9 @@ Every call runs git with hooks disabled and never writes to the repository.
 
 from __future__ import annotations
 
+import fnmatch
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from patchit.errors import VcsError
@@ -64,3 +66,64 @@ def history_and_changes(
     except VcsError as exc:
         notes.append(f"changed files unavailable: {exc}")
     return log, changed
+
+
+BREAKING_DIFF_MAX_CHARS = 12_000
+# Files whose content may be credentials: their diff is named, never shown (redaction is a
+# second line of defence, not the first).
+_SECRET_FILES = ("*.env", "*.env.*", ".env*", "*secret*", "*credential*", "profiles.yml")
+
+
+def _secret_file(path: str) -> bool:
+    name = Path(path).name.lower()
+    return any(fnmatch.fnmatch(name, pattern) for pattern in _SECRET_FILES)
+
+
+def breaking_diff(
+    repo: Path,
+    base: str | None,
+    head: str,
+    first: Sequence[str] = (),
+    max_chars: int = BREAKING_DIFF_MAX_CHARS,
+) -> str:
+    """The diff base..head (base None: head's own change), file by file, `first` paths first.
+
+    Capped at `max_chars`: the files that matter to the failure come first, so a cap cuts the
+    least relevant ones; what was cut is named on the last line. Binary files are summarised
+    by git itself; files that may hold secrets are named without their content.
+    """
+    if base is None:
+        base = f"{head}~1" if _has_parent(repo, head) else _EMPTY_TREE
+    files = changed_files(repo, base, head)
+    ordered = [p for p in first if p in files] + [p for p in files if p not in first]
+    parts: list[str] = []
+    used = 0
+    for number, path in enumerate(ordered):
+        if _secret_file(path):
+            part = f"diff --git a/{path} b/{path}\n(not shown: the file may hold secrets)\n"
+        else:
+            part = run_git(
+                repo, "diff", "--no-color", "--no-renames", "-U3", base, head, "--", path
+            )
+        if used + len(part) > max_chars:
+            room = max_chars - used
+            if room > 200:
+                parts.append(part[:room].rsplit("\n", 1)[0] + "\n[... diff of this file cut]\n")
+            rest = ordered[number + 1 :] if room > 200 else ordered[number:]
+            if rest:
+                parts.append(f"[... size cap: diff of {', '.join(rest)} not shown]\n")
+            break
+        parts.append(part)
+        used += len(part)
+    return "".join(parts)
+
+
+def breaking_diff_or_note(
+    repo_root: Path, base: str | None, head: str, first: list[str], notes: list[str]
+) -> str:
+    """`breaking_diff`, or "" with a note saying why it is missing (evidence never raises)."""
+    try:
+        return breaking_diff(repo_root, base, head, first)
+    except VcsError as exc:
+        notes.append(f"breaking diff unavailable: {exc}")
+        return ""

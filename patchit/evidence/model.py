@@ -76,6 +76,9 @@ class Evidence(BaseModel):
         default_factory=list, description="files changed since the last good commit (or HEAD~1)"
     )
     last_good_commit: str | None = None
+    breaking_diff: str = Field(
+        default="", description="diff of the last good commit (or HEAD~1) to the failing commit"
+    )
     index: ProjectIndex = Field(default_factory=ProjectIndex)
     notes: list[str] = Field(default_factory=list, description="what could not be gathered")
     test_kind: str | None = Field(

@@ -11,6 +11,10 @@ and judges from the task instances' final states, never from an exit code.
 `warm=True` (default) serves every candidate from one pre-imported parent that forks a child
 per candidate (`airflow_fork`): no DagBag or user module survives between candidates.
 `warm=False` starts `python -m patchit.harnesses.airflow_runner` per candidate.
+
+Either runs in the sandbox `self.sandbox` configures (`patchit.sandbox.isolation`): the warm
+parent is started inside it with patchit's worktrees, sandboxes and cache writable, and its
+forks inherit it; a task stopped by a limit is reported with `limit_hit`, not as a failure.
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
+from patchit.config import SandboxConfig
 from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.airflow_fork import ForkParent
 from patchit.harnesses.airflow_home import airflow_env, prepare_airflow_home
 from patchit.harnesses.base import Verification, Workspace
-from patchit.harnesses.dbt_worker import kill_process_group
+from patchit.harnesses.warm import kill_process_group, popen_sandboxed
+from patchit.sandbox.isolation import Sandbox, make_sandbox, patchit_areas
 
 OUTPUT_TAIL_LINES = 60
 LINE_MAX_CHARS = 400
@@ -109,10 +115,14 @@ class AirflowHarness:
 
     name: ClassVar[str] = "airflow"
 
-    def __init__(self, timeout_s: float = 600, warm: bool = True) -> None:
+    def __init__(
+        self, timeout_s: float = 600, warm: bool = True, sandbox: SandboxConfig | None = None
+    ) -> None:
         self.timeout_s = timeout_s
         self.warm = warm
+        self.sandbox = sandbox or SandboxConfig()
         self._parent: ForkParent | None = None
+        self._parent_config: SandboxConfig | None = None  # the config the parent started with
         self._lock = threading.Lock()
         self.last_timings: dict[str, int] = {}  # migrate_ms, copy_ms, run_ms of the last verify
 
@@ -125,7 +135,7 @@ class AirflowHarness:
         """Start the warm parent now (imports Airflow: seconds) rather than on first verify."""
         if self.warm:
             with self._lock:
-                self._ensure_parent()
+                self._ensure_parent(())
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
         return event.source is FailureSource.AIRFLOW
@@ -160,18 +170,27 @@ class AirflowHarness:
         request_path.write_text(json.dumps(request), encoding="utf-8")
         result_path.unlink(missing_ok=True)
         log_path.unlink(missing_ok=True)
+        need = (workspace.root, scratch)
         with self._lock:
             if self.warm:
                 job = {"request": str(request_path), "result": str(result_path),
                        "log": str(log_path), "cwd": str(workspace.root), "env": env}  # fmt: skip
-                timed_out = self._ensure_parent().run(job, self.timeout_s)
+                parent = self._ensure_parent(need)
+                sandbox = parent.sandbox
+                timed_out = parent.run(job, self.timeout_s)
             else:
-                timed_out = self._run_fresh(request_path, result_path, log_path, workspace, env)
+                sandbox = make_sandbox(self.sandbox, patchit_areas(*need))
+                timed_out = self._run_fresh(
+                    request_path, result_path, log_path, workspace, env, sandbox
+                )
         result = self._read_result(result_path, timed_out, log_path)
         passed = bool(result.get("passed")) and not timed_out
         output = summarise_output(result, log_path)
+        limit = "time" if timed_out else None
         if timed_out:
             output = f"{output}\npatchit: the task was stopped after {self.timeout_s:g} s".strip()
+        elif not passed:
+            limit = sandbox.limit_in(f"{output}\n{result.get('error') or ''}")
         self.last_timings = {
             "migrate_ms": migrate_ms,
             "copy_ms": int((copied - started) * 1000) - migrate_ms,
@@ -184,9 +203,9 @@ class AirflowHarness:
             output=output,
             failures=[] if passed else [event.unit_id],
             duration_ms=int((time.monotonic() - started) * 1000),
-            isolation="subprocess",
+            isolation=sandbox.describe(),
             fidelity="runtime",
-            limit_hit="time" if timed_out else None,
+            limit_hit=limit,
         )
 
     def close(self) -> None:
@@ -211,23 +230,40 @@ class AirflowHarness:
         command = shlex.join(["airflow", "dags", "test", event.pipeline_id, date])
         return f"{command}  # only {event.unit_id} and its upstream tasks, retries 0"
 
-    def _ensure_parent(self) -> ForkParent:
-        if self._parent is None or not self._parent.alive():
-            if self._parent is not None:
-                self._parent.stop()
-            self._parent = ForkParent.start()
+    def _ensure_parent(self, need: tuple[Path, ...]) -> ForkParent:
+        """The live parent if its sandbox lets it write `need` under the current config; else
+        a new one (the old one is stopped: it died, or its sandbox is the wrong one)."""
+        parent = self._parent
+        if (
+            parent is not None
+            and parent.alive()
+            and self._parent_config == self.sandbox
+            and parent.sandbox.covers(*need)
+        ):
+            return parent
+        if parent is not None:
+            parent.stop()
+        self._parent = None
+        self._parent = ForkParent.start(make_sandbox(self.sandbox, patchit_areas(*need)))
+        self._parent_config = self.sandbox.model_copy()
         return self._parent
 
     def _run_fresh(
-        self, request: Path, result: Path, log: Path, workspace: Workspace, env: dict[str, str]
+        self,
+        request: Path,
+        result: Path,
+        log: Path,
+        workspace: Workspace,
+        env: dict[str, str],
+        sandbox: Sandbox,
     ) -> bool:
         """One `python -m patchit.harnesses.airflow_runner` process; True if it timed out."""
         runner = [sys.executable, "-m", "patchit.harnesses.airflow_runner"]
         with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [*runner, str(request), str(result)],
+            proc = popen_sandboxed(
+                [*runner, str(request), str(result)], sandbox,
                 cwd=workspace.root, env=env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
             try:
                 proc.wait(timeout=self.timeout_s)

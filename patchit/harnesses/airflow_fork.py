@@ -19,19 +19,20 @@ while the parent lives on to serve the next candidate.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from patchit.errors import HarnessError
-from patchit.harnesses.jsonlines import JsonLineReader
+from patchit.harnesses.warm import WarmProcess
+from patchit.sandbox.isolation import Sandbox
 
 STARTUP_TIMEOUT_S = 180.0
 
@@ -114,21 +115,13 @@ def serve() -> int:
     return 0
 
 
-class ForkParent:
+class ForkParent(WarmProcess):
     """The harness's handle on a running `airflow_fork` parent."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], stderr: IO[bytes], home: Path) -> None:
-        self._proc = proc
-        self._home = home
-        self._stderr = stderr
-        assert proc.stdout is not None
-        self._lines = JsonLineReader(proc.stdout)
-        self.pid = proc.pid
+    label = "Airflow parent"
 
-    @classmethod
-    def start(cls, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> ForkParent:
-        # The parent's own Airflow home: it imports Airflow but never opens this DB.
-        home = Path(tempfile.mkdtemp(prefix="patchit-airflow-parent-"))
+    def __init__(self, sandbox: Sandbox, home: Path) -> None:
+        self._home = home
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
         env |= {
             "HOME": str(home),
@@ -138,69 +131,43 @@ class ForkParent:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         }
-        stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the parent
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "patchit.harnesses.airflow_fork"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            env=env, cwd=home, start_new_session=True,
-        )  # fmt: skip
-        parent = cls(proc, stderr, home)
-        ready = parent._read_line(startup_timeout_s)
-        if ready is None or not ready.get("ready"):
-            parent.stop()
-            raise HarnessError(f"the Airflow parent did not start: {parent.stderr_tail()}")
-        return parent
+        argv = [sys.executable, "-m", "patchit.harnesses.airflow_fork"]
+        super().__init__(argv, sandbox, env, cwd=home)
 
-    def alive(self) -> bool:
-        return self._proc.poll() is None
+    @classmethod
+    def start(cls, sandbox: Sandbox, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> ForkParent:
+        """Spawn a parent in `sandbox` (plus its own home, writable) and wait until Airflow is
+        imported; HarnessError if it cannot start."""
+        # The parent's own Airflow home: it imports Airflow but never opens this DB.
+        home = Path(tempfile.mkdtemp(prefix="patchit-airflow-parent-")).resolve()
+        if sandbox.confines_writes:
+            sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, home))
+        parent = cls(sandbox, home)
+        parent.wait_ready(startup_timeout_s)
+        return parent
 
     def run(self, job: dict[str, Any], timeout_s: float) -> bool:
         """Run one candidate in a forked child; True if it hit the timeout (and was killed)."""
-        assert self._proc.stdin is not None
         deadline = time.monotonic() + timeout_s
-        try:
-            self._proc.stdin.write(json.dumps(job).encode("utf-8") + b"\n")
-            self._proc.stdin.flush()
-        except BrokenPipeError as exc:
-            raise HarnessError(f"the Airflow parent died: {self.stderr_tail()}") from exc
-        child = self._read_line(max(deadline - time.monotonic(), 1.0))
+        if not self.send(job):
+            raise HarnessError(f"the Airflow parent died: {self.stderr_tail()}")
+        child = self.read_line(max(deadline - time.monotonic(), 1.0))
         if child is None:
             self.stop()
             raise HarnessError(f"the Airflow parent did not fork: {self.stderr_tail()}")
-        done = self._read_line(max(deadline - time.monotonic(), 0.0))
+        done = self.read_line(max(deadline - time.monotonic(), 0.0))
         if done is not None:
             return False
         # The child has its own session: this kills it and anything it spawned.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(int(child["child"]), signal.SIGKILL)
-        if self._read_line(30.0) is None:  # the parent reaps it and reports; else replace it
+        if self.read_line(30.0) is None:  # the parent reaps it and reports; else replace it
             self.stop()
         return True
 
     def stop(self) -> None:
-        if self.alive():
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                self._proc.kill()
-        self._proc.wait()
-        for stream in (self._proc.stdin, self._proc.stdout):
-            if stream is not None:
-                stream.close()
-        self._stderr.close()
+        super().stop()
         shutil.rmtree(self._home, ignore_errors=True)
-
-    def stderr_tail(self, max_chars: int = 4000) -> str:
-        try:
-            self._stderr.seek(0)
-            text = self._stderr.read().decode("utf-8", errors="replace")
-        except (OSError, ValueError):
-            return "(no stderr)"
-        return text[-max_chars:].strip() or f"(exit code {self._proc.poll()})"
-
-    def _read_line(self, timeout_s: float) -> dict[str, Any] | None:
-        """One JSON line from the child, or None on timeout or end of stream."""
-        return self._lines.read(timeout_s)
 
 
 if __name__ == "__main__":

@@ -10,20 +10,31 @@ set by the caller before Airflow reads it.
 
 Request: {"dag_file", "dags_folder", "dag_id", "task_id", "map_index", "logical_date",
           "import_only" (a broken DAG file: the import check is the whole test)}.
-Result:  {"stage": "import" | "run" | "done", "passed", "import_error", "states", "error"}.
+Result:  {"stage": "import" | "run" | "done", "passed", "import_error", "states", "error",
+          "xcom": {"task[.map].key": sha256}, "xcom_text": {same keys: value, clipped},
+          "files": {"root/<path>" | "scratch/<path>": sha256}, "files_head": {...: first bytes}}.
+The outputs (XComs of the run, files created or changed under the worktree and the scratch
+dir) are what the data check compares with a baseline run; worktree and scratch paths inside
+them are replaced by `<root>` / `<scratch>`, so runs in different sandboxes compare equal.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sys
 import time
 import traceback
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 # Task states that count as the unit having run cleanly.
 PASSING_STATES = frozenset({"success", "skipped"})
+SCAN_MAX_FILES = 20_000  # a repo larger than this is scanned only this far for written files
+HEAD_CHARS = 300
+_SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", "dbt_packages"})
 
 
 def check_import(dag_file: str, dags_folder: str) -> tuple[Any, str | None]:
@@ -119,6 +130,8 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     result["stage"] = "run"
     subset = prepare_subset(dag, request["task_id"])
     logical_date = request.get("logical_date")
+    roots = output_roots()
+    before = scan_files(roots)
     dag_run = subset.test(
         logical_date=datetime.fromisoformat(logical_date) if logical_date else None
     )
@@ -129,7 +142,108 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
         passed=judge_states(states, request["task_id"], request.get("map_index")),
         run_ms=int((time.monotonic() - started) * 1000),
     )
+    try:
+        result.update(read_xcoms(dag_run, roots))
+        result.update(written_files(roots, before))
+    except Exception as exc:  # the outputs serve the data check; the run's verdict stands
+        result["outputs_error"] = _format(exc)[-2000:]
     return result
+
+
+# -- outputs for the data check -------------------------------------------------------------
+
+
+def output_roots() -> dict[str, Path]:
+    """Where a sandboxed task may write: the worktree (the run's cwd) and the scratch dir
+    (the parent of the isolated AIRFLOW_HOME), by label."""
+    roots = {"root": Path.cwd()}
+    home = os.environ.get("AIRFLOW_HOME")
+    if home:
+        roots["scratch"] = Path(home).parent
+    return roots
+
+
+def normalise(text: str, roots: dict[str, Path]) -> str:
+    """Sandbox paths replaced by `<label>`, longest first (the scratch may sit in the root)."""
+    paths = {str(p): label for label, p in roots.items()}
+    paths |= {str(p.resolve()): label for label, p in roots.items()}
+    for path in sorted(paths, key=len, reverse=True):
+        text = text.replace(path, f"<{paths[path]}>")
+    return text
+
+
+def _skipped(path: Path, roots: dict[str, Path]) -> bool:
+    home = os.environ.get("AIRFLOW_HOME")
+    if home and (path == Path(home) or Path(home) in path.parents):
+        return True  # Airflow's own metadata DB and logs
+    scratch = roots.get("scratch")
+    return path.parent == scratch and path.name.startswith("airflow_")  # request/result/log
+
+
+def scan_files(roots: dict[str, Path]) -> dict[str, tuple[int, int]]:
+    """label/relpath -> (mtime_ns, size) of the files under the roots, bounded."""
+    seen: dict[str, tuple[int, int]] = {}
+    for label, root in roots.items():
+        for dirpath, dirnames, filenames in os.walk(root):
+            here = Path(dirpath)
+            dirnames[:] = [
+                d for d in dirnames if d not in _SKIP_DIRS and not _skipped(here / d, roots)
+            ]
+            for name in filenames:
+                path = here / name
+                if len(seen) >= SCAN_MAX_FILES or _skipped(path, roots):
+                    continue
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                key = f"{label}/{path.relative_to(root).as_posix()}"
+                seen.setdefault(key, (st.st_mtime_ns, st.st_size))
+    return seen
+
+
+def written_files(roots: dict[str, Path], before: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    """Content hashes (sandbox paths normalised) of files created or changed by the run."""
+    files: dict[str, str] = {}
+    heads: dict[str, str] = {}
+    for key, stamp in scan_files(roots).items():
+        if before.get(key) == stamp:
+            continue
+        label, rel = key.split("/", 1)
+        try:
+            data = (roots[label] / rel).read_bytes()
+        except OSError:
+            continue
+        try:
+            text = normalise(data.decode("utf-8"), roots)
+        except UnicodeDecodeError:
+            files[key] = hashlib.sha256(data).hexdigest()
+            heads[key] = f"(binary, {len(data)} bytes)"
+            continue
+        files[key] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        heads[key] = text[:HEAD_CHARS]
+    return {"files": files, "files_head": heads}
+
+
+def read_xcoms(dag_run: Any, roots: dict[str, Path]) -> dict[str, Any]:
+    """Every XCom the run pushed (return values included), as normalised JSON and its hash."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = select(XComModel.task_id, XComModel.map_index, XComModel.key, XComModel.value).where(
+        XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id
+    )
+    hashes: dict[str, str] = {}
+    texts: dict[str, str] = {}
+    with create_session() as session:
+        for task_id, map_index, key, value in session.execute(query).all():
+            index = -1 if map_index is None else int(str(map_index))
+            task = task_id if index < 0 else f"{task_id}[{index}]"
+            text = normalise(json.dumps(value, sort_keys=True, default=str), roots)
+            hashes[f"{task}.{key}"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            texts[f"{task}.{key}"] = text[:HEAD_CHARS]
+    return {"xcom": hashes, "xcom_text": texts}
 
 
 def run_to_file(request_path: str, result_path: str) -> int:

@@ -36,6 +36,11 @@ class Verification(BaseModel):
     isolation: str = "subprocess"
     fidelity: str = "runtime"
     limit_hit: str | None = Field(default=None, description="time | memory | network, if any")
+    outputs: dict[str, str] = Field(
+        default_factory=dict,
+        description="where the run left what a data check compares: 'duckdb' (the run's "
+        "database copy), 'target' (dbt's target dir), 'result' (the Airflow result JSON)",
+    )
 
 
 @runtime_checkable

@@ -9,6 +9,9 @@ the previous candidate's (kept in a private dir under `$PATCHIT_HOME/cache/` unt
 or for the first candidate the one the user's failing run wrote. The sandbox profile's `path:`
 is the same string for every candidate (see `sandbox_db_location`), so dbt accepts it and
 re-parses only the files the candidate changed; dbt checks everything else itself.
+
+The worker (or the fresh `dbt`) runs in the sandbox `self.sandbox` configures
+(`patchit.sandbox.isolation`); a worker whose sandbox cannot write a workspace is replaced.
 """
 
 from __future__ import annotations
@@ -26,17 +29,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from patchit.config import resolve_home
+from patchit.config import SandboxConfig, resolve_home
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import MASK
 from patchit.harnesses.base import Verification, Workspace
-from patchit.harnesses.dbt_worker import WarmDbtWorker, kill_process_group, read_run_results
+from patchit.harnesses.dbt_worker import STARTUP_TIMEOUT_S, WarmDbtWorker, read_run_results
+from patchit.harnesses.warm import kill_process_group, popen_sandboxed
 from patchit.sandbox.dbt_profile import (
     resolve_dbt_target,
     sandbox_db_location,
     write_sandbox_profile,
 )
+from patchit.sandbox.isolation import Sandbox, make_sandbox, patchit_areas
 from patchit.sandbox.snapshot import (
     PARTIAL_PARSE_FILE,
     copy_for_candidate,
@@ -154,10 +159,14 @@ class DbtHarness:
 
     name: ClassVar[str] = "dbt"
 
-    def __init__(self, timeout_s: float = 600, warm: bool = True) -> None:
+    def __init__(
+        self, timeout_s: float = 600, warm: bool = True, sandbox: SandboxConfig | None = None
+    ) -> None:
         self.timeout_s = timeout_s
         self.warm = warm
+        self.sandbox = sandbox or SandboxConfig()
         self._worker: WarmDbtWorker | None = None
+        self._worker_config: SandboxConfig | None = None  # the config the worker started with
         self._lock = threading.Lock()
         # This instance's latest parse per lineage: in a private dir removed by close(), since
         # dbt's parse holds rendered vars (secrets too) and patchit keeps none at rest.
@@ -174,11 +183,15 @@ class DbtHarness:
         """Start the warm worker now (it imports dbt: seconds) rather than on first verify."""
         if self.warm:
             with self._lock:
-                self._ensure_worker()
+                self._ensure_worker(())
 
     def start_in_background(self) -> threading.Thread:
-        """start() on a daemon thread, e.g. while evidence is gathered; verify() waits for it.
-        A worker that cannot start is reported by the next verify(), which tries again."""
+        """Spawn the worker now and let it import dbt while, e.g., evidence is gathered;
+        verify() waits for it. A worker that cannot start is reported by the next verify(),
+        which tries again. The spawn happens in this thread (see WarmDbtWorker.spawn)."""
+        if self.warm:
+            with self._lock:
+                self._ensure_worker((), wait=False)
 
         def run() -> None:
             with contextlib.suppress(HarnessError):
@@ -199,19 +212,31 @@ class DbtHarness:
         project_dir, cwd = self._sandbox_paths(workspace, event)
         box = self._prepare(workspace, event, project_dir, cwd)
         env = replay_env(event)
+        need = (workspace.root, workspace.scratch)
         with self._lock:
             self._seed_parse(box)
             if self.warm:
+                worker = self._ensure_worker(need)
+                sandbox = worker.sandbox
                 outcome = self._run_warm(box.args, box.cwd, env, box.log_path)
             else:
-                outcome = self._run_fresh(box.args, box.cwd, env, box.log_path, box.target_dir)
+                sandbox = make_sandbox(self.sandbox, patchit_areas(*need))
+                outcome = self._run_fresh(
+                    box.args, box.cwd, env, box.log_path, box.target_dir, sandbox
+                )
             self._keep_parse(box)
         passed, failures = judge_outcome(outcome, event.unit_id)
         output = tail_lines(box.log_path)
         if outcome.exception and outcome.exception not in output:
             output = f"{output}\n{outcome.exception}".strip()
+        limit = None
         if outcome.timed_out:
             output = f"{output}\npatchit: dbt stopped after {self.timeout_s:g} s".strip()
+            limit = "time"
+        elif not passed:
+            limit = sandbox.limit_in(output)
+            if limit == "memory":
+                self._drop_worker()  # an allocation failed somewhere in it: start afresh
         return Verification(
             passed=passed,
             harness=self.name,
@@ -219,9 +244,9 @@ class DbtHarness:
             output=output,
             failures=failures,
             duration_ms=int((time.monotonic() - started) * 1000),
-            isolation="subprocess",
+            isolation=sandbox.describe(),
             fidelity="runtime",
-            limit_hit="time" if outcome.timed_out else None,
+            limit_hit=limit,
         )
 
     def close(self) -> None:
@@ -343,20 +368,46 @@ class DbtHarness:
 
     # -- running dbt ----------------------------------------------------------------------
 
-    def _ensure_worker(self) -> WarmDbtWorker:
-        if self._worker is None or not self._worker.alive():
-            if self._worker is not None:
-                self._worker.stop()  # it died: reap it and start another
-            self._worker = WarmDbtWorker.start()
-        return self._worker
+    def _ensure_worker(self, need: tuple[Path, ...], wait: bool = True) -> WarmDbtWorker:
+        """The live worker if its sandbox lets it write `need` under the current config; else
+        a new one (the old one is stopped: it died, or its sandbox is the wrong one). With
+        `wait`, it has finished importing dbt when this returns."""
+        worker = self._worker
+        if not (
+            worker is not None
+            and worker.alive()
+            and self._worker_config == self.sandbox
+            and worker.sandbox.covers(*need)
+        ):
+            self._drop_worker()
+            sandbox: Sandbox = make_sandbox(self.sandbox, patchit_areas(*need))
+            worker = self._worker = WarmDbtWorker.spawn(sandbox)
+            self._worker_config = self.sandbox.model_copy()
+        if wait:
+            try:
+                worker.wait_ready(STARTUP_TIMEOUT_S)
+            except HarnessError:
+                self._worker = None
+                raise
+        return worker
+
+    def _drop_worker(self) -> None:
+        if self._worker is not None:
+            with contextlib.suppress(OSError):
+                self._worker.stop()
+            self._worker = None
 
     def _run_warm(self, args: list[str], cwd: Path, env: dict[str, str], log: Path) -> DbtOutcome:
         request = {"args": args, "cwd": str(cwd), "env": env, "log_path": str(log)}
-        reply = self._ensure_worker().request(request, self.timeout_s)
+        assert self._worker is not None  # verify() ensured it
+        reply = self._worker.request(request, self.timeout_s)
         if reply is not None and reply.get("worker_died") and not log.exists():
             # It died before it began this request (killed while idle, the kill still landing
             # when alive() was asked): the request itself is not to blame, so run it again.
-            reply = self._ensure_worker().request(request, self.timeout_s)
+            sandbox = self._worker.sandbox
+            self._drop_worker()
+            self._worker = WarmDbtWorker.start(sandbox)
+            reply = self._worker.request(request, self.timeout_s)
         if reply is None:  # timed out: the worker was killed, the next verify starts another
             self._worker = None
             return DbtOutcome(success=False, timed_out=True)
@@ -367,7 +418,13 @@ class DbtHarness:
         )
 
     def _run_fresh(
-        self, args: list[str], cwd: Path, env: dict[str, str], log: Path, target_dir: Path
+        self,
+        args: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        log: Path,
+        target_dir: Path,
+        sandbox: Sandbox,
     ) -> DbtOutcome:
         dbt = Path(sys.executable).parent / "dbt"
         executable = str(dbt) if dbt.is_file() else shutil.which("dbt")
@@ -377,9 +434,9 @@ class DbtHarness:
         run_results = target_dir / "run_results.json"
         run_results.unlink(missing_ok=True)
         with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [executable, *args], cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            proc = popen_sandboxed(
+                [executable, *args], sandbox, cwd=cwd, env=full_env,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
             try:
                 returncode = proc.wait(timeout=self.timeout_s)

@@ -21,17 +21,15 @@ import importlib
 import importlib.metadata
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import Any, TextIO
 
-from patchit.errors import HarnessError
-from patchit.harnesses.jsonlines import JsonLineReader
+from patchit.harnesses.warm import WarmProcess
+from patchit.sandbox.isolation import Sandbox
 
 STARTUP_TIMEOUT_S = 120.0
 _PRELOAD = (
@@ -207,15 +205,6 @@ def main() -> int:
 # -- the parent's side ------------------------------------------------------------------------
 
 
-def kill_process_group(proc: subprocess.Popen[Any]) -> None:
-    """Kill a child started with start_new_session=True and everything it spawned."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    proc.wait()
-
-
 def read_run_results(path: Path) -> list[dict[str, Any]]:
     """run_results.json rows in the worker's reply shape (empty when dbt wrote none)."""
     try:
@@ -233,46 +222,35 @@ def read_run_results(path: Path) -> list[dict[str, Any]]:
     ]
 
 
-class WarmDbtWorker:
+class WarmDbtWorker(WarmProcess):
     """The parent's handle on one worker process: start, send a request, stop."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
-        self._proc = proc
-        self._stderr = stderr
-        assert proc.stdout is not None
-        self._lines = JsonLineReader(proc.stdout)
-        self.pid = proc.pid
+    label = "dbt worker"
 
     @classmethod
-    def start(cls, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> WarmDbtWorker:
-        """Spawn a worker and wait until dbt is imported; HarnessError if it cannot start."""
+    def start(cls, sandbox: Sandbox, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> WarmDbtWorker:
+        """Spawn a worker in `sandbox` and wait until dbt is imported; HarnessError if it
+        cannot start."""
         # patchit's own DBT_* settings must not leak into sandbox runs; requests bring theirs.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
-        stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "patchit.harnesses.dbt_worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            env=env, start_new_session=True,
-        )  # fmt: skip
-        worker = cls(proc, stderr)
-        ready = worker._read_reply(startup_timeout_s)
-        if ready is None or not ready.get("ready"):
-            worker.stop()
-            raise HarnessError(f"the dbt worker did not start: {worker.stderr_tail()}")
+        worker = cls.spawn(sandbox)
+        worker.wait_ready(startup_timeout_s)
         return worker
 
-    def alive(self) -> bool:
-        return self._proc.poll() is None
+    @classmethod
+    def spawn(cls, sandbox: Sandbox) -> WarmDbtWorker:
+        """Spawn a worker without waiting for it (`wait_ready` later, from any thread).
+
+        bwrap's --die-with-parent ties the sandbox to the *thread* that spawned it, so a
+        worker that must outlive a helper thread is spawned by the caller's thread."""
+        # patchit's own DBT_* settings must not leak into sandbox runs; requests bring theirs.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
+        return cls([sys.executable, "-m", "patchit.harnesses.dbt_worker"], sandbox, env)
 
     def request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
         """Send one request and wait for its reply; None (worker killed) on timeout."""
-        assert self._proc.stdin is not None
-        try:
-            self._proc.stdin.write(json.dumps(payload).encode("utf-8") + b"\n")
-            self._proc.stdin.flush()
-        except BrokenPipeError:
+        if not self.send(payload):
             return self._died()
-        reply = self._read_reply(timeout_s)
+        reply = self.read_line(timeout_s)
         if reply is None:
             if self.alive():
                 self.stop()
@@ -280,31 +258,11 @@ class WarmDbtWorker:
             return self._died()
         return reply
 
-    def stop(self) -> None:
-        if self.alive():
-            kill_process_group(self._proc)
-        for stream in (self._proc.stdin, self._proc.stdout):
-            if stream is not None:
-                stream.close()
-        self._stderr.close()
-
-    def stderr_tail(self, max_chars: int = 4000) -> str:
-        try:
-            self._stderr.seek(0)
-            text = self._stderr.read().decode("utf-8", errors="replace")
-        except (OSError, ValueError):
-            return "(no stderr)"
-        return text[-max_chars:].strip() or f"(exit code {self._proc.poll()})"
-
     def _died(self) -> dict[str, Any]:
         """A worker that died mid-request failed that request; the next one gets a new worker."""
         self._proc.wait()
-        message = f"dbt worker died (exit code {self._proc.returncode}): {self.stderr_tail()}"
+        message = f"dbt worker died (exit code {self.returncode()}): {self.stderr_tail()}"
         return {"success": False, "exception": message, "results": [], "worker_died": True}
-
-    def _read_reply(self, timeout_s: float) -> dict[str, Any] | None:
-        """One JSON line from the child, or None on timeout or end of stream."""
-        return self._lines.read(timeout_s)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,31 @@ def m001_initial(db: Database) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_initial]
+def m002_llm_calls(db: Database) -> None:
+    """The LLM ledger: one row per model call, so budgets are checked before the next one."""
+    db.table("llm_calls").create(
+        {
+            "id": int,
+            "incident_id": str,
+            "purpose": str,
+            "round": int,
+            "model": str,
+            "tokens_in": int,
+            "tokens_out": int,
+            "cost_usd": float,
+            "outcome": str,
+            "error": str,
+            "created_utc": str,
+        },
+        pk="id",
+        not_null={"incident_id", "purpose", "outcome", "created_utc"},
+        defaults={"round": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "error": ""},
+    )
+    db.table("llm_calls").create_index(["incident_id"])
+    db.table("llm_calls").create_index(["created_utc"])
+
+
+MIGRATIONS: list[Migration] = [m001_initial, m002_llm_calls]
 
 
 def _ensure_migrations_table(db: Database) -> None:

@@ -20,6 +20,7 @@ class AttemptOutcome(StrEnum):
     FAILED = "failed"
     REFUSED = "refused"
     HARNESS_LIMIT = "harness_limit"
+    NEEDS_REVIEW = "needs_review"  # the run passed, the data check found unmeant differences
 
 
 class Incident(BaseModel):
@@ -40,6 +41,7 @@ class Incident(BaseModel):
     created_utc: datetime
     updated_utc: datetime
     needs_human: bool = False
+    needs_review: bool = False  # a candidate passed but changed outputs it should not have
     attempts: int = 0
     events: int = 0
 

@@ -31,7 +31,8 @@ from patchit.patching.base import PatchCandidate, PriorAttempt
 from patchit.patching.diffs import diff_hash
 
 DB_RELATIVE_PATH = Path("memory") / "attempts.sqlite3"
-TRIED_OUTCOMES = ("verified", "failed")
+TRIED_OUTCOMES = ("verified", "failed", "needs_review")
+_TRIED = ", ".join("?" * len(TRIED_OUTCOMES))
 
 
 _UPDATABLE = {
@@ -41,7 +42,9 @@ _UPDATABLE = {
 _INCIDENT_SELECT = """
 select i.*,
   (select count(*) from attempts a where a.incident_id = i.id) as attempts,
-  (select count(*) from events e where e.incident_id = i.id) as events
+  (select count(*) from events e where e.incident_id = i.id) as events,
+  (i.status != 'fixed' and exists (select 1 from attempts a where a.incident_id = i.id
+     and a.outcome = 'needs_review')) as needs_review
 from incidents i
 """
 
@@ -327,9 +330,10 @@ class Memory:
         return [AttemptRecord.model_validate({**r, "files": json.loads(r["files"])}) for r in rows]
 
     def attempt_count(self, fingerprint: str) -> int:
-        """Attempts on this fingerprint that reached verification (verified or failed)."""
+        """Attempts on this fingerprint that reached verification (a harness limit does not
+        count: it says nothing about the candidate)."""
         rows = self._rows(
-            "select count(*) as n from attempts where fingerprint = ? and outcome in (?, ?)",
+            f"select count(*) as n from attempts where fingerprint = ? and outcome in ({_TRIED})",
             (fingerprint, *TRIED_OUTCOMES),
         )
         return int(rows[0]["n"])
@@ -337,7 +341,8 @@ class Memory:
     def history(self, fingerprint: str) -> list[PriorAttempt]:
         """Every attempt on this fingerprint, oldest first, as strategies see them."""
         rows = self._rows(
-            "select diff_hash, tag, outcome, diff, reason from attempts"
+            "select diff_hash, tag, outcome, diff, reason,"
+            " coalesce(verification_output, '') as output from attempts"
             " where fingerprint = ? order by id",
             (fingerprint,),
         )
@@ -347,7 +352,7 @@ class Memory:
         """Whether this normalised diff already went to verification for this fingerprint."""
         rows = self._rows(
             "select 1 from attempts where fingerprint = ? and diff_hash = ?"
-            " and outcome in (?, ?) limit 1",
+            f" and outcome in ({_TRIED}) limit 1",
             (fingerprint, diff_hash, *TRIED_OUTCOMES),
         )
         return bool(rows)

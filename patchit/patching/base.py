@@ -45,6 +45,7 @@ class PriorAttempt(BaseModel):
     outcome: str
     diff: str = ""
     reason: str = ""
+    output: str = Field(default="", description="verification output (tail), redacted")
 
 
 @runtime_checkable

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
-
 from patchit.classify.model import FailureClass, Verdict
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.model import Evidence
+from patchit.fidelity import DataCheck
 from patchit.harnesses.base import Verification
 from patchit.memory import AttemptRecord, Incident
 from patchit.patching.base import PatchCandidate
-from patchit.reports.model import AttemptLine, RootCauseReport
+from patchit.reports.model import AttemptLine, LlmSummary, RootCauseReport
 
 _OUTPUT_TAIL_LINES = 25
 _NODE_KINDS = {"model", "seed", "snapshot", "test", "unit_test", "source"}
@@ -83,6 +82,9 @@ def build_report(
     stop_reason: str,
     commands: list[str],
     events: int,
+    tiers: list[str] | None = None,
+    data_check: DataCheck | None = None,
+    llm: LlmSummary | None = None,
 ) -> RootCauseReport:
     status = incident.status.value if hasattr(incident.status, "value") else str(incident.status)
     verification = None
@@ -92,13 +94,11 @@ def build_report(
         verification = (
             f"`{result.command}` passed in {result.duration_ms / 1000:.1f} s "
             f"(harness `{result.harness}`, isolation `{result.isolation}`, fidelity "
-            f"`{result.fidelity}`, data check: not run). Candidate from `{candidate.strategy}` "
+            f"`{result.fidelity}`, data check: {data_check.summary if data_check else 'not run'})."
+            f" Candidate from `{candidate.strategy}` "
             f"(tier {candidate.tier}, tag `{candidate.tag}`)."
         )
     cls = verdict.cls.value if verdict else FailureClass.UNKNOWN.value
-    tiers = ["tier 0 (deterministic fix-its)"]
-    if not os.environ.get("ANTHROPIC_API_KEY"):
-        tiers.append("tier 1 (LLM): off, no ANTHROPIC_API_KEY")
     return RootCauseReport(
         incident_id=incident.id,
         status=status,
@@ -117,10 +117,13 @@ def build_report(
         events=events,
         related_units=_capped(list(event.context.get("related_units", []))),
         attempts=_attempt_lines(attempts),
-        tiers_run=tiers if cls == FailureClass.CODE_BUG.value else [],
+        tiers_run=list(tiers or []),
         branch=incident.branch,
         diff=diff,
         verification=verification,
+        data_check=data_check.markdown() if data_check else None,
+        needs_review=bool(data_check and data_check.needs_review),
+        llm=llm,
         next_actions=_next_actions(status, event, verdict, commands),
         needs_human=status != "fixed",
         stop_reason=stop_reason,

@@ -27,6 +27,20 @@ class AttemptLine(BaseModel):
     cost_usd: float = 0.0
 
 
+class LlmSummary(BaseModel):
+    """What the model tier spent on this incident (from the call ledger)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = ""
+    rounds: int = 0
+    calls: int = 0
+    candidates: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+
+
 class RootCauseReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -51,6 +65,13 @@ class RootCauseReport(BaseModel):
     branch: str | None = None
     diff: str | None = None
     verification: str | None = Field(default=None, description="harness, isolation, result")
+    data_check: str | None = Field(
+        default=None, description="the data-aware check of the winner, or of a refused candidate"
+    )
+    needs_review: bool = Field(
+        default=False, description="a candidate passed but changed outputs it should not have"
+    )
+    llm: LlmSummary | None = None
     next_actions: list[str] = Field(default_factory=list)
     needs_human: bool = True
     stop_reason: str = ""

@@ -267,6 +267,11 @@ class Zoo:
     def evidence(self, task_id: str, repo: Path | None = None, **kwargs: str) -> Evidence:
         return gather_airflow_evidence(self.events[task_id], repo or self.repo, **kwargs)
 
+    def event_in(self, task_id: str, repo: Path) -> UniversalFailureEvent:
+        """The task's event as if it had failed in `repo` (a copy): every path moved there."""
+        text = self.events[task_id].model_dump_json()
+        return UniversalFailureEvent.model_validate_json(text.replace(str(self.repo), str(repo)))
+
     def copy_repo(self, dest: Path) -> Path:
         """A copy of the failing checkout (evidence reads it; the event still names `repo`)."""
         shutil.copytree(self.repo, dest, ignore=shutil.ignore_patterns("__pycache__"))

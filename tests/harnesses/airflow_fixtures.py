@@ -79,3 +79,31 @@ def airflow_event(repo: Path, dag_id: str, task_id: str, dag_file: str) -> Unive
         commit=git(repo, "rev-parse", "HEAD"),
         context={"dags_folder": str(repo / "examples" / "airflow" / "dags")},
     )
+
+
+# A DAG whose one task runs the given code: what a patched task could try inside the sandbox.
+ESCAPE_DAG = '''"""A DAG whose only task tries to leave the sandbox."""
+from datetime import datetime
+
+from airflow.sdk import dag, task
+
+
+@dag(dag_id="escape_dag", schedule=None, start_date=datetime(2024, 1, 1), catchup=False)
+def escape_dag():
+    @task
+    def escape():
+{body}
+
+    escape()
+
+
+escape_dag()
+'''
+ESCAPE_DAG_FILE = "examples/airflow/dags/escape_dag.py"
+
+
+def add_escape_dag(root: Path, code: str) -> None:
+    """`code` (statements) becomes the body of task escape_dag.escape in the worktree."""
+    body = "\n".join(f"        {line}" for line in code.strip().splitlines())
+    (root / ESCAPE_DAG_FILE).write_text(ESCAPE_DAG.replace("{body}", body))
+    commit_all(root, "a task that tries to escape")

@@ -1,6 +1,9 @@
 """The contract every harness passes (as dbt adapters share one conformance suite).
 
-A harness's test module subclasses `HarnessContract` and provides four fixtures:
+Four properties, whatever the runtime: it passes a good unit; it fails a broken one with the
+error captured in its output; it honours its time limit; it leaves the user's tree alone.
+
+A harness's test module subclasses `HarnessContract` and provides three fixtures:
 `harness` (a ready instance), `slow_harness` (the same harness with `timeout_s=3`), and
 `make_case(kind)` building a `HarnessCase` for kind "good", "broken" or "slow" in a fresh
 user repository; the contract does the rest.
@@ -36,13 +39,20 @@ MakeCase = Callable[[str], HarnessCase]
 
 
 def user_state(case: HarnessCase) -> dict[str, str]:
+    """Git's view of the user's repo plus the bytes of every file in it (ignored ones too:
+    git status cannot see an ignored database or cache being rewritten)."""
     repo = case.user_repo
     state = {
         "status": git(repo, "status", "--porcelain", "--ignored"),
         "head": git(repo, "rev-parse", "HEAD"),
         "branch": git(repo, "symbolic-ref", "HEAD"),
         "branches": git(repo, "branch", "--list"),
+        "worktrees": git(repo, "worktree", "list", "--porcelain"),
     }
+    for path in sorted(repo.rglob("*")):
+        if ".git" in path.relative_to(repo).parts or not path.is_file():
+            continue
+        state[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     for path in case.protected_files:
         state[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return state
@@ -69,11 +79,15 @@ class HarnessContract:
         self, harness: Harness, make_case: MakeCase
     ) -> None:
         case = make_case("broken")
+        assert case.expected_error, "a broken case names the error it must show"
         result = harness.verify(case.workspace, case.event)
         assert not result.passed
         assert case.event.unit_id in result.failures
         assert case.expected_error in result.output
         assert result.limit_hit is None
+        assert result.harness == harness.name
+        assert result.command
+        assert result.isolation
 
     def test_honours_the_timeout(self, slow_harness: Harness, make_case: MakeCase) -> None:
         case = make_case("slow")
@@ -82,6 +96,7 @@ class HarnessContract:
         elapsed_s = time.monotonic() - started
         assert not result.passed
         assert result.limit_hit == "time"
+        assert case.event.unit_id in result.failures
         # Killed at the limit, not left to finish a query that would run for hours.
         assert elapsed_s < SLOW_TIMEOUT_S + 20, elapsed_s
 
@@ -89,4 +104,6 @@ class HarnessContract:
         case = make_case("broken")
         before = user_state(case)
         harness.verify(case.workspace, case.event)
-        assert user_state(case) == before
+        after = user_state(case)
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        assert changed == []

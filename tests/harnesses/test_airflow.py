@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from patchit.config import SandboxConfig
 from patchit.harnesses.airflow import AirflowHarness
 from patchit.harnesses.airflow_home import ensure_template_db, template_db_path
-from patchit.harnesses.base import Workspace
+from patchit.harnesses.base import Verification, Workspace
+from patchit.sandbox.isolation import bubblewrap_problem
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
 from tests.harnesses.airflow_fixtures import (
+    ESCAPE_DAG_FILE,
     REPORTS_DAG,
+    add_escape_dag,
     add_slow_dag,
     airflow_event,
     break_import,
@@ -36,6 +44,19 @@ def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def module_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("patchit-home")
+
+
+@pytest.fixture(autouse=True)
+def _patchit_home(module_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """One PATCHIT_HOME for the module, as for one patchit process: the warm parent's sandbox
+    (its worktrees, sandboxes and cache writable) then serves every test."""
+    monkeypatch.setenv("PATCHIT_HOME", str(module_home))
+    return module_home
+
+
 @pytest.fixture
 def seeded_home(_patchit_home: Path, template_db: Path) -> Path:
     """This test's PATCHIT_HOME with the session's template DB already in its cache."""
@@ -48,10 +69,12 @@ def seeded_home(_patchit_home: Path, template_db: Path) -> Path:
 @pytest.fixture
 def make_case(tmp_path: Path, seeded_home: Path) -> Iterator[MakeCase]:
     repo = make_airflow_repo(tmp_path / "user-repo")
+    incident = tmp_path.name  # unique in the shared home
     roots: list[Path] = []
 
     def make(kind: str) -> HarnessCase:
-        root = create_worktree(repo, "HEAD", worktrees_home() / f"{kind}-{len(roots)}")
+        name = f"{incident}-{kind}-{len(roots)}"
+        root = create_worktree(repo, "HEAD", worktrees_home() / name)
         roots.append(root)
         dag_id, task_id, dag_file, expected = "shop_reports", "write_report", REPORTS_DAG, ""
         if kind == "broken":
@@ -63,7 +86,8 @@ def make_case(tmp_path: Path, seeded_home: Path) -> Iterator[MakeCase]:
         elif kind == "slow":
             add_slow_dag(root)
             dag_id, task_id, dag_file = "slow_dag", "nap", "examples/airflow/dags/slow_dag.py"
-        workspace = Workspace(root=root, scratch=seeded_home / "scratch" / f"{kind}-{len(roots)}")
+        scratch = seeded_home / "sandboxes" / incident / f"{kind}-{len(roots)}"
+        workspace = Workspace(root=root, scratch=scratch)
         return HarnessCase(
             user_repo=repo,
             workspace=workspace,
@@ -78,9 +102,10 @@ def make_case(tmp_path: Path, seeded_home: Path) -> Iterator[MakeCase]:
 
 
 @pytest.fixture(scope="module")
-def warm_harness() -> Iterator[AirflowHarness]:
+def warm_harness(module_home: Path) -> Iterator[AirflowHarness]:
     """One warm parent for the module, as for one incident's candidates."""
-    with AirflowHarness(warm=True) as harness:
+    with AirflowHarness(warm=True) as harness, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATCHIT_HOME", str(module_home))
         harness.start()
         yield harness
 
@@ -161,3 +186,103 @@ class TestFreshAirflowHarness:
         assert not result.passed
         assert case.expected_error in result.output
         assert result.failures == ["write_report"]
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A dir outside /tmp (which the sandbox hides entirely) that a task may not write."""
+    path = Path(tempfile.mkdtemp(prefix="patchit-outside-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path)
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[int, list[bytes]]]:
+    """A TCP server on the host's loopback recording what each connection sent."""
+    server = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                received.append(conn.recv(100))
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1], received
+    server.close()
+
+
+class TestSandboxedAirflowTask:
+    """A patched task that tries to escape is stopped, and the attempt says which limit."""
+
+    @pytest.fixture(autouse=True)
+    def _bwrap(self) -> None:
+        problem = bubblewrap_problem()
+        assert problem is None, f"bubblewrap is required ({problem}); CI installs it"
+
+    @staticmethod
+    def run_escape(harness: AirflowHarness, make_case: MakeCase, code: str) -> Verification:
+        case = make_case("good")
+        add_escape_dag(case.workspace.root, code)
+        event = airflow_event(case.user_repo, "escape_dag", "escape", ESCAPE_DAG_FILE)
+        result = harness.verify(case.workspace, event)
+        assert not result.passed
+        assert result.isolation.startswith("bubblewrap (no network"), result.isolation
+        return result
+
+    def test_a_write_outside_the_worktree(
+        self, warm_harness: AirflowHarness, make_case: MakeCase, outside: Path
+    ) -> None:
+        code = f"open({str(outside / 'escape.txt')!r}, 'w').write('escaped')"
+        result = self.run_escape(warm_harness, make_case, code)
+        assert result.limit_hit == "write", result.output
+        assert "Read-only file system" in result.output
+        assert list(outside.iterdir()) == []
+
+    def test_a_socket(
+        self, warm_harness: AirflowHarness, make_case: MakeCase,
+        listener: tuple[int, list[bytes]],
+    ) -> None:  # fmt: skip
+        port, received = listener
+        code = f"""
+import socket
+socket.create_connection(("127.0.0.1", {port}), timeout=5).sendall(b"escaped")
+"""
+        result = self.run_escape(warm_harness, make_case, code)
+        assert result.limit_hit == "network", result.output
+        assert received == []
+
+    def test_a_runaway(self, warm_harness: AirflowHarness, make_case: MakeCase) -> None:
+        saved, warm_harness.timeout_s = warm_harness.timeout_s, SLOW_TIMEOUT_S
+        started = time.monotonic()
+        try:
+            result = self.run_escape(warm_harness, make_case, "while True:\n    pass")
+        finally:
+            warm_harness.timeout_s = saved
+        assert result.limit_hit == "time"
+        assert time.monotonic() - started < SLOW_TIMEOUT_S + 20
+
+    def test_memory_over_the_limit(self, warm_harness: AirflowHarness, make_case: MakeCase) -> None:
+        result = self.run_escape(warm_harness, make_case, "blob = bytearray(8 * 1024 ** 3)")
+        assert result.limit_hit == "memory", result.output
+        assert "MemoryError" in result.output
+
+    def test_the_network_when_the_config_allows_it(
+        self, make_case: MakeCase, listener: tuple[int, list[bytes]]
+    ) -> None:
+        port, received = listener
+        case = make_case("good")
+        add_escape_dag(
+            case.workspace.root,
+            f"import socket\nsocket.create_connection(('127.0.0.1', {port})).sendall(b'hi')",
+        )
+        event = airflow_event(case.user_repo, "escape_dag", "escape", ESCAPE_DAG_FILE)
+        with AirflowHarness(warm=False, sandbox=SandboxConfig(network=True)) as harness:
+            result = harness.verify(case.workspace, event)
+        assert result.passed, result.output
+        assert result.isolation.startswith("bubblewrap (network allowed")
+        assert received == [b"hi"]

@@ -34,14 +34,30 @@ def shop_event(repo: Path, unit_id: str) -> UniversalFailureEvent:
     )
 
 
+@pytest.fixture(scope="module")
+def module_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("patchit-home")
+
+
+@pytest.fixture(autouse=True)
+def _patchit_home(module_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """One PATCHIT_HOME for the module, as for one patchit process: the warm worker's sandbox
+    (its worktrees, sandboxes and cache writable) then serves every test."""
+    monkeypatch.setenv("PATCHIT_HOME", str(module_home))
+    return module_home
+
+
 @pytest.fixture
-def make_case(shop_repo: Path, _patchit_home: Path) -> Iterator[MakeCase]:
-    """Cases in worktrees of the `shop_repo`, sharing one incident snapshot of its DB."""
-    snapshot = snapshot_database(shop_repo / "shop.duckdb", _patchit_home / "snapshots" / "inc")
+def make_case(shop_repo: Path, _patchit_home: Path, tmp_path: Path) -> Iterator[MakeCase]:
+    """Cases in worktrees of the `shop_repo`, sharing one incident snapshot of its DB; laid
+    out as the loop lays them out (scratch dirs under `$PATCHIT_HOME/sandboxes`)."""
+    incident = tmp_path.name  # unique in the shared home
+    snapshot = snapshot_database(shop_repo / "shop.duckdb", _patchit_home / "snapshots" / incident)
     roots: list[Path] = []
 
     def make(kind: str) -> HarnessCase:
-        root = create_worktree(shop_repo, "HEAD", worktrees_home() / f"{kind}-{len(roots)}")
+        name = f"{incident}-{kind}-{len(roots)}"
+        root = create_worktree(shop_repo, "HEAD", worktrees_home() / name)
         roots.append(root)
         unit_id, expected = "model.shop.orders", ""
         if kind == "broken":
@@ -55,7 +71,7 @@ def make_case(shop_repo: Path, _patchit_home: Path) -> Iterator[MakeCase]:
             unit_id = "model.shop.slow"
         workspace = Workspace(
             root=root,
-            scratch=_patchit_home / "scratch" / f"{kind}-{len(roots)}",
+            scratch=_patchit_home / "sandboxes" / incident / f"{kind}-{len(roots)}",
             snapshot=snapshot.parent,
         )
         return HarnessCase(
@@ -112,6 +128,20 @@ class TestWarmDbtHarness(HarnessContract):
         third = harness.verify(make_case("good").workspace, good.event)
         assert third.passed, third.output
         assert harness.worker_pid not in (None, pid)
+
+    def test_a_worker_started_in_the_background_outlives_its_thread(
+        self, make_case: MakeCase
+    ) -> None:
+        # bwrap's --die-with-parent follows the spawning *thread*: a worker spawned by the
+        # short-lived start thread was SIGKILLed under the first verify
+        with DbtHarness(timeout_s=300, warm=True) as harness:
+            harness.start_in_background().join()
+            pid = harness.worker_pid
+            assert pid is not None
+            good = make_case("good")
+            result = harness.verify(good.workspace, good.event)
+            assert result.passed, result.output
+            assert harness.worker_pid == pid
 
     def test_honours_the_timeout(self, slow_harness: DbtHarness, make_case: MakeCase) -> None:
         super().test_honours_the_timeout(slow_harness, make_case)

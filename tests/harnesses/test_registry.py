@@ -1,16 +1,30 @@
-"""Harnesses are found through the entry-point group, the built-in dbt one included."""
+"""Harnesses are found through the entry-point group and chosen per event: override, then
+the platform of the event, changed files and a compose stack (registry docstring)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
+from patchit.config import SandboxConfig
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import UniversalFailureEvent
+from patchit.harnesses.airflow import AirflowHarness
 from patchit.harnesses.base import Harness
+from patchit.harnesses.ci import CiHarness
+from patchit.harnesses.compose import ComposeHarness
 from patchit.harnesses.dbt import DbtHarness
-from patchit.harnesses.registry import load_harnesses, select_harness
+from patchit.harnesses.python import PythonHarness
+from patchit.harnesses.registry import (
+    changed_files,
+    inference_order,
+    load_harnesses,
+    select_harness,
+)
+from tests.conftest import ROOT, commit_all
+from tests.harnesses.python_fixtures import make_python_repo
 
 
 def test_builtin_dbt_harness_is_an_entry_point() -> None:
@@ -34,3 +48,80 @@ def test_select_harness_by_inference_and_override(tmp_path: Path) -> None:
         select_harness(task, tmp_path, harnesses)
     (tmp_path / "dbt_project.yml").write_text("name: shop\n")  # a dbt project run by Airflow
     assert select_harness(task, tmp_path, harnesses).name == "dbt"
+
+
+def all_harnesses() -> list[Harness]:
+    return [AirflowHarness(), CiHarness(), ComposeHarness(), DbtHarness(), PythonHarness()]
+
+
+def event(
+    source: str, repo: Path, unit_id: str = "unit", **fields: object
+) -> UniversalFailureEvent:
+    return UniversalFailureEvent.model_validate(
+        {"source": source, "pipeline_id": "p", "unit_id": unit_id, "repo_path": str(repo),
+         **fields}
+    )  # fmt: skip
+
+
+def test_every_builtin_harness_is_an_entry_point() -> None:
+    names = [h.name for h in load_harnesses()]
+    assert {"airflow", "ci", "compose", "dbt", "python"} <= set(names)
+    assert names == sorted(names)
+
+
+def test_the_platform_of_the_event_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    repo = make_python_repo(tmp_path / "repo")
+    harnesses = all_harnesses()
+    assert select_harness(event("python", repo), repo, harnesses).name == "python"
+    assert select_harness(event("ci", repo, "test"), repo, harnesses).name == "ci"
+    assert select_harness(event("dbt", repo), repo, harnesses).name == "dbt"
+    assert select_harness(event("airflow", repo), repo, harnesses).name == "airflow"
+    # A compose stack with Airflow in it comes first for Airflow, but only with an engine.
+    shutil.copyfile(ROOT / "docker-compose.dev.yml", repo / "docker-compose.dev.yml")
+    assert inference_order(event("airflow", repo), repo) == ["compose", "airflow", "dbt"]
+    assert select_harness(event("airflow", repo), repo, harnesses).name == "airflow"
+    # No workflow files and no configured commands: nothing can re-run a CI job.
+    shutil.rmtree(repo / ".github")
+    with pytest.raises(HarnessError, match="no installed harness can re-run"):
+        select_harness(event("ci", repo, "test"), repo, harnesses)
+    assert select_harness(event("ci", repo), repo, [CiHarness(commands=["make"])]).name == "ci"
+
+
+def test_changed_files_put_dbt_first_for_an_airflow_task(tmp_path: Path) -> None:
+    repo = make_python_repo(tmp_path / "repo")
+    (repo / "models").mkdir()
+    (repo / "models" / "orders.sql").write_text("select 1 as id\n")
+    sql_commit = commit_all(repo, "orders model")
+    (repo / "dags").mkdir()
+    (repo / "dags" / "etl.py").write_text("# the DAG\n")
+    dag_commit = commit_all(repo, "etl dag")
+
+    by_sql = event("airflow", repo, commit=sql_commit)
+    assert changed_files(by_sql, repo) == ["models/orders.sql"]
+    assert inference_order(by_sql, repo) == ["dbt", "compose", "airflow"]
+    by_dag = event("airflow", repo, commit=dag_commit)
+    assert inference_order(by_dag, repo) == ["compose", "airflow", "dbt"]
+    # A task whose file is a DAG stays with Airflow whatever else its commit touched.
+    mixed = event("airflow", repo, commit=sql_commit, unit_path="dags/etl.py")
+    assert inference_order(mixed, repo)[0] == "compose"
+    unknown = event("airflow", repo, commit="0" * 40, context={"changed_files": ["seeds/a.csv"]})
+    assert inference_order(unknown, repo)[0] == "dbt"
+    (repo / "dbt_project.yml").write_text("name: shop\n")
+    assert select_harness(by_sql, repo, all_harnesses()).name == "dbt"
+    assert select_harness(by_dag, repo, all_harnesses()).name == "airflow"
+
+
+def test_config_forces_a_harness(tmp_path: Path) -> None:
+    repo = make_python_repo(tmp_path / "repo")
+    harnesses = all_harnesses()
+    dbt_event = event("dbt", repo)
+    assert select_harness(dbt_event, repo, harnesses, config=SandboxConfig(harness="ci")).name == (
+        "ci"
+    )
+    (repo / ".patchit.toml").write_text('[sandbox]\nharness = "python"\n')
+    assert select_harness(dbt_event, repo, harnesses).name == "python"
+    assert select_harness(dbt_event, repo, harnesses, override="dbt").name == "dbt"
+    (repo / ".patchit.toml").write_text('[sandbox]\nharness = "kubernetes"\n')
+    with pytest.raises(BadInputError, match=r"'kubernetes' is not installed .*\.patchit\.toml"):
+        select_harness(dbt_event, repo, harnesses)

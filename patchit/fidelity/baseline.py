@@ -1,0 +1,153 @@
+"""The baseline a candidate is compared with: a known good commit, run by the same harness.
+
+Choice: the project's last good commit from memory (the commit of its last green run), else
+the failing commit's parent; each must build green here, on a copy of the same snapshot as the
+candidate, or it is no baseline. The runs happen in a worktree under `work` (never the user's
+checkout) and are kept there, described by `work/baseline.json`, so every candidate of an
+incident is compared with the same baseline runs: the first run, and a second one (made only
+when a candidate differs) that tells which outputs are unstable.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from patchit.errors import PatchitError, VcsError
+from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.gitlog import run_git
+from patchit.fidelity.outputs import dbt_outputs
+from patchit.harnesses.base import Harness, Verification, Workspace
+from patchit.sandbox.worktree import create_worktree, remove_worktree
+
+STATE_FILE = "baseline.json"
+FROM_MEMORY = "last good commit (memory)"
+FROM_PARENT = "parent of the failing commit"
+
+
+@dataclass
+class Baseline:
+    """A chosen baseline commit and its runs (each a Verification whose `outputs` point at
+    what the run left under `work`)."""
+
+    commit: str
+    source: str
+    runs: list[Verification]
+
+
+def _resolve(repo: Path, rev: str) -> str | None:
+    try:
+        return run_git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+    except VcsError:
+        return None
+
+
+def choices(repo: Path, failing: str, remembered: str | None) -> list[tuple[str, str]]:
+    """(commit, source) to try in order: memory's last good, then the failing commit's parent."""
+    failing_sha = _resolve(repo, failing)
+    found: list[tuple[str, str]] = []
+    if remembered and (sha := _resolve(repo, remembered)) and sha != failing_sha:
+        found.append((sha, FROM_MEMORY))
+    parent = _resolve(repo, f"{failing}^1")
+    if parent and parent not in [c for c, _ in found]:
+        found.append((parent, FROM_PARENT))
+    return found
+
+
+class BaselineRunner:
+    """Builds (once per incident) and remembers the baseline runs under `work`."""
+
+    def __init__(
+        self,
+        event: UniversalFailureEvent,
+        repo: Path,
+        harness: Harness,
+        snapshot: Path | None,
+        work: Path,
+    ) -> None:
+        self.event, self.repo, self.harness = event, repo, harness
+        self.snapshot, self.work = snapshot, work
+        self.state_path = work / STATE_FILE
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data: dict[str, Any] = json.loads(self.state_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data
+
+    def _save(self, state: dict[str, Any]) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.state_path.write_text(json.dumps(state, indent=1), encoding="utf-8")
+
+    def first(self, remembered: str | None) -> tuple[Baseline | None, str]:
+        """The baseline with one green run, or (None, why there is none)."""
+        state = self._load()
+        if state.get("commit"):
+            return self._from_state(state), ""
+        if "none" in state:
+            return None, str(state["none"])
+        failing = self.event.commit or "HEAD"
+        tried: list[str] = []
+        for commit, source in choices(self.repo, failing, remembered):
+            run = self._run(commit, 1)
+            if run.passed:
+                self._save({"commit": commit, "source": source, "runs": [run.model_dump()]})
+                return Baseline(commit, source, [run]), ""
+            tried.append(f"{source} {commit[:12]} did not build green ({_why(run)})")
+        reason = "; ".join(tried) or f"the failing commit {failing[:12]} has no parent"
+        self._save({"none": reason})
+        return None, reason
+
+    def second(self, baseline: Baseline) -> Verification:
+        """A second run of the baseline (made once), to tell unstable outputs apart."""
+        if len(baseline.runs) >= 2:
+            return baseline.runs[1]
+        run = self._run(baseline.commit, 2)
+        baseline.runs.append(run)
+        state = self._load()
+        state["runs"] = [r.model_dump() for r in baseline.runs]
+        self._save(state)
+        return run
+
+    def _from_state(self, state: dict[str, Any]) -> Baseline:
+        runs = [Verification.model_validate(r) for r in state.get("runs", [])]
+        return Baseline(str(state["commit"]), str(state.get("source", "")), runs)
+
+    def _run(self, commit: str, number: int) -> Verification:
+        """One harness run of `commit`; its outputs are moved out of the worktree into
+        `work/run-<n>` before the worktree goes."""
+        scratch = self.work / f"run-{number}"
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        tree = self.work / "tree"  # one path for every run: dbt's partial parse stays valid
+        remove_worktree(self.repo, tree)
+        root = create_worktree(self.repo, commit, tree)
+        try:
+            workspace = Workspace(root=root, scratch=scratch, snapshot=self.snapshot)
+            try:
+                result = self.harness.verify(workspace, self.event)
+            except PatchitError as exc:
+                return Verification(passed=False, harness=self.harness.name, command="",
+                                    output=str(exc))  # fmt: skip
+            if not result.passed:
+                return result
+            return result.model_copy(update={"outputs": self._keep(workspace, result)})
+        finally:
+            remove_worktree(self.repo, root)
+
+    def _keep(self, workspace: Workspace, result: Verification) -> dict[str, str]:
+        if self.event.dbt is not None and self.harness.name == "dbt":
+            kept = dbt_outputs(workspace, self.event, result, keep=workspace.scratch / "outputs")
+            return {"duckdb": str(kept.duckdb), "target": str(workspace.scratch / "target")}
+        return {"result": str(workspace.scratch / "airflow_result.json")}
+
+
+def _why(run: Verification) -> str:
+    if run.failures:
+        return "failing: " + ", ".join(run.failures[:3])
+    last = run.output.strip().splitlines()[-1:] if run.output.strip() else []
+    return last[0][:200] if last else "no result"

@@ -1,0 +1,168 @@
+"""`check_candidate`: does a green candidate produce the outputs the last good commit did,
+except where the breaking change meant them to differ?
+
+The loop calls it for each candidate whose harness run passed, with the candidate's worktree
+still in place. The baseline (see `baseline`) is built once per incident under `work` and
+reused by later candidates; its second run, which tells unstable outputs apart, is made only
+when a candidate differs. Nothing here writes to the user's repository or database.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchit.errors import PatchitError
+from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.model import Evidence
+from patchit.fidelity import airflow_data, dbt_check
+from patchit.fidelity.baseline import Baseline, BaselineRunner
+from patchit.fidelity.meant import Meant, breaking_diff, patch_removed_lines
+from patchit.fidelity.model import DataCheck, OutputDiff
+from patchit.fidelity.outputs import airflow_outputs, dbt_outputs
+from patchit.harnesses.base import Harness, Verification, Workspace
+from patchit.sandbox.dbt_profile import resolve_dbt_target
+
+MAX_NAMED = 6
+
+
+def check_candidate(
+    event: UniversalFailureEvent,
+    evidence: Evidence | None,
+    repo: Path,
+    harness: Harness,
+    candidate_ws: Workspace,
+    candidate_result: Verification,
+    *,
+    baseline_commit: str | None,
+    work: Path,
+) -> DataCheck:
+    """Compare the candidate's outputs with the baseline's; never raises a PatchitError (a
+    check that cannot run says so, and asks for review)."""
+    check = DataCheck(status="not_run", harness=harness.name, isolation=candidate_result.isolation)
+    kind = "dbt" if event.dbt is not None and harness.name == "dbt" else None
+    kind = kind or ("airflow" if harness.name == "airflow" else None)
+    if not candidate_result.passed:
+        check.summary = "not run: the candidate did not pass"
+        return check
+    if kind is None:
+        check.summary = f"not run: the {harness.name} harness has no data check"
+        return check
+    if event.status == "import_error":
+        check.kind, check.summary = "airflow", "not run: a DAG import check writes no outputs"
+        return check
+    check.kind = "dbt" if kind == "dbt" else "airflow"
+    if kind == "dbt" and not _has_database(event):
+        check.summary = "not run: the dbt target keeps no database file to compare"
+        return check
+    remembered = baseline_commit or (evidence.last_good_commit if evidence else None)
+    try:
+        runner = BaselineRunner(event, repo, harness, candidate_ws.snapshot, work)
+        baseline, why = runner.first(remembered)
+        if baseline is None:
+            check.status = "no_baseline"
+            check.summary = f"no good baseline, outputs not compared: {why}"
+            return check
+        check.baseline_commit, check.baseline_source = baseline.commit, baseline.source
+        failing = event.commit or "HEAD"
+        meant = breaking_diff(
+            repo, baseline.commit, failing, patch_removed_lines(candidate_ws.root)
+        )
+        if kind == "dbt":
+            _check_dbt(check, event, runner, baseline, candidate_ws, candidate_result, meant)
+        else:
+            _check_airflow(check, runner, baseline, candidate_ws, candidate_result, meant)
+    except PatchitError as exc:
+        check.status, check.needs_review = "error", True
+        check.summary = f"the data check could not run: {exc}"
+        return check
+    check.baseline_runs = len(baseline.runs)
+    _conclude(check)
+    return check
+
+
+def _has_database(event: UniversalFailureEvent) -> bool:
+    try:
+        return resolve_dbt_target(event).db_path is not None
+    except PatchitError:
+        return True  # the harness ran with it; let the check say what is wrong
+
+
+def _check_dbt(
+    check: DataCheck,
+    event: UniversalFailureEvent,
+    runner: BaselineRunner,
+    baseline: Baseline,
+    candidate_ws: Workspace,
+    candidate_result: Verification,
+    meant: Meant,
+) -> None:
+    cand = dbt_outputs(candidate_ws, event, candidate_result, keep=None)
+    first = dbt_outputs(candidate_ws, event, baseline.runs[0], keep=None)
+    compared = dbt_check.compare_runs(first, cand)
+    unstable: dict[str, set[str]] = {}
+    if any(c.raw.differs for c in compared.values()):
+        second = dbt_outputs(candidate_ws, event, runner.second(baseline), keep=None)
+        unstable = dbt_check.unstable_columns(first, second, list(compared))
+    check.outputs, check.meant_to_differ = dbt_check.judge(compared, unstable, meant)
+    check.unstable_excluded = {
+        compared[uid].raw.label: sorted(c for c in cols if c in compared[uid].raw.columns())
+        for uid, cols in unstable.items()
+        if uid in compared
+    }
+    dbt_check.add_samples(first, cand, check.outputs)
+
+
+def _check_airflow(
+    check: DataCheck,
+    runner: BaselineRunner,
+    baseline: Baseline,
+    candidate_ws: Workspace,
+    candidate_result: Verification,
+    meant: Meant,
+) -> None:
+    cand = airflow_outputs(candidate_ws, candidate_result)
+    first = airflow_outputs(candidate_ws, baseline.runs[0])
+    unstable: set[tuple[str, str]] = set()
+    if airflow_data.differing(first, cand):
+        second = airflow_outputs(candidate_ws, runner.second(baseline))
+        unstable = airflow_data.differing(first, second)
+    check.outputs = airflow_data.compare_outputs(first, cand, unstable, meant)
+    check.unstable_excluded = {f"{kind} {name}": ["value"] for kind, name in sorted(unstable)}
+    check.meant_to_differ = {o.name: o.meant for o in check.outputs if o.verdict == "meant"}
+
+
+def _names(outputs: list[OutputDiff], verdict: str, columns: bool) -> str:
+    picked = [o for o in outputs if o.verdict == verdict]
+    parts = []
+    for out in picked[:MAX_NAMED]:
+        cols = out.unexpected if verdict == "unexpected" else out.meant
+        parts.append(f"{out.name} ({', '.join(cols)})" if columns and cols else out.name)
+    more = f" and {len(picked) - MAX_NAMED} more" if len(picked) > MAX_NAMED else ""
+    return ", ".join(parts) + more
+
+
+def _conclude(check: DataCheck) -> None:
+    """Status, needs_review and the one-line summary from the per-output verdicts."""
+    base = f"baseline {check.baseline_commit[:12] if check.baseline_commit else '?'}"
+    outs = check.outputs
+    unit = "relation(s)" if check.kind == "dbt" else "output(s)"
+    unstable = sum(o.verdict == "unstable" or bool(o.unstable) for o in outs)
+    tail = f"; {unstable} with unstable values excluded" if unstable else ""
+    if all(o.verdict in ("same", "unstable") for o in outs):
+        check.status = "same"
+        check.summary = f"same as {base} ({check.baseline_source}): {len(outs)} {unit}{tail}"
+        return
+    check.status = "differs"
+    check.needs_review = any(o.verdict == "unexpected" for o in outs)
+    if check.needs_review:
+        check.summary = (
+            f"NEEDS REVIEW: outputs differ from {base} where the breaking change did not "
+            f"mean them to: {_names(outs, 'unexpected', True)}"
+        )
+        return
+    propagated = sum(o.verdict == "propagated" for o in outs)
+    prop = f"; {propagated} downstream {unit} follow from it" if propagated else ""
+    check.summary = (
+        f"differs from {base} only where the breaking change meant: "
+        f"{_names(outs, 'meant', True)}{prop}{tail}"
+    )

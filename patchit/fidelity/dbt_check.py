@@ -1,0 +1,154 @@
+"""The dbt data check: relations built by the baseline and the candidate, compared and judged.
+
+Compared: every model/seed/snapshot either run built (the failed node, its descendants, and
+what `state:modified+` added). A difference in a relation is
+- unstable: the same column also differs between two runs of the baseline (excluded);
+- meant: the relation's model file is in the breaking diff and the column is one the diff's
+  kept lines name (see `meant`), or the kept lines change the relation as a whole;
+- propagated: the relation's compiled SQL is the same in both runs, and every compared parent
+  that differs is itself meant or propagated: with the same code and inputs that differ only
+  where meant, its differences can only come from the meant ones;
+- unexpected: anything else. One unexpected relation makes the check `needs_review`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from patchit.fidelity.dbt_data import RawDiff, WarehouseDiff
+from patchit.fidelity.meant import ALL, Meant
+from patchit.fidelity.model import OutputDiff
+from patchit.fidelity.outputs import BuiltNode, DbtOutputs
+
+ROWS = "(row count)"
+
+
+@dataclass
+class Compared:
+    node: BuiltNode
+    base_node: BuiltNode | None
+    cand_node: BuiltNode | None
+    raw: RawDiff
+
+
+def compare_runs(base: DbtOutputs, cand: DbtOutputs) -> dict[str, Compared]:
+    """Every relation either run built, compared in the warehouse."""
+    found: dict[str, Compared] = {}
+    with WarehouseDiff(base.duckdb, cand.duckdb) as wh:
+        for uid in sorted(base.nodes.keys() | cand.nodes.keys()):
+            node = cand.nodes.get(uid) or base.nodes[uid]
+            raw = wh.compare(node.schema, node.name)
+            found[uid] = Compared(node, base.nodes.get(uid), cand.nodes.get(uid), raw)
+    return found
+
+
+def unstable_columns(first: DbtOutputs, second: DbtOutputs, uids: list[str]) -> dict[str, set[str]]:
+    """Columns two runs of the baseline disagree on (all columns when their rows differ)."""
+    found: dict[str, set[str]] = {}
+    with WarehouseDiff(first.duckdb, second.duckdb) as wh:
+        for uid in uids:
+            node = first.nodes.get(uid) or second.nodes.get(uid)
+            if node is None:
+                continue
+            raw = wh.compare(node.schema, node.name)
+            cols = set(raw.differing)
+            if raw.base and raw.cand and raw.base.rows != raw.cand.rows:
+                cols |= raw.columns() | {ROWS}
+            if cols:
+                found[uid] = cols
+    return found
+
+
+def _schema_column(change: str) -> str:
+    return change[1:].split(" ", 1)[0]
+
+
+def judge(
+    compared: dict[str, Compared], unstable: dict[str, set[str]], meant: Meant
+) -> tuple[list[OutputDiff], dict[str, list[str]]]:
+    """Verdicts, judged and listed parents first; returns the diffs and meant-to-differ."""
+    verdicts: dict[str, OutputDiff] = {}
+    meant_map: dict[str, list[str]] = {}
+
+    def visit(uid: str) -> OutputDiff:
+        if uid in verdicts:
+            return verdicts[uid]
+        item = compared[uid]
+        parents = [visit(p) for p in item.node.parents if p in compared]
+        out = _judge_one(item, unstable.get(uid, set()), meant, meant_map, parents)
+        verdicts[uid] = out
+        return out
+
+    for uid in compared:
+        visit(uid)
+    return list(verdicts.values()), meant_map  # parents first: the patched node leads
+
+
+def _judge_one(
+    item: Compared,
+    unstable: set[str],
+    meant: Meant,
+    meant_map: dict[str, list[str]],
+    parents: list[OutputDiff],
+) -> OutputDiff:
+    raw = item.raw
+    out = OutputDiff(kind="relation", name=raw.label, unique_id=item.node.unique_id)
+    out.rows_baseline = raw.base.rows if raw.base else None
+    out.rows_candidate = raw.cand.rows if raw.cand else None
+    out.missing_in = "baseline" if raw.base is None else "candidate" if raw.cand is None else None
+    out.schema_changes = list(raw.schema_changes)
+    out.differing = list(raw.differing)
+    meant_cols = meant.columns(item.node.file, raw.columns()) if item.node.file else []
+    if meant_cols:
+        meant_map[raw.label] = meant_cols
+    if not raw.differs:
+        return out
+    changed = [c for c in raw.differing if c not in unstable]
+    changed += [_schema_column(s) for s in raw.schema_changes]
+    if out.rows_baseline != out.rows_candidate and ROWS not in unstable:
+        changed.append(ROWS)
+    if out.missing_in:
+        changed.append(f"(missing in {out.missing_in})")
+    out.unstable = sorted(c for c in raw.differing if c in unstable)
+    if not changed:
+        out.verdict = "unstable"
+        return out
+    if ALL in meant_cols:
+        out.meant, out.verdict = changed, "meant"
+        return out
+    out.meant = [c for c in changed if c in meant_cols]
+    unexpected = [c for c in changed if c not in meant_cols]
+    if not unexpected:
+        out.verdict = "meant"
+        return out
+    differing_parents = [p for p in parents if p.verdict not in ("same", "unstable")]
+    same_code = (
+        item.base_node is not None
+        and item.cand_node is not None
+        and bool(item.cand_node.compiled_code)
+        and item.base_node.compiled_code == item.cand_node.compiled_code
+    )
+    if (
+        same_code
+        and differing_parents
+        and all(p.verdict in ("meant", "propagated") for p in differing_parents)
+    ):
+        out.verdict = "propagated"
+        return out
+    out.unexpected, out.verdict = unexpected, "unexpected"
+    return out
+
+
+def add_samples(base: DbtOutputs, cand: DbtOutputs, diffs: list[OutputDiff]) -> None:
+    """A bounded sample of differing rows for each unexpected relation, from the warehouse."""
+    wanted = [d for d in diffs if d.verdict == "unexpected" and not d.missing_in]
+    if not wanted:
+        return
+    with WarehouseDiff(base.duckdb, cand.duckdb) as wh:
+        for diff in wanted:
+            schema, name = diff.name.split(".", 1)
+            raw = wh.compare(schema, name)
+            cols = [c for c in diff.unexpected if c in raw.differing]
+            if not cols and ROWS in diff.unexpected:
+                cols = [c for c in raw.columns() if c not in diff.unstable]
+            diff.sample = wh.sample(raw, cols)

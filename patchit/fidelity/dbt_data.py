@@ -1,0 +1,170 @@
+"""Compare relations of two DuckDB files in the warehouse: schema, row counts, checksums, sample.
+
+Both files are ATTACHed read-only in one in-memory DuckDB connection. Per relation, one query
+per side computes the row count and, per column, an order-independent checksum: the sum of
+`hash(CAST(col AS VARCHAR))` over all rows (a sum, not a XOR, so duplicate rows do not cancel).
+Rows are never pulled into Python, except the bounded sample of differing rows, which comes
+from `EXCEPT ALL` both ways with a LIMIT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from patchit.errors import HarnessError
+
+SAMPLE_ROWS = 5
+SAMPLE_CONTEXT_COLUMNS = 3
+CELL_MAX_CHARS = 40
+
+
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+@dataclass
+class TableStats:
+    """One side of a relation: its columns (name -> type, in order), rows and checksums."""
+
+    columns: dict[str, str]
+    rows: int
+    checksums: dict[str, int]
+
+
+@dataclass
+class RawDiff:
+    """How a relation differs between baseline and candidate, before any verdict."""
+
+    schema: str
+    name: str
+    base: TableStats | None
+    cand: TableStats | None
+    differing: list[str] = field(default_factory=list)
+    schema_changes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    @property
+    def differs(self) -> bool:
+        if self.base is None or self.cand is None:
+            return self.base is not self.cand
+        return bool(self.differing or self.schema_changes) or self.base.rows != self.cand.rows
+
+    def columns(self) -> set[str]:
+        cols: set[str] = set()
+        for side in (self.base, self.cand):
+            if side is not None:
+                cols.update(side.columns)
+        return cols
+
+
+class WarehouseDiff:
+    """One connection with `base` and `cand` attached read-only; close() when done."""
+
+    def __init__(self, base_db: Path, cand_db: Path) -> None:
+        try:
+            import duckdb
+        except ImportError as exc:  # pragma: no cover - dbt-duckdb brings duckdb
+            raise HarnessError("the data check needs duckdb: pip install 'patchit[dbt]'") from exc
+        self._error: type[Exception] = duckdb.Error
+        self._con: Any = duckdb.connect(":memory:")
+        for alias, path in (("base", base_db), ("cand", cand_db)):
+            if not path.is_file():
+                raise HarnessError(f"{path}: the {alias} database for the data check is missing")
+            self._query(f"ATTACH {_literal(str(path))} AS {alias} (READ_ONLY)")
+
+    def _query(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run one statement in the warehouse; a DuckDB error becomes a HarnessError."""
+        try:
+            rows: list[tuple[Any, ...]] = self._con.execute(sql, params or []).fetchall()
+        except self._error as exc:
+            raise HarnessError(f"the data check's query failed: {exc}") from exc
+        return rows
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> WarehouseDiff:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def stats(self, catalog: str, schema: str, name: str) -> TableStats | None:
+        """Columns, row count and per-column checksums; None if the relation is absent."""
+        cols = self._query(
+            "select column_name, data_type from information_schema.columns "
+            "where table_catalog = ? and table_schema = ? and table_name = ? "
+            "order by ordinal_position",
+            [catalog, schema, name],
+        )
+        if not cols:
+            return None
+        columns = {str(c): str(t) for c, t in cols}
+        sums = ", ".join(f"sum(hash(CAST({quote(c)} AS VARCHAR)))" for c in columns)
+        table = f"{catalog}.{quote(schema)}.{quote(name)}"
+        row = self._query(f"select count(*), {sums} from {table}")[0]
+        checksums = {c: int(v or 0) for c, v in zip(columns, row[1:], strict=True)}
+        return TableStats(columns=columns, rows=int(row[0]), checksums=checksums)
+
+    def compare(self, schema: str, name: str) -> RawDiff:
+        diff = RawDiff(
+            schema, name, self.stats("base", schema, name), self.stats("cand", schema, name)
+        )
+        base, cand = diff.base, diff.cand
+        if base is None or cand is None:
+            return diff
+        for col, typ in base.columns.items():
+            if col not in cand.columns:
+                diff.schema_changes.append(f"-{col} {typ}")
+            elif cand.columns[col] != typ:
+                diff.schema_changes.append(f"~{col} {typ} -> {cand.columns[col]}")
+        diff.schema_changes += [
+            f"+{c} {t}" for c, t in cand.columns.items() if c not in base.columns
+        ]
+        diff.differing = [
+            c for c in base.columns if c in cand.columns and base.checksums[c] != cand.checksums[c]
+        ]
+        return diff
+
+    def sample(self, diff: RawDiff, differing: list[str], limit: int = SAMPLE_ROWS) -> str:
+        """Up to `limit` rows each way that one side has and the other has not, projected on
+        the differing columns plus a few leading ones for context; a text table."""
+        if diff.base is None or diff.cand is None or not differing:
+            return ""
+        common = [c for c in diff.base.columns if c in diff.cand.columns]
+        context = [c for c in common if c not in differing][:SAMPLE_CONTEXT_COLUMNS]
+        projected = context + [c for c in common if c in differing]
+        cols = ", ".join(f"CAST({quote(c)} AS VARCHAR) AS {quote(c)}" for c in projected)
+        base_t = f"base.{quote(diff.schema)}.{quote(diff.name)}"
+        cand_t = f"cand.{quote(diff.schema)}.{quote(diff.name)}"
+        rows = self._query(
+            f"select * from (select 'baseline' as side, * from (select {cols} from {base_t} "
+            f"except all select {cols} from {cand_t}) order by all limit {limit}) "
+            f"union all select * from (select 'candidate' as side, * from (select {cols} "
+            f"from {cand_t} except all select {cols} from {base_t}) order by all limit {limit}) "
+            "order by all"
+        )
+        return format_table(["side", *projected], rows)
+
+
+def format_table(header: list[str], rows: list[tuple[Any, ...]]) -> str:
+    """A fixed-width text table (cells clipped), for reports."""
+
+    def cell(value: Any) -> str:
+        text = "NULL" if value is None else str(value)
+        return text if len(text) <= CELL_MAX_CHARS else text[: CELL_MAX_CHARS - 1] + "…"
+
+    table = [header, *[[cell(v) for v in row] for row in rows]]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    return "\n".join(
+        " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in table
+    )

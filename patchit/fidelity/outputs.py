@@ -1,0 +1,129 @@
+"""Where a harness run left what the data check compares.
+
+dbt: the run's DuckDB copy (placed by the dbt harness inside the worktree, see
+`sandbox_db_location`), and `run_results.json`/`manifest.json` under `<scratch>/target`.
+Airflow: `<scratch>/airflow_result.json`, which holds the XComs and the written files' hashes.
+A harness may name them itself in `Verification.outputs` ("duckdb", "target", "result");
+otherwise they are found by the same rules the harnesses use.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from patchit.errors import BadInputError, HarnessError
+from patchit.events.model import UniversalFailureEvent
+from patchit.harnesses.base import Verification, Workspace
+from patchit.sandbox.dbt_profile import resolve_dbt_target, sandbox_db_location
+
+BUILT_TYPES = ("model", "seed", "snapshot")
+
+
+@dataclass
+class BuiltNode:
+    """A relation one dbt run built: where it lives and what produced it."""
+
+    unique_id: str
+    schema: str
+    name: str
+    compiled_code: str
+    file: str | None  # repo-relative path of the model/seed file
+    parents: list[str]
+
+
+@dataclass
+class DbtOutputs:
+    duckdb: Path
+    nodes: dict[str, BuiltNode]
+
+
+def _worktree_cwd(workspace: Workspace, event: UniversalFailureEvent) -> tuple[Path, Path]:
+    """(project dir, cwd) re-rooted in the worktree: the rule of `DbtHarness._sandbox_paths`."""
+    assert event.dbt is not None and event.repo_path is not None
+    repo = Path(event.repo_path).resolve()
+    project = workspace.root / Path(event.dbt.project_dir).resolve().relative_to(repo)
+    try:
+        cwd = workspace.root / Path(event.dbt.cwd).resolve().relative_to(repo)
+    except ValueError:
+        cwd = project
+    return project, cwd if cwd.is_dir() else project
+
+
+def locate_duckdb(workspace: Workspace, event: UniversalFailureEvent, result: Verification) -> Path:
+    """The DuckDB file this run wrote; HarnessError when the target has none (in-memory)."""
+    if result.outputs.get("duckdb"):
+        return Path(result.outputs["duckdb"])
+    try:
+        target = resolve_dbt_target(event)
+    except BadInputError as exc:
+        raise HarnessError(f"no dbt target to compare: {exc}") from exc
+    if target.db_path is None:
+        raise HarnessError("the dbt target is in-memory: there is no database to compare")
+    _, cwd = _worktree_cwd(workspace, event)
+    return sandbox_db_location(target, cwd, workspace.root)[0]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"{path}: unreadable dbt artifact for the data check: {exc}") from exc
+    return data
+
+
+def built_nodes(target_dir: Path, project_rel: Path) -> dict[str, BuiltNode]:
+    """Relations the run built successfully, from its run_results.json and manifest.json."""
+    results = _read_json(target_dir / "run_results.json").get("results") or []
+    manifest = _read_json(target_dir / "manifest.json")
+    nodes: dict[str, BuiltNode] = {}
+    for res in results:
+        uid = str(res.get("unique_id"))
+        node = (manifest.get("nodes") or {}).get(uid)
+        if node is None or uid.split(".")[0] not in BUILT_TYPES or res.get("status") != "success":
+            continue
+        path = node.get("original_file_path")
+        nodes[uid] = BuiltNode(
+            unique_id=uid,
+            schema=str(node.get("schema")),
+            name=str(node.get("alias") or node.get("name")),
+            compiled_code=str(res.get("compiled_code") or node.get("compiled_code") or ""),
+            file=(project_rel / path).as_posix() if path else None,
+            parents=list((node.get("depends_on") or {}).get("nodes") or []),
+        )
+    return nodes
+
+
+def dbt_outputs(
+    workspace: Workspace, event: UniversalFailureEvent, result: Verification, keep: Path | None
+) -> DbtOutputs:
+    """The run's database and built nodes; `keep` moves the database there (out of a worktree
+    about to be removed)."""
+    assert event.dbt is not None and event.repo_path is not None
+    db = locate_duckdb(workspace, event, result)
+    if not db.is_file():
+        raise HarnessError(f"{db}: the run's database copy is missing")
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        for part in (db, db.with_name(db.name + ".wal")):
+            if part.is_file():
+                shutil.move(part, keep / part.name)
+        db = keep / db.name
+    target = Path(result.outputs.get("target") or workspace.scratch / "target")
+    project_rel = Path(event.dbt.project_dir).resolve().relative_to(Path(event.repo_path).resolve())
+    return DbtOutputs(duckdb=db, nodes=built_nodes(target, project_rel))
+
+
+def airflow_outputs(workspace: Workspace, result: Verification) -> dict[str, Any]:
+    """The runner's result JSON (XComs, written files); HarnessError if the run left none."""
+    path = Path(result.outputs.get("result") or workspace.scratch / "airflow_result.json")
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"{path}: the Airflow run left no readable result: {exc}") from exc
+    if "xcom" not in data and "files" not in data:
+        raise HarnessError(f"{path}: the Airflow run recorded no outputs (XComs, files)")
+    return data

@@ -1,0 +1,254 @@
+"""patchit.sandbox.isolation with the real bwrap: what a sandboxed child can and cannot do.
+
+These tests need bubblewrap and fail (never skip) without it: CI installs it (`make test`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from patchit.config import SandboxConfig
+from patchit.errors import HarnessError
+from patchit.harnesses.warm import kill_process_group, popen_sandboxed
+from patchit.sandbox.isolation import (
+    Sandbox,
+    bubblewrap_problem,
+    detect_limit,
+    make_sandbox,
+    patchit_areas,
+)
+
+
+def require_bwrap() -> None:
+    problem = bubblewrap_problem()
+    assert problem is None, (
+        f"bubblewrap is required here ({problem}): apt-get install bubblewrap (CI installs it)"
+    )
+
+
+def run_in(box: Sandbox, code: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        box.wrap([sys.executable, "-c", code]), preexec_fn=box.preexec(),
+        capture_output=True, text=True, timeout=timeout_s,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Sandbox:
+    require_bwrap()
+    return make_sandbox(SandboxConfig(memory_mb=512), [tmp_path / "work"])
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A dir outside /tmp (the sandbox hides /tmp entirely) that the sandbox may not write."""
+    path = Path(tempfile.mkdtemp(prefix="patchit-outside-", dir="/var/tmp"))
+    yield path
+    for child in path.iterdir():
+        child.unlink()
+    path.rmdir()
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[int, list[bytes]]]:
+    """A TCP server on the host's loopback; records what every connection sent."""
+    server = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                received.append(conn.recv(100))
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1], received
+    server.close()
+
+
+class TestDescribeAndWrap:
+    def test_subprocess_leaves_the_command_alone(self, tmp_path: Path) -> None:
+        box = make_sandbox(SandboxConfig(isolation="subprocess"), [tmp_path / "w"])
+        assert box.kind == "subprocess"
+        assert box.wrap(["dbt", "build"]) == ["dbt", "build"]
+        assert box.describe() == "subprocess (4096 MB; network not blocked, writes not confined)"
+        assert (tmp_path / "w").is_dir()
+
+    def test_bubblewrap_command_line(self, box: Sandbox, tmp_path: Path) -> None:
+        argv = box.wrap(["python", "-V"])
+        assert argv[0].endswith("bwrap")
+        assert argv[-3:] == ["--", "python", "-V"]
+        text = " ".join(argv)
+        assert "--ro-bind / /" in text
+        assert "--tmpfs /tmp" in text
+        assert "--unshare-net" in text
+        assert f"--bind {tmp_path / 'work'} {tmp_path / 'work'}" in text
+        assert box.describe() == "bubblewrap (no network, 512 MB, private /tmp)"
+
+    def test_network_when_asked(self, tmp_path: Path) -> None:
+        require_bwrap()
+        box = make_sandbox(SandboxConfig(network=True), [tmp_path])
+        assert "--unshare-net" not in box.wrap(["true"])
+        assert box.describe() == "bubblewrap (network allowed, 4096 MB, private /tmp)"
+        assert not box.blocks_network
+
+    def test_writable_dirs_are_created_and_deduplicated(self, tmp_path: Path) -> None:
+        require_bwrap()
+        box = make_sandbox(SandboxConfig(), [tmp_path / "a" / "b", tmp_path / "a", tmp_path / "c"])
+        assert box.writable == (tmp_path / "a", tmp_path / "c")
+        assert box.covers(tmp_path / "a" / "b" / "new", tmp_path / "c")
+        assert not box.covers(tmp_path / "d")
+
+    def test_patchit_areas_are_the_homes_own_dirs(self, _patchit_home: Path) -> None:
+        names = [p.relative_to(_patchit_home).as_posix() for p in patchit_areas()]
+        assert names == ["worktrees", "sandboxes", "cache"]
+
+    def test_bubblewrap_required_but_missing(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on this PATH
+        bubblewrap_problem.cache_clear()
+        try:
+            with pytest.raises(HarnessError, match="apt-get install bubblewrap"):
+                make_sandbox(SandboxConfig(isolation="bubblewrap"), [tmp_path])
+            fallback = make_sandbox(SandboxConfig(), [tmp_path])
+        finally:
+            bubblewrap_problem.cache_clear()
+        assert fallback.kind == "subprocess"
+        assert fallback.describe().endswith(": bwrap is not installed")
+
+
+class TestDetectLimit:
+    @pytest.mark.parametrize(
+        ("output", "limit"),
+        [
+            ("Traceback ...\nMemoryError", "memory"),
+            ("Out of Memory Error: could not allocate block of size 256 KiB", "memory"),
+            ("OSError: [Errno 101] Network is unreachable", "network"),
+            ("socket.gaierror: [Errno -3] Temporary failure in name resolution", "network"),
+            ("ConnectionRefusedError: [Errno 111] Connection refused", "network"),
+            ("OSError: [Errno 30] Read-only file system: '/etc/x'", "write"),
+            ('Binder Error: Referenced column "nme" not found', None),
+            ("KeyError: 'curency'", None),
+        ],
+    )
+    def test_names_the_limit(self, output: str, limit: str | None) -> None:
+        assert detect_limit(output) == limit
+
+    def test_only_limits_the_sandbox_imposes(self, tmp_path: Path) -> None:
+        plain = make_sandbox(SandboxConfig(isolation="subprocess"), [tmp_path])
+        assert plain.limit_in("[Errno 101] Network is unreachable") is None
+        assert plain.limit_in("[Errno 30] Read-only file system") is None
+        assert plain.limit_in("MemoryError") == "memory"
+
+
+class TestEscapesAreStopped:
+    def test_writes_only_in_the_writable_dirs(
+        self, box: Sandbox, tmp_path: Path, outside: Path
+    ) -> None:
+        code = f"""
+import pathlib
+pathlib.Path({str(tmp_path / "work" / "ok.txt")!r}).write_text("ok")
+for target in ({str(outside / "escape.txt")!r}, {str(tmp_path / "escape.txt")!r}):
+    try:
+        pathlib.Path(target).write_text("escaped")
+        print("wrote", target)
+    except OSError as exc:
+        print("refused", target, exc)
+"""
+        proc = run_in(box, code)
+        assert proc.returncode == 0, proc.stderr
+        assert (tmp_path / "work" / "ok.txt").read_text() == "ok"
+        assert list(outside.iterdir()) == []
+        # /tmp is private: the test's own tmp dir is not even visible in the sandbox
+        assert not (tmp_path / "escape.txt").exists()
+        assert f"refused {outside / 'escape.txt'}" in proc.stdout
+        assert box.limit_in(proc.stdout) == "write"
+
+    def test_cannot_open_a_socket(
+        self, box: Sandbox, tmp_path: Path, listener: tuple[int, list[bytes]]
+    ) -> None:
+        port, received = listener
+        code = f"""
+import socket
+for host in HOSTS:
+    try:
+        socket.create_connection((host, {port}), timeout=5).sendall(b"escaped")
+        print("connected", host)
+    except OSError as exc:
+        print("refused", host, exc)
+"""
+        proc = run_in(box, 'HOSTS = ("127.0.0.1", "192.0.2.1")' + code)
+        assert proc.returncode == 0, proc.stderr
+        assert "connected" not in proc.stdout
+        assert "Network is unreachable" in proc.stdout
+        assert box.limit_in(proc.stdout) == "network"
+        time.sleep(0.2)
+        assert received == []
+        # the same child with the network allowed does reach the host's listener
+        allowed = make_sandbox(SandboxConfig(network=True), [tmp_path / "work"])
+        proc = run_in(allowed, 'HOSTS = ("127.0.0.1",)' + code)
+        assert "connected 127.0.0.1" in proc.stdout, proc.stdout + proc.stderr
+        deadline = time.monotonic() + 5
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert received == [b"escaped"]
+
+    def test_memory_over_the_limit_is_refused(self, box: Sandbox) -> None:
+        proc = run_in(box, "blob = bytearray(2 * 1024 ** 3)\nprint('allocated')")
+        assert proc.returncode != 0
+        assert "allocated" not in proc.stdout
+        assert box.limit_in(proc.stderr) == "memory"
+        assert run_in(box, "blob = bytearray(64 * 1024 ** 2)").returncode == 0
+
+    def test_a_runaway_is_killed_with_its_children(self, box: Sandbox) -> None:
+        code = (
+            "import subprocess, sys\n"
+            "child = subprocess.Popen(['sleep', '3600'])\n"
+            "print(child.pid, flush=True)\n"
+            "while True: pass\n"
+        )
+        proc = popen_sandboxed([sys.executable, "-c", code], box, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        grandchild = int(proc.stdout.readline())
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=1.0)
+        kill_process_group(proc)
+        proc.stdout.close()
+        deadline = time.monotonic() + 10
+        while _running(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(grandchild)
+
+
+def _running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_uses_no_host_tmp(box: Sandbox, tmp_path: Path) -> None:
+    """The child's /tmp is its own: nothing it writes there reaches the host's /tmp."""
+    marker = f"patchit-private-tmp-{os.getpid()}"
+    proc = run_in(
+        box, f"open('/tmp/{marker}', 'w').write('x'); import os; print(os.listdir('/tmp'))"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert marker in proc.stdout
+    assert not (Path("/tmp") / marker).exists()
