@@ -302,8 +302,10 @@ def _verification_text(trial: Trial) -> str:
     assert result is not None
     text = f"$ {result.command}\n{result.output}"
     if trial.data is not None:
-        text += f"\n\n{trial.data.markdown()}"
-    return text
+        return f"{text}\n\n{trial.data.markdown()}"
+    why = "the run did not pass" if not result.passed else "no baseline comparison"
+    fidelity = f"harness {result.harness} ({result.fidelity}), isolation {result.isolation}"
+    return f"{text}\n\n- fidelity: {fidelity}, data check: not run ({why})"
 
 
 def _land(bench: _Bench, trial: Trial) -> None:

@@ -1,0 +1,59 @@
+"""The data-aware check inside the real loop (real dbt-duckdb): a candidate that turns the run
+green by reading the wrong one of two similar columns never reaches a branch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchit.loop import heal
+from tests.conftest import git
+from tests.test_loop import Scripted, candidate, failing_event, make_ctx
+
+pytestmark = pytest.mark.slow
+
+WRONG = "sum(card_amount)"  # binds, runs, passes every test: and changes the revenue
+RIGHT = "sum(amount)"
+
+
+def test_wrong_column_is_escalated_for_review(shop_repo: Path, _patchit_home: Path) -> None:
+    event = failing_event(shop_repo)
+    ctx = make_ctx(_patchit_home, Scripted([candidate(WRONG, "rename_column")]))
+    try:
+        outcome = heal(event, ctx)
+    finally:
+        ctx.close()
+    [attempt] = ctx.memory.attempts_for(outcome.incident.id)
+    assert attempt.outcome == "needs_review"
+    assert "revenue" in attempt.verification_output  # the column that differs is named
+    assert outcome.incident.status == "escalated" and outcome.incident.branch is None
+    assert git(shop_repo, "branch", "--list", "patchit/*") == ""
+    report = Path(outcome.incident.report_md or "").read_text()
+    assert "## Data check: needs review" in report and "daily_revenue" in report
+    listed = subprocess.run(
+        [sys.executable, "-m", "patchit", "incidents", "--json"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    [row] = json.loads(listed)
+    assert row["needs_review"] is True and row["status"] == "escalated"
+
+
+def test_the_right_column_after_a_wrong_one_is_fixed(shop_repo: Path, _patchit_home: Path) -> None:
+    event = failing_event(shop_repo)
+    strategy = Scripted([candidate(WRONG, "tag_wrong"), candidate(RIGHT, "tag_right")])
+    ctx = make_ctx(_patchit_home, strategy)
+    try:
+        outcome = heal(event, ctx)
+    finally:
+        ctx.close()
+    attempts = ctx.memory.attempts_for(outcome.incident.id)
+    assert [a.outcome for a in attempts] == ["needs_review", "verified"]
+    assert outcome.incident.status == "fixed"
+    assert RIGHT in git(shop_repo, "show", str(outcome.incident.branch))
+    report = json.loads(Path(outcome.incident.report_json or "").read_text())
+    assert "data check: same as baseline" in report["verification"]
+    assert report["needs_review"] is False
