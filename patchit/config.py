@@ -83,6 +83,10 @@ class SandboxConfig(BaseModel):
     harness: str | None = Field(
         default=None, description="force a harness by name (dbt, airflow, python, ci, compose)"
     )
+    ci_commands: list[str] | None = Field(
+        default=None,
+        description="the commands the ci harness runs, instead of the workflow's run: steps",
+    )
 
 
 class PatchitConfig(BaseModel):

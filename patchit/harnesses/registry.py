@@ -129,4 +129,6 @@ def configure_harnesses(harnesses: list[Harness], config: PatchitConfig) -> list
             harness.timeout_s = config.loop.harness_timeout_s
         if hasattr(harness, "sandbox"):
             harness.sandbox = config.sandbox
+        if hasattr(harness, "commands") and config.sandbox.ci_commands is not None:
+            harness.commands = list(config.sandbox.ci_commands)
     return harnesses

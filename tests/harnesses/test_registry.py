@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from patchit.config import SandboxConfig
+from patchit.config import PatchitConfig, SandboxConfig
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.airflow import AirflowHarness
@@ -19,6 +19,7 @@ from patchit.harnesses.dbt import DbtHarness
 from patchit.harnesses.python import PythonHarness
 from patchit.harnesses.registry import (
     changed_files,
+    configure_harnesses,
     inference_order,
     load_harnesses,
     select_harness,
@@ -125,3 +126,20 @@ def test_config_forces_a_harness(tmp_path: Path) -> None:
     (repo / ".patchit.toml").write_text('[sandbox]\nharness = "kubernetes"\n')
     with pytest.raises(BadInputError, match=r"'kubernetes' is not installed .*\.patchit\.toml"):
         select_harness(dbt_event, repo, harnesses)
+
+
+def test_configure_harnesses_applies_limits_sandbox_and_ci_commands() -> None:
+    config = PatchitConfig.model_validate(
+        {
+            "loop": {"harness_timeout_s": 42},
+            "sandbox": {"network": True, "memory_mb": 512, "ci_commands": ["make lint"]},
+        }
+    )
+    dbt, ci = configure_harnesses([DbtHarness(warm=False), CiHarness()], config)
+    assert isinstance(dbt, DbtHarness) and isinstance(ci, CiHarness)
+    assert dbt.timeout_s == ci.timeout_s == 42
+    assert dbt.sandbox.network and dbt.sandbox.memory_mb == 512
+    assert ci.commands == ["make lint"]
+    # without configured commands the ci harness keeps reading the workflow files
+    (plain,) = configure_harnesses([CiHarness()], PatchitConfig())
+    assert isinstance(plain, CiHarness) and plain.commands == []
