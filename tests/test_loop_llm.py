@@ -250,3 +250,42 @@ def test_model_fix_verified_by_airflow(
         outcome = heal_with(event, ctx)
     assert outcome.incident.status == "fixed", Path(outcome.incident.report_md or "").read_text()
     assert 'row["amount"]' in git(repo, "show", str(outcome.incident.branch))
+
+
+def test_second_opinion_classifies_what_the_rules_call_unknown(
+    tmp_path: Path, _patchit_home: Path, api_key: str
+) -> None:
+    from patchit.events.model import FailureSource
+    from tests.evidence.airflow_failures import init_repo
+
+    repo = init_repo(tmp_path / "repo")
+    # a BashOperator's script failed: no traceback in the repo, no signature for its output
+    event = UniversalFailureEvent(
+        source=FailureSource.AIRFLOW, pipeline_id="ledger", unit_id="reconcile",
+        error_type="AirflowException",
+        error_message="Bash command failed. The command returned a non-zero exit code 3.",
+        log_excerpt="reconcile.sh: quarterly totals differ; ledger export is short 3 rows",
+        repo_path=str(repo), commit=head_commit(repo),
+    )  # fmt: skip
+    opinion = {
+        "tool_use": {
+            "input": {
+                "class": "data_issue",
+                "reason": "the code compares two totals from an export that is missing rows",
+                "evidence_quotes": ["returned a non-zero exit code 3", "not in the evidence"],
+            }
+        },
+        "usage": {"input_tokens": 900, "output_tokens": 60},
+    }
+    with ReplayServer([opinion]) as server:
+        ctx = llm_ctx(_patchit_home, server, AirflowHarness(timeout_s=60))
+        outcome = heal_with(event, ctx)
+        assert len(server.requests) == 1
+    incident = outcome.incident
+    assert incident.status == "escalated" and incident.classification == "data_issue"
+    report = json.loads(Path(incident.report_json or "").read_text())
+    assert report["signature"] == "llm_second_opinion"
+    assert "returned a non-zero exit code 3" in report["reason"]
+    assert "not in the evidence" not in report["reason"]  # an unchecked quote is dropped
+    [call] = Ledger(ctx.memory).calls_for(incident.id)
+    assert call.purpose == "classify"
