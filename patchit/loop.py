@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchit.candidates import Trial, try_candidates
+from patchit.candidates import try_candidates
 from patchit.classify.classifier import classify_failure
 from patchit.classify.model import FailureClass, Verdict
 from patchit.config import PatchitConfig
@@ -36,6 +36,7 @@ from patchit.sandbox.dbt_profile import resolve_dbt_target
 from patchit.sandbox.git import dirty_tracked_files, head_commit
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree
+from patchit.trial import Trial
 
 Say = Callable[[str], None]
 
