@@ -103,7 +103,7 @@ def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
         raise BadInputError(f"{repo}: already exists; pass an empty --workdir")
     log = base / "demo.log"
     shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
-    (repo / ".gitignore").write_text("target/\nlogs/\n*.duckdb\n*.duckdb.wal\n")
+    (repo / ".gitignore").write_text("target/\nlogs/\n*.duckdb\n*.duckdb.wal\n.user.yml\n")
     _git(repo, "init", "-q", "-b", "main")
     _commit(repo, "shop: staging and marts models")
     dbt = ["dbt", "--project-dir", str(repo), "--", "build", "--profiles-dir", str(repo)]
