@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,3 +93,24 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
     from tests.evidence.airflow_failures import zoo_failures
 
     return zoo_failures(tmp_path_factory)
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[int, list[bytes]]]:
+    """A TCP server on the host's loopback recording what each connection sent (a sandboxed
+    child must not reach it)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                received.append(conn.recv(100))
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1], received
+    server.close()

@@ -20,7 +20,7 @@ class EditError(PatchitError):
     does not occur exactly once."""
 
 
-def _resolve(root: Path, rel: str) -> Path:
+def resolve_target(root: Path, rel: str) -> Path:
     """The file an edit targets; refuses absolute paths and paths leaving `root`."""
     if not rel or Path(rel).is_absolute():
         raise EditError(f"{rel!r}: edit paths must be relative to the repository root")
@@ -31,7 +31,7 @@ def _resolve(root: Path, rel: str) -> Path:
     return target
 
 
-def _read(path: Path, rel: str) -> str:
+def read_text(path: Path, rel: str) -> str:
     try:
         # bytes, not text mode: keep CRLF line ends exactly as they are in the file
         return path.read_bytes().decode("utf-8")
@@ -46,14 +46,14 @@ def _edited_texts(root: Path, edits: list[Edit]) -> dict[str, tuple[str, str]]:
     texts: dict[str, tuple[str, str]] = {}
     for number, edit in enumerate(edits, start=1):
         where = f"{edit.path} (edit {number} of {len(edits)})"
-        target = _resolve(root, edit.path)
+        target = resolve_target(root, edit.path)
         if edit.path not in texts:
             if not target.exists() and edit.search == "":
                 texts[edit.path] = ("", "")
             elif not target.is_file():
                 raise EditError(f"{where}: file does not exist in the repository")
             else:
-                text = _read(target, edit.path)
+                text = read_text(target, edit.path)
                 texts[edit.path] = (text, text)
         before, current = texts[edit.path]
         if edit.search == "":
@@ -79,7 +79,7 @@ def apply_edits(root: Path, edits: list[Edit]) -> list[str]:
     """Apply `edits` under `root` in place; returns the repo-relative paths touched, in order."""
     texts = _edited_texts(root, edits)
     for rel, (_, after) in texts.items():
-        target = _resolve(root, rel)
+        target = resolve_target(root, rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(after.encode("utf-8"))
     return list(texts)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -194,26 +192,6 @@ def outside() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="patchit-outside-", dir="/var/tmp"))
     yield path
     shutil.rmtree(path)
-
-
-@pytest.fixture
-def listener() -> Iterator[tuple[int, list[bytes]]]:
-    """A TCP server on the host's loopback recording what each connection sent."""
-    server = socket.create_server(("127.0.0.1", 0))
-    received: list[bytes] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            with conn:
-                received.append(conn.recv(100))
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield server.getsockname()[1], received
-    server.close()
 
 
 class TestSandboxedAirflowTask:

@@ -6,11 +6,9 @@ These tests need bubblewrap and fail (never skip) without it: CI installs it (`m
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,26 +55,6 @@ def outside() -> Iterator[Path]:
     for child in path.iterdir():
         child.unlink()
     path.rmdir()
-
-
-@pytest.fixture
-def listener() -> Iterator[tuple[int, list[bytes]]]:
-    """A TCP server on the host's loopback; records what every connection sent."""
-    server = socket.create_server(("127.0.0.1", 0))
-    received: list[bytes] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            with conn:
-                received.append(conn.recv(100))
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield server.getsockname()[1], received
-    server.close()
 
 
 class TestDescribeAndWrap:

@@ -13,6 +13,7 @@ import re
 from pathlib import Path, PurePosixPath
 
 from patchit.errors import PatchitError
+from patchit.patching.apply import EditError, read_text, resolve_target
 from patchit.patching.base import Edit
 from patchit.patching.llm.answers import EditAnswer
 
@@ -44,21 +45,20 @@ def _clean_path(raw: str) -> str:
 
 
 def _target(root: Path, rel: str, where: str) -> Path:
+    """The file an edit targets (patching.apply's rules), the failure said in `where`'s terms."""
     if not rel or PurePosixPath(rel).is_absolute() or Path(rel).is_absolute():
         raise EditRejected(f"{where}: the path must be relative to the repository root")
-    target = (root / rel).resolve()
-    if not target.is_relative_to(root.resolve()):
-        raise EditRejected(f"{where}: the path leaves the repository")
-    return target
+    try:
+        return resolve_target(root, rel)
+    except EditError as exc:  # the only other refusal: a path that resolves outside
+        raise EditRejected(f"{where}: the path leaves the repository") from exc
 
 
 def _read(target: Path, where: str) -> str:
     try:
-        return target.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise EditRejected(f"{where}: not a UTF-8 text file") from exc
-    except OSError as exc:
-        raise EditRejected(f"{where}: cannot be read ({exc.strerror})") from exc
+        return read_text(target, where)
+    except EditError as exc:
+        raise EditRejected(str(exc)) from exc
 
 
 def _locate(text: str, search: str, where: str, notes: list[str]) -> str:
