@@ -94,10 +94,11 @@ def heal_group(
             update={"context": {**primary.context, "related_units": related}}
         )
     outcome = heal(primary, ctx, key)
+    by_key: dict[str, list[tuple[UniversalFailureEvent, str]]] = {}
     for other in events[1:]:
-        ctx.memory.attach_event(
-            outcome.incident.id, other, error_fingerprint(other), key or cause_key(other)
-        )
+        by_key.setdefault(key or cause_key(other), []).append((other, error_fingerprint(other)))
+    for group_key, attached in by_key.items():
+        ctx.memory.attach_events(outcome.incident.id, attached, group_key)
     return outcome
 
 

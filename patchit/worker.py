@@ -180,8 +180,7 @@ class Worker:
     def _record_group(self, key: str, events: list[UniversalFailureEvent], memory: Memory) -> None:
         first = events[0]
         incident, created = memory.open_or_attach(first, error_fingerprint(first), key)
-        for other in events[1:]:
-            memory.attach_event(incident.id, other, error_fingerprint(other), key)
+        memory.attach_events(incident.id, [(e, error_fingerprint(e)) for e in events[1:]], key)
         self.stats.incidents.add(incident.id)
         cls = storm_class(first)
         if incident.status == "open":

@@ -194,9 +194,19 @@ class Memory:
         self, incident_id: str, event: UniversalFailureEvent, fingerprint: str, cause_key: str
     ) -> None:
         """Record one more failure of an incident (a no-op for an event already stored)."""
+        self.attach_events(incident_id, [(event, fingerprint)], cause_key)
+
+    def attach_events(
+        self,
+        incident_id: str,
+        events: list[tuple[UniversalFailureEvent, str]],
+        cause_key: str,
+    ) -> None:
+        """Record more failures (event, fingerprint) of an incident in one transaction: an
+        outage storm of thousands of events costs one commit, not one per event."""
         with self._write() as db:
             self.get_incident(incident_id)
-            self._insert_event(db, incident_id, event, fingerprint, cause_key)
+            self._insert_events(db, incident_id, events, cause_key)
             db.table("incidents").update(incident_id, {"updated_utc": _now().isoformat()})
 
     def open_or_attach(
@@ -227,7 +237,16 @@ class Memory:
         fingerprint: str,
         cause_key: str,
     ) -> None:
-        db.table("events").insert(
+        self._insert_events(db, incident_id, [(event, fingerprint)], cause_key)
+
+    @staticmethod
+    def _insert_events(
+        db: Database,
+        incident_id: str,
+        events: list[tuple[UniversalFailureEvent, str]],
+        cause_key: str,
+    ) -> None:
+        rows = (
             {
                 "event_id": event.event_id,
                 "incident_id": incident_id,
@@ -237,9 +256,10 @@ class Memory:
                 "unit_id": event.unit_id,
                 "created_utc": event.created_utc.isoformat(),
                 "json": event.model_dump_json(),
-            },
-            ignore=True,
+            }
+            for event, fingerprint in events
         )
+        db.table("events").insert_all(rows, ignore=True, batch_size=500)
 
     def update_incident(self, incident_id: str, **fields: Any) -> Incident:
         unknown = set(fields) - _UPDATABLE

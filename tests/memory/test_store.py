@@ -120,6 +120,18 @@ def test_the_same_event_delivered_twice_is_stored_once(memory: Memory) -> None:
     assert not created and again.events == 1
 
 
+def test_a_storm_attaches_in_one_batch_and_redelivery_is_ignored(memory: Memory) -> None:
+    first = event("t0")
+    incident, _ = memory.open_or_attach(first, "fp", "storm")
+    storm = [(event(f"t{n}"), "fp") for n in range(1, 1200)]
+    memory.attach_events(incident.id, storm, "storm")
+    memory.attach_events(incident.id, storm[:10] + [(first, "fp")], "storm")  # delivered again
+    assert memory.get_incident(incident.id).events == 1200
+    assert {e.unit_id for e in memory.events_for(incident.id)} == {
+        f"model.shop.t{n}" for n in range(1200)
+    }
+
+
 def test_recurrence_after_the_window_opens_a_new_incident(memory: Memory) -> None:
     old = memory.create_incident(event(), "fp", "ck")
     memory.update_incident(old.id, status="fixed")
