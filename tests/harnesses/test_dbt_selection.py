@@ -6,7 +6,13 @@ import pytest
 
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.evidence.redact import MASK
-from patchit.harnesses.dbt import DbtOutcome, judge_outcome, node_selector, replay_env, select_units
+from patchit.harnesses.dbt_units import (
+    DbtOutcome,
+    judge_outcome,
+    node_selector,
+    replay_env,
+    select_units,
+)
 
 
 @pytest.mark.parametrize(

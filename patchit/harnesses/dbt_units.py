@@ -1,0 +1,112 @@
+"""What the dbt harness selects, replays and judges: pure functions of the event and of dbt's
+run results, apart from the harness's process handling (`harnesses/dbt.py`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.redact import MASK
+
+OUTPUT_TAIL_LINES = 60
+# dbt itself treats warn and no-op as non-failing; so does verification
+PASSING_STATUSES = frozenset({"pass", "success", "warn", "no-op"})
+NODE_TYPES = ("model", "seed", "snapshot", "test", "unit_test", "source", "exposure", "analysis")
+# The sandbox sets these itself; replaying the user's would point dbt back at the user's files.
+_NOT_REPLAYED = frozenset(
+    {"DBT_PROFILES_DIR", "DBT_PROJECT_DIR", "DBT_TARGET_PATH", "DBT_LOG_PATH", "DBT_STATE",
+     "DBT_DEFER_STATE", "DBT_DEFER", "DBT_FAVOR_STATE", "DBT_TARGET", "DBT_PROFILE",
+     "DBT_PARTIAL_PARSE_FILE_PATH", "DBT_PARTIAL_PARSE_FILE_DIFF"}
+)  # fmt: skip
+_SANDBOX_ENV = {
+    "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+    "DBT_USE_COLORS": "false",
+    "DBT_PRINTER_WIDTH": "120",
+}
+
+
+@dataclass
+class DbtSandbox:
+    """One prepared run: dbt's arguments, where it runs, and its partial-parse bookkeeping."""
+
+    args: list[str]
+    cwd: Path
+    log_path: Path
+    target_dir: Path
+    parse_key: str
+    user_parse_file: Path | None = None
+
+
+@dataclass
+class DbtOutcome:
+    """What one dbt invocation did, however it was run."""
+
+    success: bool
+    exception: str | None = None
+    results: list[dict[str, Any]] = field(default_factory=list)
+    timed_out: bool = False
+
+
+def node_selector(unique_id: str) -> str | None:
+    """`model.shop.orders` -> `orders`; a test's trailing hash is dropped; None if not a node."""
+    parts = unique_id.split(".")
+    if len(parts) < 3 or parts[0] not in NODE_TYPES:
+        return None
+    if parts[0] == "test":
+        return parts[2]
+    if parts[0] == "source":
+        return "source:" + ".".join(parts[2:])
+    return ".".join(parts[2:])
+
+
+def select_units(event: UniversalFailureEvent, with_state: bool) -> list[str]:
+    """The failed unit and the incident's related units, each with its descendants."""
+    unit_ids = [event.unit_id, *(event.context.get("related_units") or [])]
+    selectors: list[str] = []
+    for unit_id in unit_ids:
+        selector = node_selector(str(unit_id))
+        if selector and f"{selector}+" not in selectors:
+            selectors.append(f"{selector}+")
+    if with_state:
+        selectors.append("state:modified+")
+    return selectors
+
+
+def judge_outcome(outcome: DbtOutcome, unit_id: str) -> tuple[bool, list[str]]:
+    """Pass iff dbt succeeded, every result passed, and the failed unit itself ran."""
+    failures = [
+        str(r.get("unique_id"))
+        for r in outcome.results
+        if str(r.get("status")) not in PASSING_STATUSES
+    ]
+    ran = {str(r.get("unique_id")) for r in outcome.results}
+    if node_selector(unit_id) and unit_id not in ran and unit_id not in failures:
+        failures.append(unit_id)
+    passed = outcome.success and not outcome.timed_out and not failures and bool(outcome.results)
+    return passed, failures
+
+
+def replay_env(event: UniversalFailureEvent) -> dict[str, str]:
+    """The DBT_* variables of the failing run, minus paths the sandbox owns; redacted values
+    come from patchit's own environment when it has them, else they are left out."""
+    env: dict[str, str] = {}
+    for name, value in (event.dbt.env if event.dbt else {}).items():
+        if name in _NOT_REPLAYED:
+            continue
+        if value == MASK:
+            if name not in os.environ:
+                continue
+            value = os.environ[name]
+        env[name] = value
+    return {**env, **_SANDBOX_ENV}
+
+
+def tail_lines(path: Path, lines: int = OUTPUT_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
