@@ -9,31 +9,21 @@ twice.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import socket
-import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any, Self
+from datetime import datetime, timedelta
+from typing import Any
 
 from sqlite_utils import Database
 
-from patchit.errors import BadInputError, MemoryStoreError
+from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
-from patchit.memory.migrations import apply_migrations
-from patchit.memory.records import AttemptOutcome, AttemptRecord, Incident, IncidentStatus
-from patchit.patching.base import PatchCandidate, PriorAttempt
-from patchit.patching.diffs import diff_hash
-
-DB_RELATIVE_PATH = Path("memory") / "attempts.sqlite3"
-TRIED_OUTCOMES = ("verified", "failed", "needs_review")
-_TRIED = ", ".join("?" * len(TRIED_OUTCOMES))
-
+from patchit.memory.attempts import AttemptStore
+from patchit.memory.records import Incident, IncidentStatus
+from patchit.memory.sqlite import DB_RELATIVE_PATH as DB_RELATIVE_PATH  # re-exported
+from patchit.memory.sqlite import now_utc
 
 _UPDATABLE = {
     "fingerprint", "status", "classification", "branch", "report_md", "report_json",
@@ -49,8 +39,7 @@ from incidents i
 """
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
+_now = now_utc
 
 
 def _owner_is_dead(owner: str) -> bool:
@@ -72,85 +61,8 @@ def new_incident_id(now: datetime | None = None) -> str:
     return f"{(now or _now()):%Y%m%d}-{secrets.token_hex(3)}"
 
 
-class Memory:
+class Memory(AttemptStore):
     """The attempt memory over one SQLite file. Use `Memory.open(home)`."""
-
-    def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
-        self.path = path
-        self.busy_timeout_s = busy_timeout_s
-        with self._guard("open"):
-            conn = sqlite3.connect(str(path), timeout=busy_timeout_s)
-        self.db = Database(conn)
-        try:
-            with self._guard("open"):
-                # A file that is not a database only fails on first read: read now.
-                conn.execute("select count(*) from sqlite_master").fetchone()
-                self.db.enable_wal()
-                conn.execute("PRAGMA foreign_keys = ON")
-                apply_migrations(self.db)
-        except BaseException:
-            conn.close()
-            raise
-
-    @classmethod
-    def open(cls, home: Path, busy_timeout_s: float = 30.0) -> Memory:
-        """Open (creating directories and schema) `<home>/memory/attempts.sqlite3`."""
-        path = home / DB_RELATIVE_PATH
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise MemoryStoreError(
-                f"{path.parent}: cannot create the memory directory ({exc.strerror}); "
-                "set PATCHIT_HOME or --home to a writable directory"
-            ) from exc
-        return cls(path, busy_timeout_s)
-
-    def close(self) -> None:
-        self.db.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- plumbing --------------------------------------------------------------------------
-
-    @contextmanager
-    def _guard(self, action: str) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                hint = f"another process held it longer than {self.busy_timeout_s:g} s; retry"
-            elif isinstance(exc, sqlite3.IntegrityError):
-                hint = "this is a patchit bug; please report it with this message"
-            else:
-                hint = "move the file aside (patchit starts a new one) or restore a backup"
-            raise MemoryStoreError(
-                f"{self.path}: attempt memory could not {action} ({exc}); {hint}"
-            ) from exc
-
-    @contextmanager
-    def _write(self) -> Iterator[Database]:
-        """One IMMEDIATE transaction (reentrant: nested writes join the outer one)."""
-        conn = self.db.conn
-        with self._guard("write"):
-            if conn.in_transaction:
-                yield self.db
-                return
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.db
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-
-    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-        with self._guard("read"):
-            return list(self.db.query(sql, params))
 
     # -- incidents and events --------------------------------------------------------------
 
@@ -295,95 +207,6 @@ class Memory:
             (incident_id,),
         )
         return [UniversalFailureEvent.model_validate_json(row["json"]) for row in rows]
-
-    # -- attempts --------------------------------------------------------------------------
-
-    def record_attempt(
-        self,
-        incident_id: str,
-        fingerprint: str,
-        candidate: PatchCandidate,
-        diff: str,
-        outcome: AttemptOutcome | str,
-        reason: str = "",
-        verification_output: str = "",
-        duration_ms: int = 0,
-    ) -> int:
-        """Store one attempt (the diff's normalised hash included); returns its id."""
-        files = list(dict.fromkeys(edit.path for edit in candidate.edits))
-        row = {
-            "incident_id": incident_id,
-            "fingerprint": fingerprint,
-            "diff_hash": diff_hash(diff),
-            "strategy": candidate.strategy,
-            "tag": candidate.tag,
-            "tier": candidate.tier,
-            "files": json.dumps(files),
-            "diff": diff,
-            "outcome": AttemptOutcome(outcome).value,
-            "reason": reason,
-            "verification_output": verification_output,
-            "duration_ms": duration_ms,
-            "tokens_in": candidate.tokens_in,
-            "tokens_out": candidate.tokens_out,
-            "cost_usd": candidate.cost_usd,
-            "created_utc": _now().isoformat(),
-        }
-        with self._write() as db:
-            self.get_incident(incident_id)
-            table = db.table("attempts").insert(row)
-            db.table("incidents").update(incident_id, {"updated_utc": row["created_utc"]})
-        return int(table.last_pk or 0)
-
-    def record_refusal(
-        self, incident_id: str, fingerprint: str, candidate: PatchCandidate, diff: str, reason: str
-    ) -> int:
-        """A candidate the pre-check refused: kept for the report, never counted as tried."""
-        return self.record_attempt(
-            incident_id, fingerprint, candidate, diff, AttemptOutcome.REFUSED, reason=reason
-        )
-
-    def attempts_for(self, incident_id: str) -> list[AttemptRecord]:
-        rows = self._rows(
-            "select * from attempts where incident_id = ? order by id", (incident_id,)
-        )
-        return [AttemptRecord.model_validate({**r, "files": json.loads(r["files"])}) for r in rows]
-
-    def attempt_count(self, fingerprint: str) -> int:
-        """Attempts on this fingerprint that reached verification (a harness limit does not
-        count: it says nothing about the candidate)."""
-        rows = self._rows(
-            f"select count(*) as n from attempts where fingerprint = ? and outcome in ({_TRIED})",
-            (fingerprint, *TRIED_OUTCOMES),
-        )
-        return int(rows[0]["n"])
-
-    def history(self, fingerprint: str) -> list[PriorAttempt]:
-        """Every attempt on this fingerprint, oldest first, as strategies see them."""
-        rows = self._rows(
-            "select diff_hash, tag, outcome, diff, reason,"
-            " coalesce(verification_output, '') as output from attempts"
-            " where fingerprint = ? order by id",
-            (fingerprint,),
-        )
-        return [PriorAttempt.model_validate(r) for r in rows]
-
-    def seen_diff(self, fingerprint: str, diff_hash: str) -> bool:
-        """Whether this normalised diff already went to verification for this fingerprint."""
-        rows = self._rows(
-            "select 1 from attempts where fingerprint = ? and diff_hash = ?"
-            f" and outcome in ({_TRIED}) limit 1",
-            (fingerprint, diff_hash, *TRIED_OUTCOMES),
-        )
-        return bool(rows)
-
-    def failed_tags(self, fingerprint: str) -> set[str]:
-        """Strategy buckets whose candidates failed verification on this fingerprint."""
-        rows = self._rows(
-            "select distinct tag from attempts where fingerprint = ? and outcome = ?",
-            (fingerprint, AttemptOutcome.FAILED.value),
-        )
-        return {r["tag"] for r in rows}
 
     # -- last good commits -----------------------------------------------------------------
 

@@ -1,0 +1,103 @@
+"""Attempts in the memory: every candidate tried (or refused) per incident and fingerprint,
+and the queries the pre-check and the strategies ask (repeats, failed tags, history)."""
+
+from __future__ import annotations
+
+import json
+
+from patchit.memory.records import AttemptOutcome, AttemptRecord
+from patchit.memory.sqlite import SqliteStore, now_utc
+from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.diffs import diff_hash
+
+TRIED_OUTCOMES = ("verified", "failed", "needs_review")
+_TRIED = ", ".join("?" * len(TRIED_OUTCOMES))
+
+
+class AttemptStore(SqliteStore):
+    def record_attempt(
+        self,
+        incident_id: str,
+        fingerprint: str,
+        candidate: PatchCandidate,
+        diff: str,
+        outcome: AttemptOutcome | str,
+        reason: str = "",
+        verification_output: str = "",
+        duration_ms: int = 0,
+    ) -> int:
+        """Store one attempt (the diff's normalised hash included); returns its id."""
+        files = list(dict.fromkeys(edit.path for edit in candidate.edits))
+        row = {
+            "incident_id": incident_id,
+            "fingerprint": fingerprint,
+            "diff_hash": diff_hash(diff),
+            "strategy": candidate.strategy,
+            "tag": candidate.tag,
+            "tier": candidate.tier,
+            "files": json.dumps(files),
+            "diff": diff,
+            "outcome": AttemptOutcome(outcome).value,
+            "reason": reason,
+            "verification_output": verification_output,
+            "duration_ms": duration_ms,
+            "tokens_in": candidate.tokens_in,
+            "tokens_out": candidate.tokens_out,
+            "cost_usd": candidate.cost_usd,
+            "created_utc": now_utc().isoformat(),
+        }
+        with self._write() as db:
+            self._require_incident(incident_id)
+            table = db.table("attempts").insert(row)
+            db.table("incidents").update(incident_id, {"updated_utc": row["created_utc"]})
+        return int(table.last_pk or 0)
+
+    def record_refusal(
+        self, incident_id: str, fingerprint: str, candidate: PatchCandidate, diff: str, reason: str
+    ) -> int:
+        """A candidate the pre-check refused: kept for the report, never counted as tried."""
+        return self.record_attempt(
+            incident_id, fingerprint, candidate, diff, AttemptOutcome.REFUSED, reason=reason
+        )
+
+    def attempts_for(self, incident_id: str) -> list[AttemptRecord]:
+        rows = self._rows(
+            "select * from attempts where incident_id = ? order by id", (incident_id,)
+        )
+        return [AttemptRecord.model_validate({**r, "files": json.loads(r["files"])}) for r in rows]
+
+    def attempt_count(self, fingerprint: str) -> int:
+        """Attempts on this fingerprint that reached verification (a harness limit does not
+        count: it says nothing about the candidate)."""
+        rows = self._rows(
+            f"select count(*) as n from attempts where fingerprint = ? and outcome in ({_TRIED})",
+            (fingerprint, *TRIED_OUTCOMES),
+        )
+        return int(rows[0]["n"])
+
+    def history(self, fingerprint: str) -> list[PriorAttempt]:
+        """Every attempt on this fingerprint, oldest first, as strategies see them."""
+        rows = self._rows(
+            "select diff_hash, tag, outcome, diff, reason,"
+            " coalesce(verification_output, '') as output from attempts"
+            " where fingerprint = ? order by id",
+            (fingerprint,),
+        )
+        return [PriorAttempt.model_validate(r) for r in rows]
+
+    def seen_diff(self, fingerprint: str, diff_hash: str) -> bool:
+        """Whether this normalised diff already went to verification for this fingerprint."""
+        rows = self._rows(
+            "select 1 from attempts where fingerprint = ? and diff_hash = ?"
+            f" and outcome in ({_TRIED}) limit 1",
+            (fingerprint, diff_hash, *TRIED_OUTCOMES),
+        )
+        return bool(rows)
+
+    def failed_tags(self, fingerprint: str) -> set[str]:
+        """Strategy buckets whose candidates failed verification on this fingerprint."""
+        rows = self._rows(
+            "select distinct tag from attempts where fingerprint = ? and outcome = ?",
+            (fingerprint, AttemptOutcome.FAILED.value),
+        )
+        return {r["tag"] for r in rows}
