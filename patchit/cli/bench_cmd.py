@@ -1,5 +1,7 @@
-"""`patchit bench`: measure patchit. `--perf` times verification against re-running dbt;
-`--airflow` times the Airflow callback, an alert storm and the Airflow harness."""
+"""`patchit bench`: measure patchit. With no flag, run the scenario corpus (benchmarks/corpus)
+and judge every scenario from outside; `--perf` times verification against re-running dbt;
+`--airflow` times the Airflow callback, an alert storm and the Airflow harness; `--memory`
+times the attempt memory's repeat-diff lookup with a million attempts stored."""
 
 from __future__ import annotations
 
@@ -13,6 +15,17 @@ from patchit.cli.context import say
 
 
 @click.command()
+@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Scenario corpus (default: benchmarks/corpus of the checkout).")  # fmt: skip
+@click.option("--only", multiple=True,
+              help="Run only these scenarios (repeat, or a comma list).")  # fmt: skip
+@click.option("--results", "results_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the corpus run writes latest.json/.md (subset.* with --only); "
+                   "default: benchmarks/results beside the corpus.")  # fmt: skip
+@click.option("--memory", "memory_perf", is_flag=True,
+              help="Time the repeat-diff lookup with --attempts attempts stored.")  # fmt: skip
+@click.option("--attempts", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
+              help="Attempts stored in the memory (--memory).")  # fmt: skip
 @click.option("--perf", is_flag=True, help="Time verifying a fix against running dbt by hand.")
 @click.option("--airflow", is_flag=True,
               help="Time the Airflow callback per call, a storm of failures into one incident, "
@@ -33,6 +46,11 @@ from patchit.cli.context import say
               help="Keep the generated repos here (default: a temp dir, removed); with both "
                    "parts, under dbt/ and airflow/.")  # fmt: skip
 def bench(
+    corpus_dir: Path | None,
+    only: tuple[str, ...],
+    results_dir: Path | None,
+    memory_perf: bool,
+    attempts: int,
     perf: bool,
     airflow: bool,
     n_models: int,
@@ -42,13 +60,17 @@ def bench(
     as_json: bool,
     workdir: Path | None,
 ) -> None:
-    """Benchmark patchit: `--perf` (dbt) and/or `--airflow`."""
+    """Benchmark patchit: the scenario corpus (no flag), `--perf` (dbt), `--airflow`,
+    `--memory`.
+
+    The corpus run exits 1 when a scenario misses its expectation, 0 otherwise.
+    """
+    if memory_perf:
+        _memory(attempts, runs, as_json, workdir)
+        return
     if not perf and not airflow:
-        click.echo(
-            "patchit: error: the scenario corpus is not built yet; use --perf or --airflow",
-            err=True,
-        )
-        sys.exit(2)
+        _corpus(corpus_dir, only, results_dir, as_json, workdir)
+        return
     both = perf and airflow
     reports: dict[str, str] = {}
     data: dict[str, object] = {}
@@ -72,3 +94,37 @@ def bench(
         click.echo(json.dumps(payload, indent=2))
     else:
         click.echo("\n\n".join(reports.values()))
+
+
+def _corpus(
+    corpus_dir: Path | None,
+    only: tuple[str, ...],
+    results_dir: Path | None,
+    as_json: bool,
+    workdir: Path | None,
+) -> None:
+    from patchit.bench import corpus
+    from patchit.bench.corpus_report import markdown, summary_lines, to_json
+
+    names = [n.strip() for item in only for n in item.split(",") if n.strip()] or None
+    source = corpus_dir or corpus.default_corpus()
+    out = results_dir or source.parent / "results"
+    run = corpus.run_corpus(source, names, workdir=workdir, results_dir=out, say=say)
+    if as_json:
+        click.echo(json.dumps(to_json(run.results, run.summary), indent=2))
+    else:
+        click.echo(markdown(run.results, run.summary))
+    for line in summary_lines(run.summary):
+        say(line)
+    say(f"results: {run.json_path} and {run.md_path}")
+    sys.exit(0 if all(r.passed for r in run.results) else 1)
+
+
+def _memory(attempts: int, runs: int, as_json: bool, workdir: Path | None) -> None:
+    from patchit.bench import perf_memory
+
+    measured = perf_memory.run_memory_perf(attempts=attempts, runs=runs, workdir=workdir, say=say)
+    if as_json:
+        click.echo(json.dumps(measured.to_json(), indent=2))
+    else:
+        click.echo(perf_memory.format_report(measured))

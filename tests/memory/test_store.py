@@ -125,7 +125,7 @@ def test_a_storm_attaches_in_one_batch_and_redelivery_is_ignored(memory: Memory)
     incident, _ = memory.open_or_attach(first, "fp", "storm")
     storm = [(event(f"t{n}"), "fp") for n in range(1, 1200)]
     memory.attach_events(incident.id, storm, "storm")
-    memory.attach_events(incident.id, storm[:10] + [(first, "fp")], "storm")  # delivered again
+    memory.attach_events(incident.id, [*storm[:10], (first, "fp")], "storm")  # delivered again
     assert memory.get_incident(incident.id).events == 1200
     assert {e.unit_id for e in memory.events_for(incident.id)} == {
         f"model.shop.t{n}" for n in range(1200)

@@ -1,0 +1,108 @@
+"""`patchit bench` (no flag): run the scenario corpus and judge each scenario from outside.
+
+The corpus lives in `benchmarks/corpus/` of patchit's checkout (one TOML file per scenario),
+the base projects in `benchmarks/projects/`; see `benchmarks/README.md`. Scenarios run one
+after another (each spawns dbt or Airflow), each in its own fresh temp dir and
+`PATCHIT_HOME`; Airflow's metadata DB is migrated once and copied per run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchit.bench.corpus_judge import ScenarioResult, judge
+from patchit.bench.corpus_model import AIRFLOW_KINDS, Scenario, load_corpus, projects_dir
+from patchit.bench.corpus_report import CorpusSummary, summarise, write_results
+from patchit.bench.corpus_run import run_scenario
+from patchit.bench.corpus_runtimes import migrate_airflow_template
+from patchit.errors import BadInputError
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+DEFAULT_CORPUS = CHECKOUT / "benchmarks" / "corpus"
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class CorpusRun:
+    results: list[ScenarioResult]
+    summary: CorpusSummary
+    json_path: Path | None
+    md_path: Path | None
+
+
+def default_corpus() -> Path:
+    if not DEFAULT_CORPUS.is_dir():
+        raise BadInputError(
+            f"{DEFAULT_CORPUS}: the corpus ships with patchit's checkout, not the installed "
+            "package; pass --corpus DIR (benchmarks/corpus of a clone)"
+        )
+    return DEFAULT_CORPUS
+
+
+def run_corpus(
+    corpus_dir: Path | None = None,
+    only: list[str] | None = None,
+    workdir: Path | None = None,
+    results_dir: Path | None = None,
+    say: Say = print,
+) -> CorpusRun:
+    """Run the scenarios (all, or those named in `only`); write results when asked."""
+    corpus = corpus_dir or default_corpus()
+    scenarios = load_corpus(corpus, only)
+    projects = projects_dir(corpus)
+    for scenario in scenarios:
+        if not (projects / scenario.project).is_dir():
+            raise BadInputError(f"{scenario.path}: no base project {projects / scenario.project}")
+    base = workdir or Path(tempfile.mkdtemp(prefix="patchit-bench-"))
+    base.mkdir(parents=True, exist_ok=True)
+    try:
+        template = _airflow_template(scenarios, base, say)
+        results = []
+        good_cache: dict[str, Path] = {}  # good checkouts, kept for the whole run
+        for number, scenario in enumerate(scenarios, start=1):
+            say(f"scenario {number}/{len(scenarios)}: {scenario.name} ({scenario.kind})")
+            work = base / scenario.name
+            if work.exists():
+                shutil.rmtree(work)
+            work.mkdir()
+            result = judge(run_scenario(scenario, projects / scenario.project, work, template,
+                                       good_cache))  # fmt: skip
+            say(f"    {result.outcome} {result.classification or '-'}: "
+                f"{'pass' if result.passed else 'FAIL'} ({result.reason})")  # fmt: skip
+            results.append(result)
+            if workdir is None:
+                _clean(work, keep=set(good_cache.values()))
+    finally:
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    summary = summarise(results)
+    json_path = md_path = None
+    if results_dir is not None:
+        stem = "latest" if only is None else "subset"
+        json_path, md_path = write_results(results, summary, results_dir, stem)
+    return CorpusRun(results, summary, json_path, md_path)
+
+
+def _airflow_template(scenarios: list[Scenario], base: Path, say: Say) -> Path | None:
+    if not any(s.kind in AIRFLOW_KINDS for s in scenarios):
+        return None
+    template = base / "airflow-template"
+    if (template / "airflow.db").exists():
+        return template
+    say("migrating one Airflow metadata DB for the Airflow scenarios")
+    proc = migrate_airflow_template(template)
+    if proc.code != 0:
+        raise BadInputError(f"airflow db migrate failed; is Airflow installed? {proc.tail(600)}")
+    return template
+
+
+def _clean(work: Path, keep: set[Path]) -> None:
+    """Remove a scenario's dir, except a good checkout later scenarios read from."""
+    for child in work.iterdir():
+        if child not in keep:
+            shutil.rmtree(child, ignore_errors=True)
