@@ -24,9 +24,11 @@ demo: install
 # root on Debian (CI) this installs it. Elsewhere it only says what is missing.
 bubblewrap:
 	@command -v bwrap >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  SUDO=; [ "$$(id -u)" = 0 ] || { sudo -n true 2>/dev/null && SUDO="sudo -n"; }; \
+	  if { [ "$$(id -u)" = 0 ] || [ -n "$$SUDO" ]; } && command -v apt-get >/dev/null 2>&1; then \
 	    export DEBIAN_FRONTEND=noninteractive; \
-	    apt-get install -y -q bubblewrap || { apt-get update -q && apt-get install -y -q bubblewrap; }; \
+	    $$SUDO apt-get install -y -q bubblewrap || \
+	      { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q bubblewrap; }; \
 	  else \
 	    echo "bubblewrap (bwrap) is missing: install it (apt-get install bubblewrap);" \
 	         "the sandbox tests need it"; \
