@@ -7,6 +7,7 @@ import re
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,8 +66,11 @@ def test_report_prints_seconds_and_ratios(measured: dict[str, Any]) -> None:
     assert lines[-1].startswith("worker start:")
 
 
-def test_bench_without_perf_is_a_usage_error() -> None:
-    res = patchit("bench")
-    assert res.returncode == 2
-    assert "scenario corpus is not built yet" in res.stderr
-    assert res.stdout == ""
+def test_bench_on_a_missing_or_empty_corpus_is_a_clear_error(tmp_path: Path) -> None:
+    # (`patchit bench` with no flag runs the whole corpus: tests/bench/test_corpus_quick.py)
+    missing = patchit("bench", "--corpus", str(tmp_path / "missing"))
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert "no such corpus directory" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    empty = patchit("bench", "--corpus", str(tmp_path / "empty"))
+    assert empty.returncode == 2 and "no scenario (*.toml) to run" in empty.stderr
