@@ -94,6 +94,14 @@ class LlmSession:
             )
             raise
         usage = reply.usage
+
+        def record(outcome: CallOutcome, error: str = "") -> None:
+            self.ledger.record(
+                self.incident_id, purpose, round_no, model,
+                tokens_in=usage.tokens_in, tokens_out=usage.tokens_out, cost_usd=usage.cost_usd,
+                outcome=outcome, error=error,
+            )  # fmt: skip
+
         try:
             if reply.tool_input is None:
                 said = f": {reply.text[:120]!r}" if reply.text else ""
@@ -107,27 +115,9 @@ class LlmSession:
                 if isinstance(exc, ValidationError)
                 else str(exc)
             )
-            self.ledger.record(
-                self.incident_id,
-                purpose,
-                round_no,
-                model,
-                tokens_in=usage.tokens_in,
-                tokens_out=usage.tokens_out,
-                cost_usd=usage.cost_usd,
-                outcome=CallOutcome.MALFORMED,
-                error=reason,
-            )
+            record(CallOutcome.MALFORMED, reason)
             raise LlmMalformed(reason, usage) from exc
-        self.ledger.record(
-            self.incident_id,
-            purpose,
-            round_no,
-            model,
-            tokens_in=usage.tokens_in,
-            tokens_out=usage.tokens_out,
-            cost_usd=usage.cost_usd,
-        )
+        record(CallOutcome.OK)
         return Metered(value, usage)
 
     def close(self) -> None:
