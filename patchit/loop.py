@@ -1,33 +1,32 @@
 """The closed loop: intake -> evidence -> classify -> propose -> pre-check -> verify -> sync/stop.
 
-`heal()` is the design's steps in order and nothing else; the pieces live in the stages.
+`heal()` is the design's steps in order and owns the run's state. Each stage is a call that
+takes values and returns values: `patchit.search` proposes, pre-checks and verifies and
+returns a `Search`; `patchit.trial.land` puts the winner on a branch; a stop is a returned
+reason that ends in the Root Cause Report. Nothing below this module imports it.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchit.candidates import try_candidates
 from patchit.classify.classifier import classify_failure
 from patchit.classify.model import FailureClass, Verdict
-from patchit.config import PatchitConfig
+from patchit.context import Context
 from patchit.errors import PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence
-from patchit.fidelity import DataCheck
-from patchit.harnesses.base import Harness, Verification
+from patchit.harnesses.base import Harness
 from patchit.harnesses.registry import select_harness
-from patchit.memory import Incident, Memory
+from patchit.memory import Incident
 from patchit.memory.fingerprint import cause_key, error_fingerprint
-from patchit.memory.ledger import Ledger
-from patchit.patching.base import PatchCandidate, Strategy
+from patchit.memory.ledger import Ledger, LlmPurpose
 from patchit.patching.llm import BudgetExhausted, LlmUnavailable, llm_enabled, second_opinion
 from patchit.reports.build import build_report
 from patchit.reports.model import LlmSummary
@@ -36,26 +35,10 @@ from patchit.sandbox.dbt_profile import resolve_dbt_target
 from patchit.sandbox.git import dirty_tracked_files, head_commit
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree
-from patchit.trial import Trial
+from patchit.search import Search, search_fix
+from patchit.trial import Bench, Landing, Trial, land
 
-Say = Callable[[str], None]
-
-
-@dataclass
-class Context:
-    """What one healing run needs: state dir, memory, config and the plugins."""
-
-    home: Path
-    memory: Memory
-    config: PatchitConfig
-    strategies: list[Strategy]
-    harnesses: list[Harness]
-    say: Say = field(default=lambda _msg: None)
-    owner: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
-
-    def close(self) -> None:
-        for harness in self.harnesses:
-            harness.close()
+NOT_CODE = "classified as {cls}: patchit only patches code bugs"
 
 
 @dataclass
@@ -65,28 +48,48 @@ class HealOutcome:
     commands: list[str] = field(default_factory=list)
 
 
-def project_key_for(repo: Path | str | None, project: Path | str) -> str:
-    """Key of a project's last good commit in memory."""
-    return f"{repo}::{project}"
-
-
-def project_key(event: UniversalFailureEvent) -> str:
-    return project_key_for(
-        event.repo_path, event.dbt.project_dir if event.dbt else event.pipeline_id
-    )
-
-
-def group_by_cause(events: Iterable[UniversalFailureEvent]) -> list[list[UniversalFailureEvent]]:
-    """Failed units of one invocation that share a cause become one incident."""
-    groups: dict[str, list[UniversalFailureEvent]] = {}
-    for event in events:
-        groups.setdefault(cause_key(event), []).append(event)
-    return list(groups.values())
+def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> HealOutcome:
+    """Heal one failure; `key` groups it with others (an outage storm), else its cause key."""
+    fingerprint = error_fingerprint(event)
+    incident, created = ctx.memory.open_or_attach(event, fingerprint, key or cause_key(event))
+    if (busy := _not_ours(incident, created, ctx)) is not None:
+        return busy
+    repo = Path(event.repo_path or ".")
+    evidence: Evidence | None = None
+    verdict: Verdict | None = None
+    try:
+        with _sandbox(ctx, repo, incident.id) as sandbox:
+            harness = _pick_harness(event, repo, ctx)
+            ran = event.status in ("error", "fail")  # it read the warehouse: copy it now
+            snapshot = _snapshot(event, sandbox, ctx) if ran else None
+            last_good = ctx.memory.last_good(project_key(event))
+            evidence = _gather_evidence(event, repo, ctx, incident.id, last_good, snapshot)
+            verdict = _classify(evidence, ctx, incident.id)
+            if verdict.cls is not FailureClass.CODE_BUG:
+                stop = NOT_CODE.format(cls=verdict.cls.value)
+                return _finish(ctx, event, incident, created, "escalated", stop, evidence, verdict)
+            if isinstance(harness, PatchitError):
+                raise harness  # no harness can verify a candidate: say why, with a report
+            snapshot = snapshot or _snapshot(event, sandbox, ctx)
+            bench = Bench(ctx, event, incident.id, fingerprint, evidence, repo, harness,
+                          snapshot.parent if snapshot else None, sandbox, last_good)  # fmt: skip
+            search = search_fix(bench, ctx.strategies)
+            landing = land(bench, search.winner) if search.winner is not None else None
+            status = _status(search, ctx, incident.id)
+            return _finish(ctx, event, incident, created, status, search.stop, evidence, verdict,
+                           search, landing)  # fmt: skip
+    except PatchitError as exc:  # the incident must not be lost half-way: stop with a report
+        stop = f"patchit could not finish: {exc}"
+        ctx.say(stop)
+        return _finish(ctx, event, incident, created, "failed", stop, evidence, verdict)
+    finally:
+        ctx.memory.release_incident(incident.id, ctx.owner)
 
 
 def heal_group(
     events: list[UniversalFailureEvent], ctx: Context, key: str | None = None
 ) -> HealOutcome:
+    """Heal the first of several failed units sharing a cause; attach the others to it."""
     primary = events[0]
     related = [e.unit_id for e in events[1:]]
     if related:
@@ -102,10 +105,30 @@ def heal_group(
     return outcome
 
 
-def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> HealOutcome:
-    """Heal one failure; `key` groups it with others (an outage storm), else its cause key."""
-    fingerprint = error_fingerprint(event)
-    incident, created = ctx.memory.open_or_attach(event, fingerprint, key or cause_key(event))
+def group_by_cause(events: Iterable[UniversalFailureEvent]) -> list[list[UniversalFailureEvent]]:
+    """Failed units of one invocation that share a cause become one incident."""
+    groups: dict[str, list[UniversalFailureEvent]] = {}
+    for event in events:
+        groups.setdefault(cause_key(event), []).append(event)
+    return list(groups.values())
+
+
+def project_key_for(repo: Path | str | None, project: Path | str) -> str:
+    """Key of a project's last good commit in memory."""
+    return f"{repo}::{project}"
+
+
+def project_key(event: UniversalFailureEvent) -> str:
+    return project_key_for(
+        event.repo_path, event.dbt.project_dir if event.dbt else event.pipeline_id
+    )
+
+
+# -- the steps ------------------------------------------------------------------------------
+
+
+def _not_ours(incident: Incident, created: bool, ctx: Context) -> HealOutcome | None:
+    """Why this run must not heal the incident (finished, or leased elsewhere), else None."""
     if not created and incident.status != "open":
         ctx.say(
             f"recurrence of incident {incident.id} ({incident.status}): event attached, "
@@ -115,144 +138,34 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
     if not ctx.memory.claim_incident(incident.id, ctx.owner, ttl_s=3600):
         ctx.say(f"incident {incident.id} is being healed by another worker: event attached")
         return HealOutcome(incident, created=created)
-    run = _Run(event, incident, fingerprint)
-    try:
-        return _heal_claimed(run, ctx, created)
-    except PatchitError as exc:
-        # the incident must not be lost half-way: stop it with a report saying what broke
-        run.stop_reason = f"patchit could not finish: {exc}"
-        ctx.say(run.stop_reason)
-        return _finish(run, "failed", ctx, created)
-    finally:
-        ctx.memory.release_incident(incident.id, ctx.owner)
+    return None
 
 
-@dataclass
-class _Run:
-    """Mutable state of one healing run, for the report."""
-
-    event: UniversalFailureEvent
-    incident: Incident
-    fingerprint: str
-    evidence: Evidence | None = None
-    verdict: Verdict | None = None
-    stop_reason: str = ""
-    winner: tuple[PatchCandidate, str, Verification] | None = None
-    branch: str | None = None
-    commands: list[str] = field(default_factory=list)
-    policy_refusals: int = 0
-    last_good: str | None = None
-    tiers: list[str] = field(default_factory=list)
-    trials: list[Trial] = field(default_factory=list)
-    llm_rounds: int = 0
-    llm_problems: list[str] = field(default_factory=list)
-    cannot_verify: bool = False
-    winner_data: DataCheck | None = None
-
-
-def _heal_claimed(run: _Run, ctx: Context, created: bool) -> HealOutcome:
-    sandbox = ctx.home / "sandboxes" / run.incident.id
-    repo = Path(run.event.repo_path or ".")
-    for stale in (ctx.home / "worktrees").glob(f"{run.incident.id}-*"):
+@contextmanager
+def _sandbox(ctx: Context, repo: Path, incident_id: str) -> Iterator[Path]:
+    """The incident's scratch dir, removed afterwards (database copies are large)."""
+    for stale in (ctx.home / "worktrees").glob(f"{incident_id}-*"):
         remove_worktree(repo, stale)  # left by a run that was killed; we hold the lease now
+    sandbox = ctx.home / "sandboxes" / incident_id
     try:
-        return _heal_in(run, ctx, created, sandbox)
+        yield sandbox
     finally:
-        # database copies are large and per-run; the attempts and reports keep what matters
         shutil.rmtree(sandbox, ignore_errors=True)
 
 
-def _evidence_root(event: UniversalFailureEvent, repo: Path, dest: Path) -> Path | None:
-    """A worktree at the failing commit when the user's tree no longer shows it, else None."""
-    if event.commit is None:
-        return None
-    if head_commit(repo) == event.commit and not dirty_tracked_files(repo):
-        return None
-    return create_worktree(repo, event.commit, dest)
-
-
-def _heal_in(run: _Run, ctx: Context, created: bool, sandbox: Path) -> HealOutcome:
-    event, incident = run.event, run.incident
-    # a node that ran reads the warehouse (columns, failing rows); a parse, profile or lock
-    # failure does not, and its copy waits until a candidate needs verifying
-    repo = Path(event.repo_path or ".")
-    if event.status != "fail":  # a failing data test is rarely a code bug: don't warm up
-        _warm_up(event, repo, ctx)
-    ran = event.status in ("error", "fail")
-    snapshot = _snapshot(event, sandbox / "snapshot", ctx) if ran else None
-    ctx.say("gathering evidence")
-    evidence_wt = _evidence_root(event, repo, ctx.home / "worktrees" / f"{incident.id}-evidence")
-    try:
-        run.last_good = last_good = ctx.memory.last_good(project_key(event))
-        if event.source is FailureSource.AIRFLOW:
-            run.evidence = gather_airflow_evidence(
-                event, evidence_wt or repo, last_good_commit=last_good
-            )
-        else:
-            run.evidence = gather_dbt_evidence(
-                event, evidence_wt or repo, last_good_commit=last_good, db_snapshot=snapshot
-            )
-        return _decide(run, ctx, created, repo, snapshot, sandbox)
-    finally:
-        if evidence_wt is not None:
-            remove_worktree(repo, evidence_wt)
-
-
-def _decide(
-    run: _Run, ctx: Context, created: bool, repo: Path, snapshot: Path | None, sandbox: Path
-) -> HealOutcome:
-    incident = run.incident
-    assert run.evidence is not None
-    run.verdict = _second_opinion(run, ctx, classify_failure(run.evidence))
-    ctx.say(f"classified as {run.verdict.cls.value}: {run.verdict.reason}")
-    ctx.memory.update_incident(
-        incident.id, classification=run.verdict.cls.value, summary=run.verdict.reason
-    )
-    if run.verdict.cls is not FailureClass.CODE_BUG:
-        run.stop_reason = f"classified as {run.verdict.cls.value}: patchit only patches code bugs"
-        return _finish(run, "escalated", ctx, created)
-    if snapshot is None:
-        snapshot = _snapshot(run.event, sandbox / "snapshot", ctx)
-    try_candidates(run, repo, snapshot.parent if snapshot else None, sandbox, ctx)
-    if run.winner is not None:
-        return _finish(run, "fixed", ctx, created)
-    verified_any = any(a.outcome != "refused" for a in ctx.memory.attempts_for(incident.id))
-    only_policy = run.policy_refusals > 0 and not verified_any
-    needs_review = run.winner_data is None and any(
-        t.data is not None and t.data.needs_review for t in run.trials
-    )
-    escalate = only_policy or needs_review or run.cannot_verify
-    return _finish(run, "escalated" if escalate else "failed", ctx, created)
-
-
-def _second_opinion(run: _Run, ctx: Context, verdict: Verdict) -> Verdict:
-    """Where the rules say `unknown`, the model may classify (never over a matched signature)."""
-    cfg = ctx.config.llm
-    if verdict.cls is not FailureClass.UNKNOWN or not cfg.second_opinion or not llm_enabled(cfg):
-        return verdict
-    assert run.evidence is not None
-    ctx.say("rules say unknown: asking the model for a second opinion")
-    try:
-        return second_opinion(run.evidence, verdict, cfg, ctx.memory, run.incident.id)
-    except (BudgetExhausted, LlmUnavailable) as exc:
-        ctx.say(f"no second opinion: {exc}")
-        return verdict.model_copy(
-            update={"reason": f"{verdict.reason} (the model's second opinion failed: {exc})"}
-        )
-
-
-def _warm_up(event: UniversalFailureEvent, repo: Path, ctx: Context) -> None:
-    """Start the harness's runtime (seconds of imports) while evidence is gathered."""
+def _pick_harness(event: UniversalFailureEvent, repo: Path, ctx: Context) -> Harness | PatchitError:
+    """The harness that will verify, warmed up while evidence is gathered; or why there is
+    none (that matters only once there is a code bug to verify)."""
     try:
         harness = select_harness(event, repo, ctx.harnesses, config=ctx.config.sandbox)
-    except PatchitError:
-        return  # verification will say why there is no harness
-    start = getattr(harness, "start_in_background", None)
-    if callable(start):
-        start()
+    except PatchitError as exc:
+        return exc
+    if event.status != "fail":  # a failing data test is rarely a code bug: don't warm up
+        harness.warm_up()
+    return harness
 
 
-def _snapshot(event: UniversalFailureEvent, dest: Path, ctx: Context) -> Path | None:
+def _snapshot(event: UniversalFailureEvent, sandbox: Path, ctx: Context) -> Path | None:
     """Copy the user's DuckDB file (after their dbt exited) once per incident."""
     if event.dbt is None:
         return None
@@ -263,52 +176,120 @@ def _snapshot(event: UniversalFailureEvent, dest: Path, ctx: Context) -> Path | 
         return None
     if target.db_path is None or not target.db_path.is_file():
         return None
-    return snapshot_database(target.db_path, dest)
+    return snapshot_database(target.db_path, sandbox / "snapshot")
 
 
-def _refused_data(run: _Run) -> DataCheck | None:
-    """The data check that kept a passing candidate off the branch, for the report."""
-    refused = [t.data for t in run.trials if t.data is not None and t.data.needs_review]
-    return refused[-1] if refused else None
+def _gather_evidence(
+    event: UniversalFailureEvent,
+    repo: Path,
+    ctx: Context,
+    incident_id: str,
+    last_good: str | None,
+    snapshot: Path | None,
+) -> Evidence:
+    """Evidence read at the failing commit: in the user's tree when it still shows it, else
+    in a worktree removed afterwards."""
+    ctx.say("gathering evidence")
+    root, worktree = repo, None
+    if event.commit is not None and (
+        head_commit(repo) != event.commit or dirty_tracked_files(repo)
+    ):
+        worktree = create_worktree(
+            repo, event.commit, ctx.home / "worktrees" / f"{incident_id}-evidence"
+        )
+        root = worktree
+    try:
+        if event.source is FailureSource.AIRFLOW:
+            return gather_airflow_evidence(event, root, last_good_commit=last_good)
+        return gather_dbt_evidence(event, root, last_good_commit=last_good, db_snapshot=snapshot)
+    finally:
+        if worktree is not None:
+            remove_worktree(repo, worktree)
 
 
-def _llm_summary(run: _Run, ctx: Context) -> LlmSummary | None:
-    calls = Ledger(ctx.memory).calls_for(run.incident.id)
+def _classify(evidence: Evidence, ctx: Context, incident_id: str) -> Verdict:
+    """The rules, and where they say `unknown`, the model's second opinion (never over a
+    matched signature)."""
+    verdict = classify_failure(evidence)
+    cfg = ctx.config.llm
+    if verdict.cls is FailureClass.UNKNOWN and cfg.second_opinion and llm_enabled(cfg):
+        ctx.say("rules say unknown: asking the model for a second opinion")
+        try:
+            verdict = second_opinion(evidence, verdict, cfg, ctx.memory, incident_id)
+        except (BudgetExhausted, LlmUnavailable) as exc:
+            ctx.say(f"no second opinion: {exc}")
+            verdict = verdict.model_copy(
+                update={"reason": f"{verdict.reason} (the model's second opinion failed: {exc})"}
+            )
+    ctx.say(f"classified as {verdict.cls.value}: {verdict.reason}")
+    ctx.memory.update_incident(
+        incident_id, classification=verdict.cls.value, summary=verdict.reason
+    )
+    return verdict
+
+
+def _status(search: Search, ctx: Context, incident_id: str) -> str:
+    """fixed; escalated when only policy refused, a passing candidate needs review, or nothing
+    can be verified here; failed otherwise."""
+    if search.winner is not None:
+        return "fixed"
+    verified_any = any(a.outcome != "refused" for a in ctx.memory.attempts_for(incident_id))
+    only_policy = search.policy_refusals > 0 and not verified_any
+    escalate = only_policy or search.needs_review or search.cannot_verify
+    return "escalated" if escalate else "failed"
+
+
+def _finish(
+    ctx: Context,
+    event: UniversalFailureEvent,
+    incident: Incident,
+    created: bool,
+    status: str,
+    stop: str,
+    evidence: Evidence | None,
+    verdict: Verdict | None,
+    search: Search | None = None,
+    landing: Landing | None = None,
+) -> HealOutcome:
+    """Record the outcome and write the report (Root Cause Report when nothing landed)."""
+    incident = ctx.memory.update_incident(
+        incident.id, status=status, branch=landing.branch if landing else None
+    )
+    winner = search.winner if search else None
+    trials = search.trials if search else []
+    refused = [t.data for t in trials if t.data is not None and t.data.needs_review]
+    report = build_report(
+        incident=incident,
+        event=event,
+        evidence=evidence,
+        verdict=verdict,
+        attempts=ctx.memory.attempts_for(incident.id),
+        winner=(winner.candidate, winner.diff, winner.result) if winner and winner.result else None,
+        stop_reason="" if winner else stop,
+        commands=landing.commands if landing else [],
+        events=len(ctx.memory.events_for(incident.id)),
+        tiers=search.tiers if search else [],
+        data_check=winner.data if winner else (refused[-1] if refused else None),
+        llm=_llm_summary(ctx, incident.id, trials),
+    )
+    md, js = write_report(report, ctx.home / "reports")
+    incident = ctx.memory.update_incident(
+        incident.id, report_md=str(md), report_json=str(js), needs_human=report.needs_human
+    )
+    return HealOutcome(incident, created=created, commands=landing.commands if landing else [])
+
+
+def _llm_summary(ctx: Context, incident_id: str, trials: list[Trial]) -> LlmSummary | None:
+    calls = Ledger(ctx.memory).calls_for(incident_id)
     if not calls:
         return None
+    rounds = {c.round for c in calls if c.purpose is LlmPurpose.PROPOSE}
     return LlmSummary(
         model=calls[-1].model,
-        rounds=run.llm_rounds,
+        rounds=max(rounds, default=0),
         calls=len(calls),
-        candidates=sum(1 for t in run.trials if t.candidate.tier >= 1),
+        candidates=sum(1 for t in trials if t.candidate.tier >= 1),
         tokens_in=sum(c.tokens_in for c in calls),
         tokens_out=sum(c.tokens_out for c in calls),
         cost_usd=sum(c.cost_usd for c in calls),
     )
-
-
-def _finish(run: _Run, status: str, ctx: Context, created: bool) -> HealOutcome:
-    incident = ctx.memory.update_incident(run.incident.id, status=status, branch=run.branch)
-    attempts = ctx.memory.attempts_for(run.incident.id)
-    report = build_report(
-        incident=incident,
-        event=run.event,
-        evidence=run.evidence,
-        verdict=run.verdict,
-        attempts=attempts,
-        winner=run.winner,
-        stop_reason=run.stop_reason,
-        commands=run.commands,
-        events=len(ctx.memory.events_for(run.incident.id)),
-        tiers=run.tiers,
-        data_check=run.winner_data or _refused_data(run),
-        llm=_llm_summary(run, ctx),
-    )
-    md, js = write_report(report, ctx.home / "reports")
-    incident = ctx.memory.update_incident(
-        run.incident.id,
-        report_md=str(md),
-        report_json=str(js),
-        needs_human=report.needs_human,
-    )
-    return HealOutcome(incident, created=created, commands=run.commands)

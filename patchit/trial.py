@@ -9,8 +9,10 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from patchit.context import Context
+from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.model import Evidence
 from patchit.evidence.redact import profile_secrets, redact
 from patchit.fidelity import DataCheck, check_candidate
 from patchit.harnesses.base import Harness, Verification, Workspace
@@ -20,9 +22,6 @@ from patchit.patching.diffs import unified_diff
 from patchit.policy.precheck import precheck
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 from patchit.sync.branch import commit_patch, create_branch, inspect_commands
-
-if TYPE_CHECKING:
-    from patchit.loop import Context, _Run
 
 _LIMITS = {
     "time": "it ran past the harness time limit (loop.harness_timeout_s)",
@@ -44,6 +43,8 @@ class Trial:
     diff: str
     result: Verification | None = None
     data: DataCheck | None = None
+    refusal: str = ""  # why the pre-check (or the edit check) refused it
+    stop: str = ""  # why no candidate can be verified at all (e.g. it needs the network)
 
     @property
     def passed(self) -> bool:
@@ -54,78 +55,94 @@ class Trial:
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Bench:
-    """What every trial of one incident shares."""
+    """What every trial of one incident shares, set once by the loop."""
 
-    run: _Run
     ctx: Context
+    event: UniversalFailureEvent
+    incident_id: str
+    fingerprint: str
+    evidence: Evidence
     repo: Path
     harness: Harness
     snapshot_dir: Path | None
     sandbox: Path
+    last_good: str | None
 
 
-def out_of_attempts(bench: Bench) -> bool:
+@dataclass(frozen=True)
+class Landing:
+    """Where the verified fix landed and how to look at it."""
+
+    branch: str
+    commands: list[str]
+
+
+def out_of_attempts(bench: Bench) -> str:
+    """The stop reason once the fingerprint's attempts are spent, else ""."""
     limit = bench.ctx.config.loop.max_attempts
-    if bench.ctx.memory.attempt_count(bench.run.fingerprint) >= limit:
-        bench.run.stop_reason = f"max attempts ({limit}) for this fingerprint reached"
-        return True
-    return False
+    if bench.ctx.memory.attempt_count(bench.fingerprint) >= limit:
+        return f"max attempts ({limit}) for this fingerprint reached"
+    return ""
 
 
 def run_trial(bench: Bench, candidate: PatchCandidate) -> Trial:
     """Pre-check and verify one candidate in its own worktree; record the attempt."""
-    run, ctx = bench.run, bench.ctx
-    number = len(ctx.memory.attempts_for(run.incident.id)) + 1
+    ctx = bench.ctx
+    number = len(ctx.memory.attempts_for(bench.incident_id)) + 1
     ctx.say(f"candidate {number}: {candidate.strategy} ({candidate.tag}): {candidate.rationale}")
     # one worktree path per incident, made afresh for each candidate: dbt's saved parse
     # (which names files by absolute path) stays valid from one candidate to the next
-    workdir = ctx.home / "worktrees" / f"{run.incident.id}-candidate"
+    workdir = ctx.home / "worktrees" / f"{bench.incident_id}-candidate"
     scratch = bench.sandbox / f"candidate-{number}"
-    worktree = create_worktree(bench.repo, run.event.commit or "HEAD", workdir)
+    worktree = create_worktree(bench.repo, bench.event.commit or "HEAD", workdir)
     try:
         trial = _verify(bench, candidate, worktree, scratch)
     finally:
         remove_worktree(bench.repo, worktree)
         shutil.rmtree(scratch, ignore_errors=True)
-    run.trials.append(trial)
     if trial.result is not None and trial.result.limit_hit == "network":
-        run.stop_reason = CANNOT_VERIFY_NETWORK
-        run.cannot_verify = True
-        ctx.say(run.stop_reason)
+        trial.stop = CANNOT_VERIFY_NETWORK
+        ctx.say(trial.stop)
     return trial
 
 
+def record_refusal(bench: Bench, candidate: PatchCandidate, diff: str, reason: str) -> None:
+    """A candidate refused before verification: kept for the report, never counted as tried."""
+    bench.ctx.memory.record_attempt(
+        bench.incident_id, bench.fingerprint, candidate, diff, "refused", reason
+    )
+    bench.ctx.say(f"  refused: {reason}")
+
+
 def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Path) -> Trial:
-    run, ctx, memory = bench.run, bench.ctx, bench.ctx.memory
+    ctx, memory = bench.ctx, bench.ctx.memory
     try:
         previews = preview_edits(worktree, candidate.edits)
     except EditError as exc:
-        memory.record_attempt(run.incident.id, run.fingerprint, candidate, "", "refused", str(exc))
-        ctx.say(f"  refused: {exc}")
-        return Trial(candidate, "")
+        record_refusal(bench, candidate, "", str(exc))
+        return Trial(candidate, "", refusal=str(exc))
     diff = "".join(unified_diff(p, before, after) for p, (before, after) in previews.items())
     trial = Trial(candidate, diff)
-    refusal = precheck(candidate, diff, run.fingerprint, worktree, ctx.config.policy, memory)
+    refusal = precheck(candidate, diff, bench.fingerprint, worktree, ctx.config.policy, memory)
     if refusal:
-        run.policy_refusals += refusal.startswith("policy")
-        memory.record_attempt(run.incident.id, run.fingerprint, candidate, diff, "refused", refusal)
-        ctx.say(f"  refused: {refusal}")
+        record_refusal(bench, candidate, diff, refusal)
+        trial.refusal = refusal
         return trial
     apply_edits(worktree, candidate.edits)
     scratch.mkdir(parents=True, exist_ok=True)
     ctx.say(f"  verifying with the {bench.harness.name} harness")
     started = time.monotonic()
     workspace = Workspace(root=worktree, scratch=scratch, snapshot=bench.snapshot_dir)
-    trial.result = _redacted(run, bench.harness.verify(workspace, run.event))
+    trial.result = _redacted(bench.event, bench.harness.verify(workspace, bench.event))
     if trial.result.passed:
         trial.data = _data_check(bench, workspace, trial.result)
     duration_ms = int((time.monotonic() - started) * 1000)
     outcome, reason = _judge(trial)
     memory.record_attempt(
-        run.incident.id,
-        run.fingerprint,
+        bench.incident_id,
+        bench.fingerprint,
         candidate,
         diff,
         outcome,
@@ -137,9 +154,9 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
     return trial
 
 
-def _redacted(run: _Run, result: Verification) -> Verification:
+def _redacted(event: UniversalFailureEvent, result: Verification) -> Verification:
     """The sandbox ran with the verbatim --vars; nothing stored or shown may carry them."""
-    raw_vars = run.event.dbt.replay_vars() if run.event.dbt else None
+    raw_vars = event.dbt.replay_vars() if event.dbt else None
     secrets = profile_secrets(raw_vars) if raw_vars else []
     return result.model_copy(
         update={
@@ -150,17 +167,16 @@ def _redacted(run: _Run, result: Verification) -> Verification:
 
 
 def _data_check(bench: Bench, workspace: Workspace, result: Verification) -> DataCheck:
-    run, ctx = bench.run, bench.ctx
-    assert run.evidence is not None
+    ctx = bench.ctx
     ctx.say("  data check: comparing outputs with the baseline")
     check = check_candidate(
-        run.event,
-        run.evidence,
+        bench.event,
+        bench.evidence,
         bench.repo,
         bench.harness,
         workspace,
         result,
-        baseline_commit=run.last_good,
+        baseline_commit=bench.last_good,
         work=bench.sandbox / "baseline",
     )
     ctx.say(f"  data check: {check.summary}")
@@ -193,30 +209,26 @@ def _verification_text(trial: Trial) -> str:
     return f"{text}\n\n- fidelity: {fidelity}, data check: not run ({why})"
 
 
-def land(bench: Bench, trial: Trial) -> None:
+def land(bench: Bench, trial: Trial) -> Landing:
     """Commit the winner on `patchit/<id>` from a fresh worktree (nothing left holding it)."""
-    run, ctx = bench.run, bench.ctx
-    workdir = ctx.home / "worktrees" / f"{run.incident.id}-land"
-    worktree = create_worktree(bench.repo, run.event.commit or "HEAD", workdir)
+    workdir = bench.ctx.home / "worktrees" / f"{bench.incident_id}-land"
+    worktree = create_worktree(bench.repo, bench.event.commit or "HEAD", workdir)
     try:
         files = apply_edits(worktree, trial.candidate.edits)
-        sha = commit_patch(worktree, files, _commit_message(run, trial))
+        sha = commit_patch(worktree, files, _commit_message(bench, trial))
     finally:
         remove_worktree(bench.repo, worktree)
-    run.branch = create_branch(bench.repo, run.incident.id, sha)
-    assert trial.result is not None
-    run.winner = (trial.candidate, trial.diff, trial.result)
-    run.winner_data = trial.data
-    run.commands = inspect_commands(bench.repo, run.branch, run.event)
+    branch = create_branch(bench.repo, bench.incident_id, sha)
+    return Landing(branch, inspect_commands(bench.repo, branch, bench.event))
 
 
-def _commit_message(run: _Run, trial: Trial) -> str:
+def _commit_message(bench: Bench, trial: Trial) -> str:
     candidate = trial.candidate
     data = f"Data check: {trial.data.summary}\n" if trial.data is not None else ""
     return (
         f"patchit: {candidate.rationale}\n\n"
-        f"Incident: {run.incident.id}\n"
-        f"Failing unit: {run.event.unit_id}\n"
+        f"Incident: {bench.incident_id}\n"
+        f"Failing unit: {bench.event.unit_id}\n"
         f"Strategy: {candidate.strategy} ({candidate.tag}, tier {candidate.tier})\n"
         f"Verified by re-running the unit and its downstream in a sandbox.\n{data}"
     )

@@ -19,17 +19,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from patchit.config import load_config
+from patchit.context import Context, build_context
 from patchit.errors import PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
-from patchit.harnesses.registry import configure_harnesses, load_harnesses
 from patchit.intake.airflow_dbt import dbt_events_from_airflow
 from patchit.intake.spool import Spool, SpooledEvent
 from patchit.intake.storm import storm_class, storm_key
-from patchit.loop import Context, group_by_cause, heal_group
+from patchit.loop import group_by_cause, heal_group
 from patchit.memory import Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
-from patchit.patching.registry import load_strategies
 from patchit.sandbox.git import repo_root, run_git
 
 NO_REPO = (
@@ -231,20 +229,9 @@ class Worker:
         self.say(f"incident {incident.id}: {incident.status}{branch}")
 
     def _context(self, repo: Path, memory: Memory) -> Context:
-        """The loop's context for `repo`, built once per run as `make_context` builds it."""
+        """The loop's context for `repo`, built once per run."""
         cached = self._contexts.get(str(repo))
-        if cached is not None:
-            return cached
-        config = load_config(repo)
-        harnesses = configure_harnesses(load_harnesses(), config)
-        ctx = Context(
-            home=self.home,
-            memory=memory,
-            config=config,
-            strategies=load_strategies(),
-            harnesses=harnesses,
-            say=self.say,
-            owner=self.owner,
-        )
-        self._contexts[str(repo)] = ctx
-        return ctx
+        if cached is None:
+            cached = build_context(self.home, repo, memory=memory, say=self.say, owner=self.owner)
+            self._contexts[str(repo)] = cached
+        return cached

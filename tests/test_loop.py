@@ -14,7 +14,7 @@ from patchit.harnesses.dbt import DbtHarness
 from patchit.intake.dbt import build_dbt_args, events_from_run, now_utc, run_dbt
 from patchit.loop import Context, heal
 from patchit.memory import Memory
-from patchit.patching.base import Edit, PatchCandidate, PriorAttempt
+from patchit.patching.base import Edit, FixIt, PatchCandidate, PriorAttempt
 from patchit.sandbox.git import head_commit
 from tests.conftest import commit_all, git
 
@@ -23,18 +23,17 @@ pytestmark = pytest.mark.slow
 MODEL = "models/marts/daily_revenue.sql"
 
 
-class Scripted:
+class Scripted(FixIt):
     """A strategy that proposes exactly the candidates it was given, in order."""
 
     name: ClassVar[str] = "scripted"
     tag: ClassVar[str] = "other"
-    tier: ClassVar[int] = 0
 
     def __init__(self, candidates: list[PatchCandidate]) -> None:
         self.candidates = candidates
         self.seen_history: list[list[PriorAttempt]] = []
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         self.seen_history.append(history)
         return list(self.candidates)
 

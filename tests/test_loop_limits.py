@@ -13,7 +13,7 @@ from patchit.evidence.model import Evidence
 from patchit.harnesses.airflow import AirflowHarness
 from patchit.loop import Context, HealOutcome, heal
 from patchit.memory import Memory
-from patchit.patching.base import Edit, PatchCandidate, PriorAttempt
+from patchit.patching.base import Edit, FixIt, PatchCandidate, PriorAttempt
 from tests.conftest import git
 from tests.evidence.airflow_failures import ZOO_DAG, Zoo
 
@@ -22,10 +22,9 @@ pytestmark = pytest.mark.slow
 BROKEN = 'return row["amout"] * 100'
 
 
-class Scripted:
+class Scripted(FixIt):
     name: ClassVar[str] = "scripted"
     tag: ClassVar[str] = "other"
-    tier: ClassVar[int] = 0
 
     def __init__(self, *replacements: str) -> None:
         self.candidates = [
@@ -38,7 +37,7 @@ class Scripted:
             for n, text in enumerate(replacements)
         ]
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         return list(self.candidates)
 
 

@@ -18,6 +18,7 @@ from patchit.loop import Context, heal
 from patchit.memory import Memory
 from patchit.memory.ledger import Ledger
 from patchit.patching.llm.server import ReplayServer
+from patchit.patching.llm.strategy import LlmStrategy
 from patchit.sandbox.git import head_commit
 from tests.conftest import commit_all, git
 from tests.evidence.airflow_failures import Zoo
@@ -74,7 +75,11 @@ def llm_ctx(home: Path, server: ReplayServer, harness: Any, **llm: Any) -> Conte
         {"llm": {"enabled": True, "base_url": server.base_url, "max_retries": 0, **llm}}
     )
     return Context(
-        home=home, memory=Memory.open(home), config=config, strategies=[], harnesses=[harness]
+        home=home,
+        memory=Memory.open(home),
+        config=config,
+        strategies=[LlmStrategy()],
+        harnesses=[harness],
     )
 
 
@@ -216,7 +221,7 @@ def test_unreachable_api_stops_with_a_report(
         {"llm": {"enabled": True, "base_url": url, "max_retries": 0, "timeout_s": 5}}
     )
     ctx = Context(home=_patchit_home, memory=Memory.open(_patchit_home), config=config,
-                  strategies=[], harnesses=[DbtHarness(timeout_s=300)])  # fmt: skip
+                  strategies=[LlmStrategy()], harnesses=[DbtHarness(timeout_s=300)])  # fmt: skip
     outcome = heal_with(event, ctx)
     assert outcome.incident.status == "failed"
     report = Path(outcome.incident.report_md or "").read_text()
@@ -229,7 +234,7 @@ def test_no_key_is_exactly_the_offline_default(
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     event = broken_event(shop_repo)
     ctx = Context(home=_patchit_home, memory=Memory.open(_patchit_home), config=PatchitConfig(),
-                  strategies=[], harnesses=[DbtHarness(timeout_s=300)])  # fmt: skip
+                  strategies=[LlmStrategy()], harnesses=[DbtHarness(timeout_s=300)])  # fmt: skip
     outcome = heal_with(event, ctx)
     assert outcome.incident.status == "failed"
     report = json.loads(Path(outcome.incident.report_json or "").read_text())

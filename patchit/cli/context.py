@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 
-from patchit.config import load_config, resolve_home
-from patchit.errors import HarnessError
-from patchit.harnesses.registry import configure_harnesses, load_harnesses
-from patchit.loop import Context
-from patchit.memory import Memory
-from patchit.patching.registry import load_strategies
+from patchit.config import resolve_home
+
+if TYPE_CHECKING:  # imported where used: `patchit --help` must not load the loop
+    from patchit.context import Context
+    from patchit.loop import HealOutcome
+    from patchit.memory import Memory
 
 # patchit's own lines go to stderr so that stdout stays dbt's output, byte for byte
 console = Console(stderr=True, highlight=False)
@@ -27,25 +28,22 @@ def home_of(ctx: click.Context) -> Path:
 
 
 def open_memory(home: Path) -> Memory:
+    from patchit.memory import Memory
+
     return Memory.open(home)
 
 
 def make_context(home: Path, repo: Path | None) -> Context:
-    config = load_config(repo)
-    try:
-        harnesses = load_harnesses()
-    except HarnessError as exc:
-        # classification and escalation must still work; verification will say why it can't
-        say(f"no harness available: {exc}")
-        harnesses = []
-    configure_harnesses(harnesses, config)
-    return Context(
-        home=home,
-        memory=open_memory(home),
-        config=config,
-        strategies=load_strategies(),
-        harnesses=harnesses,
-        say=say,
+    """The loop's context for `repo`, speaking through `say`."""
+    from patchit.context import build_context
+
+    return build_context(home, repo, say=say)
+
+
+def print_healed(outcome: HealOutcome) -> None:
+    incident = outcome.incident
+    print_outcome(
+        incident.id, incident.status, incident.branch, incident.report_md, outcome.commands
     )
 
 

@@ -9,7 +9,6 @@ from types import FrameType
 import click
 
 from patchit.cli.context import home_of, say
-from patchit.worker import Worker
 
 
 @click.command("worker")
@@ -36,6 +35,8 @@ def worker(ctx: click.Context, once: bool, poll_s: float, batch_size: int) -> No
 
     previous = {s: signal.signal(s, request_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
+        from patchit.worker import Worker  # loads the loop: only when the worker runs
+
         runner = Worker(home_of(ctx), say=say, batch_size=batch_size)
         stats = runner.run(once=once, poll_s=poll_s, stop=lambda: bool(stopping))
     finally:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from patchit.config import SandboxConfig
+from patchit.config import PatchitConfig, SandboxConfig
 from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.airflow_fork import ForkParent
@@ -207,6 +207,14 @@ class AirflowHarness:
             fidelity="runtime",
             limit_hit=limit,
         )
+
+    def configure(self, config: PatchitConfig) -> None:
+        """The repo's time limit and sandbox settings (isolation, network, memory)."""
+        self.timeout_s = config.loop.harness_timeout_s
+        self.sandbox = config.sandbox
+
+    def warm_up(self) -> None:
+        """Nothing to start ahead of the first verify."""
 
     def close(self) -> None:
         with self._lock:

@@ -76,8 +76,8 @@ def enter_candidate(job: dict[str, Any]) -> None:
     from airflow import settings
 
     settings.dispose_orm(do_log=False)
-    settings.configure_vars()
-    settings.configure_orm()
+    settings.configure_vars()  # type: ignore[no-untyped-call]
+    settings.configure_orm()  # type: ignore[no-untyped-call]
 
 
 def serve() -> int:

@@ -7,6 +7,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from patchit.config import PatchitConfig
 from patchit.events.model import UniversalFailureEvent
 
 
@@ -45,7 +46,22 @@ class Verification(BaseModel):
 
 @runtime_checkable
 class Harness(Protocol):
+    """Re-runs one failed unit. Everything the loop calls on a harness is here:
+
+    - `configure(config)`: the repo's settings (time limit, sandbox), before any verify;
+    - `warm_up()`: start the runtime in the background while evidence is gathered (may do
+      nothing); never raises: a runtime that cannot start is the next verify's answer;
+    - `applies_to(event, repo)`: whether it can re-run this unit;
+    - `verify(workspace, event)`: a failing pipeline is `Verification(passed=False)`; raise
+      `HarnessError` only when the harness could not run at all;
+    - `close()`: stop what it started (idempotent).
+    """
+
     name: ClassVar[str]
+
+    def configure(self, config: PatchitConfig) -> None: ...
+
+    def warm_up(self) -> None: ...
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool: ...
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from patchit.config import SandboxConfig
+from patchit.config import PatchitConfig, SandboxConfig
 from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import environment_secrets, redact
@@ -51,6 +51,16 @@ class CiHarness:
         self.timeout_s = timeout_s
         self.sandbox = sandbox or SandboxConfig()
         self.commands = list(commands or [])
+
+    def configure(self, config: PatchitConfig) -> None:
+        """The repo's time limit, sandbox settings and `[sandbox] ci_commands`."""
+        self.timeout_s = config.loop.harness_timeout_s
+        self.sandbox = config.sandbox
+        if config.sandbox.ci_commands is not None:
+            self.commands = list(config.sandbox.ci_commands)
+
+    def warm_up(self) -> None:
+        """Nothing to start ahead of the first verify."""
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
         return event.source is FailureSource.CI and bool(self.commands or workflow_files(repo))

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from python_on_whales import DockerClient
 from python_on_whales.exceptions import DockerException
 
-from patchit.config import resolve_home
+from patchit.config import PatchitConfig, resolve_home
 from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import environment_secrets, redact
@@ -115,6 +115,13 @@ class ComposeHarness:
         self._engine: str | bool | None = False  # False: not probed yet
         self._used: ComposePlan | None = None
         self._runs = 0
+
+    def configure(self, config: PatchitConfig) -> None:
+        """The repo's time limit (the stack's own isolation is the compose file's)."""
+        self.timeout_s = config.loop.harness_timeout_s
+
+    def warm_up(self) -> None:
+        """Nothing to start ahead of the first verify."""
 
     def engine_problem(self) -> str | None:
         if self._engine is False:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from patchit.config import SandboxConfig, resolve_home
+from patchit.config import PatchitConfig, SandboxConfig, resolve_home
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.base import Verification, Workspace
@@ -106,6 +106,16 @@ class DbtHarness:
         thread = threading.Thread(target=run, name="patchit-dbt-worker-start", daemon=True)
         thread.start()
         return thread
+
+    def configure(self, config: PatchitConfig) -> None:
+        """The repo's time limit and sandbox settings (isolation, network, memory)."""
+        self.timeout_s = config.loop.harness_timeout_s
+        self.sandbox = config.sandbox
+
+    def warm_up(self) -> None:
+        """Start the dbt worker in the background (seconds of imports) while, e.g., evidence
+        is gathered."""
+        self.start_in_background()
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
         if event.source is FailureSource.DBT:

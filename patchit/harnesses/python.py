@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from patchit.config import SandboxConfig
+from patchit.config import PatchitConfig, SandboxConfig
 from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import environment_secrets, redact
@@ -120,6 +120,14 @@ class PythonHarness:
     def __init__(self, timeout_s: float = 600, sandbox: SandboxConfig | None = None) -> None:
         self.timeout_s = timeout_s
         self.sandbox = sandbox or SandboxConfig()
+
+    def configure(self, config: PatchitConfig) -> None:
+        """The repo's time limit and sandbox settings (isolation, network, memory)."""
+        self.timeout_s = config.loop.harness_timeout_s
+        self.sandbox = config.sandbox
+
+    def warm_up(self) -> None:
+        """Nothing to start ahead of the first verify."""
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
         return event.source is FailureSource.PYTHON

@@ -16,11 +16,12 @@ The inference (DESIGN.md, Harnesses), first rule that decides wins:
 
 from __future__ import annotations
 
+import warnings
 from importlib.metadata import entry_points
 from pathlib import Path, PurePosixPath
 
 from patchit.config import PatchitConfig, SandboxConfig, load_config
-from patchit.errors import BadInputError, HarnessError, VcsError
+from patchit.errors import BadInputError, HarnessError, PatchitWarning, VcsError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.base import Harness
 from patchit.sandbox.git import run_git
@@ -37,18 +38,31 @@ DBT_DIRS = {"models", "macros", "seeds", "snapshots", "analyses"}
 
 
 def load_harnesses() -> list[Harness]:
-    """One instance of each registered harness, in entry-point name order."""
+    """One instance of each registered harness, in entry-point name order.
+
+    A plugin that does not load, or is not a `Harness`, is skipped with a `PatchitWarning`
+    naming it: one broken plugin must not take the others out.
+    """
     harnesses: list[Harness] = []
     for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
             factory = entry.load()
             harness = factory()
-        except Exception as exc:  # a broken plugin names itself instead of a bare traceback
-            raise HarnessError(
-                f"harness plugin {entry.name!r} ({entry.value}) failed to load: {exc}"
-            ) from exc
+        except Exception as exc:  # a plugin's import error is its own bug, reported here
+            warnings.warn(
+                f"harness plugin {entry.name!r} ({entry.value}) failed to load: {exc!r}",
+                PatchitWarning,
+                stacklevel=2,
+            )
+            continue
         if not isinstance(harness, Harness):
-            raise HarnessError(f"harness plugin {entry.name!r} ({entry.value}) is not a Harness")
+            warnings.warn(
+                f"harness plugin {entry.name!r} ({entry.value}) is not a Harness (needs name, "
+                "configure, warm_up, applies_to, verify and close)",
+                PatchitWarning,
+                stacklevel=2,
+            )
+            continue
         harnesses.append(harness)
     return harnesses
 
@@ -122,13 +136,7 @@ def select_harness(
 
 
 def configure_harnesses(harnesses: list[Harness], config: PatchitConfig) -> list[Harness]:
-    """Give each harness the repo's time limit and sandbox settings (isolation, network,
-    memory); a harness without such a setting keeps its own."""
+    """Give each harness the repo's settings (`Harness.configure`); returns the list."""
     for harness in harnesses:
-        if hasattr(harness, "timeout_s"):
-            harness.timeout_s = config.loop.harness_timeout_s
-        if hasattr(harness, "sandbox"):
-            harness.sandbox = config.sandbox
-        if hasattr(harness, "commands") and config.sandbox.ci_commands is not None:
-            harness.commands = list(config.sandbox.ci_commands)
+        harness.configure(config)
     return harnesses

@@ -1,12 +1,18 @@
-"""Patch candidates and the `Strategy` plugin interface (tier 0 rules, tier 1 LLM)."""
+"""Patch candidates and the `Strategy` plugin interface (tier 0 rules, tier 1 LLM): a
+strategy gets a `ProposalRequest` and answers a `Proposal`."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from patchit.config import PatchitConfig
 from patchit.evidence.model import Evidence
+
+if TYPE_CHECKING:
+    from patchit.memory.ledger import Ledger
 
 
 class Edit(BaseModel):
@@ -48,12 +54,73 @@ class PriorAttempt(BaseModel):
     output: str = Field(default="", description="verification output (tail), redacted")
 
 
+@dataclass(frozen=True)
+class ProposalRequest:
+    """What a strategy is given for one round: the evidence, every earlier attempt on the
+    fingerprint, and the run's means (config, the LLM ledger that meters its budget)."""
+
+    evidence: Evidence
+    history: list[PriorAttempt] = field(default_factory=list)
+    round: int = 1
+    incident_id: str = ""
+    config: PatchitConfig = field(default_factory=PatchitConfig)
+    ledger: Ledger | None = None
+
+
+class Proposal(BaseModel):
+    """A strategy's answer for one round. Proposing nothing is an empty proposal, never an
+    exception; a tier that must stop (budget spent, API unreachable) says so in `stop`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    candidates: list[PatchCandidate] = Field(default_factory=list)
+    rejected: list[tuple[PatchCandidate, str]] = Field(
+        default_factory=list, description="(candidate, reason) that cannot apply: recorded refused"
+    )
+    notes: list[str] = Field(default_factory=list, description="lines for the user, as they go")
+    problem: str = Field(default="", description="why the round yielded nothing usable, if so")
+    stop: str = Field(default="", description="the search must stop, and why")
+    more: bool = Field(
+        default=False, description="ask again (with the updated history) if none verified"
+    )
+    pick: Literal["first", "smallest"] = Field(
+        default="first",
+        description="first: candidates are ranked, the first verified wins; smallest: verify "
+        "all of the round and the smallest passing diff wins",
+    )
+    status: str = Field(default="", description="the tier's line in the report, e.g. 'off (...)'")
+
+
 @runtime_checkable
 class Strategy(Protocol):
-    """Proposes zero or more candidates for one failure. Never edits files itself."""
+    """Proposes zero or more candidates for one failure. Never edits files itself.
+
+    Every strategy, tier 0 and the model alike, is an entry point in `patchit.strategies` and
+    is driven through these members only.
+    """
 
     name: ClassVar[str]
     tag: ClassVar[str]
     tier: ClassVar[int]
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]: ...
+    def propose(self, request: ProposalRequest) -> Proposal: ...
+
+    def close(self) -> None: ...
+
+
+class FixIt:
+    """Base of the deterministic strategies: one round of ranked candidates, the first that
+    verifies wins. Subclasses implement `fix`."""
+
+    name: ClassVar[str]
+    tag: ClassVar[str]
+    tier: ClassVar[int] = 0
+
+    def propose(self, request: ProposalRequest) -> Proposal:
+        return Proposal(candidates=self.fix(request.evidence, request.history))
+
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Nothing to release."""

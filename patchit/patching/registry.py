@@ -1,8 +1,7 @@
-"""Finding strategies and asking them for patches.
-
-Built-in tier-0 fix-its are registered under the `patchit.strategies` entry point group in
-patchit's own pyproject.toml: the same hook a third-party package uses, so a plugin is loaded
-exactly like a built-in. A third party adds one with:
+"""Finding strategies. Every one, tier 0's fix-its and the model alike, is registered under
+the `patchit.strategies` entry point group in patchit's own pyproject.toml: the same hook a
+third-party package uses, so a plugin is loaded exactly like a built-in. A third party adds
+one with:
 
     [project.entry-points."patchit.strategies"]
     my_fix = "my_package.strategies:MyFixStrategy"
@@ -11,12 +10,10 @@ exactly like a built-in. A third party adds one with:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Iterator
 from importlib.metadata import entry_points
 
 from patchit.errors import PatchitWarning
-from patchit.evidence.model import Evidence
-from patchit.patching.base import PatchCandidate, PriorAttempt, Strategy
+from patchit.patching.base import Strategy
 
 ENTRY_POINT_GROUP = "patchit.strategies"
 
@@ -42,37 +39,10 @@ def load_strategies() -> list[Strategy]:
         if not isinstance(strategy, Strategy):
             warnings.warn(
                 f"strategy entry point {point.name} = {point.value} is not a Strategy "
-                "(needs name, tag, tier and propose(evidence, history))",
+                "(needs name, tag, tier, propose(request) and close())",
                 PatchitWarning,
                 stacklevel=2,
             )
             continue
         loaded.setdefault(strategy.name, strategy)
     return sorted(loaded.values(), key=lambda s: (s.tier, s.name))
-
-
-def propose_patches(
-    evidence: Evidence, history: list[PriorAttempt], strategies: Iterable[Strategy]
-) -> Iterator[PatchCandidate]:
-    """Candidates from each strategy in order, lazily, each distinct edit set once.
-
-    Lazy so the loop stops asking (and a tier-1 strategy stops spending tokens) as soon as a
-    candidate verifies. A strategy that raises is reported as a `PatchitWarning` and skipped.
-    """
-    seen: set[str] = set()
-    for strategy in strategies:
-        try:
-            candidates = strategy.propose(evidence, history)
-        except Exception as exc:  # one faulty strategy must not hide the others' candidates
-            warnings.warn(
-                f"strategy {strategy.name} failed on {evidence.event.short()}: {exc!r}",
-                PatchitWarning,
-                stacklevel=2,
-            )
-            continue
-        for candidate in candidates:
-            key = "\x00".join(e.model_dump_json() for e in candidate.edits)
-            if key in seen:
-                continue
-            seen.add(key)
-            yield candidate

@@ -1,7 +1,8 @@
 """The contract every harness passes (as dbt adapters share one conformance suite).
 
 Four properties, whatever the runtime: it passes a good unit; it fails a broken one with the
-error captured in its output; it honours its time limit; it leaves the user's tree alone.
+error captured in its output; it honours its time limit; it leaves the user's tree alone. And
+the loop drives it only through its protocol: configure, warm up, verify, close.
 
 A harness's test module subclasses `HarnessContract` and provides three fixtures:
 `harness` (a ready instance), `slow_harness` (the same harness with `timeout_s=3`), and
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchit.config import PatchitConfig
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.base import Harness, Workspace
 from tests.conftest import git
@@ -64,6 +66,15 @@ class HarnessContract:
         assert isinstance(harness, Harness)
         assert harness.name
         assert harness.applies_to(case.event, case.user_repo)
+
+    def test_configure_warm_up_and_close_as_the_loop_calls_them(
+        self, harness: Harness, make_case: MakeCase
+    ) -> None:
+        make_case("good")
+        harness.configure(PatchitConfig.model_validate({"loop": {"harness_timeout_s": 120}}))
+        harness.warm_up()  # never raises; a runtime that cannot start is verify's answer
+        harness.close()
+        harness.close()  # idempotent
 
     def test_passes_a_good_unit(self, harness: Harness, make_case: MakeCase) -> None:
         case = make_case("good")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchit.config import PatchitConfig, SandboxConfig
-from patchit.errors import BadInputError, HarnessError
+from patchit.errors import BadInputError, HarnessError, PatchitWarning
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.airflow import AirflowHarness
 from patchit.harnesses.base import Harness
@@ -143,3 +143,38 @@ def test_configure_harnesses_applies_limits_sandbox_and_ci_commands() -> None:
     # without configured commands the ci harness keeps reading the workflow files
     (plain,) = configure_harnesses([CiHarness()], PatchitConfig())
     assert isinstance(plain, CiHarness) and plain.commands == []
+
+
+def test_a_broken_harness_plugin_is_skipped_with_its_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import patchit.harnesses.registry as registry
+
+    real = registry.entry_points
+
+    class _Point:
+        def __init__(self, name: str, value: str, target: object) -> None:
+            self.name, self.value, self.target = name, value, target
+
+        def load(self) -> object:
+            if isinstance(self.target, Exception):
+                raise self.target
+            return self.target
+
+    class _NoConfigure:  # the old protocol: no configure/warm_up
+        name = "old"
+
+        def applies_to(self, event: object, repo: object) -> bool:
+            return True
+
+    def fake_entry_points(group: str) -> list[object]:
+        broken = _Point("dagster", "patchit_dagster:DagsterHarness", ImportError("no dagster"))
+        return [*real(group=group), broken, _Point("old", "old:Old", _NoConfigure)]
+
+    monkeypatch.setattr(registry, "entry_points", fake_entry_points)
+    with pytest.warns(PatchitWarning) as caught:
+        harnesses = load_harnesses()
+    messages = [str(w.message) for w in caught]
+    assert any("'dagster'" in m and "no dagster" in m for m in messages), messages
+    assert any("'old'" in m and "is not a Harness" in m for m in messages), messages
+    assert "dbt" in {h.name for h in harnesses} and "old" not in {h.name for h in harnesses}

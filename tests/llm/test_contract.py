@@ -16,7 +16,7 @@ from patchit.patching.llm.answers import TAGS
 from patchit.patching.llm.server import ReplayServer
 from patchit.patching.llm.strategy import LlmStrategy
 from tests.llm.conftest import MODEL_PATH, answer, cand, llm_config, make_evidence, user_text
-from tests.patching.contract import StrategyContract
+from tests.patching.contract import StrategyContract, ask
 
 
 def model(body: dict[str, Any]) -> dict[str, Any]:
@@ -49,7 +49,7 @@ class TestLlmStrategyContract(StrategyContract):
         assert (strategy.name, strategy.tag) == ("llm", "llm")
 
     def test_candidates_are_well_formed(self, strategy: Strategy, evidence: Evidence) -> None:
-        candidates = strategy.propose(evidence, [])
+        candidates = ask(strategy, evidence)
         assert len(candidates) == 2
         root = Path(evidence.repo_root)
         for candidate in candidates:

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from patchit.config import PatchitConfig
 from patchit.evidence.model import Evidence
 from patchit.memory import Memory
 from patchit.memory.ledger import Ledger
 from patchit.patching.apply import apply_edits
+from patchit.patching.base import ProposalRequest
 from patchit.patching.llm.edits import tolerant_pattern
 from patchit.patching.llm.server import ReplayServer
 from patchit.patching.llm.strategy import LlmStrategy
@@ -150,9 +152,53 @@ def test_later_edits_see_the_earlier_ones(
 def test_propose_is_round_one(evidence: Evidence, memory: Memory, incident_id: str) -> None:
     with ReplayServer([answer(cand("c.nme", "c.name"))]) as server:
         strategy = LlmStrategy(llm_config(server), Ledger(memory), incident_id)
-        [candidate] = strategy.propose(evidence, [])
+        proposal = strategy.propose(ProposalRequest(evidence=evidence))
+    [candidate] = proposal.candidates
     assert candidate.edits[0].replace == "c.name"
+    assert (proposal.pick, proposal.more) == ("smallest", True)
     assert Ledger(memory).rounds_used(incident_id) == {1}
+
+
+def test_the_entry_point_form_takes_its_incident_config_and_budget_from_the_request(
+    evidence: Evidence, memory: Memory, incident_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-secret")
+    steps = [answer(cand("c.nme", "c.bad")), answer(cand("c.nme", "c.name"))]
+    with ReplayServer(steps) as server:
+        config = PatchitConfig.model_validate(
+            {"llm": {"base_url": server.base_url, "max_retries": 0, "max_rounds": 2}}
+        )
+        strategy = LlmStrategy()
+        asked = [
+            strategy.propose(
+                ProposalRequest(
+                    evidence=evidence,
+                    round=n,
+                    incident_id=incident_id,
+                    config=config,
+                    ledger=Ledger(memory),
+                )
+            )
+            for n in (1, 2, 3)
+        ]
+        strategy.close()
+    assert [p.candidates[0].edits[0].replace for p in asked[:2]] == ["c.bad", "c.name"]
+    assert [p.more for p in asked] == [True, False, False]
+    assert asked[2].candidates == [] and len(server.requests) == 2  # past max_rounds: no call
+    assert Ledger(memory).rounds_used(incident_id) == {1, 2}
+    assert asked[0].status == f"tier 1 (LLM, {config.llm.model})"
+
+
+def test_without_a_key_the_entry_point_form_is_off_and_calls_nothing(
+    evidence: Evidence, memory: Memory, incident_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    request = ProposalRequest(evidence=evidence, incident_id=incident_id, ledger=Ledger(memory))
+    proposal = LlmStrategy().propose(request)
+    assert (
+        proposal.candidates == [] and proposal.status == "tier 1 (LLM): off (no ANTHROPIC_API_KEY)"
+    )
+    assert Ledger(memory).calls_for(incident_id) == []
 
 
 def test_tolerant_pattern_ignores_space_runs_and_line_ends() -> None:

@@ -63,7 +63,7 @@ def test_messages_are_the_ones_duckdb_really_gives(
 
 
 def test_unqualified_typo_is_renamed(evidence: Evidence) -> None:
-    (candidate,) = RenameColumnStrategy().propose(evidence, [])
+    (candidate,) = RenameColumnStrategy().fix(evidence, [])
     (edit,) = candidate.edits
     assert (edit.path, edit.search, edit.replace) == (
         "models/staging/stg_customers.sql",
@@ -73,14 +73,14 @@ def test_unqualified_typo_is_renamed(evidence: Evidence) -> None:
 
 
 def test_qualified_typo_keeps_its_qualifier(qualified_evidence: Evidence) -> None:
-    (candidate,) = RenameColumnStrategy().propose(qualified_evidence, [])
+    (candidate,) = RenameColumnStrategy().fix(qualified_evidence, [])
     assert candidate.edits[0].replace == "    r.status\n"
 
 
 def test_values_list_variant_uses_the_aliased_upstream_columns(
     values_list_evidence: Evidence,
 ) -> None:
-    (candidate,) = RenameColumnStrategy().propose(values_list_evidence, [])
+    (candidate,) = RenameColumnStrategy().fix(values_list_evidence, [])
     assert candidate.edits[0].replace == "    o.status,\n"
 
 
@@ -89,11 +89,11 @@ def test_renamed_models_build(
     evidence: Evidence, qualified_evidence: Evidence, values_list_evidence: Evidence, tmp_path: Path
 ) -> None:
     strategy = RenameColumnStrategy()
-    staging = strategy.propose(evidence, []) + strategy.propose(qualified_evidence, [])
+    staging = strategy.fix(evidence, []) + strategy.fix(qualified_evidence, [])
     merged = staging[0].model_copy(update={"edits": staging[0].edits + staging[1].edits})
     code, out = build_with(evidence, merged, tmp_path / "staging", "stg_customers stg_orders")
     assert code == 0, out
-    fixed = strategy.propose(values_list_evidence, [])[0]
+    fixed = strategy.fix(values_list_evidence, [])[0]
     code, out = build_with(values_list_evidence, fixed, tmp_path / "orders", "orders")
     assert code == 0, out
 
@@ -102,17 +102,17 @@ def test_two_equally_near_columns_give_no_candidate(values_list_evidence: Eviden
     tied = values_list_evidence.model_copy(
         update={"upstream": [Relation(name="stg_orders", columns=["status", "STATUS"])]}
     )
-    assert RenameColumnStrategy().propose(tied, []) == []
+    assert RenameColumnStrategy().fix(tied, []) == []
 
 
 def test_one_bare_name_on_two_tables_gives_no_candidate(evidence: Evidence) -> None:
     message = evidence.error.replace('"first_name", "last_name"', '"o.first_name", "c.first_name"')
     tied = evidence.model_copy(update={"error": message, "upstream": []})
-    assert RenameColumnStrategy().propose(tied, []) == []
+    assert RenameColumnStrategy().fix(tied, []) == []
 
 
 def test_no_near_column_gives_no_candidate(values_list_evidence: Evidence) -> None:
     far = values_list_evidence.model_copy(
         update={"upstream": [Relation(name="stg_orders", columns=["order_id", "customer_id"])]}
     )
-    assert RenameColumnStrategy().propose(far, []) == []
+    assert RenameColumnStrategy().fix(far, []) == []

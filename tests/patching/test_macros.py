@@ -53,7 +53,7 @@ def test_message_is_the_one_dbt_really_gives(evidence: Evidence) -> None:
 
 
 def test_misspelt_call_is_renamed(evidence: Evidence) -> None:
-    (candidate,) = FixMacroStrategy().propose(evidence, [])
+    (candidate,) = FixMacroStrategy().fix(evidence, [])
     (edit,) = candidate.edits
     assert edit.path == PATH
     assert edit.replace == edit.search.replace("cents_to_dolars", "cents_to_dollars")
@@ -61,7 +61,7 @@ def test_misspelt_call_is_renamed(evidence: Evidence) -> None:
 
 @pytest.mark.slow
 def test_fixed_model_builds(evidence: Evidence, tmp_path: Path) -> None:
-    candidate = FixMacroStrategy().propose(evidence, [])[0]
+    candidate = FixMacroStrategy().fix(evidence, [])[0]
     code, out = build_with(evidence, candidate, tmp_path / "shop", "stg_payments")
     assert code == 0, out
 
@@ -73,7 +73,7 @@ def test_call_inside_another_macro_is_fixed_there(evidence: Evidence, tmp_path: 
     (project / "macros/price.sql").write_text(
         "{% macro price(column_name) %}{{ cents_to_dolars(column_name) }}{% endmacro %}\n"
     )
-    (candidate,) = FixMacroStrategy().propose(_evidence(project, evidence.error), [])
+    (candidate,) = FixMacroStrategy().fix(_evidence(project, evidence.error), [])
     assert candidate.edits[0].path == "macros/price.sql"
     assert "cents_to_dollars(column_name)" in candidate.edits[0].replace
 
@@ -84,9 +84,9 @@ def test_two_equally_near_macros_give_no_candidate(evidence: Evidence, tmp_path:
     (project / "macros/shouting.sql").write_text(
         "{% macro CENTS_TO_DOLLARS(c) %}{{ c }}{% endmacro %}\n"
     )
-    assert FixMacroStrategy().propose(_evidence(project, evidence.error), []) == []
+    assert FixMacroStrategy().fix(_evidence(project, evidence.error), []) == []
 
 
 def test_no_near_macro_gives_no_candidate(evidence: Evidence) -> None:
     far = evidence.error.replace("cents_to_dolars", "money_format")
-    assert FixMacroStrategy().propose(_evidence(Path(evidence.repo_root), far), []) == []
+    assert FixMacroStrategy().fix(_evidence(Path(evidence.repo_root), far), []) == []

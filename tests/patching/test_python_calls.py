@@ -42,7 +42,7 @@ class TestFixCallContract(StrategyContract):
 
 
 def test_unexpected_keyword_becomes_the_parameter(evidence: Evidence) -> None:
-    (candidate,) = FixCallStrategy().propose(evidence, [])
+    (candidate,) = FixCallStrategy().fix(evidence, [])
     assert candidate.edits[0].replace == (
         '        return helpers.write_rows(f"{OUT_DIR}/export.csv", rows=[ORDER])\n'
     )
@@ -82,7 +82,7 @@ def test_missing_argument_passed_under_a_near_name_is_fixed_and_runs(tmp_path: P
     repo = init_repo(tmp_path / "repo")
     event = script_failure(repo, "jobs/load.py", MISSING_JOB, "run")
     assert "missing 1 required positional argument: 'path'" in event.error_message
-    (candidate,) = FixCallStrategy().propose(gather_airflow_evidence(event, repo), [])
+    (candidate,) = FixCallStrategy().fix(gather_airflow_evidence(event, repo), [])
     apply_edits(repo, candidate.edits)
     assert run_script(repo, "jobs/load.py").returncode == 0
 
@@ -92,4 +92,4 @@ def test_no_guess_on_a_tie_or_a_function_outside_the_repo(tmp_path: Path, source
     repo = init_repo(tmp_path / "repo")
     event = script_failure(repo, "jobs/job.py", source, "run")
     assert event.error_type == "TypeError"
-    assert FixCallStrategy().propose(gather_airflow_evidence(event, repo), []) == []
+    assert FixCallStrategy().fix(gather_airflow_evidence(event, repo), []) == []

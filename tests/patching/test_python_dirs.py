@@ -44,7 +44,7 @@ class TestCreateDirContract(StrategyContract):
 
 
 def test_makedirs_is_inserted_before_the_write_in_os_style(evidence: Evidence) -> None:
-    (candidate,) = CreateDirStrategy().propose(evidence, [])
+    (candidate,) = CreateDirStrategy().fix(evidence, [])
     (edit,) = candidate.edits
     assert edit.path == ZOO_DAG
     assert edit.replace == edit.search.replace(
@@ -96,7 +96,7 @@ def test_the_inserted_line_matches_the_file_and_the_job_then_runs(
     repo = init_repo(tmp_path / "repo")
     event = script_failure(repo, "jobs/job.py", source, "publish")
     assert event.error_type == "FileNotFoundError"
-    (candidate,) = CreateDirStrategy().propose(gather_airflow_evidence(event, repo), [])
+    (candidate,) = CreateDirStrategy().fix(gather_airflow_evidence(event, repo), [])
     assert inserted in candidate.edits[0].replace
     apply_edits(repo, candidate.edits)
     if inserted.lstrip().startswith("os."):  # the file imported nothing: os is added

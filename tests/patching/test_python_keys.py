@@ -44,7 +44,7 @@ class TestRenameKeyContract(StrategyContract):
 
 
 def test_the_misspelt_key_becomes_the_upstream_key(evidence: Evidence) -> None:
-    (candidate,) = RenameKeyStrategy().propose(evidence, [])
+    (candidate,) = RenameKeyStrategy().fix(evidence, [])
     (edit,) = candidate.edits
     assert (edit.path, edit.search, edit.replace) == (
         ZOO_DAG,
@@ -57,7 +57,7 @@ def test_the_misspelt_key_becomes_the_upstream_key(evidence: Evidence) -> None:
 def test_environment_keys_are_configuration_never_renamed(unrelated_evidence: Evidence) -> None:
     assert "ZOO_API_URI" in (unrelated_evidence.raw_code or "")  # a near key was there
     assert unrelated_evidence.frames[-1].code == 'return os.environ["ZOO_API_URL"]'
-    assert RenameKeyStrategy().propose(unrelated_evidence, []) == []
+    assert RenameKeyStrategy().fix(unrelated_evidence, []) == []
 
 
 def test_two_equally_near_keys_is_a_tie_and_no_guess(zoo: Zoo, tmp_path: Path) -> None:
@@ -66,14 +66,14 @@ def test_two_equally_near_keys_is_a_tie_and_no_guess(zoo: Zoo, tmp_path: Path) -
     dag.write_text(
         dag.read_text().replace("ENDPOINTS = {", 'TOTALS = {"amouts": 1}\nENDPOINTS = {')
     )
-    assert RenameKeyStrategy().propose(zoo.evidence("load_order", repo=repo), []) == []
+    assert RenameKeyStrategy().fix(zoo.evidence("load_order", repo=repo), []) == []
 
 
 def test_no_key_near_enough_is_no_guess(zoo: Zoo, tmp_path: Path) -> None:
     repo = zoo.copy_repo(tmp_path / "repo")
     for path in (repo / "dags").rglob("*.py"):
         path.write_text(path.read_text().replace('"amount"', '"price_cents"'))
-    assert RenameKeyStrategy().propose(zoo.evidence("load_order", repo=repo), []) == []
+    assert RenameKeyStrategy().fix(zoo.evidence("load_order", repo=repo), []) == []
 
 
 LOCALS_JOB = """import sys
@@ -97,7 +97,7 @@ def test_keys_come_from_captured_locals_and_the_fix_runs(tmp_path: Path) -> None
     event = script_failure(repo, "jobs/locals_job.py", LOCALS_JOB, "handle")
     evidence = gather_airflow_evidence(event, repo)
     assert evidence.frames[-1].locals["record"] == "{'customer': 'ada', 'order_id': 1}"
-    (candidate,) = RenameKeyStrategy().propose(evidence, [])
+    (candidate,) = RenameKeyStrategy().fix(evidence, [])
     assert "captured locals" in candidate.rationale
     apply_edits(repo, candidate.edits)
     assert run_script(repo, "jobs/locals_job.py").returncode == 0

@@ -52,17 +52,17 @@ class TestFixImportContract(StrategyContract):
 
 
 def test_module_attribute_is_renamed(zoo: Zoo) -> None:
-    (candidate,) = FixNameStrategy().propose(zoo.evidence("summarise"), [])
+    (candidate,) = FixNameStrategy().fix(zoo.evidence("summarise"), [])
     assert candidate.edits[0].replace == "        return helpers.summarise_orders([ORDER])\n"
 
 
 def test_undefined_local_name_is_renamed_to_the_near_local(zoo: Zoo) -> None:
-    (candidate,) = FixNameStrategy().propose(zoo.evidence("total_amount"), [])
+    (candidate,) = FixNameStrategy().fix(zoo.evidence("total_amount"), [])
     assert candidate.edits[0].replace == "        return total + 1\n"
 
 
 def test_late_import_renames_the_import_and_its_use(zoo: Zoo) -> None:
-    (candidate,) = FixImportStrategy().propose(zoo.evidence("import_late"), [])
+    (candidate,) = FixImportStrategy().fix(zoo.evidence("import_late"), [])
     assert candidate.edits[0].replace == (
         "        from zoo_lib.helpers import summarise_orders\n\n"
         "        return summarise_orders([ORDER])\n"
@@ -76,7 +76,7 @@ def test_broken_dag_importing_a_misspelt_module_is_fixed(zoo: Zoo, tmp_path: Pat
     (event,) = import_error_events({str(repo / "dags/broken.py"): event.traceback or ""},
                                    repo / "dags")  # fmt: skip
     evidence = gather_airflow_evidence(event, repo)
-    (candidate,) = FixImportStrategy().propose(evidence, [])
+    (candidate,) = FixImportStrategy().fix(evidence, [])
     assert candidate.edits[0].replace == "from zoo_lib.helpers import write_rows\n"
     apply_edits(repo, candidate.edits)
     assert run_script(repo, "dags/broken.py").returncode == 0
@@ -117,7 +117,7 @@ def test_instance_attribute_of_a_repo_class_is_fixed_and_runs(tmp_path: Path) ->
     repo = init_repo(tmp_path / "repo")
     event = script_failure(repo, "jobs/orders.py", ATTR_JOB, "total")
     assert "'Order' object has no attribute 'amout'" in event.error_message
-    (candidate,) = FixNameStrategy().propose(gather_airflow_evidence(event, repo), [])
+    (candidate,) = FixNameStrategy().fix(gather_airflow_evidence(event, repo), [])
     apply_edits(repo, candidate.edits)
     done = run_script(repo, "jobs/orders.py")
     assert done.returncode == 0 and done.stdout.strip() == "7"
@@ -128,4 +128,4 @@ def test_no_guess_on_a_tie_or_below_the_bar(tmp_path: Path, source: str) -> None
     repo = init_repo(tmp_path / "repo")
     event = script_failure(repo, "jobs/report.py", source, "report")
     assert event.error_type == "NameError"
-    assert FixNameStrategy().propose(gather_airflow_evidence(event, repo), []) == []
+    assert FixNameStrategy().fix(gather_airflow_evidence(event, repo), []) == []

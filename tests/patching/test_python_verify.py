@@ -15,8 +15,8 @@ import pytest
 from patchit.harnesses.airflow import AirflowHarness
 from patchit.harnesses.base import Workspace
 from patchit.patching.apply import apply_edits
-from patchit.patching.base import PatchCandidate
-from patchit.patching.registry import load_strategies, propose_patches
+from patchit.patching.base import PatchCandidate, ProposalRequest
+from patchit.patching.registry import load_strategies
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
 from tests.conftest import commit_all
 from tests.evidence.airflow_failures import Zoo, run_zoo, spooled_events
@@ -36,7 +36,14 @@ HEALABLE = {
 def _candidates(zoo: Zoo) -> dict[str, list[PatchCandidate]]:
     """Each failed task's candidates from every registered strategy (dbt ones included)."""
     strategies = load_strategies()
-    return {task: list(propose_patches(zoo.evidence(task), [], strategies)) for task in zoo.events}
+    return {
+        task: [
+            c
+            for s in strategies
+            for c in s.propose(ProposalRequest(evidence=zoo.evidence(task))).candidates
+        ]
+        for task in zoo.events
+    }
 
 
 def test_registered_strategies_propose_exactly_for_the_code_bugs(zoo: Zoo) -> None:

@@ -81,7 +81,7 @@ def test_messages_are_the_ones_dbt_really_gives(
 
 
 def test_missing_ref_points_at_the_near_model(ref_evidence: Evidence) -> None:
-    (candidate,) = FixRefStrategy().propose(ref_evidence, [])
+    (candidate,) = FixRefStrategy().fix(ref_evidence, [])
     (edit,) = candidate.edits
     assert edit.path == "models/marts/orders.sql"
     assert "ref('stg_order')" in edit.search
@@ -89,12 +89,12 @@ def test_missing_ref_points_at_the_near_model(ref_evidence: Evidence) -> None:
 
 
 def test_missing_source_points_at_the_near_table(source_evidence: Evidence) -> None:
-    (candidate,) = FixRefStrategy().propose(source_evidence, [])
+    (candidate,) = FixRefStrategy().fix(source_evidence, [])
     assert "source('raw', 'raw_orders')" in candidate.edits[0].replace
 
 
 def test_self_ref_points_at_the_near_upstream_model(cycle_evidence: Evidence) -> None:
-    (candidate,) = SelfRefCycleStrategy().propose(cycle_evidence, [])
+    (candidate,) = SelfRefCycleStrategy().fix(cycle_evidence, [])
     assert candidate.tag == "fix_ref"
     assert "ref('customers')" in candidate.edits[0].replace
 
@@ -108,7 +108,7 @@ def test_fixed_refs_build(
         (source_evidence, FixRefStrategy(), "stg_orders"),
         (cycle_evidence, SelfRefCycleStrategy(), "customer_orders"),
     ]:
-        candidate = strategy.propose(evidence, [])[0]
+        candidate = strategy.fix(evidence, [])[0]
         code, out = build_with(evidence, candidate, tmp_path / node, node)
         assert code == 0, out
 
@@ -117,7 +117,7 @@ def test_two_equally_near_nodes_give_no_candidate(ref_broken: Broken, tmp_path: 
     project = copy_project(ref_broken.project, tmp_path / "shop")
     (project / "models/staging/stg_orderz.sql").write_text("select 1 as order_id\n")
     evidence = _parse_evidence(project, ref_broken.parse_error(), "orders")
-    assert FixRefStrategy().propose(evidence, []) == []
+    assert FixRefStrategy().fix(evidence, []) == []
 
 
 def test_no_near_node_gives_no_candidate(ref_broken: Broken, tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_no_near_node_gives_no_candidate(ref_broken: Broken, tmp_path: Path) -> 
     staging = project / "models/staging"
     (staging / "stg_orders.sql").rename(staging / "stg_sales.sql")
     evidence = _parse_evidence(project, ref_broken.parse_error(), "orders")
-    assert FixRefStrategy().propose(evidence, []) == []
+    assert FixRefStrategy().fix(evidence, []) == []
 
 
 def test_self_ref_with_tied_names_gives_no_candidate(ref_broken: Broken, tmp_path: Path) -> None:
@@ -134,7 +134,7 @@ def test_self_ref_with_tied_names_gives_no_candidate(ref_broken: Broken, tmp_pat
     orders = project / "models/marts/orders.sql"
     orders.write_text(orders.read_text().replace("ref('stg_order')", "ref('orders')"))
     evidence = _parse_evidence(project, "Found a cycle: model.shop.orders", "orders")
-    assert SelfRefCycleStrategy().propose(evidence, []) == []
+    assert SelfRefCycleStrategy().fix(evidence, []) == []
 
 
 def test_self_ref_never_points_downstream(ref_broken: Broken, tmp_path: Path) -> None:
@@ -145,4 +145,4 @@ def test_self_ref_never_points_downstream(ref_broken: Broken, tmp_path: Path) ->
     orders = project / "models/marts/orders.sql"
     orders.write_text(orders.read_text().replace("ref('stg_order')", "ref('stg_orders')"))
     evidence = _parse_evidence(project, "Found a cycle: model.shop.stg_orders", "stg_orders")
-    assert SelfRefCycleStrategy().propose(evidence, []) == []
+    assert SelfRefCycleStrategy().fix(evidence, []) == []

@@ -3,8 +3,14 @@ import pytest
 from patchit.errors import PatchitWarning
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.model import Evidence
-from patchit.patching.base import Edit, PatchCandidate, PriorAttempt, Strategy
-from patchit.patching.registry import load_strategies, propose_patches
+from patchit.patching.base import (
+    PatchCandidate,
+    PriorAttempt,
+    Proposal,
+    ProposalRequest,
+    Strategy,
+)
+from patchit.patching.registry import load_strategies
 
 BUILTIN_TAGS = {
     "duckdb_rename_column": "rename_column",
@@ -23,48 +29,50 @@ def test_builtins_load_through_the_entry_point_group_sorted() -> None:
     assert [(s.tier, s.name) for s in strategies] == sorted((s.tier, s.name) for s in strategies)
 
 
-class _Fixed:
-    name = "fixed"
+class _Old:
+    """A strategy written against the old protocol: propose(evidence, history), no close."""
+
+    name = "old"
     tag = "t"
     tier = 0
 
-    def __init__(self, edits: list[list[str]]) -> None:
-        self.edits = edits
-
     def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
-        return [
-            PatchCandidate(
-                strategy=self.name,
-                tag=self.tag,
-                edits=[Edit(path=p, search=s, replace=r) for p, s, r in [e]],
-                rationale="scripted",
-            )
-            for e in self.edits
-        ]
+        return []
 
 
-class _Broken(_Fixed):
-    name = "broken"
+def test_the_model_tier_is_an_entry_point_like_the_fix_its() -> None:
+    strategies = {s.name: s for s in load_strategies()}
+    assert strategies["llm"].tier == 1 and isinstance(strategies["llm"], Strategy)
+    assert max(s.tier for s in strategies.values()) == 1
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
-        raise ValueError("bug in a plugin")
 
-
-def _evidence() -> Evidence:
+def test_every_strategy_answers_a_request_with_a_proposal() -> None:
     event = UniversalFailureEvent(source=FailureSource.DBT, pipeline_id="p", unit_id="u")
-    return Evidence(event=event, repo_root="/nonexistent")
+    request = ProposalRequest(evidence=Evidence(event=event, repo_root="/nonexistent"))
+    for strategy in load_strategies():
+        proposal = strategy.propose(request)
+        assert isinstance(proposal, Proposal) and proposal.candidates == [], strategy.name
+        strategy.close()
+        strategy.close()  # idempotent
 
 
-def test_propose_patches_is_lazy_in_order_and_drops_duplicates() -> None:
-    first = _Fixed([["a.sql", "x", "y"], ["a.sql", "x", "z"]])
-    second = _Fixed([["a.sql", "x", "y"], ["b.sql", "x", "y"]])
-    found = propose_patches(_evidence(), [], [first, second])
-    assert next(found).edits[0].replace == "y"
-    rest = [(c.edits[0].path, c.edits[0].replace) for c in found]
-    assert rest == [("a.sql", "z"), ("b.sql", "y")]
+def test_an_entry_point_that_is_not_a_strategy_is_skipped_with_its_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import patchit.patching.registry as registry
 
+    real = registry.entry_points
 
-def test_a_strategy_that_raises_is_reported_and_skipped() -> None:
-    with pytest.warns(PatchitWarning, match="broken failed"):
-        found = list(propose_patches(_evidence(), [], [_Broken([]), _Fixed([["a", "b", "c"]])]))
-    assert len(found) == 1
+    class _Point:
+        name, value = "old_style", "tests.patching.test_registry:_Old"
+
+        def load(self) -> type[_Old]:
+            return _Old
+
+    def fake_entry_points(group: str) -> list[object]:
+        return [*real(group=group), _Point()]
+
+    monkeypatch.setattr(registry, "entry_points", fake_entry_points)
+    with pytest.warns(PatchitWarning, match="old_style .* is not a Strategy"):
+        strategies = load_strategies()
+    assert "old" not in {s.name for s in strategies} and "llm" in {s.name for s in strategies}

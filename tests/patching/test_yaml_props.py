@@ -53,7 +53,7 @@ def test_message_is_the_one_dbt_really_gives(evidence: Evidence) -> None:
 
 
 def test_empty_key_line_is_removed_and_other_lines_kept(evidence: Evidence) -> None:
-    (candidate,) = FixYamlStrategy().propose(evidence, [])
+    (candidate,) = FixYamlStrategy().fix(evidence, [])
     (edit,) = candidate.edits
     assert edit.path == "models/marts/schema.yml"
     assert "        data_tests:  # to do: add tests\n" in edit.search
@@ -62,7 +62,7 @@ def test_empty_key_line_is_removed_and_other_lines_kept(evidence: Evidence) -> N
 
 @pytest.mark.slow
 def test_fixed_properties_build(evidence: Evidence, tmp_path: Path) -> None:
-    candidate = FixYamlStrategy().propose(evidence, [])[0]
+    candidate = FixYamlStrategy().fix(evidence, [])[0]
     code, out = build_with(evidence, candidate, tmp_path / "shop", "daily_revenue")
     assert code == 0, out
 
@@ -79,7 +79,7 @@ def test_model_level_key_in_a_commented_file(evidence: Evidence, tmp_path: Path)
         "{'name': 'customers', 'tests': None, 'columns': []} - at path ['tests']: None is not "
         "of type 'array'"
     )
-    (candidate,) = FixYamlStrategy().propose(_evidence(project, message), [])
+    (candidate,) = FixYamlStrategy().fix(_evidence(project, message), [])
     ((before, after),) = preview_edits(project, candidate.edits).values()
     assert after == before.replace("    tests:\n", "", 1)
     assert "  - name: customers  # core\n    columns:" in after
@@ -87,4 +87,4 @@ def test_model_level_key_in_a_commented_file(evidence: Evidence, tmp_path: Path)
 
 def test_a_required_key_is_never_removed(evidence: Evidence) -> None:
     message = evidence.error.replace("['columns'][0]['data_tests']", "['columns'][0]['name']")
-    assert FixYamlStrategy().propose(_evidence(Path(evidence.repo_root), message), []) == []
+    assert FixYamlStrategy().fix(_evidence(Path(evidence.repo_root), message), []) == []

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import derive_edit
-from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import error_text, read_repo_file, sub_in_regions
 from patchit.patching.similarity import nearest
 
@@ -40,14 +40,13 @@ def _listed_candidates(message: str) -> list[str]:
     return _QUOTED.findall(found.group("list")) if found else []
 
 
-class RenameColumnStrategy:
+class RenameColumnStrategy(FixIt):
     """Rename a misspelt column (or table qualifier) to the one near name DuckDB can bind."""
 
     name: ClassVar[str] = "duckdb_rename_column"
     tag: ClassVar[str] = "rename_column"
-    tier: ClassVar[int] = 0
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         message = error_text(evidence)
         if "Binder Error" not in message or evidence.unit_path is None:
             return []

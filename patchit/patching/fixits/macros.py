@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import derive_edit
-from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import (
     error_text,
     project_prefix,
@@ -35,14 +35,13 @@ _UNDEFINED = re.compile(
 _NODE_PATH = re.compile(r"Compilation Error in \w+ \w+ \((?P<path>[^)]+)\)")
 
 
-class FixMacroStrategy:
+class FixMacroStrategy(FixIt):
     """Rename a call to an undefined macro to the single near-named macro that exists."""
 
     name: ClassVar[str] = "dbt_fix_macro"
     tag: ClassVar[str] = "fix_macro"
-    tier: ClassVar[int] = 0
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         message = error_text(evidence)
         found = _UNDEFINED.search(message)
         if found is None:

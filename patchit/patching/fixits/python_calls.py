@@ -15,7 +15,7 @@ import re
 from typing import ClassVar
 
 from patchit.evidence.model import Evidence
-from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits.python_common import (
     failing_frame,
     make_candidate,
@@ -62,14 +62,13 @@ def _called_name(call: ast.Call) -> str | None:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
 
 
-class FixCallStrategy:
+class FixCallStrategy(FixIt):
     """Rename a call's keyword to the near parameter name of the repo function it calls."""
 
     name: ClassVar[str] = "python_fix_call"
     tag: ClassVar[str] = "fix_call"
-    tier: ClassVar[int] = 0
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         frame, message = failing_frame(evidence), evidence.event.error_message
         if evidence.event.error_type != "TypeError" or frame is None:
             return []

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from patchit.evidence.model import Evidence
 from patchit.evidence.pylog import is_write_call
-from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits.python_common import (
     failing_frame,
     make_candidate,
@@ -86,14 +86,13 @@ def _wrap(expr: str, node: ast.expr) -> str:
     return expr if simple else f"({expr})"
 
 
-class CreateDirStrategy:
+class CreateDirStrategy(FixIt):
     """Create the missing parent directory of a file the task writes, just before the write."""
 
     name: ClassVar[str] = "python_create_dir"
     tag: ClassVar[str] = "create_dir"
-    tier: ClassVar[int] = 0
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         frame = failing_frame(evidence)
         missing = _MISSING.search(evidence.event.error_message)
         if evidence.event.error_type != "FileNotFoundError" or frame is None or missing is None:

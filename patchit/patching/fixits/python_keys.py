@@ -15,7 +15,7 @@ import re
 from typing import ClassVar
 
 from patchit.evidence.model import Evidence
-from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits.python_common import (
     enclosing_scope,
     failing_frame,
@@ -80,14 +80,13 @@ def _is_config(node: ast.Subscript) -> bool:
     return isinstance(base, ast.Attribute | ast.Name) and "environ" in ast.dump(base)
 
 
-class RenameKeyStrategy:
+class RenameKeyStrategy(FixIt):
     """Rename a missing string key to the single near key the code's data really has."""
 
     name: ClassVar[str] = "python_rename_key"
     tag: ClassVar[str] = "rename_key"
-    tier: ClassVar[int] = 0
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         key, frame = missing_key(evidence), failing_frame(evidence)
         if key is None or frame is None or _CONFIG_LOOKUP.search(frame.code):
             return []

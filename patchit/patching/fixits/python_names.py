@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from patchit.evidence.model import Evidence
-from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits.python_common import (
     enclosing_scope,
     failing_frame,
@@ -71,14 +71,13 @@ def _class_members(evidence: Evidence, cls: str) -> set[str] | None:
     return members
 
 
-class FixNameStrategy:
+class FixNameStrategy(FixIt):
     """Rename an undefined name or a missing attribute to the single near name in scope."""
 
     name: ClassVar[str] = "python_fix_name"
     tag: ClassVar[str] = "fix_name"
-    tier: ClassVar[int] = 0
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         frame, message = failing_frame(evidence), evidence.event.error_message
         kind = evidence.event.error_type
         if frame is None or kind not in ("NameError", "AttributeError", "UnboundLocalError"):
@@ -150,14 +149,13 @@ class FixNameStrategy:
         return make_candidate(self, frame.path, text, replace_spans(text, spans), rationale, 0.85)
 
 
-class FixImportStrategy:
+class FixImportStrategy(FixIt):
     """Import the near name a repository module really defines, or the near repo module."""
 
     name: ClassVar[str] = "python_fix_import"
     tag: ClassVar[str] = "fix_import"
-    tier: ClassVar[int] = 0
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         frame, message = failing_frame(evidence), evidence.event.error_message
         if frame is None or evidence.event.error_type not in ("ImportError", "ModuleNotFoundError"):
             return []

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import derive_edit
-from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import (
     error_text,
     model_files,
@@ -60,14 +60,13 @@ def _candidate(
     ]
 
 
-class FixRefStrategy:
+class FixRefStrategy(FixIt):
     """Point a ref()/source() naming a missing node at the one existing near name."""
 
     name: ClassVar[str] = "dbt_fix_ref"
     tag: ClassVar[str] = "fix_ref"
-    tier: ClassVar[int] = 0
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         found = _MISSING.search(error_text(evidence))
         if found is None:
             return []
@@ -97,14 +96,13 @@ class FixRefStrategy:
         return _candidate(self, path, text, after, why)
 
 
-class SelfRefCycleStrategy:
+class SelfRefCycleStrategy(FixIt):
     """A model that refs itself: point that ref at the one near-named node not downstream."""
 
     name: ClassVar[str] = "dbt_self_ref_cycle"
     tag: ClassVar[str] = "fix_ref"
-    tier: ClassVar[int] = 0
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         found = _CYCLE.search(error_text(evidence))
         if found is None:
             return []

@@ -23,7 +23,7 @@ from ruamel.yaml.error import YAMLError
 
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import derive_edit
-from patchit.patching.base import PatchCandidate, PriorAttempt
+from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import error_text, read_repo_file, to_repo_path
 
 _INVALID = re.compile(
@@ -59,14 +59,13 @@ def _walk(doc: object, yaml_key: str, entry: str, steps: list[str | int]) -> obj
     return node
 
 
-class FixYamlStrategy:
+class FixYamlStrategy(FixIt):
     """Remove an empty optional key that makes dbt reject a properties file."""
 
     name: ClassVar[str] = "dbt_fix_yaml"
     tag: ClassVar[str] = "fix_yaml"
-    tier: ClassVar[int] = 0
 
-    def propose(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         found = _INVALID.search(error_text(evidence))
         if found is None:
             return []

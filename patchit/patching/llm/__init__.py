@@ -1,8 +1,9 @@
 """Tier 1: the LLM strategy (Anthropic Messages API with tool use), its budgets and prompts.
 
-The loop builds `LlmStrategy(config.llm, memory, incident_id)` when `llm_enabled(config.llm)`
-and drives it by rounds; `ReplayServer` speaks the Messages API locally for tests and the
-demo (`replays/demo.json`).
+`LlmStrategy` is an entry point in `patchit.strategies` like the fix-its: the loop asks it
+round after round through `propose(request)`, the request carrying the incident, the config
+and the ledger that meters its budget; it is off (no call) without an API key.
+`ReplayServer` speaks the Messages API locally for tests and the demo (`replays/demo.json`).
 """
 
 from patchit.patching.llm.budget import BudgetExhausted, BudgetGuard, estimate_tokens

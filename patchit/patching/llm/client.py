@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
-
-import anthropic
-from anthropic.types import MessageParam, ToolChoiceToolParam, ToolParam
+from typing import TYPE_CHECKING, Any
 
 from patchit.config import LlmConfig
 from patchit.errors import PatchitError
+
+if TYPE_CHECKING:  # the SDK (the `llm` extra) loads only when a model is called
+    import anthropic
+    from anthropic.types import MessageParam, ToolChoiceToolParam, ToolParam
 
 
 class LlmUnavailable(PatchitError):
@@ -86,7 +87,19 @@ class LlmReply:
     raw_content: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _sdk() -> Any:
+    """The `anthropic` module; LlmUnavailable when the `llm` extra is not installed."""
+    try:
+        import anthropic
+    except ImportError as exc:
+        raise LlmUnavailable(
+            "the anthropic package is not installed: pip install 'patchit[llm]'"
+        ) from exc
+    return anthropic
+
+
 def _describe(exc: anthropic.APIError, config: LlmConfig, url: str) -> str:
+    anthropic = _sdk()
     retries = f"after {config.max_retries} retries" if config.max_retries else "(no retries)"
     if isinstance(exc, anthropic.APITimeoutError):
         return f"the model API at {url} timed out after {config.timeout_s:g} s {retries}"
@@ -120,7 +133,8 @@ class LlmClient:
             raise LlmUnavailable(
                 "no API key for the model: set ANTHROPIC_API_KEY (or disable llm in .patchit.toml)"
             )
-        self._sdk = anthropic.Anthropic(
+        self._anthropic = _sdk()
+        self._sdk = self._anthropic.Anthropic(
             api_key=key,
             base_url=self.base_url,
             timeout=config.timeout_s,
@@ -145,9 +159,9 @@ class LlmClient:
                 tools=[tool],
                 tool_choice=choice,
             )
-        except anthropic.APIError as exc:
+        except self._anthropic.APIError as exc:
             raise LlmUnavailable(_describe(exc, self.config, self.where)) from exc
-        except (anthropic.AnthropicError, ValueError) as exc:  # e.g. a body that is not JSON
+        except (self._anthropic.AnthropicError, ValueError) as exc:  # e.g. a body that is not JSON
             raise LlmUnavailable(
                 f"the model API at {self.where} sent an unreadable answer ({exc})"
             ) from exc

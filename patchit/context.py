@@ -1,0 +1,73 @@
+"""The loop's `Context`: state dir, memory, config and plugins for healing one repository.
+
+`build_context` is the one way the CLI and the worker make it: the repo's `.patchit.toml`,
+every strategy and harness registered under patchit's entry points (a broken plugin is
+skipped with a warning naming it), each harness configured with the repo's settings.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchit.config import PatchitConfig, load_config
+from patchit.harnesses.base import Harness
+from patchit.harnesses.registry import configure_harnesses, load_harnesses
+from patchit.memory import Memory
+from patchit.patching.base import Strategy
+from patchit.patching.registry import load_strategies
+
+Say = Callable[[str], None]
+
+
+def _quiet(_message: str) -> None:
+    """The default `say`: a library call prints nothing unless asked."""
+
+
+def default_owner() -> str:
+    """Who holds an incident's lease: this host and process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class Context:
+    """What healing needs: state dir, memory, config and the plugins, with a voice."""
+
+    home: Path
+    memory: Memory
+    config: PatchitConfig
+    strategies: list[Strategy]
+    harnesses: list[Harness]
+    say: Say = field(default=_quiet)
+    owner: str = field(default_factory=default_owner)
+
+    def close(self) -> None:
+        """Stop what the plugins started (warm runtimes, model sessions)."""
+        for harness in self.harnesses:
+            harness.close()
+        for strategy in self.strategies:
+            strategy.close()
+
+
+def build_context(
+    home: Path,
+    repo: Path | None,
+    *,
+    memory: Memory | None = None,
+    say: Say = _quiet,
+    owner: str | None = None,
+) -> Context:
+    """The context for healing `repo`'s failures, plugins loaded and configured."""
+    config = load_config(repo)
+    return Context(
+        home=home,
+        memory=memory or Memory.open(home),
+        config=config,
+        strategies=load_strategies(),
+        harnesses=configure_harnesses(load_harnesses(), config),
+        say=say,
+        owner=owner or default_owner(),
+    )

@@ -1,0 +1,106 @@
+"""After a wrapped `dbt` invocation: the wrapper's healing policy.
+
+`patchit dbt -- <args>` runs dbt exactly as asked, then hands what happened here:
+- a green full `dbt build` on a clean, committed tree records the project's last good commit
+  (only that vouches for every model);
+- dbt's own usage errors and runs without readable results heal nothing;
+- failed nodes sharing a cause become one incident each; they are healed, unless `--no-heal`
+  was given or tracked files have uncommitted changes (only committed code is healed): then
+  they are recorded only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from patchit.context import build_context
+from patchit.events.model import UniversalFailureEvent
+from patchit.intake.dbt import events_from_run
+from patchit.loop import HealOutcome, group_by_cause, heal_group, project_key_for
+from patchit.memory import Memory
+from patchit.memory.fingerprint import cause_key, error_fingerprint
+
+Say = Callable[[str], None]
+SELECTING = {"--select", "-s", "--models", "-m", "--exclude", "--selector", "--resource-type"}
+COMMANDS = {"build", "run", "test", "seed", "snapshot", "compile", "parse", "ls", "list",
+            "run-operation", "source", "docs", "show", "clone", "retry", "debug", "deps", "clean",
+            "init"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DbtRun:
+    """One finished dbt invocation, as the wrapper saw it."""
+
+    exit_code: int
+    record: dict[str, Any]
+    args: list[str]
+    project: Path
+    repo: Path | None
+    commit: str | None
+    started: datetime
+    dirty: list[str] = field(default_factory=list)
+    no_heal: bool = False
+
+
+def is_full_build(args: list[str]) -> bool:
+    """A green `dbt build` of the whole project: only that vouches for every model."""
+    command = next((a for a in args if a in COMMANDS), "")  # global options may come first
+    return command == "build" and not any(a.split("=")[0] in SELECTING for a in args)
+
+
+def heal_dbt_run(
+    run: DbtRun,
+    home: Path,
+    memory: Memory,
+    say: Say,
+    on_outcome: Callable[[HealOutcome], None] = lambda _outcome: None,
+) -> list[HealOutcome]:
+    """Apply the policy above to `run`; heal what it allows, each outcome as it comes."""
+    if run.exit_code == 0:
+        if run.repo and run.commit and not run.dirty and is_full_build(run.args):
+            memory.record_last_good(project_key_for(run.repo, run.project), run.commit)
+        return []
+    if run.record.get("usage_error"):
+        return []  # dbt printed its usage error; nothing ran, nothing to heal
+    if not run.record:
+        say(f"dbt exited {run.exit_code} without a result patchit could read; nothing to heal")
+        return []
+    events = events_from_run(run.record, run.args, run.project, run.repo, run.commit, run.started)
+    if not events:
+        say(f"dbt exited {run.exit_code} but no node of this run failed; nothing to heal")
+        return []
+    say(f"{len(events)} failed node(s): " + ", ".join(e.unit_id for e in events[:5]))
+    if run.no_heal or run.dirty or run.repo is None:
+        record_only(events, memory)
+        say(f"recorded, not healing: {_why_not(run)}")
+        return []
+    ctx = build_context(home, run.repo, memory=memory, say=say)
+    outcomes = []
+    try:
+        for group in group_by_cause(events):
+            outcomes.append(heal_group(group, ctx))
+            on_outcome(outcomes[-1])
+    finally:
+        ctx.close()
+    return outcomes
+
+
+def record_only(events: list[UniversalFailureEvent], memory: Memory) -> None:
+    """Open (or attach to) each failure's incident without healing it."""
+    for event in events:
+        memory.open_or_attach(event, error_fingerprint(event), cause_key(event))
+
+
+def _why_not(run: DbtRun) -> str:
+    if run.no_heal:
+        return "--no-heal was given"
+    if run.dirty:
+        return (
+            f"uncommitted changes to tracked files ({', '.join(run.dirty[:3])}); "
+            "only committed code is healed, commit or stash them and re-run"
+        )
+    return "not inside a git repository"
