@@ -173,7 +173,14 @@ def incidents(ctx: click.Context, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("incident_id")
-@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "json"]),
+    default="md",
+    show_default=True,
+    help="Which report to print: Markdown (md) or JSON (json).",
+)
 @click.pass_context
 def report(ctx: click.Context, incident_id: str, fmt: str) -> None:
     """Print the Root Cause Report of one incident."""
