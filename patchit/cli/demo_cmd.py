@@ -25,8 +25,8 @@ from patchit.cli.context import console, home_of
 from patchit.cli.demo_airflow import run_airflow_demo
 from patchit.cli.demo_llm import llm_lines, run_llm_demo
 from patchit.errors import BadInputError
+from patchit.examples import SHOP
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shop"
 GIT_ID = {
     "GIT_AUTHOR_NAME": "Dana Engineer",
     "GIT_AUTHOR_EMAIL": "dana@example.com",
@@ -92,9 +92,9 @@ def _show(lines: list[str]) -> None:
 @click.pass_context
 def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
     """Break the example dbt project, heal it, escalate a data failure, heal a broken DAG."""
-    if not (EXAMPLE / "dbt_project.yml").is_file():
+    if not (SHOP / "dbt_project.yml").is_file():
         raise BadInputError(
-            f"{EXAMPLE}: example project missing; run the demo from a patchit checkout"
+            f"{SHOP}: example project missing from this installation; reinstall patchit"
         )
     home = home_of(ctx)
     base = workdir or Path(tempfile.mkdtemp(prefix="patchit-demo-"))
@@ -102,7 +102,7 @@ def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
     if repo.exists():
         raise BadInputError(f"{repo}: already exists; pass an empty --workdir")
     log = base / "demo.log"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
+    shutil.copytree(SHOP, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
     (repo / ".gitignore").write_text("target/\nlogs/\n*.duckdb\n*.duckdb.wal\n.user.yml\n")
     _git(repo, "init", "-q", "-b", "main")
     _commit(repo, "shop: staging and marts models")
