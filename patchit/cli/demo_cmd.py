@@ -23,7 +23,6 @@ from rich.rule import Rule
 
 from patchit.cli.context import console, home_of
 from patchit.cli.demo_airflow import run_airflow_demo
-from patchit.cli.demo_llm import llm_lines, run_llm_demo
 from patchit.errors import BadInputError
 from patchit.examples import SHOP
 
@@ -141,6 +140,9 @@ def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
 
     to_merge = [str(fixed["branch"])] if fixed else []
     if llm_replay:
+        # the model tier needs `anthropic` (patchit[llm]); the rest of the demo does not
+        from patchit.cli.demo_llm import llm_lines, run_llm_demo
+
         for branch in to_merge:
             _git(repo, "merge", "-q", "--ff-only", branch)
             console.print(f"  (the engineer reviewed and merged {branch} into main)")
@@ -175,7 +177,9 @@ def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
     if airflow_ran:
         airflow_incident = run_airflow_demo(base, home, log, console, _git, _commit)
     else:
-        console.print("(Airflow is not installed: `pip install 'patchit[airflow]'` for part 5)")
+        console.print(
+            "(Airflow is not installed: `pip install 'patchit[airflow]'` for part 5)", markup=False
+        )
 
     _step("incidents")
     final = _incidents(home, repo, log)
