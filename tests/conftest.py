@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from patchit.examples import SHOP
+
 if TYPE_CHECKING:
     from tests.evidence.airflow_failures import Zoo
 
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "shop"
+EXAMPLE = SHOP
 BIN = Path(sys.executable).parent
 
 GIT_ENV = {

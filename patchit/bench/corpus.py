@@ -38,8 +38,8 @@ class CorpusRun:
 def default_corpus() -> Path:
     if not DEFAULT_CORPUS.is_dir():
         raise BadInputError(
-            f"{DEFAULT_CORPUS}: the corpus ships with patchit's checkout, not the installed "
-            "package; pass --corpus DIR (benchmarks/corpus of a clone)"
+            "no scenario corpus beside this installation (it ships with patchit's source "
+            "checkout, not the package); pass --corpus DIR, the benchmarks/corpus of a clone"
         )
     return DEFAULT_CORPUS
 

@@ -18,7 +18,8 @@ from typing import Any
 from rich.console import Console
 from rich.rule import Rule
 
-EXAMPLE_DAGS = Path(__file__).resolve().parents[2] / "examples" / "airflow"
+from patchit.examples import AIRFLOW_PROJECT
+
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 DAG_FILE = "dags/shop_orders.py"
 HELPER = "dags/shop_lib/transforms.py"
@@ -49,7 +50,7 @@ def run_airflow_demo(
 ) -> dict[str, Any] | None:
     """Break the example DAG, heal it through the callback and the worker; the incident."""
     repo = base / "pipelines"
-    shutil.copytree(EXAMPLE_DAGS, repo, ignore=shutil.ignore_patterns("output", "__pycache__"))
+    shutil.copytree(AIRFLOW_PROJECT, repo, ignore=shutil.ignore_patterns("output", "__pycache__"))
     (repo / ".gitignore").write_text("output/\n__pycache__/\n")
     dag = repo / DAG_FILE
     dag.write_text(

@@ -23,10 +23,9 @@ from rich.rule import Rule
 
 from patchit.cli.context import console, home_of
 from patchit.cli.demo_airflow import run_airflow_demo
-from patchit.cli.demo_llm import llm_lines, run_llm_demo
 from patchit.errors import BadInputError
+from patchit.examples import SHOP
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shop"
 GIT_ID = {
     "GIT_AUTHOR_NAME": "Dana Engineer",
     "GIT_AUTHOR_EMAIL": "dana@example.com",
@@ -92,9 +91,9 @@ def _show(lines: list[str]) -> None:
 @click.pass_context
 def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
     """Break the example dbt project, heal it, escalate a data failure, heal a broken DAG."""
-    if not (EXAMPLE / "dbt_project.yml").is_file():
+    if not (SHOP / "dbt_project.yml").is_file():
         raise BadInputError(
-            f"{EXAMPLE}: example project missing; run the demo from a patchit checkout"
+            f"{SHOP}: example project missing from this installation; reinstall patchit"
         )
     home = home_of(ctx)
     base = workdir or Path(tempfile.mkdtemp(prefix="patchit-demo-"))
@@ -102,7 +101,7 @@ def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
     if repo.exists():
         raise BadInputError(f"{repo}: already exists; pass an empty --workdir")
     log = base / "demo.log"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
+    shutil.copytree(SHOP, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
     (repo / ".gitignore").write_text("target/\nlogs/\n*.duckdb\n*.duckdb.wal\n.user.yml\n")
     _git(repo, "init", "-q", "-b", "main")
     _commit(repo, "shop: staging and marts models")
@@ -141,6 +140,9 @@ def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
 
     to_merge = [str(fixed["branch"])] if fixed else []
     if llm_replay:
+        # the model tier needs `anthropic` (patchit[llm]); the rest of the demo does not
+        from patchit.cli.demo_llm import llm_lines, run_llm_demo
+
         for branch in to_merge:
             _git(repo, "merge", "-q", "--ff-only", branch)
             console.print(f"  (the engineer reviewed and merged {branch} into main)")
@@ -175,7 +177,9 @@ def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
     if airflow_ran:
         airflow_incident = run_airflow_demo(base, home, log, console, _git, _commit)
     else:
-        console.print("(Airflow is not installed: `pip install 'patchit[airflow]'` for part 5)")
+        console.print(
+            "(Airflow is not installed: `pip install 'patchit[airflow]'` for part 5)", markup=False
+        )
 
     _step("incidents")
     final = _incidents(home, repo, log)

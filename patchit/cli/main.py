@@ -1,4 +1,9 @@
-"""`patchit` top-level group and the small commands (schema, heal, incidents, report)."""
+"""`patchit` top-level group and the small commands (schema, heal, incidents, report).
+
+Starting the CLI must stay cheap: `patchit --help` and the small commands run from cron and
+scripts. The other commands live in their own modules and are imported only when invoked (or
+when their own help is asked), and the small commands import what they use inside their bodies.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +13,16 @@ import re
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from patchit import __version__
-from patchit.cli.context import home_of, make_context, open_memory, print_outcome
-from patchit.config import resolve_home
+from patchit.cli.lazy import LazyCommand, LazyGroup
 from patchit.errors import BadInputError, PatchitError
-from patchit.events.model import event_json_schema, load_event
-from patchit.intake.validate import check_healable
-from patchit.loop import heal
-from patchit.memory.ledger import Ledger
+
+if TYPE_CHECKING:
+    from patchit.memory import Memory
 
 _INCIDENT_ID = re.compile(r"\d{8}-[0-9a-f]{6}")
 INCIDENT_FIELDS = (
@@ -38,9 +42,35 @@ INCIDENT_FIELDS = (
     "needs_human",
     "needs_review",
 )
+# the commands in their own modules, imported when used; the short help is what
+# `patchit --help` lists (tests/cli/test_docs.py keeps it equal to the command's own)
+LAZY_COMMANDS = {
+    "airflow": LazyCommand("patchit.cli.airflow_cmd:airflow", "Airflow intake: broken DAG files."),
+    "bench": LazyCommand(
+        "patchit.cli.bench_cmd:bench",
+        "Benchmark patchit: the scenario corpus (no flag), `--perf` (dbt), `--airflow`, "
+        "`--memory`.",
+    ),
+    "dbt": LazyCommand(
+        "patchit.cli.dbt_cmd:dbt",
+        "Run dbt with DBT_ARGS exactly as `dbt` would; heal each failed node.",
+    ),
+    "demo": LazyCommand(
+        "patchit.cli.demo_cmd:demo",
+        "Break the example dbt project, heal it, escalate a data failure, heal a broken DAG.",
+    ),
+    "worker": LazyCommand(
+        "patchit.cli.worker_cmd:worker",
+        "Take spooled events, group them into incidents and heal them.",
+    ),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=LAZY_COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option(
     "--home",
     type=click.Path(file_okay=False, path_type=Path),
@@ -53,6 +83,8 @@ def cli(ctx: click.Context, home: Path | None) -> None:
     ctx.ensure_object(dict)
     ctx.obj["home"] = home
     if home is not None:
+        from patchit.config import resolve_home
+
         # one state dir for everything this command starts: the sandboxes' writable areas,
         # the dbt wrapper's child and the worktrees all resolve it from the environment
         os.environ["PATCHIT_HOME"] = str(resolve_home(home))
@@ -61,6 +93,8 @@ def cli(ctx: click.Context, home: Path | None) -> None:
 @cli.command()
 def schema() -> None:
     """Print the JSON schema of UniversalFailureEvent."""
+    from patchit.events.model import event_json_schema
+
     click.echo(json.dumps(event_json_schema(), indent=2))
 
 
@@ -73,9 +107,14 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
     TARGET is an event JSON file, or the id of an incident to try again (its latest event;
     attempts already made for the fingerprint still count against the limit).
     """
+    from patchit.cli.context import make_context, print_outcome
+    from patchit.events.model import load_event
+    from patchit.intake.validate import check_healable
+    from patchit.loop import heal
+
     path = Path(target)
     if not path.exists() and _INCIDENT_ID.fullmatch(target):
-        memory = open_memory(home_of(ctx))
+        memory = _open_memory(ctx)
         incident = memory.get_incident(target)
         event = memory.events_for(incident.id)[-1]
         repo = check_healable(event, f"incident {target}")
@@ -83,7 +122,7 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
     else:
         event = load_event(path)
         repo = check_healable(event, str(path))
-    loop_ctx = make_context(home_of(ctx), repo)
+    loop_ctx = make_context(_home(ctx), repo)
     try:
         outcome = heal(event, loop_ctx)
     finally:
@@ -103,7 +142,9 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
 @click.pass_context
 def incidents(ctx: click.Context, as_json: bool) -> None:
     """List incidents, newest first."""
-    memory = open_memory(home_of(ctx))
+    from patchit.memory.ledger import Ledger
+
+    memory = _open_memory(ctx)
     ledger = Ledger(memory)
     rows = []
     for incident in memory.list_incidents():
@@ -132,11 +173,18 @@ def incidents(ctx: click.Context, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("incident_id")
-@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "json"]),
+    default="md",
+    show_default=True,
+    help="Which report to print: Markdown (md) or JSON (json).",
+)
 @click.pass_context
 def report(ctx: click.Context, incident_id: str, fmt: str) -> None:
     """Print the Root Cause Report of one incident."""
-    incident = open_memory(home_of(ctx)).get_incident(incident_id)
+    incident = _open_memory(ctx).get_incident(incident_id)
     path = incident.report_md if fmt == "md" else incident.report_json
     if not path or not Path(path).is_file():
         raise BadInputError(
@@ -146,21 +194,17 @@ def report(ctx: click.Context, incident_id: str, fmt: str) -> None:
     click.echo(Path(path).read_text(encoding="utf-8"), nl=False)
 
 
-def _register() -> None:
-    from patchit.cli.airflow_cmd import airflow
-    from patchit.cli.bench_cmd import bench
-    from patchit.cli.dbt_cmd import dbt
-    from patchit.cli.demo_cmd import demo
-    from patchit.cli.worker_cmd import worker
+def _home(ctx: click.Context) -> Path:
+    # patchit.cli.context.home_of, without importing the loop that module brings along
+    from patchit.config import resolve_home
 
-    cli.add_command(dbt)
-    cli.add_command(demo)
-    cli.add_command(airflow)
-    cli.add_command(worker)
-    cli.add_command(bench)
+    return resolve_home(ctx.obj.get("home") if ctx.obj else None)
 
 
-_register()
+def _open_memory(ctx: click.Context) -> Memory:
+    from patchit.memory import Memory
+
+    return Memory.open(_home(ctx))
 
 
 def _terminate(signum: int, _frame: object) -> None:

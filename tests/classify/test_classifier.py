@@ -1,9 +1,7 @@
 """Table-driven classification over messages captured from real dbt 1.11.16 / dbt-duckdb 1.11.1
-runs on copies of examples/shop (each broken one way), plus common platform errors."""
+runs on copies of patchit/examples/shop (each broken one way), plus common platform errors."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +10,9 @@ from patchit.classify.model import FailureClass
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.model import Evidence, Relation
 from patchit.evidence.project_index import index_project
+from patchit.examples import SHOP
 
-INDEX = index_project(Path(__file__).resolve().parents[2] / "examples" / "shop")
+INDEX = index_project(SHOP)
 ORDERS = "models/marts/orders.sql"
 STG_ORDERS = "models/staging/stg_orders.sql"
 STG_PAYMENTS = "models/staging/stg_payments.sql"

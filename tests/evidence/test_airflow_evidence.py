@@ -13,8 +13,8 @@ from patchit.errors import BadInputError
 from patchit.evidence.airflow import find_task_callable, gather_airflow_evidence
 from patchit.evidence.pylog import exception_chain, is_write_call, pack_log, parse_frames
 from patchit.evidence.redact import MASK
+from patchit.examples import AIRFLOW_PROJECT
 from patchit.intake.airflow_scan import import_error_events
-from tests.conftest import ROOT
 from tests.evidence.airflow_failures import HELPERS, ZOO_DAG, Zoo
 
 pytestmark = pytest.mark.slow
@@ -61,11 +61,11 @@ def test_timeout_keeps_only_the_repo_frame_of_a_library_raise(zoo: Zoo) -> None:
 
 
 def test_classic_operator_callable_is_found_by_task_id() -> None:
-    source = (ROOT / "examples/airflow/dags/shop_reports.py").read_text()
+    source = (AIRFLOW_PROJECT / "dags" / "shop_reports.py").read_text()
     name, code = find_task_callable(source, "write_report") or ("", "")
     assert name == "write_report" and code.startswith("def write_report(ti, **context):")
     assert find_task_callable(source, "no_such_task") is None
-    taskflow = (ROOT / "examples/airflow/dags/shop_orders.py").read_text()
+    taskflow = (AIRFLOW_PROJECT / "dags" / "shop_orders.py").read_text()
     assert (find_task_callable(taskflow, "publish") or ("",))[0] == "publish"
 
 

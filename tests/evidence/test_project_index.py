@@ -7,8 +7,9 @@ import shutil
 from pathlib import Path
 
 from patchit.evidence.project_index import DBT_CONTEXT_NAMES, builtin_macros, index_project
+from patchit.examples import SHOP
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shop"
+EXAMPLE = SHOP
 
 
 def _project(tmp_path: Path) -> Path:

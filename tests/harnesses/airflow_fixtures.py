@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from patchit.events.model import UniversalFailureEvent
-from tests.conftest import ROOT, commit_all, git
+from patchit.examples import AIRFLOW_PROJECT
+from tests.conftest import commit_all, git
 
-EXAMPLE_DAGS = ROOT / "examples" / "airflow"
 LOGICAL_DATE = datetime(2024, 1, 1, tzinfo=UTC)
 REPORTS_DAG = "examples/airflow/dags/shop_reports.py"
 
@@ -36,7 +36,7 @@ slow_dag()
 
 def make_airflow_repo(dest: Path) -> Path:
     """A git repo (one commit) with the example DAGs at examples/airflow/, as a user's repo."""
-    shutil.copytree(EXAMPLE_DAGS, dest / "examples" / "airflow",
+    shutil.copytree(AIRFLOW_PROJECT, dest / "examples" / "airflow",
                     ignore=shutil.ignore_patterns("__pycache__", "output"))  # fmt: skip
     (dest / ".gitignore").write_text("__pycache__/\noutput/\n")
     git(dest, "init", "-q", "-b", "main")

@@ -15,6 +15,7 @@ import pytest
 from python_on_whales import DockerClient
 
 from patchit.errors import HarnessError
+from patchit.examples import AIRFLOW_PROJECT
 from patchit.harnesses.base import Workspace
 from patchit.harnesses.compose import (
     ComposeHarness,
@@ -87,7 +88,7 @@ def test_the_dev_stack_validates(tmp_path: Path) -> None:
     # Without the variable the example DAGs are mounted, relative to the compose file.
     default = compose_config(stack_client(compose_files=[DEV_STACK]))
     scheduler = default["services"]["airflow-scheduler"]
-    assert bind_of(scheduler, "/opt/airflow/dags") == [str(ROOT / "examples/airflow/dags")]
+    assert bind_of(scheduler, "/opt/airflow/dags") == [str(AIRFLOW_PROJECT / "dags")]
 
 
 @pytest.fixture

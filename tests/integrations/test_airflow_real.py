@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from patchit.events.model import UniversalFailureEvent
+from patchit.examples import AIRFLOW_PROJECT
 from patchit.intake.spool import Spool
 from tests.conftest import commit_all, git
 
@@ -203,7 +204,7 @@ def test_broken_dag_from_scan_is_healed_by_the_worker(tmp_path: Path, _patchit_h
 
     repo = tmp_path / "pipelines"
     shutil.copytree(
-        Path(__file__).resolve().parents[2] / "examples" / "airflow" / "dags",
+        AIRFLOW_PROJECT / "dags",
         repo / "dags",
         ignore=shutil.ignore_patterns("__pycache__"),
     )

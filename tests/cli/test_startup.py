@@ -1,0 +1,70 @@
+"""Starting the CLI stays cheap: what `patchit --help` and the small commands import.
+
+Wall-clock time is too noisy to assert on shared machines; the set of imported modules is
+what makes the start slow, so that is what these tests pin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("patchit.loop", "patchit.patching.llm", "anthropic", "dbt", "airflow")
+# run in a fresh interpreter: the test process has imported everything already
+PROBE = """
+import json, sys
+from click.testing import CliRunner
+from patchit.cli.main import cli
+result = CliRunner().invoke(cli, sys.argv[1:])
+print(json.dumps({"exit_code": result.exit_code, "output": result.output,
+                  "modules": sorted(sys.modules)}))
+"""
+
+
+def probe(*args: str, home: Path) -> tuple[int, str, set[str]]:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PATCHIT_HOME": str(home)},
+    )
+    data = json.loads(out.stdout)
+    return data["exit_code"], data["output"], set(data["modules"])
+
+
+def loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if m in names or m.startswith(tuple(n + "." for n in names)))
+
+
+def test_help_lists_every_command_without_importing_them(tmp_path: Path) -> None:
+    code, output, modules = probe("--help", home=tmp_path)
+    assert code == 0
+    for name in ("airflow", "bench", "dbt", "demo", "heal", "incidents", "report", "worker"):
+        assert f"  {name} " in output
+    assert loaded(modules, HEAVY) == []
+    assert not any(m.startswith("patchit.cli.") and m.endswith("_cmd") for m in modules)
+    assert "pydantic" not in modules and "rich" not in modules
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("incidents",), ("incidents", "--json"), ("report", "20260101-abcdef"), ("schema",)],
+    ids=lambda a: " ".join(a),
+)
+def test_small_commands_import_only_what_they_use(tmp_path: Path, args: tuple[str, ...]) -> None:
+    code, _, modules = probe(*args, home=tmp_path)
+    assert code in (0, 1)  # report of an unknown incident is an error, still a cheap one
+    assert loaded(modules, (*HEAVY, "patchit.cli.context", "rich", "jinja2")) == []
+
+
+def test_a_subcommand_is_imported_when_its_help_is_asked(tmp_path: Path) -> None:
+    code, output, modules = probe("airflow", "--help", home=tmp_path)
+    assert code == 0 and "scan" in output
+    assert "patchit.cli.airflow_cmd" in modules
+    assert "patchit.cli.bench_cmd" not in modules
