@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from patchit.intake.gitinfo import find_git_root, read_branch, read_head
 from patchit.intake.spool import resolve_home_stdlib, spool_event
-from patchit.integrations.gitinfo import find_git_root, read_branch, read_head
 
 DISABLE_ENV = "PATCHIT_CALLBACK_DISABLED"
 MAX_MESSAGE_CHARS = 20_000
