@@ -7,6 +7,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from patchit.evidence.model import Evidence
+from patchit.memory.records import PriorAttempt as PriorAttempt  # re-exported
 
 
 class Edit(BaseModel):
@@ -33,19 +34,6 @@ class PatchCandidate(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
-
-
-class PriorAttempt(BaseModel):
-    """What memory knows of an earlier attempt on the same fingerprint."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    diff_hash: str
-    tag: str
-    outcome: str
-    diff: str = ""
-    reason: str = ""
-    output: str = Field(default="", description="verification output (tail), redacted")
 
 
 @runtime_checkable
