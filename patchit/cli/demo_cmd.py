@@ -25,6 +25,7 @@ from patchit.cli.context import console, home_of
 from patchit.cli.demo_airflow import run_airflow_demo
 from patchit.cli.demo_llm import llm_lines, run_llm_demo
 from patchit.errors import BadInputError
+from patchit.sandbox.git import run_git
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shop"
 GIT_ID = {
@@ -36,14 +37,7 @@ GIT_ID = {
 
 
 def _git(repo: Path, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(repo), "-c", "core.hooksPath=/dev/null", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **GIT_ID},
-    )
-    return out.stdout.strip()
+    return run_git(repo, *args, env={**os.environ, **GIT_ID}).strip()
 
 
 def _commit(repo: Path, message: str) -> None:
