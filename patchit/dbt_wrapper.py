@@ -1,8 +1,8 @@
 """After a wrapped `dbt` invocation: the wrapper's healing policy.
 
 `patchit dbt -- <args>` runs dbt exactly as asked, then hands what happened here:
-- a green full `dbt build` on a clean, committed tree records the project's last good commit
-  (only that vouches for every model);
+- a green full `dbt build` (`patchit.dbt_args.is_full_build`) on a clean, committed tree
+  records the project's last good commit (only that vouches for every model);
 - dbt's own usage errors and runs without readable results heal nothing;
 - failed nodes sharing a cause become one incident each; they are healed, unless `--no-heal`
   was given or tracked files have uncommitted changes (only committed code is healed): then
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from patchit.context import build_context
+from patchit.dbt_args import is_full_build
 from patchit.events.model import UniversalFailureEvent
 from patchit.intake.dbt import events_from_run
 from patchit.loop import HealOutcome, group_by_cause, heal_group, project_key_for
@@ -25,10 +26,6 @@ from patchit.memory import Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
 
 Say = Callable[[str], None]
-SELECTING = {"--select", "-s", "--models", "-m", "--exclude", "--selector", "--resource-type"}
-COMMANDS = {"build", "run", "test", "seed", "snapshot", "compile", "parse", "ls", "list",
-            "run-operation", "source", "docs", "show", "clone", "retry", "debug", "deps", "clean",
-            "init"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -44,12 +41,6 @@ class DbtRun:
     started: datetime
     dirty: list[str] = field(default_factory=list)
     no_heal: bool = False
-
-
-def is_full_build(args: list[str]) -> bool:
-    """A green `dbt build` of the whole project: only that vouches for every model."""
-    command = next((a for a in args if a in COMMANDS), "")  # global options may come first
-    return command == "build" and not any(a.split("=")[0] in SELECTING for a in args)
 
 
 def heal_dbt_run(

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from patchit.dbt_wrapper import DbtRun, heal_dbt_run, is_full_build
+from patchit.dbt_args import is_full_build
+from patchit.dbt_wrapper import DbtRun, heal_dbt_run
 from patchit.loop import project_key_for
 from patchit.memory import Memory
 

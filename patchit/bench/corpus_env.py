@@ -2,7 +2,8 @@
 
 Everything here runs the tools a user runs (the `patchit`, `dbt` and `airflow` console
 scripts beside this interpreter, plain `git`) as subprocesses; nothing calls patchit's
-library code, so the benchmark judges patchit from the outside.
+healing code, so the benchmark judges patchit from the outside. (git runs through
+`patchit.sandbox.git.run_git`, for its hook-free, prompt-free settings.)
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from patchit.errors import BadInputError
+from patchit.sandbox.git import run_git
 
 BIN = Path(sys.executable).parent
 GIT_DATE = "2026-01-15T09:00:00+00:00"  # fixed, so two copies of a scenario get equal shas
+_GIT_CONFIG = ("user.name=bench", "user.email=bench@example.invalid", "init.defaultBranch=main")
 _DROPPED_PREFIXES = ("AIRFLOW", "PATCHIT_", "ANTHROPIC_", "DBT_", "ETL_", "BILLING_", "GIT_")
 
 
@@ -78,15 +81,8 @@ def run(cmd: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 1800)
 
 
 def git(repo: Path, *args: str) -> str:
-    env = base_env(
-        {"GIT_AUTHOR_DATE": GIT_DATE, "GIT_COMMITTER_DATE": GIT_DATE, "GIT_TERMINAL_PROMPT": "0"}
-    )
-    cmd = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid",
-           "-c", "init.defaultBranch=main", "-c", "core.hooksPath=/dev/null", *args]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} in {repo}: {proc.stderr.strip()}")
-    return proc.stdout.strip()
+    env = base_env({"GIT_AUTHOR_DATE": GIT_DATE, "GIT_COMMITTER_DATE": GIT_DATE})
+    return run_git(repo, *args, config=_GIT_CONFIG, env=env).strip()
 
 
 def commit_all(repo: Path, message: str) -> str:

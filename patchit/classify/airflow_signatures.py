@@ -19,7 +19,7 @@ from patchit.classify.model import FailureClass
 from patchit.classify.signatures import SIGNATURES, Signature
 from patchit.evidence.model import Evidence, TracebackFrame
 from patchit.evidence.pylog import is_write_call, parse_frames, repo_relative
-from patchit.patching.similarity import nearest
+from patchit.evidence.similarity import nearest
 
 _C = FailureClass
 _SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "site-packages", "__pycache__", ".tox"}

@@ -25,6 +25,7 @@ from patchit.cli.context import console, home_of
 from patchit.cli.demo_airflow import run_airflow_demo
 from patchit.errors import BadInputError
 from patchit.examples import SHOP
+from patchit.sandbox.git import run_git
 
 GIT_ID = {
     "GIT_AUTHOR_NAME": "Dana Engineer",
@@ -35,14 +36,7 @@ GIT_ID = {
 
 
 def _git(repo: Path, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(repo), "-c", "core.hooksPath=/dev/null", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **GIT_ID},
-    )
-    return out.stdout.strip()
+    return run_git(repo, *args, env={**os.environ, **GIT_ID}).strip()
 
 
 def _commit(repo: Path, message: str) -> None:

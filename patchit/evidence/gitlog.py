@@ -1,43 +1,36 @@
 """Read-only git queries for evidence: recent history of files and what changed since a commit.
 
-Every call runs git with hooks disabled and never writes to the repository.
+Every call runs git through `patchit.sandbox.git.run_git` (hooks disabled, no prompts),
+bounded by `QUERY_TIMEOUT_S`, and never writes to the repository.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 from patchit.errors import VcsError
+from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
 
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's well-known empty tree id
 
 
-def run_git(repo: Path, *args: str, timeout_s: float = 30.0) -> str:
-    """stdout of a read-only git command in `repo`; VcsError when git fails."""
-    cmd = ["git", "-c", "core.hooksPath=/dev/null", "-C", str(repo), *args]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise VcsError(f"git {' '.join(args)} in {repo} could not run: {exc}") from exc
-    if out.returncode != 0:
-        raise VcsError(f"git {' '.join(args)} in {repo} failed: {out.stderr.strip()}")
-    return out.stdout
+def _query(repo: Path, *args: str) -> str:
+    return run_git(repo, *args, timeout_s=QUERY_TIMEOUT_S)
 
 
 def recent_history(repo: Path, paths: list[str], n: int = 5) -> list[str]:
     """The last `n` commits touching `paths`: "<short sha> <date> <author> <subject>"."""
     if not paths:
         return []
-    out = run_git(repo, "log", f"-n{n}", "--date=short", "--format=%h %ad %an %s", "--", *paths)
+    out = _query(repo, "log", f"-n{n}", "--date=short", "--format=%h %ad %an %s", "--", *paths)
     return [line for line in out.splitlines() if line.strip()]
 
 
 def _has_parent(repo: Path, commit: str) -> bool:
     try:
-        run_git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^1^{{commit}}")
+        _query(repo, "rev-parse", "--verify", "--quiet", f"{commit}^1^{{commit}}")
     except VcsError:
         return False
     return True
@@ -47,7 +40,7 @@ def changed_files(repo: Path, base: str | None, head: str) -> list[str]:
     """Files changed between `base` and `head` (base None: head's own change, root included)."""
     if base is None:
         base = f"{head}~1" if _has_parent(repo, head) else _EMPTY_TREE
-    out = run_git(repo, "diff", "--name-only", "--no-renames", base, head)
+    out = _query(repo, "diff", "--name-only", "--no-renames", base, head)
     return [line for line in out.splitlines() if line.strip()]
 
 
@@ -102,9 +95,7 @@ def breaking_diff(
         if _secret_file(path):
             part = f"diff --git a/{path} b/{path}\n(not shown: the file may hold secrets)\n"
         else:
-            part = run_git(
-                repo, "diff", "--no-color", "--no-renames", "-U3", base, head, "--", path
-            )
+            part = _query(repo, "diff", "--no-color", "--no-renames", "-U3", base, head, "--", path)
         if used + len(part) > max_chars:
             room = max_chars - used
             if room > 200:

@@ -18,9 +18,9 @@ from typing import Any
 
 from patchit.errors import PatchitError, VcsError
 from patchit.events.model import UniversalFailureEvent
-from patchit.evidence.gitlog import run_git
 from patchit.fidelity.outputs import dbt_outputs
 from patchit.harnesses.base import Harness, Verification, Workspace
+from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 
 STATE_FILE = "baseline.json"
@@ -40,7 +40,8 @@ class Baseline:
 
 def _resolve(repo: Path, rev: str) -> str | None:
     try:
-        return run_git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+        query = ("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        return run_git(repo, *query, timeout_s=QUERY_TIMEOUT_S).strip()
     except VcsError:
         return None
 

@@ -25,9 +25,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchit.evidence.gitlog import run_git
+from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
 
 ALL = "*"  # the whole relation may differ
+_DIFF = ("diff", "-U0", "--no-color", "--no-renames")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COMMENT = re.compile(r"(--|#).*$")
 
@@ -129,7 +130,7 @@ class Meant:
 
 def patch_removed_lines(candidate_root: Path) -> dict[str, set[str]]:
     """Lines of the failing commit that the candidate's (uncommitted) patch removes, per file."""
-    out = run_git(candidate_root, "diff", "-U0", "--no-color", "--no-renames", "HEAD")
+    out = run_git(candidate_root, *_DIFF, "HEAD", timeout_s=QUERY_TIMEOUT_S)
     return {
         path: {r.strip() for h in hunks for r in h.removed if r.strip()}
         for path, hunks in parse_diff(out).items()
@@ -140,7 +141,7 @@ def breaking_diff(
     repo: Path, baseline: str, failing: str, removed_by_patch: dict[str, set[str]]
 ) -> Meant:
     """Split `git diff baseline..failing` (read-only, in the user's repo) into kept/repaired."""
-    out = run_git(repo, "diff", "-U0", "--no-color", "--no-renames", baseline, failing)
+    out = run_git(repo, *_DIFF, baseline, failing, timeout_s=QUERY_TIMEOUT_S)
     meant = Meant()
     for path, hunks in parse_diff(out).items():
         repaired_text = removed_by_patch.get(path, set())

@@ -13,21 +13,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from patchit.dbt_args import option_value
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
 from patchit.intake.dbt import events_from_run, record_from_run_results
 
 # without the task's start time, accept results written shortly before the failure only
 UNKNOWN_START_WINDOW = timedelta(hours=1)
-
-
-def _option(args: list[str], name: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def _project_dir(event: UniversalFailureEvent) -> Path | None:
@@ -71,7 +63,7 @@ def dbt_events_from_airflow(event: UniversalFailureEvent) -> list[UniversalFailu
     if project is None:
         return None
     args = [str(a) for a in event.context.get("dbt_args") or ["build"]]
-    target = project / (_option(args, "--target-path") or "target")
+    target = project / (option_value(args, "--target-path") or "target")
     run_results = target / "run_results.json"
     started = _task_started(event)
     if not run_results.is_file() or run_results.stat().st_mtime < started.timestamp() - 1:

@@ -21,7 +21,7 @@ from typing import Any
 
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
-from patchit.integrations.gitinfo import find_git_root, read_head
+from patchit.intake.gitinfo import find_git_root, read_head
 
 SCAN_TIMEOUT_S = 300.0
 API_TIMEOUT_S = 30.0

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from patchit.dbt_args import dbt_command, option_value
 from patchit.errors import BadInputError
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import environment_secrets, profile_secrets, redact
@@ -36,16 +37,6 @@ _ERROR_KINDS = (
 _SECRET_ENV = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL", re.IGNORECASE)
 
 
-def _option(args: list[str], *names: str) -> str | None:
-    for i, arg in enumerate(args):
-        for name in names:
-            if arg == name and i + 1 < len(args):
-                return args[i + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    return None
-
-
 def check_dbt_installed() -> None:
     if importlib.util.find_spec("dbt") is None or importlib.util.find_spec("dbt.cli") is None:
         raise BadInputError(
@@ -56,7 +47,9 @@ def check_dbt_installed() -> None:
 
 def resolve_project_dir(dbt_args: list[str], project_dir: str | None) -> Path:
     """The dbt project the invocation runs, validated before dbt starts."""
-    chosen = project_dir or _option(dbt_args, "--project-dir") or os.environ.get("DBT_PROJECT_DIR")
+    chosen = (
+        project_dir or option_value(dbt_args, "--project-dir") or os.environ.get("DBT_PROJECT_DIR")
+    )
     path = Path(chosen or ".").expanduser().resolve()
     if not path.is_dir():
         raise BadInputError(f"{path}: project dir does not exist; pass --project-dir DIR")
@@ -85,11 +78,11 @@ def build_dbt_args(
     args = list(dbt_args)
     if not args or args[0].startswith("-"):
         return args  # `dbt --version`, `dbt --help`: no sub-command takes the options
-    if _option(args, "--project-dir") is None:
+    if option_value(args, "--project-dir") is None:
         args += ["--project-dir", str(project_dir)]
-    if profiles_dir and _option(args, "--profiles-dir") is None:
+    if profiles_dir and option_value(args, "--profiles-dir") is None:
         args += ["--profiles-dir", str(Path(profiles_dir).expanduser().resolve())]
-    if target and _option(args, "--target", "-t") is None:
+    if target and option_value(args, "--target", "-t") is None:
         args += ["--target", target]
     return args
 
@@ -120,8 +113,8 @@ def _error_type(message: str, default: str) -> str:
 def _invocation(
     args: list[str], project_dir: Path, record: dict[str, Any], started: datetime
 ) -> DbtInvocation:
-    command = next((a for a in args if not a.startswith("-")), "")
-    raw_vars = _option(args, "--vars")
+    command = dbt_command(args)
+    raw_vars = option_value(args, "--vars")
     secrets = profile_secrets(raw_vars) if raw_vars else []  # {db_password: x} in YAML too
     args = [redact(a, secrets) for a in args]
     env = {
@@ -133,9 +126,9 @@ def _invocation(
         command=command,
         args=args,
         project_dir=str(project_dir),
-        profiles_dir=_option(args, "--profiles-dir") or os.environ.get("DBT_PROFILES_DIR"),
-        profile=_option(args, "--profile"),
-        target=_option(args, "--target", "-t") or os.environ.get("DBT_TARGET"),
+        profiles_dir=option_value(args, "--profiles-dir") or os.environ.get("DBT_PROFILES_DIR"),
+        profile=option_value(args, "--profile"),
+        target=option_value(args, "--target", "-t") or os.environ.get("DBT_TARGET"),
         vars=redact(raw_vars, secrets) if raw_vars is not None else None,
         cwd=os.getcwd(),
         env=env,
@@ -146,7 +139,9 @@ def _invocation(
 
 def _fresh_artifacts(project_dir: Path, args: list[str], started: datetime) -> dict[str, str]:
     """Artifacts written by this invocation only (a stale run_results.json is never used)."""
-    target_path = _option(args, "--target-path") or os.environ.get("DBT_TARGET_PATH") or "target"
+    target_path = (
+        option_value(args, "--target-path") or os.environ.get("DBT_TARGET_PATH") or "target"
+    )
     target = (project_dir / target_path).resolve()
     found: dict[str, str] = {}
     for name in ("run_results", "manifest"):

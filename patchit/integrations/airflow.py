@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shlex
 import sys
 import traceback
 import uuid
@@ -26,14 +25,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from patchit.dbt_args import dbt_args_in_shell, option_value, runs_dbt_in_shell
+from patchit.intake.gitinfo import find_git_root, read_branch, read_head
 from patchit.intake.spool import resolve_home_stdlib, spool_event
-from patchit.integrations.gitinfo import find_git_root, read_branch, read_head
 
 DISABLE_ENV = "PATCHIT_CALLBACK_DISABLED"
 MAX_MESSAGE_CHARS = 20_000
 MAX_TRACEBACK_CHARS = 60_000
-_DBT_COMMAND = re.compile(r"(?:^|[\s;&|(/])dbt\s+(build|run|test)\b")
-_SHELL_STOP = {"&&", "||", ";", "|", ")"}
 _log = logging.getLogger(__name__)
 
 Callback = Callable[[Mapping[str, Any]], None]
@@ -103,32 +101,6 @@ def _exception_fields(context: Mapping[str, Any]) -> dict[str, Any]:
     return {"error_type": kind, "error_message": message, "reason": message}
 
 
-def _dbt_args(command: str) -> list[str] | None:
-    """The arguments after `dbt` in a shell command (up to the next shell operator)."""
-    try:
-        tokens = shlex.split(command, comments=True)
-    except ValueError:
-        tokens = command.split()
-    for i, token in enumerate(tokens):
-        if token.rsplit("/", 1)[-1] == "dbt" and i + 1 < len(tokens):
-            args: list[str] = []
-            for arg in tokens[i + 1 :]:
-                if arg in _SHELL_STOP:
-                    break
-                args.append(arg)
-            return args
-    return None
-
-
-def _option(args: list[str], name: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
-
-
 def _cd_dir(command: str) -> str | None:
     match = re.search(r"(?:^|[;&]\s*)cd\s+([^\s;&|]+)", command)
     return match.group(1).strip("'\"") if match else None
@@ -143,11 +115,11 @@ def _dbt_fields(task: Any) -> dict[str, Any]:
         project = _safe(lambda: str(task.project_dir))
         return {"runs_dbt": True, "dbt_project_dir": project, "dbt_runner": "cosmos"}
     command = _safe(lambda: task.bash_command)
-    if not isinstance(command, str) or not _DBT_COMMAND.search(command):
+    if not isinstance(command, str) or not runs_dbt_in_shell(command):
         return {}
-    args = _dbt_args(command) or []
+    args = dbt_args_in_shell(command) or []
     base = _safe(lambda: task.cwd) or _cd_dir(command)
-    project = _option(args, "--project-dir") or base
+    project = option_value(args, "--project-dir") or base
     if project and base and not os.path.isabs(project):
         project = os.path.join(base, project)
     fields: dict[str, Any] = {"runs_dbt": True, "dbt_runner": "bash", "dbt_args": args}

@@ -9,7 +9,13 @@ from patchit.memory.fingerprint import (
     unit_name,
 )
 from patchit.memory.migrations import MIGRATIONS, apply_migrations
-from patchit.memory.records import AttemptOutcome, AttemptRecord, Incident, IncidentStatus
+from patchit.memory.records import (
+    AttemptOutcome,
+    AttemptRecord,
+    Incident,
+    IncidentStatus,
+    PriorAttempt,
+)
 from patchit.memory.store import (
     DB_RELATIVE_PATH,
     Memory,
@@ -24,6 +30,7 @@ __all__ = [
     "Incident",
     "IncidentStatus",
     "Memory",
+    "PriorAttempt",
     "apply_migrations",
     "cause_key",
     "cause_message",

@@ -4,14 +4,40 @@ and the queries the pre-check and the strategies ask (repeats, failed tags, hist
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Protocol
 
-from patchit.memory.records import AttemptOutcome, AttemptRecord
+from patchit.memory.diffs import diff_hash
+from patchit.memory.records import AttemptOutcome, AttemptRecord, PriorAttempt
 from patchit.memory.sqlite import SqliteStore, now_utc
-from patchit.patching.base import PatchCandidate, PriorAttempt
-from patchit.patching.diffs import diff_hash
 
 TRIED_OUTCOMES = ("verified", "failed", "needs_review")
 _TRIED = ", ".join("?" * len(TRIED_OUTCOMES))
+
+
+class CandidateEdit(Protocol):
+    @property
+    def path(self) -> str: ...
+
+
+class Candidate(Protocol):
+    """A patch candidate as the memory reads it (`patchit.patching.base.PatchCandidate` is
+    one): memory sits below patching and does not import it."""
+
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def tag(self) -> str: ...
+    @property
+    def tier(self) -> int: ...
+    @property
+    def edits(self) -> Sequence[CandidateEdit]: ...
+    @property
+    def tokens_in(self) -> int: ...
+    @property
+    def tokens_out(self) -> int: ...
+    @property
+    def cost_usd(self) -> float: ...
 
 
 class AttemptStore(SqliteStore):
@@ -19,7 +45,7 @@ class AttemptStore(SqliteStore):
         self,
         incident_id: str,
         fingerprint: str,
-        candidate: PatchCandidate,
+        candidate: Candidate,
         diff: str,
         outcome: AttemptOutcome | str,
         reason: str = "",
@@ -53,7 +79,7 @@ class AttemptStore(SqliteStore):
         return int(table.last_pk or 0)
 
     def record_refusal(
-        self, incident_id: str, fingerprint: str, candidate: PatchCandidate, diff: str, reason: str
+        self, incident_id: str, fingerprint: str, candidate: Candidate, diff: str, reason: str
     ) -> int:
         """A candidate the pre-check refused: kept for the report, never counted as tried."""
         return self.record_attempt(

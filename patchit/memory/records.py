@@ -1,11 +1,12 @@
-"""What the attempt memory hands out: incidents, attempt records and their states."""
+"""What the attempt memory hands out: incidents, attempt records, their states, and the
+history strategies are shown (`PriorAttempt`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class IncidentStatus(StrEnum):
@@ -68,3 +69,16 @@ class AttemptRecord(BaseModel):
     tokens_out: int
     cost_usd: float
     created_utc: datetime
+
+
+class PriorAttempt(BaseModel):
+    """What memory knows of an earlier attempt on the same fingerprint."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    diff_hash: str
+    tag: str
+    outcome: str
+    diff: str = ""
+    reason: str = ""
+    output: str = Field(default="", description="verification output (tail), redacted")

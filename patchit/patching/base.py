@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from patchit.config import PatchitConfig
 from patchit.evidence.model import Evidence
+from patchit.memory.records import PriorAttempt as PriorAttempt  # re-exported
 
 if TYPE_CHECKING:
     from patchit.memory.ledger import Ledger
@@ -39,19 +40,6 @@ class PatchCandidate(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
-
-
-class PriorAttempt(BaseModel):
-    """What memory knows of an earlier attempt on the same fingerprint."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    diff_hash: str
-    tag: str
-    outcome: str
-    diff: str = ""
-    reason: str = ""
-    output: str = Field(default="", description="verification output (tail), redacted")
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Protocol
 
 from patchit.config import PolicyConfig
+from patchit.memory.diffs import diff_hash
 from patchit.patching.base import PatchCandidate
-from patchit.patching.diffs import diff_hash
 from patchit.policy.policy import check_policy
 
 

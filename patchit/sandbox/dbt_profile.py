@@ -16,6 +16,7 @@ import jinja2
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from patchit.dbt_args import option_value
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
 
@@ -136,21 +137,12 @@ def resolve_dbt_target(event: UniversalFailureEvent, project_dir: Path | None = 
     )
 
 
-def _option(args: list[str], name: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
-
-
 def user_target_dir(event: UniversalFailureEvent) -> Path:
     """The target dir the user's run wrote to: `--target-path`, else `DBT_TARGET_PATH`, else
     `target-path:` in dbt_project.yml, else `target`; relative to the project dir, as dbt."""
     assert event.dbt is not None
     project_dir = Path(event.dbt.project_dir)
-    chosen = _option(event.dbt.args, "--target-path") or event.dbt.env.get("DBT_TARGET_PATH")
+    chosen = option_value(event.dbt.args, "--target-path") or event.dbt.env.get("DBT_TARGET_PATH")
     if not chosen:
         try:
             project = _load_yaml(project_dir / "dbt_project.yml")

@@ -1,14 +1,16 @@
 """Running git for patchit: one wrapper that never runs the user's hooks, signs, or prompts.
 
-Every git call patchit makes goes through `run_git`, so a pre-commit hook in the user's
-repository, a signing key that asks for a passphrase or a credential prompt can never run or
-block inside the healing loop.
+Every git call patchit makes goes through `run_git` (the healing loop, the evidence queries,
+the demo and the benchmark alike), so a pre-commit hook in the user's repository, a signing key
+that asks for a passphrase or a credential prompt can never run or block inside patchit.
+(`patchit.intake.gitinfo` reads `.git` files directly and runs no git at all.)
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchit.errors import VcsError
@@ -22,10 +24,13 @@ _SAFE_CONFIG = (
     "-c",
     "tag.gpgsign=false",
 )
+# A read-only query (log, diff, rev-parse) on a sane repository takes well under a second;
+# a hung one (network filesystem, a lock) must not hold up evidence gathering.
+QUERY_TIMEOUT_S = 30.0
 
 
-def _git_env() -> dict[str, str]:
-    env = dict(os.environ)
+def _git_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
     env.update(
         {
             "GIT_TERMINAL_PROMPT": "0",
@@ -41,15 +46,35 @@ def _git_env() -> dict[str, str]:
     return env
 
 
-def run_git(repo: Path, *args: str, check: bool = True) -> str:
-    """Run `git -C repo <args>` and return its stdout; a failure raises VcsError with stderr."""
-    cmd = ["git", "-C", str(repo), *_SAFE_CONFIG, *args]
+def run_git(
+    repo: Path,
+    *args: str,
+    check: bool = True,
+    timeout_s: float | None = None,
+    config: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """Run `git -C repo <args>` and return its stdout; a failure raises VcsError with stderr.
+
+    `config` holds extra `key=value` settings passed as `-c` (an identity, a default branch);
+    they cannot turn hooks, signing or prompts back on. `env` is the environment git starts
+    from (default: this process's). `timeout_s` bounds the run (None: no bound).
+    """
+    extra = [arg for pair in config for arg in ("-c", pair)]
+    cmd = ["git", "-C", str(repo), *extra, *_SAFE_CONFIG, *args]
     try:
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, env=_git_env(), stdin=subprocess.DEVNULL
+            cmd,
+            capture_output=True,
+            text=True,
+            env=_git_env(env),
+            stdin=subprocess.DEVNULL,
+            timeout=timeout_s,
         )
     except OSError as exc:
         raise VcsError(f"cannot run git ({exc.strerror}); install git and put it on PATH") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise VcsError(f"git {' '.join(args)} in {repo} timed out after {timeout_s:g} s") from exc
     if check and proc.returncode != 0:
         stderr = proc.stderr.strip() or proc.stdout.strip()
         raise VcsError(f"git {' '.join(args)} failed in {repo} (exit {proc.returncode}): {stderr}")

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from patchit.events.model import UniversalFailureEvent
+from patchit.intake.gitinfo import find_git_root, read_branch, read_head
 from patchit.intake.spool import Spool
 from patchit.integrations.airflow import build_event, make_failure_callback, on_failure_callback
-from patchit.integrations.gitinfo import find_git_root, read_branch, read_head
 from tests.conftest import commit_all, git
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from patchit.patching.diffs import diff_hash, normalise_diff, unified_diff
+from patchit.memory.diffs import diff_hash, normalise_diff
+from patchit.patching.diffs import unified_diff
 from tests.conftest import commit_all, git
 
 BEFORE = "-- orders\nselect\n    id,\n    nme\nfrom x\n"

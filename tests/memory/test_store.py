@@ -18,8 +18,9 @@ import pytest
 from patchit.errors import BadInputError, MemoryStoreError
 from patchit.events.model import UniversalFailureEvent
 from patchit.memory import MIGRATIONS, AttemptOutcome, IncidentStatus, Memory
+from patchit.memory.diffs import diff_hash
 from patchit.patching.base import Edit, PatchCandidate
-from patchit.patching.diffs import diff_hash, unified_diff
+from patchit.patching.diffs import unified_diff
 
 
 def event(

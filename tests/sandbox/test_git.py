@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,32 @@ def test_dirty_tracked_files_ignores_untracked(shop_repo: Path) -> None:
     assert dirty_tracked_files(shop_repo) == ["models/marts/orders.sql", "seeds/raw_orders.csv"]
     assert dirty_tracked_files(shop_repo, shop_repo / "models") == ["models/marts/orders.sql"]
     assert dirty_tracked_files(shop_repo, Path("seeds")) == ["seeds/raw_orders.csv"]
+
+
+def test_run_git_extra_config_and_environment(tmp_path: Path) -> None:
+    run_git(tmp_path, "init", "-q", config=("init.defaultBranch=trunk",))
+    assert run_git(tmp_path, "symbolic-ref", "--short", "HEAD").strip() == "trunk"
+    hooks = tmp_path / "my-hooks"
+    hooks.mkdir()
+    (hooks / "pre-commit").write_text("#!/bin/sh\nexit 1\n")
+    (hooks / "pre-commit").chmod(0o755)
+    (tmp_path / "a.txt").write_text("a\n")
+    run_git(tmp_path, "add", "a.txt")
+    identity = {"GIT_AUTHOR_NAME": "Env Author", "GIT_AUTHOR_EMAIL": "env@example.com"}
+    run_git(
+        tmp_path,
+        *("commit", "-q", "-m", "one"),
+        # extra config can set an identity but never turn the user's hooks back on
+        config=(f"core.hooksPath={hooks}", "user.name=Config Name", "user.email=c@example.com"),
+        env={**os.environ, **identity},
+    )
+    log = run_git(tmp_path, "log", "-1", "--format=%an|%cn").strip()
+    assert log == "Env Author|Config Name"
+
+
+def test_run_git_timeout_is_a_vcs_error(tmp_path: Path) -> None:
+    run_git(tmp_path, "init", "-q")
+    # the sleep lets go of git's output pipes, so the kill is not waited out
+    nap = "alias.nap=!exec sleep 5 >/dev/null 2>&1"
+    with pytest.raises(VcsError, match=r"git nap in .* timed out after 0\.2 s"):
+        run_git(tmp_path, "nap", config=(nap,), timeout_s=0.2)

@@ -20,10 +20,10 @@ import re
 from typing import ClassVar
 
 from patchit.evidence.model import Evidence
+from patchit.evidence.similarity import nearest
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import error_text, read_repo_file, sub_in_regions
-from patchit.patching.similarity import nearest
 
 _UNQUALIFIED = re.compile(r'Referenced column "(?P<col>[^"]+)" not found in FROM clause!')
 _QUALIFIED = re.compile(

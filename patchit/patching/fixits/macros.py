@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from patchit.evidence.model import Evidence
+from patchit.evidence.similarity import nearest
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import (
@@ -27,7 +28,6 @@ from patchit.patching.fixits._common import (
     sub_in_regions,
     to_repo_path,
 )
-from patchit.patching.similarity import nearest
 
 _UNDEFINED = re.compile(
     r"'(?P<name>\w+)' is undefined\. This can happen when calling a macro that does not exist"

@@ -15,6 +15,7 @@ import re
 from typing import ClassVar
 
 from patchit.evidence.model import Evidence
+from patchit.evidence.similarity import nearest
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits.python_common import (
     failing_frame,
@@ -25,7 +26,6 @@ from patchit.patching.fixits.python_common import (
     replace_spans,
     repo_sources,
 )
-from patchit.patching.similarity import nearest
 
 _UNEXPECTED = re.compile(r"(?P<func>[\w.]+)\(\) got an unexpected keyword argument '(?P<kw>\w+)'")
 _MISSING = re.compile(

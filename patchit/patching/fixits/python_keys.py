@@ -15,6 +15,7 @@ import re
 from typing import ClassVar
 
 from patchit.evidence.model import Evidence
+from patchit.evidence.similarity import nearest
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits.python_common import (
     enclosing_scope,
@@ -27,7 +28,6 @@ from patchit.patching.fixits.python_common import (
     repo_sources,
     span_of,
 )
-from patchit.patching.similarity import nearest
 
 _CONFIG_LOOKUP = re.compile(r"\benviron\b|\bgetenv\(|\bVariable\.get\(|\bconf\.get\(")
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from patchit.evidence.model import Evidence
+from patchit.evidence.similarity import nearest
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits.python_common import (
     enclosing_scope,
@@ -35,7 +36,6 @@ from patchit.patching.fixits.python_common import (
     span_of,
     top_level_names,
 )
-from patchit.patching.similarity import nearest
 
 _NAME_ERROR = re.compile(r"name '(?P<name>\w+)' is not defined")
 _MODULE_ATTR = re.compile(r"module '(?P<module>[\w.]+)' has no attribute '(?P<name>\w+)'")

@@ -17,6 +17,7 @@ import re
 from typing import ClassVar
 
 from patchit.evidence.model import Evidence
+from patchit.evidence.similarity import nearest
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import (
@@ -26,7 +27,6 @@ from patchit.patching.fixits._common import (
     scan_index,
     to_repo_path,
 )
-from patchit.patching.similarity import nearest
 
 _MISSING = re.compile(
     r"\b[A-Z][\w ]*? '(?P<uid>[^']+)' \((?P<path>[^)]+)\) depends on a (?P<what>node|source) "

@@ -1,4 +1,7 @@
-"""Near-name matching for tier-0 fix-its: one clear winner above a bar, or no guess at all.
+"""Near-name matching: one clear winner above a bar, or no guess at all.
+
+Pure text, below both its users: the tier-0 fix-its (patchit.patching.fixits) and the
+classifier's "is this a misspelt module" check (patchit.classify.airflow_signatures).
 
 The score is difflib's `SequenceMatcher.ratio()` (2*matches / total length, 0..1) on
 normalised names: lower-cased, with `_`, `-`, spaces and surrounding quotes removed, because

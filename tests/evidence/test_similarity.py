@@ -1,6 +1,6 @@
 import pytest
 
-from patchit.patching.similarity import DEFAULT_MIN_RATIO, name_ratio, nearest
+from patchit.evidence.similarity import DEFAULT_MIN_RATIO, name_ratio, nearest
 
 
 @pytest.mark.parametrize(
