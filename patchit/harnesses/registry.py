@@ -16,17 +16,17 @@ The inference (DESIGN.md, Harnesses), first rule that decides wins:
 
 from __future__ import annotations
 
-import warnings
-from importlib.metadata import entry_points
 from pathlib import Path, PurePosixPath
 
 from patchit.config import PatchitConfig, SandboxConfig, load_config
-from patchit.errors import BadInputError, HarnessError, PatchitWarning, VcsError
+from patchit.errors import BadInputError, HarnessError, VcsError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.base import Harness
+from patchit.plugins import load_plugins
 from patchit.sandbox.git import run_git
 
 ENTRY_POINT_GROUP = "patchit.harnesses"
+NEEDS = "name, configure, warm_up, applies_to, verify and close"
 
 BY_PLATFORM: dict[FailureSource, tuple[str, ...]] = {
     FailureSource.DBT: ("dbt",),
@@ -43,28 +43,7 @@ def load_harnesses() -> list[Harness]:
     A plugin that does not load, or is not a `Harness`, is skipped with a `PatchitWarning`
     naming it: one broken plugin must not take the others out.
     """
-    harnesses: list[Harness] = []
-    for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        try:
-            factory = entry.load()
-            harness = factory()
-        except Exception as exc:  # a plugin's import error is its own bug, reported here
-            warnings.warn(
-                f"harness plugin {entry.name!r} ({entry.value}) failed to load: {exc!r}",
-                PatchitWarning,
-                stacklevel=2,
-            )
-            continue
-        if not isinstance(harness, Harness):
-            warnings.warn(
-                f"harness plugin {entry.name!r} ({entry.value}) is not a Harness (needs name, "
-                "configure, warm_up, applies_to, verify and close)",
-                PatchitWarning,
-                stacklevel=2,
-            )
-            continue
-        harnesses.append(harness)
-    return harnesses
+    return load_plugins(ENTRY_POINT_GROUP, Harness, NEEDS)  # type: ignore[type-abstract]
 
 
 def changed_files(event: UniversalFailureEvent, repo: Path) -> list[str]:

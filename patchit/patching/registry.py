@@ -9,13 +9,11 @@ one with:
 
 from __future__ import annotations
 
-import warnings
-from importlib.metadata import entry_points
-
-from patchit.errors import PatchitWarning
 from patchit.patching.base import Strategy
+from patchit.plugins import load_plugins
 
 ENTRY_POINT_GROUP = "patchit.strategies"
+NEEDS = "name, tag, tier, propose(request) and close()"
 
 
 def load_strategies() -> list[Strategy]:
@@ -25,24 +23,6 @@ def load_strategies() -> list[Strategy]:
     `PatchitWarning` naming it: one broken plugin must not stop patchit healing.
     """
     loaded: dict[str, Strategy] = {}
-    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: (p.name, p.value)):
-        try:
-            target = point.load()
-            strategy = target() if isinstance(target, type) else target
-        except Exception as exc:  # a plugin's import error is its own bug, reported below
-            warnings.warn(
-                f"strategy entry point {point.name} = {point.value} failed to load: {exc!r}",
-                PatchitWarning,
-                stacklevel=2,
-            )
-            continue
-        if not isinstance(strategy, Strategy):
-            warnings.warn(
-                f"strategy entry point {point.name} = {point.value} is not a Strategy "
-                "(needs name, tag, tier, propose(request) and close())",
-                PatchitWarning,
-                stacklevel=2,
-            )
-            continue
+    for strategy in load_plugins(ENTRY_POINT_GROUP, Strategy, NEEDS):  # type: ignore[type-abstract]
         loaded.setdefault(strategy.name, strategy)
     return sorted(loaded.values(), key=lambda s: (s.tier, s.name))

@@ -148,7 +148,7 @@ def test_configure_harnesses_applies_limits_sandbox_and_ci_commands() -> None:
 def test_a_broken_harness_plugin_is_skipped_with_its_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import patchit.harnesses.registry as registry
+    import patchit.plugins as registry
 
     real = registry.entry_points
 

@@ -59,7 +59,7 @@ def test_every_strategy_answers_a_request_with_a_proposal() -> None:
 def test_an_entry_point_that_is_not_a_strategy_is_skipped_with_its_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import patchit.patching.registry as registry
+    import patchit.plugins as registry
 
     real = registry.entry_points
 
