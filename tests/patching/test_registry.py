@@ -73,6 +73,6 @@ def test_an_entry_point_that_is_not_a_strategy_is_skipped_with_its_name(
         return [*real(group=group), _Point()]
 
     monkeypatch.setattr(registry, "entry_points", fake_entry_points)
-    with pytest.warns(PatchitWarning, match="old_style .* is not a Strategy"):
+    with pytest.warns(PatchitWarning, match="'old_style' .* is not a Strategy"):
         strategies = load_strategies()
     assert "old" not in {s.name for s in strategies} and "llm" in {s.name for s in strategies}
