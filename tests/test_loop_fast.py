@@ -180,6 +180,7 @@ def test_a_round_of_alternatives_lands_the_smallest_passing_diff(
 ) -> None:
     long_fix = 'row.get("amount", row.get("amout"))  # either key'
     strategy = Scripted([edit(long_fix), edit(RIGHT), edit("0")], pick="smallest")
+
     def handler(ws: Workspace, _ev: UniversalFailureEvent) -> bool:
         return "sum(0 for" not in (ws.root / JOB).read_text()  # "0" binds, but is wrong
 
@@ -316,5 +317,3 @@ def test_the_builtin_fix_it_heals_the_key_error_through_the_fake_runtime(
     assert outcome.incident.status == "fixed"
     [attempt] = memory.attempts_for(outcome.incident.id)
     assert (attempt.strategy, attempt.tag) == ("python_rename_key", "rename_key")
-
-
