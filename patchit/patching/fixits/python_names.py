@@ -43,7 +43,7 @@ from patchit.patching.fixits.python_common import (
 
 _NAME_ERROR = re.compile(r"name '(?P<name>\w+)' is not defined")
 _MODULE_ATTR = re.compile(r"module '(?P<module>[\w.]+)' has no attribute '(?P<name>\w+)'")
-_OBJECT_ATTR = re.compile(r"'(?P<cls>\w+)' object has no attribute '(?P<name>\w+)'")
+_OBJECT_ATTR = re.compile(r"'(?P<cls>[\w.]+)' object has no attribute '(?P<name>\w+)'")
 _IMPORT_NAME = re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)'")
 _NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
 
@@ -119,8 +119,9 @@ class FixNameStrategy(FixIt):
             names = _module_names(evidence, found["module"])
             return self._rename_attr(evidence, text, tree, found["name"], names)
         if found := _OBJECT_ATTR.search(message):
-            runtime = _runtime_attributes(evidence, tree, found["cls"], found["name"])
-            members = runtime or _class_members(evidence, found["cls"])
+            cls = found["cls"].rpartition(".")[2]  # 'types.SimpleNamespace' object ...
+            runtime = _runtime_attributes(evidence, tree, cls, found["name"])
+            members = runtime or _class_members(evidence, cls)
             where = "the object had at run time" if runtime else "it has"
             return self._rename_attr(evidence, text, tree, found["name"], members, where)
         return []
