@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
@@ -67,7 +67,9 @@ class RuntimeValue(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: str = Field(description="type name: dict, types.SimpleNamespace, pkg.module.Class")
-    value: str | None = Field(default=None, description="only 'None', 'True' or 'False'")
+    value: Literal["None", "True", "False"] | None = Field(
+        default=None, description="the value itself only when it carries no data"
+    )
     size: int | None = Field(default=None, description="len() of a builtin container or str")
     keys: dict[str, str] | None = Field(
         default=None, description="a mapping's string keys -> the type name of each value"

@@ -53,7 +53,7 @@ _NOT_REPO_PARTS = {"site-packages", "dist-packages", ".venv", "venv", ".tox", "_
 # A local whose name says it holds a secret is recorded by its type alone.
 SECRET_NAME = re.compile(
     r"(?i)(?:^|[_.-])(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|"
-    r"private[_-]?key|auth|authorization|credentials?|cookie|session[_-]?key|dsn)s?(?:$|[_.-])"
+    r"private[_-]?key|auth|authorization|credentials?|creds?|cookie|session[_-]?key|dsn)s?(?:$|[_.-])"
 )
 # Names that are credentials rather than identifiers.
 _CREDENTIAL = re.compile(
@@ -103,6 +103,15 @@ def _class_dict(cls: type) -> Any:
         return type.__dict__["__dict__"].__get__(cls)
     except Exception:
         return {}
+
+
+def _mro(cls: type) -> tuple[type, ...]:
+    """A class's MRO, read without its metaclass's help."""
+    try:
+        found = type.__dict__["__mro__"].__get__(cls)
+    except Exception:
+        return ()
+    return found if type(found) is tuple else ()
 
 
 def _is(value: object, kinds: type | tuple[type, ...]) -> bool:
@@ -195,7 +204,7 @@ class _Capture:
         instance = _instance_dict(value)
         if instance is not None:
             yield from itertools.islice(dict.items(instance), 4 * MAX_NAMES)
-        for base in cls.__mro__[:MAX_CLASSES]:
+        for base in _mro(cls)[:MAX_CLASSES]:
             if not self.is_repo_class(base):
                 continue
             members = _class_dict(base)
@@ -240,7 +249,7 @@ def _holds_names(value: object) -> bool:
 
 def _instance_dict(value: object) -> dict[Any, Any] | None:
     """The instance `__dict__` through the standard descriptor only (never a user property)."""
-    for cls in type(value).__mro__:
+    for cls in _mro(type(value)):
         entry = _class_dict(cls).get("__dict__")
         if entry is None:
             continue

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from patchit.events.model import RuntimeFrame
+from patchit.events.model import RuntimeFrame, RuntimeValue
 from patchit.intake.frame_locals import (
     MAX_LOCALS,
     MAX_NAMES,
@@ -249,3 +250,9 @@ def test_names_that_read_like_keys_are_kept(name: str) -> None:
 )
 def test_data_and_credentials_are_not_names(name: object) -> None:
     assert safe_name(name) is None
+
+
+def test_an_event_cannot_carry_a_value_in_runtime_locals() -> None:
+    assert RuntimeValue(type="bool", value="True").value == "True"
+    with pytest.raises(ValidationError):
+        RuntimeValue.model_validate({"type": "str", "value": "hunter2"})
