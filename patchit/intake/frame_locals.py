@@ -328,12 +328,16 @@ def failing_frame_locals(exc: BaseException, repo_root: str) -> dict[str, Any] |
     """The innermost frame of `exc`'s traceback that runs code under `repo_root` (as given or
     with symlinks resolved), summarised; None when no frame does."""
     roots = list(dict.fromkeys([repo_root, os.path.realpath(repo_root)]))
+    seen: dict[str, bool] = {}  # a recursive task repeats its file in every frame
     innermost: tuple[types.FrameType, int] | None = None
     tb = exc.__traceback__
     for _ in range(1000):  # a traceback is a chain; bound it all the same
         if tb is None:
             break
-        if any(in_repo(tb.tb_frame.f_code.co_filename, root) for root in roots):
+        path = tb.tb_frame.f_code.co_filename
+        if path not in seen:
+            seen[path] = any(in_repo(path, root) for root in roots)
+        if seen[path]:
             innermost = (tb.tb_frame, tb.tb_lineno)
         tb = tb.tb_next
     if innermost is None:
