@@ -18,6 +18,7 @@ import pytest
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.model import Evidence
+from patchit.evidence.similarity import nearest
 from patchit.integrations.airflow import build_event
 from patchit.patching.apply import apply_edits
 from patchit.patching.base import FixIt, PatchCandidate
@@ -221,3 +222,21 @@ def test_runtime_locals_of_another_frame_are_not_used(tmp_path: Path) -> None:
     evidence = evidence_for(repo, event.model_copy(update={"runtime_locals": outside}))
     assert evidence.runtime_locals is None
     assert any("/elsewhere/job.py ignored" in note for note in evidence.notes)
+
+
+def test_a_family_of_near_runtime_keys_is_no_guess(tmp_path: Path) -> None:
+    """amount_cents split into net and gross: net is nearer by spelling, and wrong."""
+    repo = init_repo(tmp_path / "repo")
+    data = "invoice_id,amount_net_cents,amount_gross_cents\n1,2,3\n"
+    event = failed_event(repo, CSV_JOB.replace("amout_cents", "amount_cents"), data)
+    assert nearest("amount_cents", ["amount_net_cents", "amount_gross_cents"]) is not None
+    assert RenameKeyStrategy().fix(evidence_for(repo, event), []) == []
+
+
+def test_a_family_of_near_runtime_attributes_is_no_guess(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo")
+    payload = '{"order_id": 7, "amount_net_cents": 1000, "amount_gross_cents": 1250}'
+    source = PAYLOAD_JOB.replace(PAYLOAD_JOB.split("'")[1], payload)
+    event = failed_event(repo, source.replace("order.amout", "order.amount_cents"))
+    assert event.error_message.endswith("has no attribute 'amount_cents'")
+    assert FixNameStrategy().fix(evidence_for(repo, event), []) == []

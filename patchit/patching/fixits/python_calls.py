@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from typing import ClassVar
 
 from patchit.evidence.model import Evidence
@@ -23,6 +24,7 @@ from patchit.patching.fixits.python_common import (
     failing_frame,
     make_candidate,
     nodes_on_line,
+    only_near,
     parse_python,
     read_source,
     replace_spans,
@@ -100,9 +102,11 @@ class FixCallStrategy(FixIt):
         calls = [n for n in nodes_on_line(tree, frame.line) if isinstance(n, ast.Call)]
         named = [n for n in calls if _called_name(n) == leaf]
         function = repo_function(evidence, qualname)
+        pick: Callable[[str, set[str]], str | None] = nearest
         if function is not None and len(named) == 1:
             call, params = named[0], _parameters(function)
         else:  # the callee is not one repo definition by that name: ask the runtime
+            pick = only_near
             reached = [
                 (c, p) for c in calls if (p := _runtime_parameters(evidence, c))
                 and (unexpected is None or (unexpected not in p
@@ -114,7 +118,7 @@ class FixCallStrategy(FixIt):
         passed = {k.arg for k in call.keywords if k.arg}
         renames: dict[str, str] = {}  # keyword passed -> parameter it should be
         if unexpected is not None:
-            fix = nearest(unexpected, set(params) - passed)
+            fix = pick(unexpected, set(params) - passed)
             renames = {unexpected: fix} if fix else {}
         for param in missing:  # (a **kwargs function swallowed the misspelt keyword)
             wrong = nearest(param, passed - set(params))

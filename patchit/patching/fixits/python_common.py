@@ -12,6 +12,7 @@ from pathlib import Path
 
 from patchit.events.model import RuntimeValue
 from patchit.evidence.model import Evidence, TracebackFrame
+from patchit.evidence.similarity import DEFAULT_MIN_RATIO, name_ratio, nearest
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import PatchCandidate, Strategy
 from patchit.patching.fixits._common import read_repo_file
@@ -49,6 +50,17 @@ def runtime_value(node: ast.expr, found: dict[str, RuntimeValue]) -> RuntimeValu
             return base.inner.get(key) if base.keys is not None else None
         return base.item  # rows[0], rows[i]: a list's items are taken to be alike
     return None
+
+
+def only_near(name: str, candidates: set[str]) -> str | None:
+    """The one candidate near `name`, None when several are (for names seen at run time).
+
+    A record read at run time shows every field it has, and fields often come in families
+    (`amount_net_cents`, `amount_gross_cents`): when more than one is near the missing name,
+    picking the nearest is a guess, however clear its lead.
+    """
+    near = [c for c in candidates if c != name and name_ratio(name, c) >= DEFAULT_MIN_RATIO]
+    return nearest(name, near) if len(near) == 1 else None
 
 
 def parse_python(text: str) -> ast.Module | None:

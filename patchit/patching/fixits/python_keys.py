@@ -24,6 +24,7 @@ from patchit.patching.fixits.python_common import (
     failing_frame,
     make_candidate,
     nodes_on_line,
+    only_near,
     parse_python,
     read_source,
     replace_spans,
@@ -129,14 +130,15 @@ class RenameKeyStrategy(FixIt):
         keys: set[str] = set()
         where = "the repository code"
         if runtime := _runtime_keys(evidence, failing, key):
-            keys, where = runtime
+            (keys, where), pick = runtime, only_near
         elif keys := _local_keys(evidence):
-            where = "its captured locals"
+            where, pick = "its captured locals", nearest
         else:
             for other in repo_sources(evidence).values():
                 other_tree = parse_python(other)
                 keys |= _str_keys(other_tree) if other_tree else set()
-        fix = nearest(key, keys - {key})
+            pick = nearest
+        fix = pick(key, keys - {key})
         if fix is None:
             return []
         scope = enclosing_scope(tree, frame.line)

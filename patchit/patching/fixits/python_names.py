@@ -30,6 +30,7 @@ from patchit.patching.fixits.python_common import (
     make_candidate,
     module_file,
     nodes_on_line,
+    only_near,
     parse_python,
     read_source,
     replace_spans,
@@ -122,6 +123,9 @@ class FixNameStrategy(FixIt):
             cls = found["cls"].rpartition(".")[2]  # 'types.SimpleNamespace' object ...
             runtime = _runtime_attributes(evidence, tree, cls, found["name"])
             members = runtime or _class_members(evidence, cls)
+            if runtime:  # every attribute the object had: a family of near names is no guess
+                fix = only_near(found["name"], runtime)
+                members = {fix} if fix else set()
             where = "the object had at run time" if runtime else "it has"
             return self._rename_attr(evidence, text, tree, found["name"], members, where)
         return []
