@@ -3,7 +3,9 @@
 It stands in for an Airflow task process at the moment its task failed: `airflow.sdk` and a
 real DAG, PythonOperator, LocalDagBundle and RuntimeTaskInstance are loaded first; then it
 times importing `patchit.integrations.airflow` and `calls` calls of `on_failure_callback`
-with a KeyError raised a few frames deep, spooling into $PATCHIT_HOME. It prints one JSON
+with a KeyError raised a few frames deep, spooling into $PATCHIT_HOME. The innermost frames
+run code compiled as the DAG file's (a CSV row and a JSON payload among their locals), so
+each call also records the failing frame's locals, as it does for a real task. It prints one JSON
 object: {"sdk_import_ms", "import_ms", "new_modules", "samples_ms"}.
 
 Top-level imports are standard library only, so nothing of patchit is loaded before the
@@ -21,6 +23,23 @@ from datetime import UTC, datetime
 from typing import Any
 
 SETTINGS = {"currency": "EUR", "columns": ["region", "orders"]}
+# The task's own code, compiled as a function of the DAG file (its frames are the repo's).
+TASK_SOURCE = """\
+import csv, io, json
+
+HEADER = "invoice_id,customer,country,net_cents,tax_cents,currency,issued_on\\n"
+ROWS = HEADER + "9001,acme,DE,9900,1881,EUR,2026-01-15\\n" * 50
+
+
+def total_cents(depth):
+    if depth > 0:
+        return total_cents(depth - 1)
+    payload = json.loads('{"batch": {"id": 7, "rows": 50}, "source": "landing"}')
+    total = 0
+    for row in csv.DictReader(io.StringIO(ROWS)):
+        total += int(row["amount_cents"])
+    return total
+"""
 
 
 def _report_currency(depth: int) -> str:
@@ -29,13 +48,20 @@ def _report_currency(depth: int) -> str:
     return str(SETTINGS["curency"])
 
 
-def failing_exception() -> BaseException:
-    """A KeyError with a traceback of several frames, as a task's user code raises it."""
+def failing_exception(dag_file: str | None = None) -> BaseException:
+    """A KeyError with a traceback of several frames, as a task's user code raises it (in the
+    DAG file's own code when `dag_file` is given)."""
+    namespace: dict[str, Any] = {}
+    if dag_file is not None:
+        exec(compile(TASK_SOURCE, dag_file, "exec", dont_inherit=True), namespace)
     try:
-        _report_currency(6)
+        if dag_file is not None:
+            namespace["total_cents"](6)
+        else:
+            _report_currency(6)
     except KeyError as exc:
         return exc
-    raise AssertionError("the settings lookup did not fail")
+    raise AssertionError("the lookup did not fail")
 
 
 def failure_context(dag_file: str, dags_folder: str) -> dict[str, Any]:
@@ -64,7 +90,7 @@ def failure_context(dag_file: str, dags_folder: str) -> dict[str, Any]:
         "run_id": run_id,
         "logical_date": datetime(2026, 11, 25, tzinfo=UTC),
         "ds": "2026-11-25",
-        "exception": failing_exception(),
+        "exception": failing_exception(dag_file),
     }
 
 

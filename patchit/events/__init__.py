@@ -3,6 +3,8 @@
 from patchit.events.model import (
     SCHEMA_VERSION,
     FailureSource,
+    RuntimeFrame,
+    RuntimeValue,
     UniversalFailureEvent,
     event_json_schema,
     load_event,
@@ -11,6 +13,8 @@ from patchit.events.model import (
 __all__ = [
     "SCHEMA_VERSION",
     "FailureSource",
+    "RuntimeFrame",
+    "RuntimeValue",
     "UniversalFailureEvent",
     "event_json_schema",
     "load_event",

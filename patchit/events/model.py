@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
@@ -57,6 +57,54 @@ class DbtInvocation(BaseModel):
         return self._raw_vars if self._raw_vars is not None else self.vars
 
 
+class RuntimeValue(BaseModel):
+    """One local of the failing frame as the run saw it: its type and the names it holds.
+
+    Names and type names only (`patchit.intake.frame_locals` decides what is safe to keep):
+    never a string, number or date value.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(description="type name: dict, types.SimpleNamespace, pkg.module.Class")
+    value: Literal["None", "True", "False"] | None = Field(
+        default=None, description="the value itself only when it carries no data"
+    )
+    size: int | None = Field(default=None, description="len() of a builtin container or str")
+    keys: dict[str, str] | None = Field(
+        default=None, description="a mapping's string keys -> the type name of each value"
+    )
+    attrs: dict[str, str] | None = Field(
+        default=None, description="an object's attribute names -> the type name of each"
+    )
+    params: list[str] | None = Field(default=None, description="a function's parameter names")
+    inner: dict[str, RuntimeValue] = Field(
+        default_factory=dict, description="keys/attributes whose values hold names themselves"
+    )
+    item: RuntimeValue | None = Field(default=None, description="a list's first element")
+    truncated: bool = Field(default=False, description="names were left out by a size cap")
+    withheld: int = Field(default=0, description="names not recorded: data or credentials")
+
+    def names(self) -> set[str] | None:
+        """Every key, attribute or parameter name, or None when a cap cut the list short."""
+        if self.truncated:
+            return None
+        found = {*(self.keys or {}), *(self.attrs or {}), *(self.params or [])}
+        return found if self.keys is not None or self.attrs is not None or self.params else None
+
+
+class RuntimeFrame(BaseModel):
+    """The locals of the innermost frame running the repository's code, captured when it failed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="the frame's file, as on the machine that failed")
+    line: int
+    function: str
+    locals: dict[str, RuntimeValue] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list, description="what was left out and why")
+
+
 class UniversalFailureEvent(BaseModel):
     """One failed unit of work, whatever ran it."""
 
@@ -88,6 +136,11 @@ class UniversalFailureEvent(BaseModel):
     commit: str | None = Field(default=None, description="HEAD of repo_path when it failed")
     dbt: DbtInvocation | None = None
     context: dict[str, Any] = Field(default_factory=dict, description="source-specific extras")
+    runtime_locals: RuntimeFrame | None = Field(
+        default=None,
+        description="the failing frame's locals as names and types (no values), when the "
+        "runtime captured them (the Airflow callback does)",
+    )
 
     def short(self) -> str:
         return f"{self.source.value}:{self.pipeline_id}:{self.unit_id}"

@@ -23,6 +23,7 @@ from patchit.evidence.pylog import (
     parse_frames,
     read_log_tail,
     repo_frames,
+    repo_runtime_frame,
 )
 from patchit.evidence.redact import environment_secrets, redact_model
 
@@ -221,6 +222,7 @@ def gather_airflow_evidence(
     roots = [Path(p) for p in (event.repo_path, str(repo_root)) if p]
     traceback_text = event.traceback or event.log_excerpt or ""
     frames = repo_frames(parse_frames(traceback_text), roots)
+    runtime = repo_runtime_frame(event.runtime_locals, roots, notes)
     chain = exception_chain(traceback_text)
     final = f"{event.error_type}: {event.error_message}" if event.error_type else ""
     final = final or event.error_message or (chain[-1] if chain else "")
@@ -249,8 +251,9 @@ def gather_airflow_evidence(
         repo_root, history_paths, last_good_commit, event.commit or "HEAD", notes
     )
     packed = pack_log(
-        error, frames, lambda rel: read_repo_text(repo_root, rel), log_text=_log_text(event)
-    )
+        error, frames, lambda rel: read_repo_text(repo_root, rel), log_text=_log_text(event),
+        runtime=runtime,
+    )  # fmt: skip
     evidence = Evidence(
         event=event,
         repo_root=str(repo_root),
@@ -272,5 +275,6 @@ def gather_airflow_evidence(
         callable_code=callable_code,
         packed_log=packed,
         rendered_fields=_rendered(event),
+        runtime_locals=runtime,
     )
     return redact_model(evidence, _secrets())

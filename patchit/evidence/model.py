@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from patchit.events.model import UniversalFailureEvent
+from patchit.events.model import RuntimeFrame, UniversalFailureEvent
 
 
 class Relation(BaseModel):
@@ -105,6 +105,11 @@ class Evidence(BaseModel):
     )
     rendered_fields: dict[str, str] = Field(
         default_factory=dict, description="rendered template fields of the task, when known"
+    )
+    runtime_locals: RuntimeFrame | None = Field(
+        default=None,
+        description="the failing in-repo frame's locals as names and types, captured at run "
+        "time; its path relative to the repo",
     )
 
     @property

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchit.events.model import RuntimeFrame, RuntimeValue
 from patchit.evidence.model import TracebackFrame
 
 LOG_TAIL_BYTES = 2_000_000
@@ -151,7 +152,50 @@ def read_log_tail(path: Path, max_bytes: int = LOG_TAIL_BYTES) -> str | None:
     return data.replace(b"\x00", b"").decode("utf-8", errors="replace")
 
 
-def _frame_block(frame: TracebackFrame, source: str | None, context_lines: int) -> str:
+def repo_runtime_frame(
+    runtime: RuntimeFrame | None, roots: list[Path], notes: list[str]
+) -> RuntimeFrame | None:
+    """The event's runtime locals with their path relative to the repository; None (and a
+    note) when they belong to a frame outside it."""
+    if runtime is None:
+        return None
+    rel = repo_relative(runtime.path, roots)
+    if rel is None:
+        notes.append(f"runtime locals of {runtime.path} ignored: not a file of the repository")
+        return None
+    return runtime.model_copy(update={"path": rel})
+
+
+def describe_value(value: RuntimeValue, max_names: int = 20) -> str:
+    """`dict(3) keys: amount: str, customer: str, ...`: a runtime local in one line."""
+    text = value.type + (f"({value.size})" if value.size is not None else "")
+    if value.value is not None:
+        text += f" = {value.value}"
+    for label, names in (("keys", value.keys), ("attrs", value.attrs)):
+        if names is not None:
+            shown = [f"{k}: {t}" for k, t in list(names.items())[:max_names]]
+            more = value.truncated or len(names) > max_names
+            text += f" {label}: " + ", ".join(shown) + (", ..." if more else "")
+    if value.params is not None:
+        text += f" params: ({', '.join(value.params)})"
+    if value.item is not None:
+        text += f" first item: {describe_value(value.item, max_names)}"
+    return text
+
+
+def runtime_lines(runtime: RuntimeFrame) -> list[str]:
+    """The runtime locals as lines under their frame (names and types only)."""
+    lines = ["      runtime locals (names and types, no values):"]
+    lines += [f"        {name}: {describe_value(value)}" for name, value in runtime.locals.items()]
+    return lines + [f"        ({note})" for note in runtime.notes]
+
+
+def _frame_block(
+    frame: TracebackFrame,
+    source: str | None,
+    context_lines: int,
+    runtime: RuntimeFrame | None = None,
+) -> str:
     head = f"{frame.path}:{frame.line} in {frame.function}"
     if source is None:
         return f"{head}\n  > {frame.code}" if frame.code else head
@@ -163,6 +207,8 @@ def _frame_block(frame: TracebackFrame, source: str | None, context_lines: int) 
     ]
     shown = [head, *body]
     shown += [f"      {k} = {v}" for k, v in frame.locals.items()]
+    if runtime is not None and (runtime.path, runtime.line) == (frame.path, frame.line):
+        shown += runtime_lines(runtime)
     return "\n".join(shown)
 
 
@@ -173,6 +219,7 @@ def pack_log(
     log_text: str | None = None,
     budget_chars: int = DEFAULT_BUDGET_CHARS,
     context_lines: int = CONTEXT_LINES,
+    runtime: RuntimeFrame | None = None,
 ) -> str:
     """The error, then in-repo frames innermost first with source context, then the log's
     error lines, cut to `budget_chars`."""
@@ -181,7 +228,7 @@ def pack_log(
     if frames:
         parts.append("in-repo frames (innermost first):")
     for frame in reversed(frames):
-        block = _frame_block(frame, read_source(frame.path), context_lines)
+        block = _frame_block(frame, read_source(frame.path), context_lines, runtime)
         if used + len(block) > budget_chars:
             parts.append(f"... {len(frames)} in-repo frame(s) in all, budget reached")
             break

@@ -10,6 +10,12 @@ It runs in the task process after the terminal state was sent, or in the DAG pro
 standard library only (this module and what it imports), one INSERT into the SQLite spool,
 never raises into Airflow, never heals here (`patchit worker` does). The dict it writes
 validates as `patchit.events.model.UniversalFailureEvent` (schema_version 1).
+
+It also records the failing frame's locals as names and types (`runtime_locals`, see
+`patchit.intake.frame_locals`: a CSV row's keys, an object's attributes, never a value), read
+from the exception's traceback while it is still alive; `PATCHIT_CAPTURE_LOCALS=0` or
+`make_failure_callback(capture_locals=False)` turns that off. A capture that fails is noted
+in the event's context (`runtime_locals_error`), never raised.
 """
 
 from __future__ import annotations
@@ -26,10 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from patchit.dbt_args import dbt_args_in_shell, option_value, runs_dbt_in_shell
+from patchit.intake.frame_locals import failing_frame_locals
 from patchit.intake.gitinfo import find_git_root, read_branch, read_head
 from patchit.intake.spool import resolve_home_stdlib, spool_event
 
 DISABLE_ENV = "PATCHIT_CALLBACK_DISABLED"
+CAPTURE_LOCALS_ENV = "PATCHIT_CAPTURE_LOCALS"
 MAX_MESSAGE_CHARS = 20_000
 MAX_TRACEBACK_CHARS = 60_000
 _log = logging.getLogger(__name__)
@@ -167,10 +175,25 @@ def _repo_fields(
     return fields
 
 
+def _runtime_locals(
+    context: Mapping[str, Any], repo_path: Any, extras: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The failing in-repo frame's locals (names and types), or None; a failure is noted."""
+    exc = context.get("exception")
+    if not isinstance(exc, BaseException) or not isinstance(repo_path, str):
+        return None
+    try:
+        return failing_frame_locals(exc, repo_path)
+    except Exception as error:  # a task's odd object must not cost the event
+        extras["runtime_locals_error"] = f"{type(error).__name__}: {_text(error, 300)}"
+        return None
+
+
 def build_event(
     context: Mapping[str, Any],
     repos: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
+    capture_locals: bool = True,
 ) -> dict[str, Any]:
     """The event dict for one failed task (a UniversalFailureEvent in JSON form)."""
     ti: Any = context.get("ti") or context.get("task_instance")
@@ -199,6 +222,9 @@ def build_event(
         extras["branch"] = read_branch(Path(repo["repo_path"]))
     if extra:
         extras["extra"] = dict(extra)
+    runtime = None
+    if capture_locals and os.environ.get(CAPTURE_LOCALS_ENV) != "0":
+        runtime = _runtime_locals(context, repo.get("repo_path"), extras)
     try_number = _safe(lambda: int(ti.try_number))
     map_index = _safe(lambda: int(ti.map_index))
     return {
@@ -217,6 +243,7 @@ def build_event(
         **fields,
         **repo,
         "context": {k: v for k, v in extras.items() if v is not None},
+        **({"runtime_locals": runtime} if runtime is not None else {}),
     }
 
 
@@ -224,9 +251,11 @@ def make_failure_callback(
     home: str | os.PathLike[str] | None = None,
     repos: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
+    capture_locals: bool = True,
 ) -> Callback:
     """A failure callback with options: the state dir, a DAG bundle -> repository mapping
-    (`{"dags": "/srv/pipelines"}`) and extra context stored with every event."""
+    (`{"dags": "/srv/pipelines"}`), extra context stored with every event, and whether to
+    record the failing frame's locals as names and types."""
     repo_map = dict(repos or {})
     extra_ctx = dict(extra or {})
 
@@ -234,7 +263,7 @@ def make_failure_callback(
         if os.environ.get(DISABLE_ENV) == "1":
             return
         try:
-            event = build_event(context, repo_map, extra_ctx)
+            event = build_event(context, repo_map, extra_ctx, capture_locals)
             spool_event(event, resolve_home_stdlib(home))
         except Exception as exc:  # never raise into Airflow: the task already failed
             _warn(f"could not spool the failure ({type(exc).__name__}: {_text(exc, 500)})")

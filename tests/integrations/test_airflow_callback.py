@@ -180,3 +180,71 @@ def test_git_head_branch_packed_refs_and_worktree(dag_repo: Path, tmp_path: Path
     git(wt, "checkout", "-q", "--detach", second)
     assert read_head(wt) == second and read_branch(wt) is None
     assert find_git_root(tmp_path / "elsewhere") is None
+
+
+FAILING_TASK = """\
+import csv, io
+
+def load(text):
+    total = 0.0
+    for row in csv.DictReader(io.StringIO(text)):
+        total += float(row["amout"])
+    return total
+"""
+
+
+def failing_load(repo: Path) -> BaseException:
+    """A KeyError raised in a module of the DAG repository (its frame is the repo's)."""
+    path = repo / "dags" / "load.py"
+    path.write_text(FAILING_TASK)
+    namespace: dict[str, Any] = {}
+    exec(compile(FAILING_TASK, str(path), "exec", dont_inherit=True), namespace)
+    try:
+        namespace["load"]("invoice_id,amount\n1,12.5\n")
+    except KeyError as exc:
+        return exc
+    raise AssertionError("load did not fail")
+
+
+def test_the_failing_frames_locals_travel_as_names_and_types(
+    dag_repo: Path, _patchit_home: Path
+) -> None:
+    context = {"ti": FakeTI(), "dag": FakeDag(dag_repo / "dags" / "orders.py")}
+    on_failure_callback({**context, "exception": failing_load(dag_repo)})
+    [data] = spooled(_patchit_home)
+    event = UniversalFailureEvent.model_validate(data)
+    assert event.runtime_locals is not None
+    assert (event.runtime_locals.path, event.runtime_locals.function) == (
+        str(dag_repo / "dags" / "load.py"), "load",
+    )  # fmt: skip
+    assert event.runtime_locals.locals["row"].keys == {"invoice_id": "str", "amount": "str"}
+    assert "12.5" not in json.dumps(data["runtime_locals"])  # names and types, never values
+
+
+def test_a_failing_capture_is_noted_and_the_event_still_spooled(
+    dag_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(exc: BaseException, root: str) -> None:
+        raise RecursionError("deep")
+
+    monkeypatch.setattr("patchit.integrations.airflow.failing_frame_locals", broken)
+    dag = FakeDag(dag_repo / "dags" / "orders.py")
+    on_failure_callback({"ti": FakeTI(), "dag": dag, "exception": failing_load(dag_repo)})
+    [data] = spooled(_patchit_home)
+    assert "runtime_locals" not in data
+    assert data["context"]["runtime_locals_error"] == "RecursionError: deep"
+    assert UniversalFailureEvent.model_validate(data).error_type == "KeyError"
+
+
+def test_capturing_locals_can_be_turned_off(
+    dag_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    context = {
+        "ti": FakeTI(),
+        "dag": FakeDag(dag_repo / "dags" / "orders.py"),
+        "exception": failing_load(dag_repo),
+    }
+    assert "runtime_locals" in build_event(context)
+    assert "runtime_locals" not in build_event(context, capture_locals=False)
+    monkeypatch.setenv("PATCHIT_CAPTURE_LOCALS", "0")
+    assert "runtime_locals" not in build_event(context)

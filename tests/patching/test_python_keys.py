@@ -52,6 +52,8 @@ def test_the_misspelt_key_becomes_the_upstream_key(evidence: Evidence) -> None:
         '        return row["amount"] * 100\n',
     )
     assert candidate.tag == "rename_key" and "'amount'" in candidate.rationale
+    # the XCom the task pulled, as the callback recorded it in the task process
+    assert "the run's row (keys recorded at run time)" in candidate.rationale
 
 
 def test_environment_keys_are_configuration_never_renamed(unrelated_evidence: Evidence) -> None:
@@ -73,7 +75,9 @@ def test_no_key_near_enough_is_no_guess(zoo: Zoo, tmp_path: Path) -> None:
     repo = zoo.copy_repo(tmp_path / "repo")
     for path in (repo / "dags").rglob("*.py"):
         path.write_text(path.read_text().replace('"amount"', '"price_cents"'))
-    assert RenameKeyStrategy().fix(zoo.evidence("load_order", repo=repo), []) == []
+    # the code alone: the run's own row (runtime evidence) still had `amount`
+    event = zoo.events["load_order"].model_copy(update={"runtime_locals": None})
+    assert RenameKeyStrategy().fix(gather_airflow_evidence(event, repo), []) == []
 
 
 LOCALS_JOB = """import sys

@@ -4,14 +4,17 @@
     TypeError: load() missing 1 required positional argument: 'path'   (the call passed `pth=`)
 
 The function must be defined exactly once in the repository code the task runs (the DAG file,
-the failing file and the modules they import); its parameters are the candidates. The keyword
-is renamed at the failing call only.
+the failing file and the modules they import); its parameters are the candidates. When it is
+not (a handler picked from a dict at run time, two definitions), the parameters of the very
+function the call reached, recorded with the failing frame's locals (`runtime_locals`), are.
+The keyword is renamed at the failing call only.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from typing import ClassVar
 
 from patchit.evidence.model import Evidence
@@ -21,10 +24,13 @@ from patchit.patching.fixits.python_common import (
     failing_frame,
     make_candidate,
     nodes_on_line,
+    only_near,
     parse_python,
     read_source,
     replace_spans,
     repo_sources,
+    runtime_locals,
+    runtime_value,
 )
 
 _UNEXPECTED = re.compile(r"(?P<func>[\w.]+)\(\) got an unexpected keyword argument '(?P<kw>\w+)'")
@@ -62,6 +68,16 @@ def _called_name(call: ast.Call) -> str | None:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
 
 
+def _runtime_parameters(evidence: Evidence, call: ast.Call) -> list[str] | None:
+    """Parameters of the function the call reached, when the runtime recorded it as a local
+    (or an attribute/key below one)."""
+    frame = failing_frame(evidence)
+    value = runtime_value(call.func, runtime_locals(evidence, frame)) if frame else None
+    if value is None or value.params is None:
+        return None
+    return [p for p in value.params if p not in ("self", "cls")]
+
+
 class FixCallStrategy(FixIt):
     """Rename a call's keyword to the near parameter name of the repo function it calls."""
 
@@ -78,21 +94,31 @@ class FixCallStrategy(FixIt):
             qualname, unexpected, missing = found["func"], None, re.findall(r"'(\w+)'", found[2])
         else:
             return []
-        function = repo_function(evidence, qualname)
         source = read_source(evidence, frame.path)
-        if function is None or source is None:
+        if source is None:
             return []
         text, tree = source
         leaf = qualname.rpartition(".")[2]
-        calls = [n for n in nodes_on_line(tree, frame.line)
-                 if isinstance(n, ast.Call) and _called_name(n) == leaf]  # fmt: skip
-        if len(calls) != 1:
-            return []
-        call, params = calls[0], _parameters(function)
+        calls = [n for n in nodes_on_line(tree, frame.line) if isinstance(n, ast.Call)]
+        named = [n for n in calls if _called_name(n) == leaf]
+        function = repo_function(evidence, qualname)
+        pick: Callable[[str, set[str]], str | None] = nearest
+        if function is not None and len(named) == 1:
+            call, params = named[0], _parameters(function)
+        else:  # the callee is not one repo definition by that name: ask the runtime
+            pick = only_near
+            reached = [
+                (c, p) for c in calls if (p := _runtime_parameters(evidence, c))
+                and (unexpected is None or (unexpected not in p
+                                            and unexpected in {k.arg for k in c.keywords}))
+            ]  # fmt: skip
+            if len(reached) != 1:
+                return []
+            call, params = reached[0]
         passed = {k.arg for k in call.keywords if k.arg}
         renames: dict[str, str] = {}  # keyword passed -> parameter it should be
         if unexpected is not None:
-            fix = nearest(unexpected, set(params) - passed)
+            fix = pick(unexpected, set(params) - passed)
             renames = {unexpected: fix} if fix else {}
         for param in missing:  # (a **kwargs function swallowed the misspelt keyword)
             wrong = nearest(param, passed - set(params))

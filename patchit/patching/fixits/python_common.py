@@ -10,7 +10,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from patchit.events.model import RuntimeValue
 from patchit.evidence.model import Evidence, TracebackFrame
+from patchit.evidence.similarity import DEFAULT_MIN_RATIO, name_ratio, nearest
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import PatchCandidate, Strategy
 from patchit.patching.fixits._common import read_repo_file
@@ -21,6 +23,44 @@ Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.C
 def failing_frame(evidence: Evidence) -> TracebackFrame | None:
     """The innermost traceback frame that runs repository code."""
     return evidence.frames[-1] if evidence.frames else None
+
+
+def runtime_locals(evidence: Evidence, frame: TracebackFrame) -> dict[str, RuntimeValue]:
+    """The locals captured at run time for `frame` (empty when they belong to another frame)."""
+    runtime = evidence.runtime_locals
+    if runtime is None or (runtime.path, runtime.line) != (frame.path, frame.line):
+        return {}
+    return runtime.locals
+
+
+def runtime_value(node: ast.expr, found: dict[str, RuntimeValue]) -> RuntimeValue | None:
+    """What an expression evaluated to at run time, when it is a captured local or a constant
+    key, attribute or index below one: `row`, `payload["data"]`, `rows[0]`, `batch.header`."""
+    if isinstance(node, ast.Name):
+        return found.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = runtime_value(node.value, found)
+        return base.inner.get(node.attr) if base is not None and base.attrs is not None else None
+    if isinstance(node, ast.Subscript):
+        base = runtime_value(node.value, found)
+        if base is None:
+            return None
+        key = node.slice.value if isinstance(node.slice, ast.Constant) else None
+        if isinstance(key, str):
+            return base.inner.get(key) if base.keys is not None else None
+        return base.item  # rows[0], rows[i]: a list's items are taken to be alike
+    return None
+
+
+def only_near(name: str, candidates: set[str]) -> str | None:
+    """The one candidate near `name`, None when several are (for names seen at run time).
+
+    A record read at run time shows every field it has, and fields often come in families
+    (`amount_net_cents`, `amount_gross_cents`): when more than one is near the missing name,
+    picking the nearest is a guess, however clear its lead.
+    """
+    near = [c for c in candidates if c != name and name_ratio(name, c) >= DEFAULT_MIN_RATIO]
+    return nearest(name, near) if len(near) == 1 else None
 
 
 def parse_python(text: str) -> ast.Module | None:

@@ -2,9 +2,11 @@
 
     KeyError: 'amout'        (row["amout"] where the upstream task returned {"amount": ...})
 
-The keys that exist come, best first, from the traceback's captured locals (the real dict),
-else from the dict literals and subscript keys written in the repository code the task runs
-(the DAG file, the failing file, the modules they import). Never for `os.environ`, `getenv` or
+The keys that exist come, best first, from the failing frame's locals captured at run time
+(`runtime_locals`: the keys of the very dict the code subscripted, a CSV row's header, a JSON
+payload's fields), then from locals a traceback printed, else from the dict literals and
+subscript keys written in the repository code the task runs (the DAG file, the failing file,
+the modules they import). Never for `os.environ`, `getenv` or
 `Variable.get`: a missing configuration key is the environment's to define, not a typo to fix.
 """
 
@@ -22,10 +24,13 @@ from patchit.patching.fixits.python_common import (
     failing_frame,
     make_candidate,
     nodes_on_line,
+    only_near,
     parse_python,
     read_source,
     replace_spans,
     repo_sources,
+    runtime_locals,
+    runtime_value,
     span_of,
 )
 
@@ -75,6 +80,28 @@ def _local_keys(evidence: Evidence) -> set[str]:
     return keys
 
 
+def _runtime_keys(
+    evidence: Evidence, failing: list[ast.Subscript], key: str
+) -> tuple[set[str], str] | None:
+    """Keys of the dict(s) the failing subscript read at run time, and where they came from;
+    None when the runtime did not see them (or a cap cut them short)."""
+    frame = failing_frame(evidence)
+    found = runtime_locals(evidence, frame) if frame else {}
+    if not found:
+        return None
+    keys: set[str] = set()
+    bases: list[str] = []
+    for node in failing:
+        value = runtime_value(node.value, found)
+        names = value.names() if value is not None and value.keys is not None else None
+        if names is not None and key not in names:  # a dict that has the key did not fail
+            keys |= names
+            bases.append(ast.unparse(node.value))
+    if not bases:
+        return None
+    return keys, f"the run's {' and '.join(dict.fromkeys(bases))} (keys recorded at run time)"
+
+
 def _is_config(node: ast.Subscript) -> bool:
     base = node.value
     return isinstance(base, ast.Attribute | ast.Name) and "environ" in ast.dump(base)
@@ -100,12 +127,18 @@ class RenameKeyStrategy(FixIt):
         ]  # fmt: skip
         if not failing or any(_is_config(n) for n in failing):
             return []
-        keys = _local_keys(evidence)
-        if not keys:
+        keys: set[str] = set()
+        where = "the repository code"
+        if runtime := _runtime_keys(evidence, failing, key):
+            (keys, where), pick = runtime, only_near
+        elif keys := _local_keys(evidence):
+            where, pick = "its captured locals", nearest
+        else:
             for other in repo_sources(evidence).values():
                 other_tree = parse_python(other)
                 keys |= _str_keys(other_tree) if other_tree else set()
-        fix = nearest(key, keys - {key})
+            pick = nearest
+        fix = pick(key, keys - {key})
         if fix is None:
             return []
         scope = enclosing_scope(tree, frame.line)
@@ -116,7 +149,6 @@ class RenameKeyStrategy(FixIt):
                 quote = old[0] if old[:1] in ("'", '"') else '"'
                 spans.append((*span_of(node.slice), f"{quote}{fix}{quote}"))
         after = replace_spans(text, spans)
-        where = "its captured locals" if _local_keys(evidence) else "the repository code"
         rationale = (
             f"KeyError {key!r} at {frame.path}:{frame.line}; {fix!r} is the only near key in "
             f"{where} (renamed {len(spans)} subscript(s) in {frame.function})"

@@ -8,7 +8,9 @@
 
 Candidates are the names really in scope: the function's parameters and assignments, the
 module's top level and builtins for a NameError; a repository module's top-level names for a
-module attribute or an import; a repository class's methods and attributes for an instance.
+module attribute or an import; for an instance, the attributes the object really had when it
+failed (`runtime_locals`: a namedtuple, dataclass or SimpleNamespace built from data), else a
+repository class's methods and attributes.
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ from patchit.patching.fixits.python_common import (
     make_candidate,
     module_file,
     nodes_on_line,
+    only_near,
     parse_python,
     read_source,
     replace_spans,
     repo_sources,
+    runtime_locals,
+    runtime_value,
     scope_bindings,
     span_of,
     top_level_names,
@@ -39,7 +44,7 @@ from patchit.patching.fixits.python_common import (
 
 _NAME_ERROR = re.compile(r"name '(?P<name>\w+)' is not defined")
 _MODULE_ATTR = re.compile(r"module '(?P<module>[\w.]+)' has no attribute '(?P<name>\w+)'")
-_OBJECT_ATTR = re.compile(r"'(?P<cls>\w+)' object has no attribute '(?P<name>\w+)'")
+_OBJECT_ATTR = re.compile(r"'(?P<cls>[\w.]+)' object has no attribute '(?P<name>\w+)'")
 _IMPORT_NAME = re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)'")
 _NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
 
@@ -71,6 +76,29 @@ def _class_members(evidence: Evidence, cls: str) -> set[str] | None:
     return members
 
 
+def _runtime_attributes(
+    evidence: Evidence, tree: ast.Module, cls: str, old: str
+) -> set[str] | None:
+    """The attribute names the failing receiver had at run time, when it was a captured local
+    (or an attribute/key below one) of class `cls`; None when the runtime did not see it."""
+    frame = failing_frame(evidence)
+    found = runtime_locals(evidence, frame) if frame else {}
+    if frame is None or not found:
+        return None
+    names: set[str] = set()
+    for node in nodes_on_line(tree, frame.line):
+        if not isinstance(node, ast.Attribute) or node.attr != old:
+            continue
+        value = runtime_value(node.value, found)
+        if value is None or value.attrs is None or value.type.rpartition(".")[2] != cls:
+            continue
+        seen = value.names()
+        if seen is None or old in seen:
+            return None  # cut short by a cap, or this receiver has it: not the one that failed
+        names |= seen
+    return names or None
+
+
 class FixNameStrategy(FixIt):
     """Rename an undefined name or a missing attribute to the single near name in scope."""
 
@@ -92,8 +120,14 @@ class FixNameStrategy(FixIt):
             names = _module_names(evidence, found["module"])
             return self._rename_attr(evidence, text, tree, found["name"], names)
         if found := _OBJECT_ATTR.search(message):
-            members = _class_members(evidence, found["cls"])
-            return self._rename_attr(evidence, text, tree, found["name"], members)
+            cls = found["cls"].rpartition(".")[2]  # 'types.SimpleNamespace' object ...
+            runtime = _runtime_attributes(evidence, tree, cls, found["name"])
+            members = runtime or _class_members(evidence, cls)
+            if runtime:  # every attribute the object had: a family of near names is no guess
+                fix = only_near(found["name"], runtime)
+                members = {fix} if fix else set()
+            where = "the object had at run time" if runtime else "it has"
+            return self._rename_attr(evidence, text, tree, found["name"], members, where)
         return []
 
     def _rename_name(
@@ -120,8 +154,9 @@ class FixNameStrategy(FixIt):
         return make_candidate(self, frame.path, text, replace_spans(text, spans), rationale, 0.85)
 
     def _rename_attr(
-        self, evidence: Evidence, text: str, tree: ast.Module, old: str, names: set[str] | None
-    ) -> list[PatchCandidate]:
+        self, evidence: Evidence, text: str, tree: ast.Module, old: str, names: set[str] | None,
+        where: str = "it has",
+    ) -> list[PatchCandidate]:  # fmt: skip
         frame = failing_frame(evidence)
         assert frame is not None
         fix = nearest(old, names or set())
@@ -144,7 +179,7 @@ class FixNameStrategy(FixIt):
                 spans.append((end_line, end_col - len(old.encode()), end_line, end_col, fix))
         rationale = (
             f"AttributeError: no attribute {old!r} at {frame.path}:{frame.line}; {fix!r} is the "
-            f"only near name it has (renamed {len(spans)} use(s))"
+            f"only near name {where} (renamed {len(spans)} use(s))"
         )
         return make_candidate(self, frame.path, text, replace_spans(text, spans), rationale, 0.85)
 
