@@ -32,14 +32,11 @@ HABITS_SRC = textwrap.dedent(
 
     from __future__ import annotations
 
-    import os
     from datetime import datetime
 
     from airflow.sdk import dag, get_current_context, task
 
     from patchit.integrations.airflow import on_failure_callback
-
-    OUT_DIR = os.environ["ZOO_OUT"]
 
 
     @dag(
@@ -52,9 +49,7 @@ HABITS_SRC = textwrap.dedent(
         @task
         def stamp(**context):
             day = context["execution_date"].strftime("%Y-%m-%d")
-            with open(f"{OUT_DIR}/stamp-{day}.txt", "w") as handle:
-                handle.write(context["execution_date"].isoformat())
-            return day
+            return {"day": day, "at": context["execution_date"].isoformat()}
 
         @task
         def window():

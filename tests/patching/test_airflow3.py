@@ -54,7 +54,7 @@ def test_execution_date_is_read_as_logical_date(habits: Zoo, tmp_path: Path) -> 
     repo = habits.copy_repo(tmp_path / "repo")
     text = fixed_text(repo, HABITS_DAG, fix(habits.evidence("stamp", repo)))
     assert 'day = context["logical_date"].strftime("%Y-%m-%d")' in text
-    assert 'handle.write(context["logical_date"].isoformat())' in text  # every read, one fix
+    assert '"at": context["logical_date"].isoformat()' in text  # every read, one fix
     assert "execution_date" not in text
 
 
