@@ -110,3 +110,15 @@ def test_days_ago_kept_beside_other_names_and_an_existing_pendulum(tmp_path: Pat
         "from airflow.utils.dates import cron_presets\n\n"
         'START = pendulum.today("UTC").add(days=-(n))\n'
     )
+
+
+def test_days_ago_inside_an_f_string_takes_the_other_quotes(tmp_path: Path) -> None:
+    source = 'from airflow.utils.dates import days_ago\n\nprint(f"since {days_ago(7):%Y-%m-%d}")\n'
+    message = (
+        "cannot import name 'days_ago' from 'airflow.utils.dates' (/venv/airflow/utils/dates.py)"
+    )
+    text = fixed(evidence_for(tmp_path, source, "ImportError", message, line=1))
+    assert (
+        text
+        == "import pendulum\n\nprint(f\"since {pendulum.today('UTC').add(days=-7):%Y-%m-%d}\")\n"
+    )

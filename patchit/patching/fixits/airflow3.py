@@ -234,7 +234,12 @@ def _days_ago(failure: _Failure) -> tuple[str, str] | None:
     uses = [n for n in ast.walk(failure.tree) if isinstance(n, ast.Name) and n.id == bound]
     if not calls or len(uses) != len(calls) or any(len(c.args) != 1 or c.keywords for c in calls):
         return None  # passed around, or called with hour=/minute=: no guess
-    spans = [(*span_of(c), _today_minus(failure.text, c.args[0])) for c in calls]
+    # inside an f-string (Python < 3.12) the quotes must differ from the string's own
+    quote = '"'
+    doubles = [(*span_of(c), _today_minus(failure.text, c.args[0], quote)) for c in calls]
+    if parse_python(replace_spans(failure.text, doubles)) is None:
+        quote = "'"
+    spans = [(*span_of(c), _today_minus(failure.text, c.args[0], quote)) for c in calls]
     others = [a for a in statement.names if a.name != "days_ago"]
     needs_import = "pendulum" not in top_level_names(failure.tree)
     new_import = "import pendulum" if needs_import else ""
@@ -255,10 +260,11 @@ def _days_ago(failure: _Failure) -> tuple[str, str] | None:
     return replace_spans(failure.text, spans), rationale
 
 
-def _today_minus(text: str, arg: ast.expr) -> str:
+def _today_minus(text: str, arg: ast.expr, quote: str) -> str:
+    today = f"pendulum.today({quote}UTC{quote})"
     if isinstance(arg, ast.Constant) and isinstance(arg.value, int) and arg.value >= 0:
-        return 'pendulum.today("UTC")' + (f".add(days=-{arg.value})" if arg.value else "")
-    return f'pendulum.today("UTC").add(days=-({segment(text, arg)}))'
+        return today + (f".add(days=-{arg.value})" if arg.value else "")
+    return f"{today}.add(days=-({segment(text, arg)}))"
 
 
 def _provide_context(failure: _Failure) -> tuple[str, str] | None:
