@@ -97,6 +97,14 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
     return zoo_failures(tmp_path_factory)
 
 
+@pytest.fixture(scope="session")
+def habits(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
+    """Airflow 2 task-context habits run once per session under real Airflow 3 (about 25 s)."""
+    from tests.evidence.airflow3_failures import habit_failures
+
+    return habit_failures(tmp_path_factory)
+
+
 @pytest.fixture
 def listener() -> Iterator[tuple[int, list[bytes]]]:
     """A TCP server on the host's loopback recording what each connection sent (a sandboxed

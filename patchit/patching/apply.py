@@ -9,6 +9,7 @@ checkout untouched.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from patchit.errors import PatchitError
@@ -88,6 +89,21 @@ def apply_edits(root: Path, edits: list[Edit]) -> list[str]:
 def _is_unique(text: str, part: str) -> bool:
     first = text.find(part)
     return first != -1 and text.find(part, first + 1) == -1
+
+
+def derive_edits(path: str, before: str, after: str) -> list[Edit]:
+    """One `derive_edit` per changed region, top to bottom: each is derived against the text
+    as the earlier edits of the list leave it, so the list applies in order."""
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    hunks = [op for op in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+             if op[0] != "equal"]  # fmt: skip
+    edits: list[Edit] = []
+    current = before
+    for _tag, _i1, i2, _j1, j2 in hunks:
+        following = "".join(new[:j2] + old[i2:])
+        edits.append(derive_edit(path, current, following))
+        current = following
+    return edits
 
 
 def derive_edit(path: str, before: str, after: str) -> Edit:

@@ -3,7 +3,13 @@ from pathlib import Path
 import pytest
 
 from patchit.errors import PatchitError
-from patchit.patching.apply import EditError, apply_edits, derive_edit, preview_edits
+from patchit.patching.apply import (
+    EditError,
+    apply_edits,
+    derive_edit,
+    derive_edits,
+    preview_edits,
+)
 from patchit.patching.base import Edit
 
 
@@ -78,3 +84,16 @@ def test_derive_edit_is_minimal_and_unique() -> None:
     assert derive_edit("f", "x\nx\n", "x\n").search == "x\nx\n"
     with pytest.raises(EditError):
         derive_edit("f", "same", "same")
+
+
+def test_derive_edits_gives_one_edit_per_changed_region_in_order(repo: Path) -> None:
+    before = "import a\n\nx = 1\ny = 2\nz = 3\n\nprint(x)\n"
+    after = "import b\n\nx = 1\ny = 2\nz = 3\n\nprint(x, y)\n"
+    (repo / "job.py").write_text(before)
+    edits = derive_edits("job.py", before, after)
+    assert [(e.search, e.replace) for e in edits] == [
+        ("import a\n", "import b\n"),
+        ("print(x)\n", "print(x, y)\n"),
+    ]
+    apply_edits(repo, edits)
+    assert (repo / "job.py").read_text() == after
