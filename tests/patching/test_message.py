@@ -361,6 +361,10 @@ def test_an_attribute_only_the_runtime_knows_follows_pythons_suggestion(tmp_path
     )
     (candidate,) = propose(gather_airflow_evidence(event, repo))
     assert candidate.edits[0].replace == "    path.write_text(text)\n"
+    # an Airflow callback's message is str(exc): the suggestion is only in the traceback
+    plain = event.error_message.split(". Did you mean")[0]
+    callback = event.model_copy(update={"error_message": plain})
+    assert propose(gather_airflow_evidence(callback, repo)) == [candidate]
 
 
 NAME_JOB = textwrap.dedent(

@@ -144,8 +144,8 @@ class FollowMessageStrategy(FixIt):
 
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         message = error_text(evidence)
-        if evidence.frames and _PY_SUGGESTION.search(message):
-            return self._python(evidence, message)
+        if evidence.frames and _PY_SUGGESTION.search(python := _python_message(evidence)):
+            return self._python(evidence, python)
         if found := _REPLACED.search(message):
             return self._replaced(evidence, found["old"].rstrip("."), found["new"].rstrip("."))
         if found := _DUCKDB.search(message):
@@ -300,6 +300,21 @@ class FollowMessageStrategy(FixIt):
                 confidence=0.8,
             )
         ]
+
+
+def _python_message(evidence: Evidence) -> str:
+    """The error with Python's suggestion. `str(exc)` lacks it (the traceback printer adds
+    it), so an Airflow callback's message does: then the traceback's final line has it."""
+    message = error_text(evidence)
+    if _PY_SUGGESTION.search(message):
+        return message
+    kind = evidence.event.error_type
+    finals = [
+        line
+        for line in (evidence.event.traceback or "").splitlines()
+        if kind and line.startswith(f"{kind}: ") and _PY_SUGGESTION.search(line)
+    ]
+    return finals[-1] if finals else message
 
 
 def _frozen(names: set[str] | frozenset[str] | None) -> frozenset[str] | None:
