@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from patchit.classify.model import FailureClass
-from patchit.classify.signatures import SIGNATURES, Signature
+from patchit.classify.signatures import SIGNATURES, Signature, changed_data_files
 from patchit.evidence.model import Evidence, TracebackFrame
 from patchit.evidence.pylog import is_write_call, parse_frames, repo_relative
 from patchit.evidence.similarity import nearest
@@ -115,6 +115,17 @@ def _explicit_check_changed(evidence: Evidence, m: re.Match[str]) -> bool:
     return _explicit_check(evidence, m) and frame is not None and frame.path in changed
 
 
+def _value_error_on_unchanged_code(evidence: Evidence, _m: re.Match[str]) -> bool:
+    """A value that does not fit its type while no code the task ran changed: the input did.
+    Unknown history (no git) is not "unchanged"."""
+    known = bool(evidence.changed_files) or not any("changed files" in n for n in evidence.notes)
+    return known and not airflow_changed_code(evidence)
+
+
+def _only_data_changed(evidence: Evidence, _m: re.Match[str]) -> bool:
+    return bool(changed_data_files(evidence))
+
+
 def _in_repo(evidence: Evidence, _m: re.Match[str]) -> bool:
     return bool(evidence.frames)
 
@@ -201,7 +212,20 @@ AIRFLOW_SIGNATURES: tuple[Signature, ...] = (
               ("refresh the credentials in the connection or secrets backend",)),
     _general("database_lock", "find the other writer: lsof {name}", "re-run: " + _TEST),
     _general("disk_full", "df -h; free -m on the worker", "re-run: " + _TEST),
-    # --- data: the task's own check refused the upstream data -----------------------------
+    # --- data: only data files changed, a value does not fit, or a check refused it -------
+    Signature("data_files_changed", _C.DATA_ISSUE, _rx(r"^(.)"),
+              "{unit} fails ({excerpt}) and only data files changed since {last_good} "
+              "({data_files}): the data changed, not the code.",
+              ("git diff {last_good}..HEAD -- {data_files}", "check the changed rows", _TEST),
+              when=_only_data_changed),
+    Signature("value_error_data", _C.DATA_ISSUE,
+              _rx(r"(invalid literal for int\(\)[^\n]*|could not convert string to float[^\n]*"
+                  r"|Conversion Error[^\n]*|Could not convert string[^\n]*)"),
+              "{unit} met a value that does not fit its type ({excerpt}) while {changed}: the "
+              "input data changed, not the code.",
+              ("find the row holding the value in the task's input", "trace the upstream source",
+               _TEST),
+              when=_value_error_on_unchanged_code),
     Signature("data_validation_library", _C.DATA_ISSUE,
               _rx(r"(pandera\.errors\.\w+|SchemaErrors?\b|great_expectations|ExpectationFailed"
                   r"|DataValidationError|DataQualityError)"),

@@ -6,7 +6,7 @@ import re
 
 from patchit.classify.airflow_signatures import AIRFLOW_SIGNATURES, airflow_changed_code
 from patchit.classify.model import FailureClass, Verdict
-from patchit.classify.signatures import SIGNATURES, Signature, near_macros
+from patchit.classify.signatures import SIGNATURES, Signature, changed_data_files, near_macros
 from patchit.classify.signatures import changed_code as dbt_changed_code
 from patchit.events.model import FailureSource
 from patchit.evidence.model import Evidence
@@ -63,6 +63,7 @@ def _fields(evidence: Evidence, text: str, match: re.Match[str]) -> dict[str, st
         "project_dir": evidence.project_dir or ".",
         "last_good": evidence.last_good_commit[:12] if evidence.last_good_commit else "HEAD~1",
         "dag": evidence.event.pipeline_id,
+        "data_files": " ".join(changed_data_files(evidence)),
     }
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from patchit.classify.model import FailureClass
 from patchit.evidence.model import Evidence
+from patchit.evidence.similarity import nearest
 
 Predicate = Callable[[Evidence, "re.Match[str]"], bool]
 
@@ -49,6 +50,23 @@ def changed_code(evidence: Evidence) -> list[str]:
         if path in (evidence.unit_path, evidence.tested_model_path) or stem in names:
             hits.append(path)
     return hits
+
+
+DATA_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".ndjson", ".parquet", ".avro", ".orc",
+                 ".xlsx", ".xls")  # fmt: skip
+
+
+def changed_data_files(evidence: Evidence) -> list[str]:
+    """The changed files, when every one of them is a data file (a seed or landing CSV, a
+    JSON or Parquet file in the repo); [] when any code, config or other file changed."""
+    changed = evidence.changed_files
+    if changed and all(path.lower().endswith(DATA_SUFFIXES) for path in changed):
+        return list(changed)
+    return []
+
+
+def _only_data_changed(evidence: Evidence, _m: re.Match[str]) -> bool:
+    return bool(changed_data_files(evidence))
 
 
 def _code_changed(evidence: Evidence, _m: re.Match[str]) -> bool:
@@ -88,13 +106,26 @@ def _near_macro(evidence: Evidence, m: re.Match[str]) -> bool:
     return m.group(1) not in evidence.index.macros and bool(near_macros(evidence, m.group(1)))
 
 
+_SUGGESTED = re.compile(r'\s*Did you mean "([^"]+)"\?')
+
+
 def _relation_in_project(evidence: Evidence, m: re.Match[str]) -> bool:
+    """The missing relation is the project's, or DuckDB's `Did you mean "x"` names a project
+    relation near it (a misspelt table name is the SQL's fault, not the warehouse's)."""
     table = m.group(1).rpartition(".")[2].strip('"').lower()
     index = evidence.index
     names = index.models + index.seeds + index.snapshots + [t for _, t in index.sources]
-    return table in {n.lower() for n in names}
+    project = {n.lower() for n in names}
+    if table in project:
+        return True
+    said = _SUGGESTED.match(m.string, m.end() + 1)  # after the "!" that ends the sentence
+    suggested = said.group(1).rpartition(".")[2].lower() if said else ""
+    return suggested in project and nearest(table, [suggested]) == suggested
 
 
+# A value that does not fit its type: DuckDB's casts, Python's int()/float() on a string.
+_CONVERSION = (r"(Conversion Error|Could not convert string|invalid literal for int\(\)"
+               r"|could not convert string to float)")  # fmt: skip
 _RERUN = "dbt build --select {select}"
 _PARSE = "dbt parse --project-dir {project_dir}"
 _READ_UNIT = "read {unit_path}"
@@ -207,14 +238,19 @@ SIGNATURES: tuple[Signature, ...] = (
               ("dbt test --select {unit}", "read the unit test's given/expect rows"),
               when=lambda ev, _m: ev.event.unit_id.startswith("unit_test."),
               statuses=("fail", "error")),
+    # --- only data files changed: whatever broke, the code did not ------------------------
+    Signature("data_files_changed", _C.DATA_ISSUE, _rx(r"^(.)"),
+              "{unit} fails ({excerpt}) and only data files changed since {last_good} "
+              "({data_files}): the data changed, not the code.",
+              ("git diff {last_good}..HEAD -- {data_files}",
+               "check the changed rows against what {select} expects", _RERUN),
+              when=_only_data_changed),
     # --- data vs code on conversion -------------------------------------------------------
-    Signature("conversion_code_changed", _C.CODE_BUG,
-              _rx(r"(Conversion Error|Could not convert string)"),
+    Signature("conversion_code_changed", _C.CODE_BUG, _rx(_CONVERSION),
               "a cast failed ({excerpt}) and {changed}, so the changed SQL likely causes it.",
               (_READ_UNIT, "git diff {last_good}..HEAD -- {changed_paths}", _RERUN),
               when=_code_changed),
-    Signature("conversion_data", _C.DATA_ISSUE,
-              _rx(r"(Conversion Error|Could not convert string)"),
+    Signature("conversion_data", _C.DATA_ISSUE, _rx(_CONVERSION),
               "a cast failed on values in the data ({excerpt}) while {changed}.",
               ("query the offending column upstream of {select}", _RERUN)),
     # --- code: the fix belongs in this repository -----------------------------------------

@@ -7,6 +7,7 @@ bounded by `QUERY_TIMEOUT_S`, and never writes to the repository.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -118,3 +119,31 @@ def breaking_diff_or_note(
     except VcsError as exc:
         notes.append(f"breaking diff unavailable: {exc}")
         return ""
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(?P<start>\d+)(?:,\d+)? @@")
+
+
+def added_lines(diff: str) -> dict[str, set[int]]:
+    """Per file of a unified diff (`breaking_diff`), the line numbers, in the new file, of
+    the lines the change added or rewrote. Deleted files and cut parts add nothing."""
+    found: dict[str, set[int]] = {}
+    path: str | None = None
+    line = 0
+    for text in diff.splitlines():
+        if text.startswith("diff --git "):
+            path = None
+        elif text.startswith("+++ "):
+            target = text[4:].strip()
+            path = target[2:] if target.startswith("b/") else None
+            if path is not None:
+                found.setdefault(path, set())
+        elif path is not None and (hunk := _HUNK.match(text)):
+            line = int(hunk.group("start"))
+        elif path is not None and line:
+            if text.startswith("+"):
+                found[path].add(line)
+                line += 1
+            elif text.startswith(" "):
+                line += 1
+    return found

@@ -59,28 +59,41 @@ def read_repo_file(evidence: Evidence, rel: str) -> str | None:
 
 
 def sub_in_regions(
-    text: str, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str], region: str
+    text: str,
+    pattern: re.Pattern[str],
+    repl: Callable[[re.Match[str]], str],
+    region: str,
+    lines: set[int] | None = None,
 ) -> tuple[str, int]:
     """Apply `pattern` only in plain SQL (`region="sql"`) or only inside Jinja blocks
-    (`region="jinja"`); strings and comments are never rewritten. Returns (text, count)."""
+    (`region="jinja"`); strings and comments are never rewritten. With `lines` (1-based),
+    only matches starting on those lines are. Returns (text, count)."""
     out: list[str] = []
     count = 0
     pos = 0
 
-    def rewrite(chunk: str) -> str:
+    def rewrite(chunk: str, offset: int) -> str:
         nonlocal count
-        new, n = pattern.subn(repl, chunk)
-        count += n
-        return new
+
+        def one(match: re.Match[str]) -> str:
+            nonlocal count
+            line = text.count("\n", 0, offset + match.start()) + 1
+            if lines is not None and line not in lines:
+                return match.group(0)
+            count += 1
+            return repl(match)
+
+        return pattern.sub(one, chunk)
 
     for match in _TOKEN.finditer(text):
         plain = text[pos : match.start()]
-        out.append(rewrite(plain) if region == "sql" else plain)
+        out.append(rewrite(plain, pos) if region == "sql" else plain)
         token = match.group(0)
-        out.append(rewrite(token) if region == "jinja" and match.lastgroup == "jinja" else token)
+        jinja = region == "jinja" and match.lastgroup == "jinja"
+        out.append(rewrite(token, match.start()) if jinja else token)
         pos = match.end()
     rest = text[pos:]
-    out.append(rewrite(rest) if region == "sql" else rest)
+    out.append(rewrite(rest, pos) if region == "sql" else rest)
     return "".join(out), count
 
 
