@@ -1,14 +1,16 @@
-"""Shared fixtures: real git repos holding the example dbt project, built once per session."""
+"""Shared fixtures: real git repos holding the example dbt project, built once per run and
+shared by pytest-xdist workers."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,6 +60,27 @@ def run_dbt(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# --- shared builds ---------------------------------------------------------------------------
+
+
+def shared_build(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """`build(dest)` once per test run, whatever the number of pytest-xdist workers: the first
+    worker builds under a file lock in the run's root (the parent of each worker's basetemp)
+    and the others wait for it and reuse the result. Without xdist it is the basetemp."""
+    base = factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
+    root.mkdir(exist_ok=True)
+    dest, done = root / name, root / f"{name}.done"
+    with (root / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(dest, ignore_errors=True)  # a failed build (another worker's error)
+            dest.mkdir()
+            build(dest)
+            done.touch()
+    return dest
+
+
 @pytest.fixture(autouse=True)
 def _patchit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "patchit-home"
@@ -65,15 +88,19 @@ def _patchit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-@pytest.fixture(scope="session")
-def built_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example project after one green `dbt build` (database included), built once."""
-    dest = tmp_path_factory.mktemp("built") / "shop"
+def build_shop(root: Path) -> None:
+    dest = root / "shop"
     shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
     res = run_dbt(dest, "build")
     assert res.returncode == 0, res.stdout[-3000:]
     shutil.rmtree(dest / "logs", ignore_errors=True)
-    return dest
+
+
+@pytest.fixture(scope="session")
+def built_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example project after one green `dbt build` (database included), built once per run
+    and shared by all workers: read it or copy it, never change it."""
+    return shared_build(tmp_path_factory, "built", build_shop) / "shop"
 
 
 @pytest.fixture
@@ -89,10 +116,11 @@ def shop_repo(tmp_path: Path, built_shop: Path) -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def zoo(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
-    """The Airflow failure zoo, run once per session under real Airflow (about 30 s)."""
-    from tests.evidence.airflow_failures import zoo_failures
+    """The Airflow failure zoo, run once per run under real Airflow (about 30 s); each worker
+    gets its own copy (tests branch, worktree and rerun Airflow in it)."""
+    from tests.evidence.airflow_failures import build_zoo, copy_zoo
 
-    return zoo_failures(tmp_path_factory)
+    return copy_zoo(shared_build(tmp_path_factory, "zoo", build_zoo), tmp_path_factory)
 
 
 @pytest.fixture
