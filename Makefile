@@ -1,11 +1,17 @@
 # The two commands: `make demo` and `make test`. Both set everything up first.
+# `make test-fast` runs the tests that start no dbt, Airflow, Postgres or docker (the guard in
+# tests/conftest.py fails any that does); `make test` runs everything, slow tests included.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PATCHIT_HOME ?= $(CURDIR)/var
+# Most of the suite waits on dbt and Airflow child processes, so more workers than cores pay;
+# whole files per worker keep module-scoped fixtures (a warm Airflow harness) built once.
+PYTEST_WORKERS ?= 4
+PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadfile
 
-.PHONY: demo test lint typecheck install bubblewrap clean
+.PHONY: demo test test-fast lint typecheck install bubblewrap clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +43,10 @@ bubblewrap:
 test: install bubblewrap
 	$(BIN)/ruff check patchit tests
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_XDIST)
+
+test-fast: install bubblewrap
+	PATCHIT_FAST_TIER=1 $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_XDIST)
 
 lint: install
 	$(BIN)/ruff check patchit tests

@@ -1,20 +1,31 @@
-"""Shared fixtures: real git repos holding the example dbt project, built once per session."""
+"""Shared fixtures: real git repos holding the example dbt project, built once per run and
+shared by pytest-xdist workers; the `slow` marking; and the fast tier's guard.
+
+Tiers: `make test` runs everything; `make test-fast` runs `-m "not slow"`. A test is slow when
+it starts dbt, Airflow, Postgres or docker, in a child process or in-process. Tests that use
+`built_shop`, `shop_repo` or `zoo` (directly or through another fixture) are marked slow here;
+others say so with `pytestmark = pytest.mark.slow` or `@pytest.mark.slow`. In the fast tier
+(`-m "not slow"` or PATCHIT_FAST_TIER=1) a test that starts one of those processes or imports
+`dbt`/`airflow` fails, so a slow test cannot slip into it unmarked.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from patchit.examples import SHOP
+from tests import fast_tier as fast_tier_checks
 
 if TYPE_CHECKING:
     from tests.evidence.airflow_failures import Zoo
@@ -60,6 +71,122 @@ def run_dbt(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# --- tiers ---------------------------------------------------------------------------------
+
+# Using any of these (directly or through another fixture) makes a test slow: they build dbt
+# or run Airflow.
+SLOW_FIXTURES = frozenset({"built_shop", "shop_repo", "zoo", "habits"})
+
+SITECUSTOMIZE = """# written by tests/conftest.py for the fast tier
+import importlib.util
+
+spec = importlib.util.spec_from_file_location("_patchit_fast_tier", {path!r})
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+module.watch_this_process()
+"""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+def fast_tier(config: pytest.Config) -> bool:
+    markexpr = "".join(str(config.getoption("markexpr", "") or "").split())
+    return os.environ.get("PATCHIT_FAST_TIER") == "1" or markexpr == "notslow"
+
+
+class SlowInFastTier(Exception):
+    """A test in the fast tier started dbt, Airflow, Postgres or docker."""
+
+
+_started: list[str] = []
+
+
+def _refuse(program: str) -> None:
+    _started.append(f"started {program!r}")  # remembered in case the code swallows the error
+    raise SlowInFastTier(
+        f"this test started {program!r}: mark it slow (`pytest.mark.slow`) or use a fake; "
+        "the fast tier starts no dbt, Airflow, Postgres or docker process"
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_tier_watch(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path | None]:
+    """In the fast tier: starting a slow program raises here, and Python children log what they
+    start or import (a `sitecustomize` on PYTHONPATH). Session-wide, so that session fixtures
+    are watched too. Yields the children's log."""
+    if not fast_tier(request.config):
+        yield None
+        return
+    guard = tmp_path_factory.mktemp("fast-tier-guard")
+    (guard / "sitecustomize.py").write_text(
+        SITECUSTOMIZE.format(path=str(Path(__file__).with_name("fast_tier.py")))
+    )
+    log = guard / "started.log"
+    python_path = [str(guard), *filter(None, [os.environ.get("PYTHONPATH")])]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(subprocess.Popen, "__init__", fast_tier_checks.guard_popen(_refuse))
+        mp.setenv("PYTHONPATH", os.pathsep.join(python_path))
+        mp.setenv(fast_tier_checks.LOG_ENV, str(log))
+        yield log
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_guard(_fast_tier_watch: Path | None) -> Iterator[None]:
+    """In the fast tier, fail a test that started dbt, Airflow, Postgres or docker (itself or
+    in a child) or imported dbt or Airflow."""
+    if _fast_tier_watch is None:
+        yield
+        return
+    _started.clear()
+    _fast_tier_watch.write_text("")
+    before = fast_tier_checks.slow_modules()
+    yield
+    found = [*_started, *_fast_tier_watch.read_text().splitlines()]
+    found += [f"imported {m!r}" for m in sorted(fast_tier_checks.slow_modules() - before)[:3]]
+    if found:
+        pytest.fail(
+            f"slow test in the fast tier: {'; '.join(found)}; mark it `pytest.mark.slow`",
+            pytrace=False,
+        )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A test module that imports dbt or Airflow at collection would slow every fast run and
+    blind the per-test import check: import them inside the test or fixture instead."""
+    if fast_tier(session.config) and (loaded := sorted(fast_tier_checks.slow_modules())):
+        raise pytest.UsageError(
+            f"the fast tier imported {', '.join(loaded[:5])} while collecting tests: move the "
+            "import into the (slow) test or fixture that needs it"
+        )
+
+
+# --- shared builds ---------------------------------------------------------------------------
+
+
+def shared_build(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """`build(dest)` once per test run, whatever the number of pytest-xdist workers: the first
+    worker builds under a file lock in the run's root (the parent of each worker's basetemp)
+    and the others wait for it and reuse the result. Without xdist it is the basetemp."""
+    base = factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
+    root.mkdir(exist_ok=True)
+    dest, done = root / name, root / f"{name}.done"
+    with (root / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(dest, ignore_errors=True)  # a failed build (another worker's error)
+            dest.mkdir()
+            build(dest)
+            done.touch()
+    return dest
+
+
 @pytest.fixture(autouse=True)
 def _patchit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "patchit-home"
@@ -67,15 +194,19 @@ def _patchit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-@pytest.fixture(scope="session")
-def built_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example project after one green `dbt build` (database included), built once."""
-    dest = tmp_path_factory.mktemp("built") / "shop"
+def build_shop(root: Path) -> None:
+    dest = root / "shop"
     shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
     res = run_dbt(dest, "build")
     assert res.returncode == 0, res.stdout[-3000:]
     shutil.rmtree(dest / "logs", ignore_errors=True)
-    return dest
+
+
+@pytest.fixture(scope="session")
+def built_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example project after one green `dbt build` (database included), built once per run
+    and shared by all workers: read it or copy it, never change it."""
+    return shared_build(tmp_path_factory, "built", build_shop) / "shop"
 
 
 @pytest.fixture
@@ -91,10 +222,11 @@ def shop_repo(tmp_path: Path, built_shop: Path) -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def zoo(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
-    """The Airflow failure zoo, run once per session under real Airflow (about 30 s)."""
-    from tests.evidence.airflow_failures import zoo_failures
+    """The Airflow failure zoo, run once per run under real Airflow (about 30 s); each worker
+    gets its own copy (tests branch, worktree and rerun Airflow in it)."""
+    from tests.evidence.airflow_failures import build_zoo, copy_zoo
 
-    return zoo_failures(tmp_path_factory)
+    return copy_zoo(shared_build(tmp_path_factory, "zoo", build_zoo), tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

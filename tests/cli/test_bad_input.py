@@ -170,6 +170,7 @@ def test_dbt_event_without_its_invocation(shop_repo: Path, tmp_path: Path) -> No
     assert incidents() == []
 
 
+@pytest.mark.slow  # runs `dbt --version`
 def test_version_and_usage_errors_pass_through(tmp_path: Path) -> None:
     res = patchit("dbt", "--project-dir", str(tmp_path), "--", "--version")
     assert res.returncode == 2  # not a dbt project: patchit's own error before dbt starts

@@ -1,10 +1,10 @@
-"""Real Airflow 3 task failures, one per failure kind, captured once per test session.
+"""Real Airflow 3 task failures, one per failure kind, captured once per test run.
 
-`zoo_failures()` writes a git repo holding one DAG (`zoo`) whose independent tasks each fail
+`build_zoo()` writes a git repo holding one DAG (`zoo`) whose independent tasks each fail
 in a different way, runs it once under `airflow dags test` with patchit's callback attached
-(isolated AIRFLOW_HOME, SQLite), and returns the spooled events by task id. Evidence,
-classifier and strategy tests build on these genuine tracebacks; `rerun_zoo` runs the DAG again
-(after patches) and returns the final state of each task.
+(isolated AIRFLOW_HOME, SQLite) and keeps the spooled events; `copy_zoo()` gives each pytest
+worker its own copy. Evidence, classifier and strategy tests build on these genuine
+tracebacks; `run_zoo` runs the DAG again (after patches).
 """
 
 from __future__ import annotations
@@ -278,16 +278,32 @@ class Zoo:
         return dest
 
 
-def zoo_failures(factory: pytest.TempPathFactory) -> Zoo:
-    """The zoo DAG run under real Airflow (about 30 s), events by task; the `zoo` fixture in
-    tests/conftest.py runs it once per session."""
-    base = factory.mktemp("zoo")
+def build_zoo(base: Path) -> None:
+    """The zoo DAG run under real Airflow (about 30 s) in `base`: the `zoo` fixture in
+    tests/conftest.py builds it once per test run and gives each worker a copy."""
     repo = make_zoo_repo(base / "repo")
     home = migrate_home(base / "airflow-home")
     output = run_zoo(repo, home, base / "patchit-home", base / "out")
-    events = spooled_events(base / "patchit-home")
-    assert len(events) == 16, output[-4000:]
-    return Zoo(repo, home, base / "out", events, output)
+    (base / "output.txt").write_text(output)
+    assert len(spooled_events(base / "patchit-home")) == 16, output[-4000:]
+
+
+def copy_zoo(built: Path, factory: pytest.TempPathFactory) -> Zoo:
+    """A private copy of the zoo built in `built`: every path in the events, the output and
+    the Airflow home's text files moved to the copy, so nothing a test does reaches `built`."""
+    base = factory.mktemp("zoo")
+    shutil.copytree(built, base, symlinks=True, dirs_exist_ok=True)
+    for path in (base / "airflow-home").rglob("*"):
+        if path.is_file() and path.suffix in {".cfg", ".py", ".json"}:
+            path.write_text(path.read_text().replace(str(built), str(base)))
+    events = {
+        task: UniversalFailureEvent.model_validate_json(
+            event.model_dump_json().replace(str(built), str(base))
+        )
+        for task, event in spooled_events(base / "patchit-home").items()
+    }
+    output = (base / "output.txt").read_text().replace(str(built), str(base))
+    return Zoo(base / "repo", base / "airflow-home", base / "out", events, output)
 
 
 def script_failure(repo: Path, rel: str, source: str, task_id: str) -> UniversalFailureEvent:

@@ -55,6 +55,7 @@ def bind_of(service: dict[str, Any], target: str) -> list[str]:
     return [v["source"] for v in service.get("volumes", []) if v.get("target") == target]
 
 
+@pytest.mark.slow  # docker
 def test_the_dev_stack_validates(tmp_path: Path) -> None:
     dags = tmp_path / "dags"
     env_file = tmp_path / "stack.env"
@@ -126,6 +127,7 @@ def make_case(compose_repo: Path, _patchit_home: Path) -> Iterator[MakeCase]:
         remove_worktree(compose_repo, root)
 
 
+@pytest.mark.slow  # docker
 def test_the_plan_mounts_the_worktree_and_runs_the_task(make_case: MakeCase) -> None:
     case = make_case("good")
     harness = ComposeHarness()
@@ -157,6 +159,7 @@ def test_the_plan_mounts_the_worktree_and_runs_the_task(make_case: MakeCase) -> 
     assert str(case.user_repo) not in json.dumps(config)
 
 
+@pytest.mark.slow  # docker
 def test_absolute_binds_into_the_users_repo_are_rerooted(
     compose_repo: Path, _patchit_home: Path
 ) -> None:
@@ -191,6 +194,7 @@ def test_absolute_binds_into_the_users_repo_are_rerooted(
     remove_worktree(compose_repo, root)
 
 
+@pytest.mark.slow  # docker
 def test_verify_goes_as_far_as_the_engine(
     make_case: MakeCase, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

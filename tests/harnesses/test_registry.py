@@ -70,6 +70,7 @@ def test_every_builtin_harness_is_an_entry_point() -> None:
     assert names == sorted(names)
 
 
+@pytest.mark.slow  # docker
 def test_the_platform_of_the_event_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
     repo = make_python_repo(tmp_path / "repo")
