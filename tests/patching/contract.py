@@ -34,7 +34,7 @@ def _snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
 class StrategyContract:
     def test_satisfies_the_strategy_protocol(self, strategy: Strategy) -> None:
         assert isinstance(strategy, Strategy)
-        assert strategy.tier >= 0
+        assert strategy.tier >= 0 and isinstance(strategy.rank, int)
         assert strategy.name and strategy.tag
 
     def test_unrelated_failure_gives_no_candidate(
