@@ -96,7 +96,10 @@ class PartialRevertStrategy:
             return Proposal(notes=[f"partial revert: run budget spent ({own} of {MAX_RUNS})"])
         plan = build_plan(change.files, _named(request.evidence), _error_words(request.evidence))
         plan = [s for s in plan[:MAX_PLAN] if _files(s) <= request.config.policy.max_files]
-        outcomes = _outcomes(change, plan, history)
+        outcomes, progress = _outcomes(change, plan, history, _error_words(request.evidence))
+        if progress is not None:  # keep what moved the failure on, and add to it
+            plan = list(dict.fromkeys([progress | s for s in plan if not s <= progress] + plan))
+            outcomes.update(_outcomes(change, plan, history, set())[0])
         for offered in self._offered.get(request.incident_id, []):
             outcomes.setdefault(offered, "refused")
         chosen = next_set(plan, outcomes)
@@ -284,16 +287,33 @@ def _files(chosen: frozenset[Atom]) -> int:
 
 
 def _outcomes(
-    change: BreakingChange, plan: list[frozenset[Atom]], history: list[PriorAttempt]
-) -> dict[frozenset[Atom], Outcome]:
-    """The plan's sets already in the history (by normalised diff hash), with their outcome."""
-    known = {h.diff_hash: _OUTCOME.get(h.outcome, "refused") for h in history}
+    change: BreakingChange,
+    plan: list[frozenset[Atom]],
+    history: list[PriorAttempt],
+    words: set[str],
+) -> tuple[dict[frozenset[Atom], Outcome], frozenset[Atom] | None]:
+    """The plan's sets already in the history (by normalised diff hash), with their outcome;
+    and the last failed set that moved the failure on (its run no longer names what the
+    error named: ddmin's progress, the base of the next sets), if any."""
+    attempts = {h.diff_hash: h for h in history}
     found: dict[frozenset[Atom], Outcome] = {}
+    progress: tuple[int, frozenset[Atom]] | None = None
+    order = {h.diff_hash: n for n, h in enumerate(history)}
     for chosen in plan:
         digest = diff_hash(candidate_diff(change.files, chosen))
-        if digest in known:
-            found[chosen] = known[digest]
-    return found
+        if (attempt := attempts.get(digest)) is None:
+            continue
+        found[chosen] = _OUTCOME.get(attempt.outcome, "refused")
+        moved = found[chosen] == "failed" and _moved_on(attempt, words)
+        if moved and (progress is None or order[digest] > progress[0]):
+            progress = (order[digest], chosen)
+    return found, progress[1] if progress else None
+
+
+def _moved_on(attempt: PriorAttempt, words: set[str]) -> bool:
+    """The run failed, but no longer on any name the original error quoted."""
+    output = f"{attempt.reason}\n{attempt.output}".lower()
+    return bool(words) and bool(attempt.output.strip()) and not any(w in output for w in words)
 
 
 def candidate_diff(files: list[FileChange], chosen: frozenset[Atom]) -> str:
@@ -306,37 +326,47 @@ def candidate_diff(files: list[FileChange], chosen: frozenset[Atom]) -> str:
 # -- the report's words and the review rule -------------------------------------------------
 
 
-def _slot_text(slot: Slot, atoms: list[Atom]) -> str:
+def _slot_text(slot: Slot, atoms: list[Atom], reverted: bool) -> str:
+    """A reverted piece as `failing` -> `restored`; a kept one as the change made it."""
     if slot.kind == "added":
-        return f"dropped added line `{slot.fail.strip()}`"
+        return (
+            f"dropped added line `{slot.fail.strip()}`"
+            if reverted
+            else (f"added `{slot.fail.strip()}`")
+        )
     if slot.kind == "removed":
-        return f"restored removed line `{slot.base.strip()}`"
+        return (
+            f"restored removed line `{slot.base.strip()}`"
+            if reverted
+            else (f"removed `{slot.base.strip()}`")
+        )
     old, new = slot.tokens()
-    if len(atoms) == len(slot.groups):
-        return f"`{slot.fail.strip()}` -> `{slot.base.strip()}`"
-    parts = []
-    for atom in atoms:
-        i1, i2, j1, j2 = slot.groups[atom.part]
-        parts.append(f"`{''.join(new[j1:j2]).strip()}` -> `{''.join(old[i1:i2]).strip()}`")
-    return ", ".join(parts) + " (rest of the line kept)"
+    whole = len(atoms) == len(slot.groups)
+    spans = [(slot.fail, slot.base)] if whole else [
+        ("".join(new[j1:j2]), "".join(old[i1:i2]))
+        for i1, i2, j1, j2 in (slot.groups[a.part] for a in atoms)
+    ]  # fmt: skip
+    pairs = [(f.strip(), b.strip()) if reverted else (b.strip(), f.strip()) for f, b in spans]
+    text = ", ".join(f"`{x}` -> `{y}`" for x, y in pairs)
+    return text if whole or not reverted else f"{text} (rest of the line kept)"
 
 
-def _pieces(files: list[FileChange], atoms: set[Atom]) -> list[str]:
+def _pieces(files: list[FileChange], atoms: set[Atom], reverted: bool) -> list[str]:
     out = []
     for change in files:
         for h, hunk in enumerate(change.hunks):
             for s, slot in enumerate(hunk.slots):
                 mine = [a for a in change.slot_atoms(h, s) if a in atoms]
                 if mine:
-                    out.append(f"{change.path}:{slot.line} {_slot_text(slot, mine)}")
+                    out.append(f"{change.path}:{slot.line} {_slot_text(slot, mine, reverted)}")
     return out
 
 
 def describe(change: BreakingChange, chosen: frozenset[Atom]) -> str:
     """The rationale: the commit, the edits reverted and the edits kept."""
     every = {a for c in change.files for a in c.atoms()}
-    reverted = _pieces(change.files, set(chosen))
-    kept = _pieces(change.files, every - chosen)
+    reverted = _pieces(change.files, set(chosen), reverted=True)
+    kept = _pieces(change.files, every - chosen, reverted=False)
     shown = "; ".join(kept[:4]) + (f"; and {len(kept) - 4} more" if len(kept) > 4 else "")
     return (
         f"partial revert of the change {change.base[:12]}..{change.failing[:12]} "
