@@ -10,7 +10,10 @@ outcome of the previous ones from the attempt history (matched by their normalis
 hash, made exactly as the trial makes it).
 
 Budget: at most `MAX_RUNS` harness runs of its own, and never past the fingerprint's
-`loop.max_attempts`; a diff already in the history is never proposed again.
+`loop.max_attempts`; a diff already in the history is never proposed again. Each candidate's
+tag is a sub-bucket `partial_revert:<hash>`: memory refuses a tag that failed once, and each
+reverted set is a new experiment, not a variant (a set reverting less than one that failed,
+the variant that cannot help, is pruned here).
 
 Review rule: changing existing code back is a fix. Dropping a line the change *added* drops
 new behaviour, so such a candidate carries a `review` (it ends `needs_review`, never on a
@@ -90,7 +93,7 @@ class PartialRevertStrategy:
         if change is None or not change.files:
             return Proposal()
         history = request.history
-        own = sum(1 for h in history if h.tag == self.tag and h.outcome in _TRIED)
+        own = sum(1 for h in history if _mine(h.tag) and h.outcome in _TRIED)
         spent = sum(1 for h in history if h.outcome in _TRIED)
         if own >= MAX_RUNS or spent >= request.config.loop.max_attempts:
             return Proposal(notes=[f"partial revert: run budget spent ({own} of {MAX_RUNS})"])
@@ -124,12 +127,18 @@ class PartialRevertStrategy:
                  if c.path in texts]  # fmt: skip
         return PatchCandidate(
             strategy=self.name,
-            tag=self.tag,
+            # a sub-bucket per reverted set: memory refuses a failed bucket, and every set
+            # is its own experiment (reverting less than a failed set is pruned here instead)
+            tag=f"{self.tag}:{diff_hash(candidate_diff(change.files, chosen))[:8]}",
             edits=edits,
             rationale=describe(change, chosen),
             confidence=0.6,
             review=review_reason(change.files, chosen, texts),
         )
+
+
+def _mine(tag: str) -> bool:
+    return tag == PartialRevertStrategy.tag or tag.startswith(f"{PartialRevertStrategy.tag}:")
 
 
 # -- reading the change ---------------------------------------------------------------------
