@@ -181,7 +181,7 @@ def _revert_slot(path: str, hunk: int, index: int, slot: Slot, chosen: frozenset
 
 # -- the plan -------------------------------------------------------------------------------
 
-Named = Callable[[str, Slot], bool]  # does the error name this slot (path, slot)?
+Named = Callable[[str, Slot], int]  # how directly the error names a slot: 0 not at all
 
 
 def build_plan(changes: list[FileChange], named: Named, words: set[str]) -> list[frozenset[Atom]]:
@@ -195,6 +195,7 @@ def build_plan(changes: list[FileChange], named: Named, words: set[str]) -> list
         for s, slot in enumerate(hunk.slots)
     ]
     hot = [x for x in slots if x[3].kind == "pair" and named(x[0].path, x[3])]
+    hot.sort(key=lambda x: -named(x[0].path, x[3]))
     for change, h, s, slot in hot:  # 1. token groups of the named lines, then the lines
         atoms = change.slot_atoms(h, s)
         if len(atoms) > 1:
@@ -215,11 +216,13 @@ def build_plan(changes: list[FileChange], named: Named, words: set[str]) -> list
     return unique
 
 
-def _cold(slot: Slot, atom: Atom, words: set[str]) -> tuple[bool, int]:
-    """Token groups whose failing text the error names come first, then in line order."""
-    _, new = slot.tokens()
-    _, _, j1, j2 = slot.groups[atom.part]
-    return (not any(t.lower() in words for t in new[j1:j2]), atom.part)
+def _cold(slot: Slot, atom: Atom, words: set[str]) -> tuple[bool, int, int]:
+    """Token groups whose failing text the error names come first, then the smallest (a
+    typo, a dropped comma), then in line order."""
+    old, new = slot.tokens()
+    i1, i2, j1, j2 = slot.groups[atom.part]
+    size = len("".join(old[i1:i2]).strip()) + len("".join(new[j1:j2]).strip())
+    return (not any(t.lower() in words for t in new[j1:j2]), size, atom.part)
 
 
 Outcome = Literal["failed", "passed", "refused"]

@@ -97,9 +97,10 @@ class PartialRevertStrategy:
         spent = sum(1 for h in history if h.outcome in _TRIED)
         if own >= MAX_RUNS or spent >= request.config.loop.max_attempts:
             return Proposal(notes=[f"partial revert: run budget spent ({own} of {MAX_RUNS})"])
-        plan = build_plan(change.files, _named(request.evidence), _error_words(request.evidence))
+        words = _error_words(request.evidence)
+        plan = build_plan(change.files, _named(request.evidence, change.files), words)
         plan = [s for s in plan[:MAX_PLAN] if _files(s) <= request.config.policy.max_files]
-        outcomes, progress = _outcomes(change, plan, history, _error_words(request.evidence))
+        outcomes, progress = _outcomes(change, plan, history, words)
         if progress is not None:  # keep what moved the failure on, and add to it
             plan = list(dict.fromkeys([progress | s for s in plan if not s <= progress] + plan))
             outcomes.update(_outcomes(change, plan, history, set())[0])
@@ -279,14 +280,22 @@ def _error_words(evidence: Evidence) -> set[str]:
     return {w.lower() for q in _QUOTED.findall(text) for w in _WORD.findall(q) if len(w) > 1}
 
 
-def _named(evidence: Evidence) -> Named:
+def _named(evidence: Evidence, files: list[FileChange]) -> Named:
+    """A changed line the error names: a traceback frame's line, a line holding a name the
+    error quotes, or the line just before one (a parser stops at the token after a dropped
+    comma: `syntax error at or near "count"`)."""
     words = _error_words(evidence)
     frames = {(f.path, f.line) for f in evidence.frames}
+    lines = {c.path: c.fail_text.splitlines() for c in files}
 
-    def named(path: str, slot: Slot) -> bool:
-        if (path, slot.line) in frames:
-            return True
-        return any(w.lower() in words for w in _WORD.findall(slot.fail))
+    def says(text: str) -> bool:
+        return any(w.lower() in words for w in _WORD.findall(text))
+
+    def named(path: str, slot: Slot) -> int:
+        if (path, slot.line) in frames or says(slot.fail):
+            return 2
+        after = lines.get(path, [])[slot.line : slot.line + 1]
+        return int(slot.kind == "pair" and bool(after) and says(after[0]))
 
     return named
 

@@ -239,7 +239,7 @@ def test_plan_goes_from_tokens_to_lines_to_hunks_and_skips_what_cannot_pass() ->
     base = "select\n    amount as total,\n    status\nfrom orders\n"
     fail = "select\n    amout as total_amount,\n    status,\n    channel\nfrom orders\n"
     change = split_change("m.sql", base, fail)
-    plan = build_plan([change], lambda _p, slot: "amout" in slot.fail, {"amout"})
+    plan = build_plan([change], lambda _p, slot: int("amout" in slot.fail), {"amout"})
     texts = [revert_texts([change], s)["m.sql"] for s in plan]
     assert texts[0] == fail.replace("amout", "amount")  # the named token alone
     assert texts[1] == fail.replace("total_amount", "total")  # the other token of that line
