@@ -8,8 +8,9 @@ reverting `amout` -> `amount` keeps the rest of that line), dropping one added l
 restoring one removed line. A candidate is a set of atoms; `revert_texts` applies it.
 
 `build_plan` orders the candidate sets from fine to coarse: the token groups of the lines the
-error names, then those lines whole, then every other rewritten or removed line, then hunks,
-then files, then the whole change. The loop lands the first candidate that verifies, so a
+error names (smallest first), then those lines whole, then every other rewritten or removed
+line (a one- or two-character group of it alone first: a dropped comma or quote), then
+hunks, then files, then the whole change. The loop lands the first candidate that verifies, so a
 passing probe cannot be shrunk afterwards the way ddmin shrinks it: delta debugging is run
 bottom-up instead, granularity by granularity, and a set is tried only after the smaller
 sets of its own pieces failed. `next_set` walks the plan against the outcomes seen so far:
@@ -29,6 +30,7 @@ from typing import Literal
 
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
 _SIMILAR = 0.5  # a rewritten line is matched with the old line it resembles at least this much
+_PUNCTUATION = 2  # characters: a token group this small on an unnamed line is tried alone
 
 SlotKind = Literal["pair", "added", "removed"]
 
@@ -202,8 +204,13 @@ def build_plan(changes: list[FileChange], named: Named, words: set[str]) -> list
             plan += [frozenset([a]) for a in sorted(atoms, key=lambda a: _cold(slot, a, words))]
         plan.append(frozenset(atoms))
     for change, h, s, slot in slots:  # 2. every other rewritten line, every removed line
-        if slot.kind != "added" and (change, h, s, slot) not in hot:
-            plan.append(frozenset(change.slot_atoms(h, s)))
+        if slot.kind == "added" or (change, h, s, slot) in hot:
+            continue
+        atoms = change.slot_atoms(h, s)
+        smallest = min(atoms, key=lambda a: _cold(slot, a, words))
+        if len(atoms) > 1 and _cold(slot, smallest, words)[1] <= _PUNCTUATION:
+            plan.append(frozenset([smallest]))  # a dropped comma or quote, the rest kept
+        plan.append(frozenset(atoms))
     hunks = [(c, h) for c in changes for h in range(len(c.hunks))]
     hunks.sort(key=lambda ch: not any(named(ch[0].path, s) for s in ch[0].hunks[ch[1]].slots))
     plan += [frozenset(c.hunk_atoms(h)) for c, h in hunks]  # 3. hunks, named first
