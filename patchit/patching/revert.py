@@ -365,8 +365,16 @@ def _slot_text(slot: Slot, atoms: list[Atom], reverted: bool) -> str:
         for i1, i2, j1, j2 in (slot.groups[a.part] for a in atoms)
     ]  # fmt: skip
     pairs = [(f.strip(), b.strip()) if reverted else (b.strip(), f.strip()) for f, b in spans]
-    text = ", ".join(f"`{x}` -> `{y}`" for x, y in pairs)
+    text = ", ".join(_edit_text(x, y, reverted) for x, y in pairs)
     return text if whole or not reverted else f"{text} (rest of the line kept)"
+
+
+def _edit_text(old: str, new: str, reverted: bool) -> str:
+    if not old:
+        return f"{'restored' if reverted else 'added'} `{new}`"
+    if not new:
+        return f"{'dropped' if reverted else 'removed'} `{old}`"
+    return f"`{old}` -> `{new}`"
 
 
 def _pieces(files: list[FileChange], atoms: set[Atom], reverted: bool) -> list[str]:
