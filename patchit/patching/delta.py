@@ -201,14 +201,17 @@ def build_plan(changes: list[FileChange], named: Named, words: set[str]) -> list
     for change, h, s, slot in hot:  # 1. token groups of the named lines, then the lines
         atoms = change.slot_atoms(h, s)
         if len(atoms) > 1:
-            plan += [frozenset([a]) for a in sorted(atoms, key=lambda a: _cold(slot, a, words))]
+            alone = sorted((a for a in atoms if _keeps_shape(slot, a)),
+                           key=lambda a: _cold(slot, a, words))  # fmt: skip
+            plan += [frozenset([a]) for a in alone]
         plan.append(frozenset(atoms))
     for change, h, s, slot in slots:  # 2. every other rewritten line, every removed line
         if slot.kind == "added" or (change, h, s, slot) in hot:
             continue
         atoms = change.slot_atoms(h, s)
         smallest = min(atoms, key=lambda a: _cold(slot, a, words))
-        if len(atoms) > 1 and _cold(slot, smallest, words)[1] <= _PUNCTUATION:
+        small = _cold(slot, smallest, words)[1] <= _PUNCTUATION
+        if len(atoms) > 1 and small and _keeps_shape(slot, smallest):
             plan.append(frozenset([smallest]))  # a dropped comma or quote, the rest kept
         plan.append(frozenset(atoms))
     hunks = [(c, h) for c in changes for h in range(len(c.hunks))]
@@ -221,6 +224,20 @@ def build_plan(changes: list[FileChange], named: Named, words: set[str]) -> list
         if chosen and chosen not in unique:
             unique.append(chosen)
     return unique
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    """Bracket depth and quote parity: what a line must keep to still parse."""
+    pairs = (("(", ")"), ("[", "]"), ("{", "}"))
+    return (*(text.count(a) - text.count(b) for a, b in pairs), text.count('"') % 2,
+            text.count("'") % 2)  # fmt: skip
+
+
+def _keeps_shape(slot: Slot, atom: Atom) -> bool:
+    """Reverting this token group alone leaves the line's brackets and quotes as balanced as
+    the baseline's line: `coalesce(` without its `)` is not worth a harness run."""
+    line = _revert_slot(atom.path, atom.hunk, atom.slot, slot, frozenset([atom]))
+    return _shape(line) == _shape(slot.base)
 
 
 def _cold(slot: Slot, atom: Atom, words: set[str]) -> tuple[bool, int, int]:

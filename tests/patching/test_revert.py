@@ -247,3 +247,12 @@ def test_plan_goes_from_tokens_to_lines_to_hunks_and_skips_what_cannot_pass() ->
     assert texts[-1] == base  # the whole hunk last
     # a set inside a failed one is skipped: the line failed, so its tokens alone are not tried
     assert next_set(plan, {plan[2]: "failed"}) == plan[3]
+
+
+def test_a_token_group_that_would_unbalance_the_line_is_not_tried_alone() -> None:
+    base = "    cast(cancelled_on as date) as cancelled_on,\n"
+    fail = "    cast(coalesce(cancelled_on, 'never') as date) as cancelled_on,\n"
+    change = split_change("s.sql", base, fail)
+    plan = build_plan([change], lambda _p, _s: 2, {"never"})
+    assert len(change.atoms()) == 2
+    assert revert_texts([change], plan[0])["s.sql"] == base  # the line whole, first
