@@ -136,6 +136,7 @@ class TestPartialRevertContract(StrategyContract):
 def test_ranked_last_within_tier_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     from importlib.metadata import EntryPoint
 
+    from patchit import plugins
     from patchit.patching import registry
 
     points = [
@@ -144,9 +145,13 @@ def test_ranked_last_within_tier_zero(monkeypatch: pytest.MonkeyPatch) -> None:
         EntryPoint("dbt_fix_ref", "patchit.patching.fixits.refs:FixRefStrategy", "g"),
         EntryPoint("llm", "patchit.patching.llm.strategy:LlmStrategy", "g"),
     ]
-    monkeypatch.setattr(registry, "entry_points", lambda group: points)
+    points.append(EntryPoint("airflow3_upgrade", "patchit.patching.fixits.airflow3:"
+                             "Airflow3UpgradeStrategy", "g"))  # fmt: skip
+    monkeypatch.setattr(plugins, "entry_points", lambda group: points)
     names = [s.name for s in registry.load_strategies()]
-    assert names == ["dbt_fix_ref", "python_fix_call", "partial_revert", "llm"]
+    assert names == [
+        "airflow3_upgrade", "dbt_fix_ref", "python_fix_call", "partial_revert", "llm",
+    ]  # fmt: skip
 
 
 # -- delta debugging against a fake oracle --------------------------------------------------
