@@ -147,10 +147,13 @@ def test_ranked_last_within_tier_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
     points.append(EntryPoint("airflow3_upgrade", "patchit.patching.fixits.airflow3:"
                              "Airflow3UpgradeStrategy", "g"))  # fmt: skip
+    points.append(EntryPoint("follow_message", "patchit.patching.fixits.message:"
+                             "FollowMessageStrategy", "g"))  # fmt: skip
     monkeypatch.setattr(plugins, "entry_points", lambda group: points)
     names = [s.name for s in registry.load_strategies()]
     assert names == [
-        "airflow3_upgrade", "dbt_fix_ref", "python_fix_call", "partial_revert", "llm",
+        "airflow3_upgrade", "dbt_fix_ref", "python_fix_call", "follow_message",
+        "partial_revert", "llm",
     ]  # fmt: skip
 
 
