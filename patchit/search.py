@@ -24,6 +24,9 @@ NEEDS_REVIEW = (
     "a candidate made the run pass but changed output values the breaking change did not "
     "touch: it needs review and was not put on a branch"
 )
+CANDIDATE_NEEDS_REVIEW = (
+    "a candidate made the run pass but {review}: it needs review and was not put on a branch"
+)
 
 
 @dataclass(frozen=True)
@@ -38,10 +41,9 @@ class Search:
 
     @property
     def needs_review(self) -> bool:
-        """A candidate passed but the data check kept it off the branch."""
-        return self.winner is None and any(
-            t.data is not None and t.data.needs_review for t in self.trials
-        )
+        """A candidate passed but the data check, or its own review reason, kept it off the
+        branch."""
+        return self.winner is None and any(t.needs_review for t in self.trials)
 
     @property
     def cannot_verify(self) -> bool:
@@ -174,6 +176,8 @@ def _why_none(proposed: int, problems: list[str], trials: list[Trial]) -> str:
         return why + (f" (the model's answers: {'; '.join(problems)})" if problems else "")
     if any(t.data is not None and t.data.needs_review for t in trials):
         return NEEDS_REVIEW
+    if reviewed := [t for t in trials if t.needs_review]:
+        return CANDIDATE_NEEDS_REVIEW.format(review=reviewed[0].candidate.review)
     return f"none of the {proposed} candidate(s) passed pre-check and verification"
 
 

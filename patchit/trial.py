@@ -47,12 +47,17 @@ class Trial:
     stop: str = ""  # why no candidate can be verified at all (e.g. it needs the network)
 
     @property
-    def passed(self) -> bool:
+    def needs_review(self) -> bool:
+        """The run passed, but the data check or the candidate itself asks for a human."""
         return (
             self.result is not None
             and self.result.passed
-            and not (self.data is not None and self.data.needs_review)
+            and (bool(self.candidate.review) or (self.data is not None and self.data.needs_review))
         )
+
+    @property
+    def passed(self) -> bool:
+        return self.result is not None and self.result.passed and not self.needs_review
 
 
 @dataclass(frozen=True)
@@ -189,6 +194,8 @@ def _judge(trial: Trial) -> tuple[str, str]:
     if result.passed:
         if trial.data is not None and trial.data.needs_review:
             return "needs_review", f"data check: {trial.data.summary}"
+        if trial.candidate.review:
+            return "needs_review", f"needs review: {trial.candidate.review}"
         return "verified", ""
     if result.limit_hit:
         why = _LIMITS.get(result.limit_hit, "a sandbox limit stopped it")
@@ -203,10 +210,15 @@ def _verification_text(trial: Trial) -> str:
     assert result is not None
     text = f"$ {result.command}\n{result.output}"
     if trial.data is not None:
-        return f"{text}\n\n{trial.data.markdown()}"
-    why = "the run did not pass" if not result.passed else "no baseline comparison"
-    fidelity = f"harness {result.harness} ({result.fidelity}), isolation {result.isolation}"
-    return f"{text}\n\n- fidelity: {fidelity}, data check: not run ({why})"
+        text = f"{text}\n\n{trial.data.markdown()}"
+    else:
+        why = "the run did not pass" if not result.passed else "no baseline comparison"
+        fidelity = f"harness {result.harness} ({result.fidelity}), isolation {result.isolation}"
+        text = f"{text}\n\n- fidelity: {fidelity}, data check: not run ({why})"
+    if trial.needs_review and trial.candidate.review:  # last: the report shows the tail
+        candidate = trial.candidate
+        text += f"\n\nNeeds review: {candidate.review}\n{candidate.rationale}\n\n{trial.diff}"
+    return text
 
 
 def land(bench: Bench, trial: Trial) -> Landing:

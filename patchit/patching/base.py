@@ -40,6 +40,11 @@ class PatchCandidate(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
+    review: str = Field(
+        default="",
+        description="why a human must review it even if it verifies (e.g. it drops code the "
+        "breaking change added): a passing candidate with a review is never put on a branch",
+    )
 
 
 @dataclass(frozen=True)
@@ -84,12 +89,15 @@ class Strategy(Protocol):
     """Proposes zero or more candidates for one failure. Never edits files itself.
 
     Every strategy, tier 0 and the model alike, is an entry point in `patchit.strategies` and
-    is driven through these members only.
+    is driven through these members only. Strategies are asked by (tier, rank, name): within a
+    tier, the targeted fix-its (rank 0) come before the general strategies (a partial revert
+    of the breaking change ranks last).
     """
 
     name: ClassVar[str]
     tag: ClassVar[str]
     tier: ClassVar[int]
+    rank: ClassVar[int]
 
     def propose(self, request: ProposalRequest) -> Proposal: ...
 
@@ -103,6 +111,7 @@ class FixIt:
     name: ClassVar[str]
     tag: ClassVar[str]
     tier: ClassVar[int] = 0
+    rank: ClassVar[int] = 0  # targeted: asked before the general strategies of its tier
 
     def propose(self, request: ProposalRequest) -> Proposal:
         return Proposal(candidates=self.fix(request.evidence, request.history))

@@ -13,11 +13,11 @@ from patchit.patching.base import Strategy
 from patchit.plugins import load_plugins
 
 ENTRY_POINT_GROUP = "patchit.strategies"
-NEEDS = "name, tag, tier, propose(request) and close()"
+NEEDS = "name, tag, tier, rank, propose(request) and close()"
 
 
 def load_strategies() -> list[Strategy]:
-    """Every strategy registered under `patchit.strategies`, sorted by tier, then name.
+    """Every strategy registered under `patchit.strategies`, sorted by tier, rank, then name.
 
     An entry point that does not load or does not satisfy `Strategy` is skipped with a
     `PatchitWarning` naming it: one broken plugin must not stop patchit healing.
@@ -25,4 +25,4 @@ def load_strategies() -> list[Strategy]:
     loaded: dict[str, Strategy] = {}
     for strategy in load_plugins(ENTRY_POINT_GROUP, Strategy, NEEDS):  # type: ignore[type-abstract]
         loaded.setdefault(strategy.name, strategy)
-    return sorted(loaded.values(), key=lambda s: (s.tier, s.name))
+    return sorted(loaded.values(), key=lambda s: (s.tier, s.rank, s.name))

@@ -96,7 +96,7 @@ def build_report(
             f"(harness `{result.harness}`, isolation `{result.isolation}`, fidelity "
             f"`{result.fidelity}`, data check: {data_check.summary if data_check else 'not run'})."
             f" Candidate from `{candidate.strategy}` "
-            f"(tier {candidate.tier}, tag `{candidate.tag}`)."
+            f"(tier {candidate.tier}, tag `{candidate.tag}`): {candidate.rationale}"
         )
     cls = verdict.cls.value if verdict else FailureClass.UNKNOWN.value
     return RootCauseReport(

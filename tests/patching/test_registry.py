@@ -26,7 +26,8 @@ def test_builtins_load_through_the_entry_point_group_sorted() -> None:
     assert all(isinstance(s, Strategy) for s in strategies)
     names = {s.name: s.tag for s in strategies}
     assert BUILTIN_TAGS.items() <= names.items()
-    assert [(s.tier, s.name) for s in strategies] == sorted((s.tier, s.name) for s in strategies)
+    order = [(s.tier, s.rank, s.name) for s in strategies]
+    assert order == sorted(order)
 
 
 class _Old:

@@ -69,6 +69,7 @@ class LlmStrategy:
     name: ClassVar[str] = "llm"
     tag: ClassVar[str] = "llm"
     tier: ClassVar[int] = 1
+    rank: ClassVar[int] = 0
 
     def __init__(
         self,

@@ -1,0 +1,445 @@
+"""Tier 0's last resort: a partial revert of the breaking change (SapFix's partial revert).
+
+The change is `git diff <base>..<failing>`, where the base is the project's last good commit
+(memory), else the failing commit's parent. Only files the failing unit depends on take part:
+dbt: the node's file, its upstream models, macros and YAML (from the run's manifest, else
+from its refs); Airflow and Python: the DAG file, the repo modules it imports and the files
+the traceback names. `patchit.patching.delta` splits that change into atoms and orders the
+candidate sets; this strategy walks them round by round, one candidate a round, reading the
+outcome of the previous ones from the attempt history (matched by their normalised diff
+hash, made exactly as the trial makes it).
+
+Budget: at most `MAX_RUNS` harness runs of its own, and never past the fingerprint's
+`loop.max_attempts`; a diff already in the history is never proposed again. Each candidate's
+tag is a sub-bucket `partial_revert:<hash>`: memory refuses a tag that failed once, and each
+reverted set is a new experiment, not a variant (a set reverting less than one that failed,
+the variant that cannot help, is pruned here).
+
+Review rule: changing existing code back is a fix. Dropping a line the change *added* drops
+new behaviour, so such a candidate carries a `review` (it ends `needs_review`, never on a
+branch) unless what it drops is unused once the rest is restored (a Python import or a
+helper `def`/`class` that nothing left refers to, a blank or comment line).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from patchit.errors import VcsError
+from patchit.evidence.gitlog import changed_files
+from patchit.evidence.model import Evidence
+from patchit.memory.diffs import diff_hash
+from patchit.patching.apply import derive_edit
+from patchit.patching.base import PatchCandidate, PriorAttempt, Proposal, ProposalRequest
+from patchit.patching.delta import (
+    Atom,
+    FileChange,
+    Named,
+    Outcome,
+    Slot,
+    build_plan,
+    next_set,
+    revert_texts,
+    split_change,
+)
+from patchit.patching.diffs import unified_diff
+from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
+
+MAX_RUNS = 4  # harness runs this strategy spends on one fingerprint
+MAX_ROUNDS = 24  # a hard stop whatever the history says
+MAX_PLAN = 60  # candidate sets considered (the budget reaches a handful of them)
+_TRIED = ("verified", "failed", "needs_review")
+_OUTCOME: dict[str, Outcome] = {"verified": "passed", "needs_review": "passed", "failed": "failed"}
+_QUOTED = re.compile(r"""["'`]([^"'`\n]{1,80})["'`]""")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SECRET = re.compile(r"(^|/)(\.env[^/]*|[^/]*\.env|[^/]*secret[^/]*|[^/]*credential[^/]*)$", re.I)
+_IMPORT = re.compile(r"^\s*(?:from\s+\S+\s+)?import\s+(.+)$")
+_DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
+
+
+@dataclass(frozen=True)
+class BreakingChange:
+    """The part of the change base..failing in the files the failing unit depends on."""
+
+    base: str
+    source: str
+    failing: str
+    files: list[FileChange]
+
+
+class PartialRevertStrategy:
+    """Reverts the fewest pieces of the breaking change that turn the failing unit green."""
+
+    name: ClassVar[str] = "partial_revert"
+    tag: ClassVar[str] = "partial_revert"
+    tier: ClassVar[int] = 0
+    rank: ClassVar[int] = 100  # general: after every targeted fix-it of tier 0
+
+    def __init__(self) -> None:
+        # sets offered per incident: the search drops a tier-0 candidate another strategy
+        # already offered without recording it, and such a set must not come back forever
+        self._offered: dict[str, list[frozenset[Atom]]] = {}
+
+    def propose(self, request: ProposalRequest) -> Proposal:
+        if request.round == 1:
+            self._offered.pop(request.incident_id, None)
+        if request.round > MAX_ROUNDS:
+            return Proposal()
+        change = read_breaking_change(request.evidence)
+        if change is None or not change.files:
+            return Proposal()
+        history = request.history
+        own = sum(1 for h in history if _mine(h.tag) and h.outcome in _TRIED)
+        spent = sum(1 for h in history if h.outcome in _TRIED)
+        if own >= MAX_RUNS or spent >= request.config.loop.max_attempts:
+            return Proposal(notes=[f"partial revert: run budget spent ({own} of {MAX_RUNS})"])
+        words = _error_words(request.evidence)
+        plan = build_plan(change.files, _named(request.evidence, change.files), words)
+        plan = [s for s in plan[:MAX_PLAN] if _files(s) <= request.config.policy.max_files]
+        outcomes, progress = _outcomes(change, plan, history, words)
+        if progress is not None:  # keep what moved the failure on, and add to it
+            plan = list(dict.fromkeys([progress | s for s in plan if not s <= progress] + plan))
+            outcomes.update(_outcomes(change, plan, history, set())[0])
+        for offered in self._offered.get(request.incident_id, []):
+            outcomes.setdefault(offered, "refused")
+        chosen = next_set(plan, outcomes)
+        if chosen is None:
+            return Proposal()
+        self._offered.setdefault(request.incident_id, []).append(chosen)
+        candidate = self._candidate(change, chosen)
+        if candidate is None:
+            return Proposal()
+        outcomes[chosen] = "refused"
+        more = own + 1 < MAX_RUNS and next_set(plan, outcomes) is not None
+        return Proposal(candidates=[candidate], more=more)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def _candidate(self, change: BreakingChange, chosen: frozenset[Atom]) -> PatchCandidate | None:
+        texts = revert_texts(change.files, chosen)
+        if not texts:
+            return None
+        edits = [derive_edit(c.path, c.fail_text, texts[c.path]) for c in change.files
+                 if c.path in texts]  # fmt: skip
+        return PatchCandidate(
+            strategy=self.name,
+            # a sub-bucket per reverted set: memory refuses a failed bucket, and every set
+            # is its own experiment (reverting less than a failed set is pruned here instead)
+            tag=f"{self.tag}:{diff_hash(candidate_diff(change.files, chosen))[:8]}",
+            edits=edits,
+            rationale=describe(change, chosen),
+            confidence=0.6,
+            review=review_reason(change.files, chosen, texts),
+        )
+
+
+def _mine(tag: str) -> bool:
+    return tag == PartialRevertStrategy.tag or tag.startswith(f"{PartialRevertStrategy.tag}:")
+
+
+# -- reading the change ---------------------------------------------------------------------
+
+
+def _git(repo: Path, *args: str) -> str:
+    return run_git(repo, *args, timeout_s=QUERY_TIMEOUT_S)
+
+
+def _resolve(repo: Path, rev: str) -> str | None:
+    try:
+        return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+    except VcsError:
+        return None
+
+
+def change_base(repo: Path, failing: str, last_good: str | None) -> tuple[str, str] | None:
+    """(commit, where it came from): memory's last good commit when it is an ancestor of the
+    failing one, else the failing commit's parent; None when neither exists."""
+    failing_sha = _resolve(repo, failing)
+    if failing_sha is None:
+        return None
+    if last_good and (sha := _resolve(repo, last_good)) and sha != failing_sha:
+        try:
+            _git(repo, "merge-base", "--is-ancestor", sha, failing_sha)
+            return sha, "last good commit"
+        except VcsError:
+            pass  # not an ancestor (another branch, rewritten history): the parent instead
+    parent = _resolve(repo, f"{failing_sha}^1")
+    return (parent, "parent commit") if parent else None
+
+
+def _show(repo: Path, commit: str, path: str) -> str | None:
+    try:
+        return _git(repo, "show", f"{commit}:{path}")
+    except VcsError:
+        return None  # the file does not exist at that commit
+
+
+def read_breaking_change(evidence: Evidence) -> BreakingChange | None:
+    """The change base..failing in the unit's dependency files (read-only git queries)."""
+    event = evidence.event
+    repo = Path(event.repo_path or evidence.repo_root)
+    failing = event.commit or "HEAD"
+    try:
+        found = change_base(repo, failing, evidence.last_good_commit)
+        if found is None:
+            return None
+        base, source = found
+        changed = changed_files(repo, base, failing)
+    except VcsError:
+        return None
+    files: list[FileChange] = []
+    for path in dependency_files(evidence, repo, changed):
+        if _SECRET.search(path):
+            continue
+        before, after = _show(repo, base, path), _show(repo, failing, path)
+        if before is None or after is None or before == after or "\x00" in before + after:
+            continue  # added or deleted whole: no older line to go back to
+        files.append(split_change(path, before, after))
+    return BreakingChange(base, source, failing, files)
+
+
+def dependency_files(evidence: Evidence, repo: Path, changed: list[str]) -> list[str]:
+    """The changed files the failing unit depends on, its own file first."""
+    wanted: list[str] = []
+    event = evidence.event
+    for path in (evidence.unit_path, evidence.tested_model_path, *evidence.properties):
+        if path:
+            wanted.append(path)
+    if event.dbt is not None:
+        wanted += _dbt_dependencies(evidence, changed)
+    else:
+        wanted += list(evidence.related_code) + [f.path for f in evidence.frames]
+    return [p for p in dict.fromkeys(wanted) if p in changed]
+
+
+def _dbt_dependencies(evidence: Evidence, changed: list[str]) -> list[str]:
+    prefix = evidence.project_dir if evidence.project_dir not in (None, "", ".") else ""
+
+    def in_repo(path: str) -> str:
+        return f"{prefix.rstrip('/')}/{path}" if prefix else path
+
+    manifest = _manifest(evidence)
+    unit = evidence.event.unit_id
+    nodes = manifest.get("nodes") or {}
+    if unit in nodes:
+        found: list[str] = []
+        macros = manifest.get("macros") or {}
+        todo, seen = [unit], set()
+        while todo:
+            uid = todo.pop(0)
+            if uid in seen:
+                continue
+            seen.add(uid)
+            node = nodes.get(uid) or macros.get(uid) or {}
+            if isinstance(node.get("original_file_path"), str):
+                found.append(in_repo(node["original_file_path"]))
+            patch = node.get("patch_path")
+            if isinstance(patch, str) and "://" in patch:
+                found.append(in_repo(patch.split("://", 1)[1]))
+            depends = node.get("depends_on") or {}
+            todo += [d for d in depends.get("nodes") or [] if d in nodes]
+            todo += [m for m in depends.get("macros") or [] if m in macros]
+        return found
+    # no manifest for this unit (a parse or compile error): the refs of its code, the
+    # project's macros and YAML; when the unit is no single model, the whole project
+    refs = {r.name for r in evidence.upstream} | set(
+        re.findall(r"""ref\(\s*['"]([\w.-]+)['"]""", evidence.raw_code or "")
+    )
+    in_project = [p for p in changed if not prefix or p.startswith(prefix.rstrip("/") + "/")]
+    if not evidence.unit_path or evidence.unit_path.endswith((".yml", ".yaml")):
+        return [p for p in in_project if p.endswith((".sql", ".yml", ".yaml", ".py"))]
+    return [
+        p
+        for p in in_project
+        if Path(p).stem in refs or p.endswith((".yml", ".yaml")) or "/macros/" in f"/{p}"
+    ]
+
+
+def _manifest(evidence: Evidence) -> dict[str, Any]:
+    path = evidence.event.artifacts.get("manifest")
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+# -- what the error names -------------------------------------------------------------------
+
+
+def _error_words(evidence: Evidence) -> set[str]:
+    """Identifiers quoted in the error message (`"amout"`, `'amout'`)."""
+    text = "\n".join(p for p in (evidence.error, evidence.event.error_message) if p)
+    return {w.lower() for q in _QUOTED.findall(text) for w in _WORD.findall(q) if len(w) > 1}
+
+
+def _named(evidence: Evidence, files: list[FileChange]) -> Named:
+    """A changed line the error names: a traceback frame's line, a line holding a name the
+    error quotes, or the line just before one (a parser stops at the token after a dropped
+    comma: `syntax error at or near "count"`)."""
+    words = _error_words(evidence)
+    frames = {(f.path, f.line) for f in evidence.frames}
+    lines = {c.path: c.fail_text.splitlines() for c in files}
+
+    def says(text: str) -> bool:
+        return any(w.lower() in words for w in _WORD.findall(text))
+
+    def named(path: str, slot: Slot) -> int:
+        if (path, slot.line) in frames or says(slot.fail):
+            return 2
+        after = lines.get(path, [])[slot.line : slot.line + 1]
+        return int(slot.kind == "pair" and bool(after) and says(after[0]))
+
+    return named
+
+
+def _files(chosen: frozenset[Atom]) -> int:
+    return len({a.path for a in chosen})
+
+
+def _outcomes(
+    change: BreakingChange,
+    plan: list[frozenset[Atom]],
+    history: list[PriorAttempt],
+    words: set[str],
+) -> tuple[dict[frozenset[Atom], Outcome], frozenset[Atom] | None]:
+    """The plan's sets already in the history (by normalised diff hash), with their outcome;
+    and the last failed set that moved the failure on (its run no longer names what the
+    error named: ddmin's progress, the base of the next sets), if any."""
+    attempts = {h.diff_hash: h for h in history}
+    found: dict[frozenset[Atom], Outcome] = {}
+    progress: tuple[int, frozenset[Atom]] | None = None
+    order = {h.diff_hash: n for n, h in enumerate(history)}
+    for chosen in plan:
+        digest = diff_hash(candidate_diff(change.files, chosen))
+        if (attempt := attempts.get(digest)) is None:
+            continue
+        found[chosen] = _OUTCOME.get(attempt.outcome, "refused")
+        moved = found[chosen] == "failed" and _moved_on(attempt, words)
+        if moved and (progress is None or order[digest] > progress[0]):
+            progress = (order[digest], chosen)
+    return found, progress[1] if progress else None
+
+
+def _moved_on(attempt: PriorAttempt, words: set[str]) -> bool:
+    """The run failed, but no longer on any name the original error quoted."""
+    output = f"{attempt.reason}\n{attempt.output}".lower()
+    return bool(words) and bool(attempt.output.strip()) and not any(w in output for w in words)
+
+
+def candidate_diff(files: list[FileChange], chosen: frozenset[Atom]) -> str:
+    """The diff the trial will make of this set's edits (same files, same order)."""
+    texts = revert_texts(files, chosen)
+    return "".join(unified_diff(c.path, c.fail_text, texts[c.path]) for c in files
+                   if c.path in texts)  # fmt: skip
+
+
+# -- the report's words and the review rule -------------------------------------------------
+
+
+def _slot_text(slot: Slot, atoms: list[Atom], reverted: bool) -> str:
+    """A reverted piece as `failing` -> `restored`; a kept one as the change made it."""
+    if slot.kind == "added":
+        return (
+            f"dropped added line `{slot.fail.strip()}`"
+            if reverted
+            else (f"added `{slot.fail.strip()}`")
+        )
+    if slot.kind == "removed":
+        return (
+            f"restored removed line `{slot.base.strip()}`"
+            if reverted
+            else (f"removed `{slot.base.strip()}`")
+        )
+    old, new = slot.tokens()
+    whole = len(atoms) == len(slot.groups)
+    spans = [(slot.fail, slot.base)] if whole else [
+        ("".join(new[j1:j2]), "".join(old[i1:i2]))
+        for i1, i2, j1, j2 in (slot.groups[a.part] for a in atoms)
+    ]  # fmt: skip
+    pairs = [(f.strip(), b.strip()) if reverted else (b.strip(), f.strip()) for f, b in spans]
+    text = ", ".join(_edit_text(x, y, reverted) for x, y in pairs)
+    return text if whole or not reverted else f"{text} (rest of the line kept)"
+
+
+def _edit_text(old: str, new: str, reverted: bool) -> str:
+    if not old:
+        return f"{'restored' if reverted else 'added'} `{new}`"
+    if not new:
+        return f"{'dropped' if reverted else 'removed'} `{old}`"
+    return f"`{old}` -> `{new}`"
+
+
+def _pieces(files: list[FileChange], atoms: set[Atom], reverted: bool) -> list[str]:
+    out = []
+    for change in files:
+        for h, hunk in enumerate(change.hunks):
+            for s, slot in enumerate(hunk.slots):
+                mine = [a for a in change.slot_atoms(h, s) if a in atoms]
+                if mine:
+                    out.append(f"{change.path}:{slot.line} {_slot_text(slot, mine, reverted)}")
+    return out
+
+
+def describe(change: BreakingChange, chosen: frozenset[Atom]) -> str:
+    """The rationale: the commit, the edits reverted and the edits kept."""
+    every = {a for c in change.files for a in c.atoms()}
+    reverted = _pieces(change.files, set(chosen), reverted=True)
+    kept = _pieces(change.files, every - chosen, reverted=False)
+    shown = "; ".join(kept[:4]) + (f"; and {len(kept) - 4} more" if len(kept) > 4 else "")
+    return (
+        f"partial revert of the change {change.base[:12]}..{change.failing[:12]} "
+        f"(base: {change.source}): reverted {'; '.join(reverted)}; "
+        + (f"kept {len(kept)} other edit(s): {shown}" if kept else "nothing else changed")
+    )
+
+
+def review_reason(files: list[FileChange], chosen: frozenset[Atom], texts: dict[str, str]) -> str:
+    """Why the candidate needs a human even if it verifies: it drops code the change added
+    that is still in use (see the module docstring); "" when it only changes code back."""
+    for change in files:
+        dropped = [
+            change.slot_of(a)
+            for a in sorted(chosen)
+            if a.path == change.path and change.slot_of(a).kind == "added"
+        ]
+        left = set(_WORD.findall(texts.get(change.path, change.fail_text)))
+        for slot in dropped:
+            if not _unused(change.path, slot, left, dropped):
+                return (
+                    f"it drops code the breaking change added ({change.path}:{slot.line} "
+                    f"`{slot.fail.strip()}`), which removes new behaviour"
+                )
+    return ""
+
+
+def _unused(path: str, slot: Slot, left: set[str], dropped: list[Slot]) -> bool:
+    line = slot.fail
+    text = line.strip()
+    if not text or text.startswith(("#", "--")):
+        return True
+    if not path.endswith(".py"):
+        return False
+    if match := _IMPORT.match(line):
+        names = [p.split(" as ")[-1].strip(" ()").split(".")[0] for p in match.group(1).split(",")]
+        return all(n and n not in left for n in names)
+    if match := _DEF.match(line):
+        return match.group(1) not in left
+    # a body line of a dropped helper: the nearest dropped def/class above, indented less
+    owners = [
+        match.group(1)
+        for d in dropped
+        if d.line < slot.line and (match := _DEF.match(d.fail)) and _indent(d.fail) < _indent(line)
+    ]
+    return bool(owners) and owners[-1] not in left
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
