@@ -152,7 +152,7 @@ def test_ranked_last_within_tier_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plugins, "entry_points", lambda group: points)
     names = [s.name for s in registry.load_strategies()]
     assert names == [
-        "airflow3_upgrade", "dbt_fix_ref", "python_fix_call", "follow_message",
+        "dbt_fix_ref", "python_fix_call", "airflow3_upgrade", "follow_message",
         "partial_revert", "llm",
     ]  # fmt: skip
 

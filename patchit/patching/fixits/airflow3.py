@@ -98,6 +98,7 @@ class Airflow3UpgradeStrategy(FixIt):
 
     name: ClassVar[str] = "airflow3_upgrade"
     tag: ClassVar[str] = "airflow3_upgrade"
+    rank: ClassVar[int] = 1  # a general strategy: after the targeted fix-its (rank 0)
 
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         failure = _failure(evidence)
