@@ -58,12 +58,15 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
     evidence: Evidence | None = None
     verdict: Verdict | None = None
     try:
-        with _sandbox(ctx, repo, incident.id) as sandbox:
+        with (
+            _sandbox(ctx, repo, incident.id) as sandbox,
+            _failing_tree(ctx, event, repo, incident.id) as tree,
+        ):
             harness = _pick_harness(event, repo, ctx)
             ran = event.status in ("error", "fail")  # it read the warehouse: copy it now
             snapshot = _snapshot(event, sandbox, ctx) if ran else None
             last_good = ctx.memory.last_good(project_key(event))
-            evidence = _gather_evidence(event, repo, ctx, incident.id, last_good, snapshot)
+            evidence = _gather_evidence(event, tree, ctx, last_good, snapshot)
             verdict = _classify(evidence, ctx, incident.id)
             if verdict.cls is not FailureClass.CODE_BUG:
                 stop = NOT_CODE.format(cls=verdict.cls.value)
@@ -179,32 +182,37 @@ def _snapshot(event: UniversalFailureEvent, sandbox: Path, ctx: Context) -> Path
     return snapshot_database(target.db_path, sandbox / "snapshot")
 
 
+@contextmanager
+def _failing_tree(
+    ctx: Context, event: UniversalFailureEvent, repo: Path, incident_id: str
+) -> Iterator[Path]:
+    """The code at the failing commit, for evidence and strategies to read while the incident
+    is healed: the user's tree when it still shows that commit, else a worktree removed
+    afterwards (the user may have committed more work since)."""
+    if event.commit is None or (
+        head_commit(repo) == event.commit and not dirty_tracked_files(repo)
+    ):
+        yield repo
+        return
+    dest = ctx.home / "worktrees" / f"{incident_id}-evidence"
+    worktree = create_worktree(repo, event.commit, dest)
+    try:
+        yield worktree
+    finally:
+        remove_worktree(repo, worktree)
+
+
 def _gather_evidence(
     event: UniversalFailureEvent,
-    repo: Path,
+    root: Path,
     ctx: Context,
-    incident_id: str,
     last_good: str | None,
     snapshot: Path | None,
 ) -> Evidence:
-    """Evidence read at the failing commit: in the user's tree when it still shows it, else
-    in a worktree removed afterwards."""
     ctx.say("gathering evidence")
-    root, worktree = repo, None
-    if event.commit is not None and (
-        head_commit(repo) != event.commit or dirty_tracked_files(repo)
-    ):
-        worktree = create_worktree(
-            repo, event.commit, ctx.home / "worktrees" / f"{incident_id}-evidence"
-        )
-        root = worktree
-    try:
-        if event.source is FailureSource.AIRFLOW:
-            return gather_airflow_evidence(event, root, last_good_commit=last_good)
-        return gather_dbt_evidence(event, root, last_good_commit=last_good, db_snapshot=snapshot)
-    finally:
-        if worktree is not None:
-            remove_worktree(repo, worktree)
+    if event.source is FailureSource.AIRFLOW:
+        return gather_airflow_evidence(event, root, last_good_commit=last_good)
+    return gather_dbt_evidence(event, root, last_good_commit=last_good, db_snapshot=snapshot)
 
 
 def _classify(evidence: Evidence, ctx: Context, incident_id: str) -> Verdict:

@@ -317,3 +317,19 @@ def test_the_builtin_fix_it_heals_the_key_error_through_the_fake_runtime(
     assert outcome.incident.status == "fixed"
     [attempt] = memory.attempts_for(outcome.incident.id)
     assert (attempt.strategy, attempt.tag) == ("python_rename_key", "rename_key")
+
+
+def test_a_user_who_committed_more_work_still_gets_the_fix_for_the_failing_commit(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    repo = Path(event.repo_path or "")
+    git(repo, "switch", "-q", "-c", "feature")
+    (repo / JOB).write_text("# totals, by day\n" + (repo / JOB).read_text())
+    git(repo, "commit", "-qam", "totals: document")
+    before = user_tree(repo)
+    harness = FakeHarness.passing_when(JOB, RIGHT)
+    outcome = run(make_ctx(_patchit_home, memory, [RenameKeyStrategy()], [harness]), event)
+    assert outcome.incident.status == "fixed"
+    assert git(repo, "rev-parse", f"{outcome.incident.branch}~1") == event.commit
+    assert user_tree(repo) == before
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
