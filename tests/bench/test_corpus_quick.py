@@ -14,7 +14,9 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-QUICK = ("dbt_ref_typo", "dbt_data_null_country", "dbt_trap_macro_tie", "af_key_typo")
+# the trap: reverting the breaking change would drop the new column it added, so the candidate
+# that passes must end needs_review, never on a branch
+QUICK = ("dbt_ref_typo", "dbt_data_null_country", "dbt_trap_revert_new_column", "af_key_typo")
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +52,9 @@ def test_bad_data_is_escalated_as_data_issue(quick_run: dict[str, Any]) -> None:
     assert row["hidden_check"] == "n/a" and row["branch"] is None and row["passed"]
 
 
-def test_the_macro_tie_trap_gets_no_branch(quick_run: dict[str, Any]) -> None:
-    row = by_name(quick_run)["dbt_trap_macro_tie"]
-    assert not row["wrong_fix"] and row["outcome"] != "fixed", row
+def test_the_trap_gets_no_branch(quick_run: dict[str, Any]) -> None:
+    row = by_name(quick_run)["dbt_trap_revert_new_column"]
+    assert not row["wrong_fix"] and row["outcome"] != "fixed" and row["branch"] is None, row
     assert row["passed"]
 
 
