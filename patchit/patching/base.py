@@ -3,6 +3,7 @@ strategy gets a `ProposalRequest` and answers a `Proposal`."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, runtime_checkable
 
@@ -104,7 +105,7 @@ class Strategy(Protocol):
     def close(self) -> None: ...
 
 
-class FixIt:
+class FixIt(ABC):
     """Base of the deterministic strategies: one round of ranked candidates, the first that
     verifies wins. Subclasses implement `fix`."""
 
@@ -116,8 +117,9 @@ class FixIt:
     def propose(self, request: ProposalRequest) -> Proposal:
         return Proposal(candidates=self.fix(request.evidence, request.history))
 
+    @abstractmethod
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
-        raise NotImplementedError
+        """The ranked candidates for this failure ([] when the fix-it does not apply)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - deliberately a no-op default, not abstract
         """Nothing to release."""

@@ -59,11 +59,14 @@ from patchit.patching.fixits.python_common import (
     span_of,
     top_level_names,
 )
-from patchit.patching.fixits.python_names import _class_members, _module_names
+from patchit.patching.fixits.python_names import (
+    _MODULE_ATTR,
+    _NAME_ERROR,
+    _class_members,
+    _module_names,
+)
 
 _PY_SUGGESTION = re.compile(r"Did you mean: '(?P<new>\w+)'\?")
-_NAME_ERROR = re.compile(r"name '(?P<old>\w+)' is not defined")
-_MODULE_ATTR = re.compile(r"module '(?P<module>[\w.]+)' has no attribute '(?P<old>\w+)'")
 _OBJECT_ATTR = re.compile(
     r"(?:type object|'(?P<cls>[\w.]+)' object) (?:'(?P<type>[\w.]+)' )?has no attribute "
     r"'(?P<old>\w+)'"
@@ -231,7 +234,7 @@ class FollowMessageStrategy(FixIt):
         if found := _NAME_ERROR.search(message):
             scope = enclosing_scope(tree, frame.line)
             bound = scope_bindings(scope) | top_level_names(tree) | set(dir(builtins))
-            msg = _Message("NameError", found["old"], new, frozenset(bound))
+            msg = _Message("NameError", found["name"], new, frozenset(bound))
             if _refusal(msg) is not None:
                 return []
             after = _rename_names(text, tree, msg, _lines_for(evidence, frame.path), frame.line)
@@ -241,7 +244,7 @@ class FollowMessageStrategy(FixIt):
             module = found["module"]
             names = _module_names(evidence, module) if module_file(evidence, module) else None
             library = _library_names(module) if names is None else None
-            msg = _Message("AttributeError", found["old"], new, _frozen(names) or library)
+            msg = _Message("AttributeError", found["name"], new, _frozen(names) or library)
         elif found := _OBJECT_ATTR.search(message):
             cls = (found["cls"] or found["type"] or "").rpartition(".")[2]
             members = _class_members(evidence, cls) if cls else None
