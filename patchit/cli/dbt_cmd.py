@@ -22,9 +22,20 @@ from patchit.intake.dbt import (
 from patchit.sandbox.git import dirty_tracked_files, head_commit, repo_root
 
 
-@click.command(
-    "dbt", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
-)
+class StrictCommand(click.Command):
+    """patchit's own options are parsed strictly before `--`; a typo is not passed to dbt."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            raise click.UsageError(
+                f"{exc.format_message()} patchit's own options go before `--`, dbt's after it",
+                ctx,
+            ) from exc
+
+
+@click.command("dbt", cls=StrictCommand, context_settings={"allow_interspersed_args": False})
 @click.option("--project-dir", help="dbt project dir (default: dbt's own rule, the cwd).")
 @click.option("--profiles-dir", help="Passed to dbt as --profiles-dir.")
 @click.option("--target", help="Passed to dbt as --target.")
@@ -42,6 +53,7 @@ def dbt(
     """Run dbt with DBT_ARGS exactly as `dbt` would; heal each failed node.
 
     Exits with dbt's exit code once dbt has started (2 for patchit's own errors before).
+    Outside git, or where healing is impossible, dbt runs unchanged and patchit says why.
     """
     if not dbt_args:
         raise BadInputError("patchit dbt: no dbt command given; use `patchit dbt -- build ...`")
@@ -49,26 +61,22 @@ def dbt(
     project = resolve_project_dir(list(dbt_args), project_dir)
     project_name(project)
     repo = repo_root(project)
-    if repo is None and not no_heal:
-        raise BadInputError(
-            f"{project}: not inside a git repository, so patchit cannot heal it; "
-            "commit the project to git, or pass --no-heal to only run dbt"
-        )
+    commit = _head_or_none(repo) if repo else None
+    cannot_heal = _cannot_heal(project, repo, commit)
+    if cannot_heal and not no_heal:
+        # a drop-in for `dbt`: run it unchanged, and say once why nothing will be healed
+        say(f"not healing: {cannot_heal}; running dbt unchanged")
     home = home_of(ctx)
     memory = open_memory(home)
-    dirty = dirty_tracked_files(repo, under=project) if repo else []
-    commit = _head_or_none(repo) if repo else None
-    if repo and commit is None and not no_heal:
-        raise BadInputError(
-            f"{repo}: the repository has no commit yet, so patchit cannot heal it; "
-            "commit the project, or pass --no-heal to only run dbt"
-        )
+    dirty = dirty_tracked_files(repo, under=project) if repo and commit else []
     from patchit.dbt_wrapper import DbtRun, heal_dbt_run  # the loop loads once dbt has run
 
     args = build_dbt_args(list(dbt_args), project, profiles_dir, target)
     started = now_utc()
-    exit_code, record = run_dbt(args, home / "runs")
-    run = DbtRun(exit_code, record, args, project, repo, commit, started, dirty, no_heal)
+    exit_code, record = run_dbt(args, home / "runs", invocation=list(dbt_args))
+    run = DbtRun(
+        exit_code, record, args, project, repo, commit, started, dirty, no_heal or bool(cannot_heal)
+    )
     try:
         heal_dbt_run(run, home, memory, say, on_outcome=print_healed)
     except PatchitError as exc:
@@ -77,6 +85,15 @@ def dbt(
         console.print(traceback.format_exc(), markup=False)
         say("internal error while healing (traceback above); dbt's exit code is kept")
     sys.exit(exit_code)
+
+
+def _cannot_heal(project: Path, repo: Path | None, commit: str | None) -> str | None:
+    """Why healing is impossible here (dbt still runs), or None."""
+    if repo is None:
+        return f"{project} is not inside a git repository (commit it to git to be healed)"
+    if commit is None:
+        return f"the git repository {repo} has no commit yet (commit the project to be healed)"
+    return None
 
 
 def _head_or_none(repo: Path) -> str | None:

@@ -19,6 +19,7 @@ from patchit.dbt_args import dbt_command, option_value
 from patchit.errors import BadInputError
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import environment_secrets, profile_secrets, redact
+from patchit.intake.dbt_child import INVOCATION_ENV
 
 FAILED_STATUSES = {"error", "fail", "runtime error"}
 # "Model 'model.shop.orders' (models/marts/orders.sql) depends on ..." and friends
@@ -47,15 +48,21 @@ def check_dbt_installed() -> None:
 
 def resolve_project_dir(dbt_args: list[str], project_dir: str | None) -> Path:
     """The dbt project the invocation runs, validated before dbt starts."""
-    chosen = (
-        project_dir or option_value(dbt_args, "--project-dir") or os.environ.get("DBT_PROJECT_DIR")
-    )
-    path = Path(chosen or ".").expanduser().resolve()
+    given = option_value(dbt_args, "--project-dir")
+    env = os.environ.get("DBT_PROJECT_DIR")
+    if project_dir or given:
+        source = "--project-dir"
+    elif env:
+        source = "DBT_PROJECT_DIR"
+    else:
+        source = "the current directory"
+    path = Path(project_dir or given or env or ".").expanduser().resolve()
     if not path.is_dir():
-        raise BadInputError(f"{path}: project dir does not exist; pass --project-dir DIR")
+        raise BadInputError(f"{source} {path}: does not exist; pass --project-dir of a dbt project")
     if not (path / "dbt_project.yml").is_file():
         raise BadInputError(
-            f"{path}: not a dbt project (no dbt_project.yml); pass --project-dir of a dbt project"
+            f"{source} {path}: not a dbt project (no dbt_project.yml); "
+            "pass --project-dir of a dbt project"
         )
     return path
 
@@ -87,16 +94,25 @@ def build_dbt_args(
     return args
 
 
-def run_dbt(args: list[str], work_dir: Path) -> tuple[int, dict[str, Any]]:
-    """Run dbt in a child process; its output goes straight to our stdout/stderr."""
+def run_dbt(
+    args: list[str], work_dir: Path, invocation: list[str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """Run dbt in a child process; its output goes straight to our stdout/stderr.
+
+    `invocation` is what the user typed after `dbt` (default `args`): dbt's artifacts record it.
+    """
     work_dir.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix="dbt-run-", suffix=".json", dir=work_dir)
     os.close(fd)
     out = Path(name)
     out.unlink()
     try:
+        # dbt records its own command line in run_results.json: the user's, not the child's
+        env = {**os.environ, INVOCATION_ENV: json.dumps(list(invocation or args))}
         proc = subprocess.run(
-            [sys.executable, "-m", "patchit.intake.dbt_child", str(out), *args], check=False
+            [sys.executable, "-m", "patchit.intake.dbt_child", str(out), *args],
+            check=False,
+            env=env,
         )
         record: dict[str, Any] = {}
         if out.is_file():

@@ -9,11 +9,14 @@ OUT.json: never a `run_results.json` left over from an earlier run. Exit code as
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+INVOCATION_ENV = "PATCHIT_DBT_INVOCATION"  # the user's own args, set by patchit.intake.dbt
 
 
 def _node_fields(node: Any) -> dict[str, Any]:
@@ -57,9 +60,22 @@ def _dbt_cli(args: list[str]) -> int:
     return 0
 
 
+def _as_typed(args: list[str]) -> list[str]:
+    """argv as the user typed it (`dbt build ...`): dbt records `sys.argv` as its command."""
+    raw = os.environ.pop(INVOCATION_ENV, None)
+    try:
+        typed = json.loads(raw) if raw else None
+    except ValueError:
+        typed = None
+    if isinstance(typed, list) and all(isinstance(a, str) for a in typed):
+        return ["dbt", *typed]
+    return ["dbt", *args]
+
+
 def main(argv: list[str]) -> int:
     out_path = Path(argv[0])
     args = argv[1:]
+    sys.argv = _as_typed(args)
     from dbt.cli.exceptions import DbtUsageException
     from dbt.cli.main import dbtRunner
     from dbt_common.events.base_types import EventMsg

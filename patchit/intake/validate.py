@@ -12,7 +12,12 @@ from patchit.sandbox.git import repo_root, run_git
 
 def check_healable(event: UniversalFailureEvent, where: str) -> Path:
     """The event's repository root, or BadInputError naming `where` and what to fix."""
-    if not event.repo_path or repo_root(Path(event.repo_path)) is None:
+    if not event.repo_path:
+        raise BadInputError(
+            f"{where}: the event has no repo_path (it was recorded outside git); "
+            "set repo_path to the git root holding the failing code"
+        )
+    if repo_root(Path(event.repo_path)) is None:
         raise BadInputError(
             f"{where}: repo_path {event.repo_path!r} is not a git repository; "
             "set repo_path to the git root holding the failing code"

@@ -28,22 +28,17 @@ def test_not_a_dbt_project(tmp_path: Path) -> None:
 def test_missing_project_dir(tmp_path: Path) -> None:
     res = patchit("dbt", "--project-dir", str(tmp_path / "nope"), "--", "build")
     assert res.returncode == 2
-    assert "does not exist" in one_error_line(res.stderr)
+    line = one_error_line(res.stderr)
+    assert f"--project-dir {tmp_path / 'nope'}: does not exist" in line
 
 
-@pytest.mark.slow
-def test_not_a_git_repo(shop_repo: Path) -> None:
-    shutil_rm_git(shop_repo)
-    res = patchit_dbt(shop_repo, "build")
+def test_misspelt_patchit_option_is_not_passed_to_dbt(tmp_path: Path) -> None:
+    res = patchit("dbt", "--projectdir", str(tmp_path), "--", "build")
     assert res.returncode == 2
-    assert "not inside a git repository" in one_error_line(res.stderr)
-    assert res.stdout == ""  # dbt never started
-
-
-def shutil_rm_git(repo: Path) -> None:
-    import shutil
-
-    shutil.rmtree(repo / ".git")
+    assert "No such option '--projectdir'" in res.stderr
+    assert "--project-dir" in res.stderr  # patchit's suggestion, not dbt's
+    assert "deprecated-defer" not in res.stderr
+    assert res.stdout == ""
 
 
 def test_no_dbt_command(tmp_path: Path) -> None:
@@ -93,6 +88,16 @@ def test_event_repo_not_git(tmp_path: Path) -> None:
     res = patchit("heal", str(event))
     assert res.returncode == 2
     assert "not a git repository" in one_error_line(res.stderr)
+    assert incidents() == []
+
+
+def test_event_without_repo_path(tmp_path: Path) -> None:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"source": "dbt", "pipeline_id": "shop", "unit_id": "m"}))
+    res = patchit("heal", str(event))
+    assert res.returncode == 2
+    line = one_error_line(res.stderr)
+    assert "has no repo_path" in line and "None" not in line
     assert incidents() == []
 
 
