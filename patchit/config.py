@@ -89,6 +89,21 @@ class SandboxConfig(BaseModel):
     )
 
 
+class DeliveryConfig(BaseModel):
+    """Where `patchit pr` pushes the fix branch and opens its pull request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str | None = Field(default=None, pattern="^github$", description="the code host")
+    repo: str | None = Field(default=None, description="owner/name on the code host")
+    remote: str = Field(default="origin", description="git remote the branch is pushed to")
+    api_url: str = Field(
+        default="https://api.github.com", description="GitHub Enterprise, or a test server"
+    )
+    base: str | None = Field(default=None, description="base branch; None: the repo's default")
+    timeout_s: float = Field(default=30.0, gt=0)
+
+
 class PatchitConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -96,6 +111,7 @@ class PatchitConfig(BaseModel):
     loop: LoopConfig = Field(default_factory=LoopConfig)
     llm: LlmConfig = Field(default_factory=LlmConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
 
 
 def resolve_home(cli_home: str | os.PathLike[str] | None = None) -> Path:

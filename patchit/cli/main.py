@@ -41,6 +41,8 @@ INCIDENT_FIELDS = (
     "updated_utc",
     "needs_human",
     "needs_review",
+    "pr_url",
+    "pr_state",
 )
 # the commands in their own modules, imported when used; the short help is what
 # `patchit --help` lists (tests/cli/test_docs.py keeps it equal to the command's own)
@@ -58,6 +60,10 @@ LAZY_COMMANDS = {
     "demo": LazyCommand(
         "patchit.cli.demo_cmd:demo",
         "Break the example dbt project, heal it, escalate a data failure, heal a broken DAG.",
+    ),
+    "pr": LazyCommand(
+        "patchit.cli.pr_cmd:pr",
+        "Push a verified fix's branch and open (or update) its pull request.",
     ),
     "worker": LazyCommand(
         "patchit.cli.worker_cmd:worker",
@@ -160,14 +166,17 @@ def incidents(ctx: click.Context, as_json: bool) -> None:
         return
     click.echo(
         f"{'id':<16} {'status':<10} {'class':<17} {'tries':>5} {'tokens':>7} {'cost':>8}  "
-        f"{'branch':<25} summary"
+        f"{'branch':<25} {'pr':<12} summary"
     )
     for r in rows:
         cost = f"${r['cost_usd']:.4f}"
+        pull = (
+            f"#{r['pr_url'].rstrip('/').rsplit('/', 1)[-1]} {r['pr_state']}" if r["pr_url"] else "-"
+        )
         click.echo(
             f"{r['id']:<16} {r['status']:<10} {r['classification'] or '-':<17} "
             f"{r['attempts']:>5} {r['tokens']:>7} {cost:>8}  "
-            f"{r['branch'] or '-':<25} {(r['summary'] or '')[:80]}"
+            f"{r['branch'] or '-':<25} {pull:<12} {(r['summary'] or '')[:80]}"
         )
 
 

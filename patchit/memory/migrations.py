@@ -117,7 +117,27 @@ def m002_llm_calls(db: Database) -> None:
     db.table("llm_calls").create_index(["created_utc"])
 
 
-MIGRATIONS: list[Migration] = [m001_initial, m002_llm_calls]
+def m003_deliveries(db: Database) -> None:
+    """The pull request opened for an incident's fix: one per incident, updated in place."""
+    db.table("deliveries").create(
+        {
+            "incident_id": str,
+            "provider": str,
+            "repo": str,
+            "number": int,
+            "url": str,
+            "state": str,
+            "head": str,
+            "base": str,
+            "updated_utc": str,
+        },
+        pk="incident_id",
+        not_null={"provider", "number", "url", "state", "updated_utc"},
+        foreign_keys=[("incident_id", "incidents", "id")],
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_initial, m002_llm_calls, m003_deliveries]
 
 
 def _ensure_migrations_table(db: Database) -> None:

@@ -45,6 +45,8 @@ class Incident(BaseModel):
     needs_review: bool = False  # a candidate passed but changed outputs it should not have
     attempts: int = 0
     events: int = 0
+    pr_url: str | None = None  # the pull request `patchit pr` opened for the fix
+    pr_state: str | None = None
 
 
 class AttemptRecord(BaseModel):

@@ -49,6 +49,11 @@ def _check_path_shape(path: str) -> str | None:
     return None
 
 
+def check_path(rel: str, policy: PolicyConfig) -> str | None:
+    """Why the policy refuses edits to `rel` (shape, deny and allow globs), or None."""
+    return _check_path_shape(rel) or _check_globs(rel, policy)
+
+
 def _check_globs(rel: str, policy: PolicyConfig) -> str | None:
     denied = match_glob(rel, policy.deny, case_sensitive=False)
     if denied is not None:

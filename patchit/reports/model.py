@@ -63,6 +63,7 @@ class RootCauseReport(BaseModel):
     attempts: list[AttemptLine] = Field(default_factory=list)
     tiers_run: list[str] = Field(default_factory=list)
     branch: str | None = None
+    pull_request: str | None = Field(default=None, description="set by `patchit pr`")
     diff: str | None = None
     verification: str | None = Field(default=None, description="harness, isolation, result")
     data_check: str | None = Field(

@@ -1,0 +1,171 @@
+"""`patchit pr ID`: push a verified fix's branch and open (or update) its pull request.
+
+Only a fix that is verified, policy-clean under today's policy and clean in the data check
+leaves the machine. The body is the incident's Markdown report; the token comes from
+`GITHUB_TOKEN` and is never stored, logged or written into the body.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from patchit.config import DeliveryConfig, PolicyConfig, load_config
+from patchit.delivery.forge import Forge, ForgeError, PullRequest, PullRequestDraft, capped_body
+from patchit.delivery.github import GitHubForge
+from patchit.errors import BadInputError, PatchitError
+from patchit.evidence.redact import redact
+from patchit.memory import Memory
+from patchit.memory.deliveries import Delivery
+from patchit.memory.records import Incident, IncidentStatus
+from patchit.policy.policy import check_path
+from patchit.reports.model import RootCauseReport
+from patchit.reports.render import write_report
+from patchit.sandbox.git import run_git
+
+TOKEN_ENV = "GITHUB_TOKEN"
+ForgeFactory = Callable[[DeliveryConfig, str], Forge]
+
+
+class DeliveryError(PatchitError):
+    """The push or the code host failed (exit 1): nothing was recorded as delivered."""
+
+
+def github_forge(config: DeliveryConfig, token: str) -> Forge:
+    assert config.repo is not None
+    return GitHubForge(config.repo, token, config.api_url, config.timeout_s)
+
+
+def deliver(
+    incident_id: str, memory: Memory, forge_factory: ForgeFactory = github_forge
+) -> PullRequest:
+    incident = memory.get_incident(incident_id)
+    repo, branch = _deliverable(incident)
+    config = load_config(repo)
+    delivery = _delivery_config(config.delivery, repo)
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        raise BadInputError(
+            f"{TOKEN_ENV} is not set; export a token that may push to and open pull requests "
+            f"on {delivery.repo}"
+        )
+    _check_policy(repo, branch, config.policy, incident_id)
+    _push(repo, delivery.remote, branch)
+    previous = memory.delivery_for(incident_id)
+    draft = PullRequestDraft(
+        head=branch,
+        base=delivery.base,
+        title=run_git(repo, "log", "-1", "--format=%s", f"refs/heads/{branch}").strip(),
+        body=capped_body(redact(_body(incident), [token]), incident_id),
+        number=previous.number if previous else None,
+    )
+    forge = forge_factory(delivery, token)
+    try:
+        pull = forge.open_or_update(draft)
+    except ForgeError as exc:
+        raise DeliveryError(str(exc).replace(token, "***")) from exc
+    finally:
+        close = getattr(forge, "close", None)
+        if callable(close):
+            close()
+    assert delivery.provider is not None and delivery.repo is not None
+    memory.record_delivery(
+        Delivery(incident_id, delivery.provider, delivery.repo, pull.number, pull.url,
+                 pull.state, branch, pull.base)
+    )  # fmt: skip
+    _rerender(incident, pull)
+    return pull
+
+
+def _deliverable(incident: Incident) -> tuple[Path, str]:
+    why = f"`patchit report {incident.id}` says why"
+    if incident.status is not IncidentStatus.FIXED or not incident.branch:
+        raise BadInputError(
+            f"incident {incident.id} is {incident.status.value}: only a verified fix is "
+            f"delivered ({why})"
+        )
+    if incident.needs_review:
+        raise BadInputError(
+            f"incident {incident.id}: its fix changed outputs the data check did not expect; "
+            f"review it first ({why})"
+        )
+    if not incident.repo_path:
+        raise BadInputError(f"incident {incident.id}: no repository recorded; heal it again")
+    repo = Path(incident.repo_path)
+    ref = f"refs/heads/{incident.branch}"
+    if not run_git(repo, "rev-parse", "--verify", "--quiet", ref, check=False).strip():
+        raise BadInputError(
+            f"incident {incident.id}: branch {incident.branch} no longer exists in {repo}; "
+            f"heal it again with `patchit heal {incident.id}`"
+        )
+    return repo, incident.branch
+
+
+def _delivery_config(delivery: DeliveryConfig, repo: Path) -> DeliveryConfig:
+    if delivery.provider is None or not delivery.repo:
+        raise BadInputError(
+            f"{repo / '.patchit.toml'}: no [delivery] target; add [delivery] with "
+            'provider = "github" and repo = "owner/name"'
+        )
+    return delivery
+
+
+def _check_policy(repo: Path, branch: str, policy: PolicyConfig, incident_id: str) -> None:
+    ref = f"refs/heads/{branch}"
+    files = run_git(repo, "diff", "--name-only", f"{ref}~1", ref).split()
+    refusals = [r for r in (check_path(f, policy) for f in files) if r]
+    if len(files) > policy.max_files:
+        refusals.append(f"{len(files)} files changed, policy allows {policy.max_files}")
+    if refusals:
+        raise BadInputError(
+            f"incident {incident_id}: today's policy refuses the fix ({refusals[0]}); "
+            "nothing was pushed"
+        )
+
+
+def _push(repo: Path, remote: str, branch: str) -> None:
+    remotes = run_git(repo, "remote").split()
+    if remote not in remotes:
+        raise BadInputError(
+            f"{repo}: no git remote {remote!r} (remotes: {', '.join(remotes) or 'none'}); "
+            "add it, or set [delivery] remote"
+        )
+    ref = f"refs/heads/{branch}"
+    # never forced: commits a reviewer pushed to the branch are not overwritten
+    out = run_git(
+        repo, "push", "--porcelain", remote, f"{ref}:{ref}", check=False, timeout_s=120,
+        config=["credential.interactive=never"], env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+    )  # fmt: skip
+    if not any(line.startswith(("=\t", "*\t", " \t", "+\t")) for line in out.splitlines()):
+        raise DeliveryError(
+            f"git push {remote} {branch} was refused ({_push_error(out)}); pull the branch, "
+            "merge what the remote has, or delete the remote branch"
+        )
+
+
+def _push_error(out: str) -> str:
+    for line in out.splitlines():
+        if line.startswith("!"):
+            return line.split("\t")[-1].strip()
+    return "see `git push` for details"
+
+
+def _body(incident: Incident) -> str:
+    report = Path(incident.report_md or "")
+    text = report.read_text(encoding="utf-8") if report.is_file() else incident.summary
+    return (
+        f"{text}\n\n---\nOpened by patchit for incident `{incident.id}` after the fix was "
+        "verified in a sandbox. Inspect it locally: "
+        f"`git worktree add ../patchit-{incident.id} {incident.branch}`.\n"
+    )
+
+
+def _rerender(incident: Incident, pull: PullRequest) -> None:
+    """The report names its pull request from now on."""
+    if not incident.report_json or not Path(incident.report_json).is_file():
+        return
+    path = Path(incident.report_json)
+    report = RootCauseReport.model_validate_json(path.read_text(encoding="utf-8"))
+    report = report.model_copy(update={"pull_request": pull.url})
+    write_report(report, path.parent)

@@ -1,0 +1,129 @@
+"""A local HTTP server that speaks the part of GitHub's REST API `patchit pr` uses.
+
+Shapes from GitHub's documentation (repos and pulls endpoints, API version 2022-11-28): a
+token is required (401 "Bad credentials"), a pull request's head must exist on the remote (422
+"Validation Failed"), a second open pull request for one head is refused (422 "A pull
+request already exists for owner:branch.").
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class FakeGitHub:
+    repo: str  # owner/name
+    remote: Path  # the bare repository branches are pushed to
+    token: str
+    default_branch: str = "main"
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    url: str = ""
+
+    def _head_exists(self, branch: str) -> bool:
+        res = subprocess.run(
+            ["git", "-C", str(self.remote), "rev-parse", "--verify", "--quiet",
+             f"refs/heads/{branch}"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        return res.returncode == 0
+
+    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any,
+               auth: str) -> tuple[int, Any]:  # fmt: skip
+        self.requests.append({"method": method, "path": path, "body": body, "auth": auth})
+        if auth != f"Bearer {self.token}":
+            return 401, {
+                "message": "Bad credentials",
+                "documentation_url": "https://docs.github.com/rest",
+            }
+        prefix = f"/repos/{self.repo}"
+        if not path.startswith(prefix):
+            return 404, {"message": "Not Found"}
+        rest = path[len(prefix) :]
+        if rest == "" and method == "GET":
+            return 200, {"full_name": self.repo, "default_branch": self.default_branch}
+        if rest == "/pulls" and method == "GET":
+            head = query.get("head", [""])[0]
+            state = query.get("state", ["open"])[0]
+            found = [p for p in self.pulls.values()
+                     if f"{self.repo.split('/')[0]}:{p['head']['ref']}" == head
+                     and (state == "all" or p["state"] == state)]  # fmt: skip
+            return 200, found
+        if rest == "/pulls" and method == "POST":
+            return self._open(body)
+        if rest.startswith("/pulls/"):
+            number = int(rest.rsplit("/", 1)[-1])
+            if number not in self.pulls:
+                return 404, {"message": "Not Found"}
+            pull = self.pulls[number]
+            if method == "GET":
+                return 200, pull
+            if method == "PATCH":
+                for key in ("title", "body", "state", "base"):
+                    if key in body:
+                        pull[key] = body[key] if key != "base" else {"ref": body[key]}
+                return 200, pull
+        return 404, {"message": "Not Found"}
+
+    def _open(self, body: dict[str, Any]) -> tuple[int, Any]:
+        missing = [k for k in ("title", "head", "base") if not body.get(k)]
+        if missing or not self._head_exists(body["head"]):
+            error = {"resource": "PullRequest", "field": "head", "code": "invalid"}
+            return 422, {"message": "Validation Failed", "errors": [error]}
+        owner = self.repo.split("/")[0]
+        if any(
+            p["head"]["ref"] == body["head"] and p["state"] == "open" for p in self.pulls.values()
+        ):
+            message = f"A pull request already exists for {owner}:{body['head']}."
+            error = {"resource": "PullRequest", "code": "custom", "message": message}
+            return 422, {"message": "Validation Failed", "errors": [error]}
+        number = len(self.pulls) + 1
+        self.pulls[number] = {
+            "number": number, "state": "open", "title": body["title"], "body": body.get("body"),
+            "html_url": f"https://github.example/{self.repo}/pull/{number}",
+            "head": {"ref": body["head"]}, "base": {"ref": body["base"]}, "merged_at": None,
+        }  # fmt: skip
+        return 201, self.pulls[number]
+
+
+@contextmanager
+def serve(github: FakeGitHub) -> Iterator[FakeGitHub]:
+    class Handler(BaseHTTPRequestHandler):
+        def _reply(self) -> None:
+            parts = urlsplit(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body = json.loads(raw) if raw else None
+            status, data = github.handle(self.command, parts.path, parse_qs(parts.query), body,
+                                         self.headers.get("Authorization", ""))  # fmt: skip
+            out = json.dumps(data).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        do_GET = do_POST = do_PATCH = _reply
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    github.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield github
+    finally:
+        server.shutdown()
+        server.server_close()
