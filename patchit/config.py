@@ -102,6 +102,16 @@ class DeliveryConfig(BaseModel):
     )
     base: str | None = Field(default=None, description="base branch; None: the repo's default")
     timeout_s: float = Field(default=30.0, gt=0)
+    mode: str = Field(
+        default="supervised",
+        pattern="^(supervised|autonomous|threshold)$",
+        description="supervised: a human runs `patchit pr`; autonomous: the PR opens after "
+        "verification; threshold: autonomous above min_confidence, outside critical_paths",
+    )
+    min_confidence: float = Field(default=0.8, ge=0, le=1)
+    critical_paths: list[str] = Field(
+        default_factory=list, description="globs: fixes touching them always wait for a human"
+    )
 
 
 class PatchitConfig(BaseModel):

@@ -17,6 +17,7 @@ from pathlib import Path
 from patchit.classify.classifier import classify_failure
 from patchit.classify.model import FailureClass, Verdict
 from patchit.context import Context
+from patchit.delivery.approval import auto_deliver
 from patchit.errors import PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.airflow import gather_airflow_evidence
@@ -284,6 +285,8 @@ def _finish(
     incident = ctx.memory.update_incident(
         incident.id, report_md=str(md), report_json=str(js), needs_human=report.needs_human
     )
+    auto_deliver(incident, ctx.memory, ctx.say, ctx.config)  # [delivery] mode: PR, or a human
+    incident = ctx.memory.get_incident(incident.id)
     return HealOutcome(incident, created=created, commands=landing.commands if landing else [])
 
 

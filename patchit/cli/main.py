@@ -48,6 +48,10 @@ INCIDENT_FIELDS = (
 # `patchit --help` lists (tests/cli/test_docs.py keeps it equal to the command's own)
 LAZY_COMMANDS = {
     "airflow": LazyCommand("patchit.cli.airflow_cmd:airflow", "Airflow intake: broken DAG files."),
+    "approve": LazyCommand(
+        "patchit.cli.review_cmd:approve",
+        "Approve a verified fix; with [delivery] set and GITHUB_TOKEN, open its pull request.",
+    ),
     "bench": LazyCommand(
         "patchit.cli.bench_cmd:bench",
         "Benchmark patchit: the scenario corpus (no flag), `--perf` (dbt), `--airflow`, "
@@ -64,6 +68,10 @@ LAZY_COMMANDS = {
     "pr": LazyCommand(
         "patchit.cli.pr_cmd:pr",
         "Push a verified fix's branch and open (or update) its pull request.",
+    ),
+    "reject": LazyCommand(
+        "patchit.cli.review_cmd:reject",
+        "Reject a verified fix: its diff and strategy are not offered again for this failure.",
     ),
     "worker": LazyCommand(
         "patchit.cli.worker_cmd:worker",

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from patchit.config import DeliveryConfig, PolicyConfig, load_config
+from patchit.config import DeliveryConfig, PatchitConfig, PolicyConfig, load_config
 from patchit.delivery.forge import Forge, ForgeError, PullRequest, PullRequestDraft, capped_body
 from patchit.delivery.github import GitHubForge
 from patchit.errors import BadInputError, PatchitError
@@ -38,11 +38,15 @@ def github_forge(config: DeliveryConfig, token: str) -> Forge:
 
 
 def deliver(
-    incident_id: str, memory: Memory, forge_factory: ForgeFactory = github_forge
+    incident_id: str,
+    memory: Memory,
+    forge_factory: ForgeFactory = github_forge,
+    config: PatchitConfig | None = None,
 ) -> PullRequest:
+    """`config`: the repository's settings (default: read from its .patchit.toml)."""
     incident = memory.get_incident(incident_id)
     repo, branch = _deliverable(incident)
-    config = load_config(repo)
+    config = config or load_config(repo)
     delivery = _delivery_config(config.delivery, repo)
     token = os.environ.get(TOKEN_ENV, "").strip()
     if not token:

@@ -1,4 +1,5 @@
-"""Deliveries in the memory: the pull request opened for an incident's fix (one per incident)."""
+"""Deliveries in the memory: the pull request opened for an incident's fix (one per incident),
+and the reviews humans gave it (`patchit approve`, `patchit reject`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,31 @@ class Delivery:
     base: str
 
 
+@dataclass(frozen=True)
+class Review:
+    incident_id: str
+    decision: str  # approved | rejected
+    why: str
+    who: str
+    created_utc: str
+
+
 class DeliveryStore(SqliteStore):
+    def record_review(self, incident_id: str, decision: str, why: str, who: str) -> None:
+        self._require_incident(incident_id)
+        row = {"incident_id": incident_id, "decision": decision, "why": why, "who": who,
+               "created_utc": now_utc().isoformat()}  # fmt: skip
+        with self._write() as db:
+            db.table("reviews").insert(row)
+
+    def reviews_for(self, incident_id: str) -> list[Review]:
+        rows = self._rows(
+            "select incident_id, decision, why, who, created_utc from reviews"
+            " where incident_id = ? order by id",
+            (incident_id,),
+        )
+        return [Review(**r) for r in rows]
+
     def record_delivery(self, delivery: Delivery) -> None:
         self._require_incident(delivery.incident_id)
         row = {**delivery.__dict__, "updated_utc": now_utc().isoformat()}

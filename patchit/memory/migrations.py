@@ -137,7 +137,19 @@ def m003_deliveries(db: Database) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_initial, m002_llm_calls, m003_deliveries]
+def m004_reviews(db: Database) -> None:
+    """A human's decision on a fix: `patchit approve` / `patchit reject --why`."""
+    db.table("reviews").create(
+        {"id": int, "incident_id": str, "decision": str, "why": str, "who": str,
+         "created_utc": str},
+        pk="id",
+        not_null={"incident_id", "decision", "created_utc"},
+        foreign_keys=[("incident_id", "incidents", "id")],
+    )  # fmt: skip
+    db.table("reviews").create_index(["incident_id"])
+
+
+MIGRATIONS: list[Migration] = [m001_initial, m002_llm_calls, m003_deliveries, m004_reviews]
 
 
 def _ensure_migrations_table(db: Database) -> None:

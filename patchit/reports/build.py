@@ -9,6 +9,7 @@ from patchit.fidelity import DataCheck
 from patchit.harnesses.base import Verification
 from patchit.memory import AttemptRecord, Incident
 from patchit.patching.base import PatchCandidate
+from patchit.reports.confidence import fix_confidence
 from patchit.reports.model import AttemptLine, LlmSummary, RootCauseReport
 
 _OUTPUT_TAIL_LINES = 25
@@ -89,8 +90,17 @@ def build_report(
     status = incident.status.value if hasattr(incident.status, "value") else str(incident.status)
     verification = None
     diff = None
+    confidence = None
     if winner is not None:
         candidate, diff, result = winner
+        confidence = fix_confidence(
+            signature=verdict.signature if verdict else "none",
+            strategy=candidate.strategy,
+            tier=candidate.tier,
+            fidelity=result.fidelity,
+            data_check=data_check,
+            passing=len({a.diff_hash for a in attempts if a.outcome == "verified"}),
+        )
         verification = (
             f"`{result.command}` passed in {result.duration_ms / 1000:.1f} s "
             f"(harness `{result.harness}`, isolation `{result.isolation}`, fidelity "
@@ -123,6 +133,8 @@ def build_report(
         verification=verification,
         data_check=data_check.markdown() if data_check else None,
         needs_review=bool(data_check and data_check.needs_review),
+        confidence=confidence.score if confidence else None,
+        confidence_signals=confidence.signals if confidence else [],
         llm=llm,
         next_actions=_next_actions(status, event, verdict, commands),
         needs_human=status != "fixed",

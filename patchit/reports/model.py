@@ -72,6 +72,8 @@ class RootCauseReport(BaseModel):
     needs_review: bool = Field(
         default=False, description="a candidate passed but changed outputs it should not have"
     )
+    confidence: float | None = Field(default=None, description="of a verified fix, 0..1")
+    confidence_signals: list[str] = Field(default_factory=list, description="what it is from")
     llm: LlmSummary | None = None
     next_actions: list[str] = Field(default_factory=list)
     needs_human: bool = True

@@ -14,6 +14,7 @@ from patchit.delivery.deliver import DeliveryError, deliver
 from patchit.errors import BadInputError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.memory import Memory
+from patchit.patching.base import Edit, PatchCandidate
 from patchit.reports.model import RootCauseReport
 from patchit.reports.render import write_report
 from tests.cli.helpers import incidents, patchit
@@ -52,6 +53,11 @@ def _fixed_incident(repo: Path, memory: Memory, home: Path) -> str:
         error_type="Binder Error", error_message='Referenced column "amout" not found',
         branch=branch, diff="-amout\n+amount", verification="dbt: passed",
     )  # fmt: skip
+    candidate = PatchCandidate(
+        strategy="duckdb_rename_column", tag="rename_column", rationale="amout -> amount",
+        edits=[Edit(path="orders.sql", search="amout", replace="amount")],
+    )  # fmt: skip
+    memory.record_attempt(incident.id, "fp1", candidate, "-amout\n+amount", "verified")
     md, js = write_report(report, home / "reports")
     memory.update_incident(
         incident.id, status="fixed", branch=branch, report_md=str(md), report_json=str(js)
@@ -178,3 +184,14 @@ def test_cli_without_token(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("GITHUB_TOKEN")
     res = patchit("pr", setup.incident_id)
     assert res.returncode == 2 and "GITHUB_TOKEN is not set" in res.stderr
+
+
+def test_cli_approve_delivers_and_reject_needs_why(setup: Setup) -> None:
+    res = patchit("approve", setup.incident_id, "--why", "checked the totals")
+    assert res.returncode == 0, res.stderr
+    assert "approved" in res.stdout and "pull request #1 open" in res.stdout
+    assert patchit("reject", setup.incident_id).returncode == 2  # --why is required
+    res = patchit("reject", setup.incident_id, "--why", "wrong column")
+    assert res.returncode == 0, res.stderr
+    assert "rejected (failed)" in res.stdout
+    assert incidents()[0]["status"] == "failed"
