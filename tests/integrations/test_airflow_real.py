@@ -128,6 +128,33 @@ def test_failing_task_spools_one_valid_event(
     assert event.log_location
 
 
+def test_patchit_notifier_spools_like_the_callback(
+    migrated_airflow_home: Path, tmp_path: Path, _patchit_home: Path
+) -> None:
+    """`on_failure_callback=[PatchitNotifier()]`, the Airflow 3 way, under real Airflow."""
+    repo = tmp_path / "pipelines"
+    (repo / "dags").mkdir(parents=True)
+    dag = DAG.replace(
+        "from patchit.integrations.airflow import on_failure_callback",
+        "from patchit.integrations.airflow_notifier import PatchitNotifier",
+    ).replace(
+        '"on_failure_callback": on_failure_callback', '"on_failure_callback": [PatchitNotifier()]'
+    )
+    (repo / "dags" / "orders_daily.py").write_text(dag)
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "orders_daily DAG")
+    env = airflow_env(migrated_airflow_home, repo / "dags", _patchit_home)
+    proc = subprocess.run(
+        [AIRFLOW, "dags", "test", "orders_daily", "2026-11-25"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    with Spool.open(_patchit_home) as spool:
+        rows = spool.rows()
+    assert len(rows) == 1, (proc.stdout + proc.stderr)[-3000:]
+    event = UniversalFailureEvent.model_validate(json.loads(rows[0]["payload"]))
+    assert (event.unit_id, event.error_type) == ("load", "KeyError")
+
+
 def test_failing_task_is_healed_by_the_worker(
     migrated_airflow_home: Path, tmp_path: Path, _patchit_home: Path
 ) -> None:
