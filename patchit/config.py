@@ -114,6 +114,21 @@ class DeliveryConfig(BaseModel):
     )
 
 
+class NotifyConfig(BaseModel):
+    """A webhook (Slack-compatible JSON) told when an incident ends fixed, escalated, failed,
+    needs review or regresses."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    webhook_url: str | None = Field(default=None, description="else PATCHIT_WEBHOOK_URL")
+    on: list[str] = Field(
+        default_factory=lambda: ["fixed", "escalated", "failed", "needs_review", "regression"]
+    )
+    timeout_s: float = Field(default=10.0, gt=0)
+    max_tries: int = Field(default=5, ge=1)
+    max_queue: int = Field(default=1000, ge=1, description="oldest undelivered dropped beyond")
+
+
 class PatchitConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -122,6 +137,7 @@ class PatchitConfig(BaseModel):
     llm: LlmConfig = Field(default_factory=LlmConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
 
 
 def resolve_home(cli_home: str | os.PathLike[str] | None = None) -> Path:

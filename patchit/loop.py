@@ -18,6 +18,7 @@ from patchit.classify.classifier import classify_failure
 from patchit.classify.model import FailureClass, Verdict
 from patchit.context import Context
 from patchit.delivery.approval import auto_deliver
+from patchit.delivery.notify import notify
 from patchit.errors import PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.airflow import gather_airflow_evidence
@@ -287,6 +288,7 @@ def _finish(
     )
     auto_deliver(incident, ctx.memory, ctx.say, ctx.config)  # [delivery] mode: PR, or a human
     incident = ctx.memory.get_incident(incident.id)
+    notify(incident, ctx.config.notify, ctx.memory, landing.commands if landing else [])
     return HealOutcome(incident, created=created, commands=landing.commands if landing else [])
 
 

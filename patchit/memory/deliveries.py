@@ -4,6 +4,7 @@ and the reviews humans gave it (`patchit approve`, `patchit reject`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from patchit.memory.sqlite import SqliteStore, now_utc
 
@@ -58,3 +59,37 @@ class DeliveryStore(SqliteStore):
             (incident_id,),
         )
         return Delivery(**rows[0]) if rows else None
+
+    # -- the webhook queue ---------------------------------------------------------------
+
+    def enqueue_notification(
+        self, incident_id: str, kind: str, url: str, payload: str, max_queue: int
+    ) -> None:
+        row = {"incident_id": incident_id, "kind": kind, "url": url, "payload": payload,
+               "created_utc": now_utc().isoformat()}  # fmt: skip
+        with self._write() as db:
+            db.table("notifications").insert(row)
+            db.execute(
+                "delete from notifications where id not in"
+                " (select id from notifications order by id desc limit ?)",
+                [max_queue],
+            )
+
+    def due_notifications(self, now: float) -> list[dict[str, Any]]:
+        return self._rows(
+            "select id, url, payload, tries from notifications where next_try <= ? order by id",
+            (now,),
+        )
+
+    def drop_notification(self, row_id: int) -> None:
+        with self._write() as db:
+            db.execute("delete from notifications where id = ?", [row_id])
+
+    def retry_notification(self, row_id: int, tries: int, next_try: float, error: str) -> None:
+        with self._write() as db:
+            db.table("notifications").update(
+                row_id, {"tries": tries, "next_try": next_try, "last_error": error}
+            )
+
+    def pending_notifications(self) -> int:
+        return int(self._rows("select count(*) as n from notifications")[0]["n"])

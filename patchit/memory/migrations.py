@@ -149,7 +149,20 @@ def m004_reviews(db: Database) -> None:
     db.table("reviews").create_index(["incident_id"])
 
 
-MIGRATIONS: list[Migration] = [m001_initial, m002_llm_calls, m003_deliveries, m004_reviews]
+def m005_notifications(db: Database) -> None:
+    """Webhook messages not yet delivered (a bounded queue, retried with backoff)."""
+    db.table("notifications").create(
+        {"id": int, "incident_id": str, "kind": str, "url": str, "payload": str, "tries": int,
+         "next_try": float, "last_error": str, "created_utc": str},
+        pk="id",
+        not_null={"kind", "url", "payload", "created_utc"},
+        defaults={"tries": 0, "next_try": 0.0, "last_error": ""},
+    )  # fmt: skip
+
+
+MIGRATIONS: list[Migration] = [
+    m001_initial, m002_llm_calls, m003_deliveries, m004_reviews, m005_notifications,
+]  # fmt: skip
 
 
 def _ensure_migrations_table(db: Database) -> None:
