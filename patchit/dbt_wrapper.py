@@ -24,6 +24,7 @@ from patchit.intake.dbt import events_from_run
 from patchit.loop import HealOutcome, group_by_cause, heal_group, project_key_for
 from patchit.memory import Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
+from patchit.memory.outcomes import UnitRun
 
 Say = Callable[[str], None]
 
@@ -52,6 +53,7 @@ def heal_dbt_run(
 ) -> list[HealOutcome]:
     """Apply the policy above to `run`; heal what it allows, each outcome as it comes."""
     if run.exit_code == 0:
+        record_unit_runs(run, memory, [])
         if run.repo and run.commit and not run.dirty and is_full_build(run.args):
             memory.record_last_good(project_key_for(run.repo, run.project), run.commit)
         return []
@@ -64,6 +66,7 @@ def heal_dbt_run(
     if not events:
         say(f"dbt exited {run.exit_code} but no node of this run failed; nothing to heal")
         return []
+    record_unit_runs(run, memory, events)
     say(f"{len(events)} failed node(s): " + ", ".join(e.unit_id for e in events[:5]))
     if run.no_heal or run.dirty or run.repo is None:
         record_only(events, memory)
@@ -78,6 +81,30 @@ def heal_dbt_run(
     finally:
         ctx.close()
     return outcomes
+
+
+PASSED = {"success", "pass"}
+
+
+def record_unit_runs(run: DbtRun, memory: Memory, events: list[UniversalFailureEvent]) -> None:
+    """Each node's result at this commit, for outcome tracking (`patchit track`). Runs on
+    uncommitted changes say nothing about a commit and are not recorded."""
+    if run.repo is None or run.commit is None or run.dirty:
+        return
+    failed = {e.unit_id: error_fingerprint(e) for e in events}
+    runs = [
+        UnitRun(
+            str(run.repo), uid, run.commit, passed=status in PASSED, fingerprint=failed.get(uid, "")
+        )
+        for result in run.record.get("results", [])
+        if (uid := str(result.get("unique_id") or ""))
+        and ((status := str(result.get("status", "")).lower()) in PASSED or uid in failed)
+    ]
+    seen = {r.unit_id for r in runs}  # a parse error fails a file or the project, not a node
+    runs += [
+        UnitRun(str(run.repo), u, run.commit, False, f) for u, f in failed.items() if u not in seen
+    ]
+    memory.record_unit_runs(runs)
 
 
 def record_only(events: list[UniversalFailureEvent], memory: Memory) -> None:

@@ -43,6 +43,7 @@ INCIDENT_FIELDS = (
     "needs_review",
     "pr_url",
     "pr_state",
+    "outcome",
 )
 # the commands in their own modules, imported when used; the short help is what
 # `patchit --help` lists (tests/cli/test_docs.py keeps it equal to the command's own)
@@ -72,6 +73,10 @@ LAZY_COMMANDS = {
     "reject": LazyCommand(
         "patchit.cli.review_cmd:reject",
         "Reject a verified fix: its diff and strategy are not offered again for this failure.",
+    ),
+    "track": LazyCommand(
+        "patchit.cli.track_cmd:track",
+        "Judge merged fixes from the runs seen since: fixed, no_effect or regression (reopened).",
     ),
     "worker": LazyCommand(
         "patchit.cli.worker_cmd:worker",

@@ -160,8 +160,27 @@ def m005_notifications(db: Database) -> None:
     )  # fmt: skip
 
 
+def m006_outcomes(db: Database) -> None:
+    """Runs of units as the wrapper saw them, and what became of each landed fix after merge."""
+    db.table("unit_runs").create(
+        {"id": int, "repo_path": str, "unit_id": str, "commit": str, "passed": int,
+         "fingerprint": str, "run_utc": str},
+        pk="id",
+        not_null={"repo_path", "unit_id", "commit", "passed", "run_utc"},
+    )  # fmt: skip
+    db.table("unit_runs").create_index(["repo_path", "unit_id", "run_utc"])
+    db.table("outcomes").create(
+        {"incident_id": str, "outcome": str, "fix_commit": str, "merged_into": str,
+         "seen_commit": str, "detail": str, "checked_utc": str},
+        pk="incident_id",
+        not_null={"outcome", "checked_utc"},
+        foreign_keys=[("incident_id", "incidents", "id")],
+    )  # fmt: skip
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial, m002_llm_calls, m003_deliveries, m004_reviews, m005_notifications,
+    m006_outcomes,
 ]  # fmt: skip
 
 

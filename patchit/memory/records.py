@@ -47,6 +47,7 @@ class Incident(BaseModel):
     events: int = 0
     pr_url: str | None = None  # the pull request `patchit pr` opened for the fix
     pr_state: str | None = None
+    outcome: str | None = None  # after merge (`patchit track`): fixed, no_effect, regression
 
 
 class AttemptRecord(BaseModel):

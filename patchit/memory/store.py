@@ -22,6 +22,7 @@ from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
 from patchit.memory.attempts import AttemptStore
 from patchit.memory.deliveries import DeliveryStore
+from patchit.memory.outcomes import OutcomeStore
 from patchit.memory.records import Incident, IncidentStatus
 from patchit.memory.sqlite import DB_RELATIVE_PATH as DB_RELATIVE_PATH  # re-exported
 from patchit.memory.sqlite import now_utc
@@ -36,8 +37,9 @@ select i.*,
   (select count(*) from events e where e.incident_id = i.id) as events,
   (i.status != 'fixed' and exists (select 1 from attempts a where a.incident_id = i.id
      and a.outcome = 'needs_review')) as needs_review,
-  d.url as pr_url, d.state as pr_state
+  d.url as pr_url, d.state as pr_state, o.outcome as outcome
 from incidents i left join deliveries d on d.incident_id = i.id
+  left join outcomes o on o.incident_id = i.id
 """
 
 
@@ -63,7 +65,7 @@ def new_incident_id(now: datetime | None = None) -> str:
     return f"{(now or _now()):%Y%m%d}-{secrets.token_hex(3)}"
 
 
-class Memory(AttemptStore, DeliveryStore):
+class Memory(AttemptStore, DeliveryStore, OutcomeStore):
     """The attempt memory over one SQLite file. Use `Memory.open(home)`."""
 
     # -- incidents and events --------------------------------------------------------------

@@ -121,3 +121,12 @@ def dirty_tracked_files(repo: Path, under: Path | None = None) -> list[str]:
         if "R" in status or "C" in status:
             i += 1
     return sorted(files)
+
+
+def is_ancestor(repo: Path, ancestor: str, commit: str) -> bool:
+    """Whether `ancestor` is reachable from `commit` (`git merge-base --is-ancestor`)."""
+    try:
+        run_git(repo, "merge-base", "--is-ancestor", ancestor, commit)
+    except VcsError:
+        return False
+    return True

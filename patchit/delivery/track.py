@@ -1,0 +1,127 @@
+"""Outcome tracking (`patchit track`): what became of each landed fix after it was merged.
+
+A fix is merged when its commit, or a commit with the same patch (a squash or a cherry-pick:
+`git cherry`), is reachable from the base branch. Runs of the repository's units are recorded
+by the dbt wrapper (each node's result). Among the runs at commits that contain the fix:
+- the incident's own failure again: `no_effect` if the unit never passed with the fix,
+  `regression` if it passed with the fix first (the failure came back); either reopens it;
+- at the first commit with the fix that ran, a failure never seen at commits without it ->
+  `regression` (the fix broke something), and the incident is reopened with a link to the fix
+  (later new failures have other causes as likely, and get their own incidents);
+- else the unit passed -> `fixed`; no run yet, or not merged -> `pending`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+from patchit.config import load_config
+from patchit.errors import PatchitError
+from patchit.memory import Memory
+from patchit.memory.outcomes import Outcome, UnitRun
+from patchit.memory.records import Incident, IncidentStatus
+from patchit.sandbox.git import is_ancestor, run_git
+
+Say = Callable[[str], None]
+TRACKED = (None, "pending", "fixed")
+
+
+def track(memory: Memory, say: Say = lambda _m: None) -> list[Outcome]:
+    """One pass over every landed fix not yet judged for good; returns the outcomes."""
+    found = []
+    for incident in memory.list_incidents():
+        if incident.status is not IncidentStatus.FIXED or not incident.branch:
+            continue
+        if incident.outcome not in TRACKED or not incident.repo_path:
+            continue
+        try:
+            outcome = judge(incident, memory)
+        except PatchitError as exc:
+            say(f"incident {incident.id}: cannot track ({exc})")
+            continue
+        memory.record_outcome(outcome)
+        if outcome.outcome in ("no_effect", "regression"):
+            _reopen(incident, outcome, memory)
+        say(f"incident {incident.id}: {outcome.outcome} ({outcome.detail})")
+        found.append(outcome)
+    return found
+
+
+def judge(incident: Incident, memory: Memory) -> Outcome:
+    repo = Path(incident.repo_path or "")
+    branch = incident.branch or ""
+    fix = _rev(repo, f"refs/heads/{branch}")
+    if fix is None:
+        raise PatchitError(f"branch {branch} no longer exists in {repo}")
+    base = _base(repo)
+    tip = _rev(repo, f"refs/heads/{base}")
+
+    @cache
+    def has_fix(commit: str) -> bool:
+        return _contains(repo, commit, fix)
+
+    def result(outcome: str, seen: str, detail: str) -> Outcome:
+        merged = base if tip and has_fix(tip) else ""
+        return Outcome(incident.id, outcome, fix, merged, seen, detail)
+
+    if tip is None or not has_fix(tip):
+        return result("pending", "", f"not merged into {base}")
+    runs = [r for r in memory.unit_runs(str(repo)) if _known(repo, r.commit)]
+    before = {r.fingerprint for r in runs if not r.passed and not has_fix(r.commit)}
+    after = [r for r in runs if has_fix(r.commit)]
+    unit = memory.events_for(incident.id)[0].unit_id
+    again = [r for r in after if not r.passed and r.fingerprint == incident.fingerprint]
+    if again:
+        held = any(r.passed and r.unit_id == unit for r in after[: after.index(again[-1])])
+        if held:  # it passed with the fix, then failed the same way: the failure came back
+            return result("regression", again[-1].commit, f"{_unit(again[-1])} failed again")
+        return result("no_effect", again[-1].commit, f"{_unit(again[-1])} failed the same way")
+    first = after[0].commit if after else ""  # the first run with the fix: only it blames it
+    new = [r for r in after if r.commit == first and not r.passed and r.fingerprint not in before]
+    if new:
+        return result("regression", new[-1].commit, f"{_unit(new[-1])} fails since the fix")
+    passed = [r for r in after if r.passed and r.unit_id == unit]
+    if passed:
+        return result("fixed", passed[-1].commit, f"{unit} passed at {passed[-1].commit[:12]}")
+    return result("pending", "", f"merged into {base}; no run of {unit} with the fix yet")
+
+
+def _reopen(incident: Incident, outcome: Outcome, memory: Memory) -> None:
+    note = (
+        f"reopened: the merged fix {outcome.fix_commit[:12]} ({incident.branch}) had "
+        f"{outcome.outcome.replace('_', ' ')}: {outcome.detail}"
+    )
+    memory.update_incident(
+        incident.id, status=IncidentStatus.OPEN.value, needs_human=True, summary=note
+    )
+
+
+def _unit(run: UnitRun) -> str:
+    return f"{run.unit_id} at {run.commit[:12]}"
+
+
+def _rev(repo: Path, ref: str) -> str | None:
+    out = run_git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    return out.strip() or None
+
+
+def _known(repo: Path, commit: str) -> bool:
+    return bool(commit) and _rev(repo, commit) is not None
+
+
+def _contains(repo: Path, commit: str, fix: str) -> bool:
+    """Whether `commit` holds the fix: the fix is its ancestor, or the same patch is."""
+    if is_ancestor(repo, fix, commit):
+        return True
+    cherry = run_git(repo, "cherry", commit, fix, f"{fix}~1", check=False)
+    return any(line.startswith("-") for line in cherry.splitlines())
+
+
+def _base(repo: Path) -> str:
+    configured = load_config(repo).delivery.base
+    if configured:
+        return configured
+    head = run_git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False).strip()
+    return head or "main"

@@ -1,0 +1,60 @@
+"""Outcomes in the memory: each run of a unit the wrapper saw (passed, or failed with a
+fingerprint), and what became of a landed fix once merged (`patchit track`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from patchit.memory.sqlite import SqliteStore, now_utc
+
+
+@dataclass(frozen=True)
+class UnitRun:
+    repo_path: str
+    unit_id: str
+    commit: str
+    passed: bool
+    fingerprint: str = ""
+    run_utc: str = ""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    incident_id: str
+    outcome: str  # pending | fixed | no_effect | regression
+    fix_commit: str
+    merged_into: str
+    seen_commit: str
+    detail: str
+
+
+class OutcomeStore(SqliteStore):
+    def record_unit_runs(self, runs: list[UnitRun]) -> None:
+        now = now_utc().isoformat()
+        rows = [{**r.__dict__, "passed": int(r.passed), "run_utc": r.run_utc or now} for r in runs]
+        if rows:
+            with self._write() as db:
+                db.table("unit_runs").insert_all(rows)
+
+    def unit_runs(self, repo_path: str, since_utc: str = "") -> list[UnitRun]:
+        """Every run of the repository's units recorded after `since_utc`, oldest first."""
+        rows = self._rows(
+            'select repo_path, unit_id, "commit", passed, fingerprint, run_utc from unit_runs'
+            " where repo_path = ? and run_utc > ? order by run_utc, id",
+            (repo_path, since_utc),
+        )
+        return [UnitRun(**{**r, "passed": bool(r["passed"])}) for r in rows]
+
+    def record_outcome(self, outcome: Outcome) -> None:
+        self._require_incident(outcome.incident_id)
+        row = {**outcome.__dict__, "checked_utc": now_utc().isoformat()}
+        with self._write() as db:
+            db.table("outcomes").upsert(row, pk="incident_id")
+
+    def outcome_for(self, incident_id: str) -> Outcome | None:
+        rows = self._rows(
+            "select incident_id, outcome, fix_commit, merged_into, seen_commit, detail"
+            " from outcomes where incident_id = ?",
+            (incident_id,),
+        )
+        return Outcome(**rows[0]) if rows else None

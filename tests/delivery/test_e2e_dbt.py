@@ -1,0 +1,67 @@
+"""The whole delivery path on real dbt: failure -> verified branch -> `patchit pr` (a bare remote
+and a local server speaking GitHub's pulls API) -> merge -> the next run is green -> `fixed`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import incidents, patchit, patchit_dbt
+from tests.cli.test_dbt_wrapper import break_column
+from tests.conftest import commit_all, git
+from tests.delivery.github_server import FakeGitHub, serve
+
+pytestmark = pytest.mark.slow
+TOKEN = "ghp_" + "e" * 36
+
+
+def test_failure_to_pull_request_to_merged_fix_that_holds(
+    shop_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    with serve(FakeGitHub("acme/shop", remote, TOKEN)) as github:
+        (shop_repo / ".patchit.toml").write_text(
+            f'[delivery]\nprovider = "github"\nrepo = "acme/shop"\napi_url = "{github.url}"\n'
+        )
+        commit_all(shop_repo, "patchit: deliver to acme/shop")
+        git(shop_repo, "remote", "add", "origin", str(remote))
+        git(shop_repo, "push", "-q", "origin", "main")
+        break_column(shop_repo)
+        assert patchit_dbt(shop_repo, "build").returncode == 1
+        [incident] = incidents()
+        assert incident["status"] == "fixed"
+        monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+        res = patchit("pr", incident["id"])
+        assert res.returncode == 0, res.stderr
+        assert github.pulls[1]["head"]["ref"] == incident["branch"]
+        assert "sum(amount) as revenue" in github.pulls[1]["body"]
+    assert patchit("track").stdout.count("pending") == 1  # not merged yet
+    git(shop_repo, "merge", "-q", "--no-ff", "-m", "Merge pull request #1", incident["branch"])
+    green = patchit_dbt(shop_repo, "build")
+    assert green.returncode == 0, green.stdout[-2000:]
+    res = patchit("track")
+    assert res.returncode == 0 and f"incident {incident['id']}: fixed" in res.stdout, res.stdout
+    [after] = incidents()
+    assert (after["status"], after["outcome"], after["pr_url"]) == (
+        "fixed", "fixed", "https://github.example/acme/shop/pull/1",
+    )  # fmt: skip
+
+
+def test_a_merged_fix_that_does_not_hold_is_reopened(shop_repo: Path) -> None:
+    break_column(shop_repo)
+    assert patchit_dbt(shop_repo, "build").returncode == 1
+    [incident] = incidents()
+    git(shop_repo, "merge", "-q", "--no-ff", "-m", "merge the fix", incident["branch"])
+    assert patchit_dbt(shop_repo, "build").returncode == 0
+    assert f"incident {incident['id']}: fixed" in patchit("track").stdout
+    model = shop_repo / "models" / "marts" / "daily_revenue.sql"  # the merge is undone by hand
+    model.write_text(model.read_text().replace("sum(amount) as revenue", "sum(amout) as revenue"))
+    commit_all(shop_repo, "daily_revenue: back to amout")
+    assert patchit_dbt(shop_repo, "build", extra=("--no-heal",)).returncode == 1
+    res = patchit("track")
+    assert f"incident {incident['id']}: regression" in res.stdout, res.stdout
+    [after] = incidents()
+    assert (after["status"], after["outcome"], after["needs_human"]) == ("open", "regression", True)
+    assert incident["branch"] in after["summary"]

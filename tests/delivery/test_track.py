@@ -1,0 +1,118 @@
+"""Outcome tracking: a landed fix (real git, FakeHarness heal) judged after merge from the runs
+recorded since: pending, fixed (merge or squash), no_effect and regression reopen it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchit.config import PatchitConfig
+from patchit.context import Context
+from patchit.delivery.track import track
+from patchit.events.model import UniversalFailureEvent
+from patchit.harnesses.fake import FakeHarness
+from patchit.memory import Incident, Memory
+from patchit.memory.outcomes import UnitRun
+from tests.conftest import git
+from tests.test_loop_fast import JOB, RIGHT, Scripted, edit, run
+
+
+def healed(event: UniversalFailureEvent, memory: Memory, home: Path) -> Incident:
+    ctx = Context(home, memory, PatchitConfig(), [Scripted([edit(RIGHT, "rename_key")])],
+                  [FakeHarness.passing_when(JOB, RIGHT)])  # fmt: skip
+    incident = run(ctx, event).incident
+    assert incident.status == "fixed"
+    return incident
+
+
+def ran(memory: Memory, repo: Path, unit: str, passed: bool, fingerprint: str = "") -> None:
+    commit = git(repo, "rev-parse", "HEAD")
+    memory.record_unit_runs([UnitRun(str(repo), unit, commit, passed, fingerprint)])
+
+
+def test_pending_until_merged_then_fixed_after_a_green_run(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    repo = Path(event.repo_path or "")
+    incident = healed(event, memory, _patchit_home)
+    ran(memory, repo, "total", False, incident.fingerprint)  # the failure, before the merge
+    said: list[str] = []
+    found = track(memory, said.append)
+    assert len(found) == 1, (said, memory.list_incidents())
+    [outcome] = found
+    assert (outcome.outcome, outcome.detail) == ("pending", "not merged into main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge the fix", incident.branch or "")
+    [outcome] = track(memory)
+    assert outcome.outcome == "pending" and "no run of total" in outcome.detail
+    ran(memory, repo, "total", True)
+    [outcome] = track(memory)
+    assert (outcome.outcome, outcome.merged_into) == ("fixed", "main")
+    assert memory.get_incident(incident.id).outcome == "fixed"
+
+
+def test_a_squash_merge_is_recognised(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    repo = Path(event.repo_path or "")
+    incident = healed(event, memory, _patchit_home)
+    git(repo, "merge", "-q", "--squash", incident.branch or "")
+    git(repo, "commit", "-q", "-m", "squashed: fix totals")
+    ran(memory, repo, "total", True)
+    assert [o.outcome for o in track(memory)] == ["fixed"]
+
+
+def test_the_same_failure_after_merge_is_no_effect_and_reopens(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    repo = Path(event.repo_path or "")
+    incident = healed(event, memory, _patchit_home)
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge", incident.branch or "")
+    ran(memory, repo, "total", False, incident.fingerprint)
+    [outcome] = track(memory)
+    assert outcome.outcome == "no_effect"
+    reopened = memory.get_incident(incident.id)
+    assert (reopened.status, reopened.needs_human, reopened.outcome) == ("open", True, "no_effect")
+    assert incident.branch and incident.branch in reopened.summary
+    assert track(memory) == []  # judged for good: not tracked again
+
+
+def test_the_same_failure_after_passing_with_the_fix_is_a_regression(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    repo = Path(event.repo_path or "")
+    incident = healed(event, memory, _patchit_home)
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge", incident.branch or "")
+    ran(memory, repo, "total", True)
+    assert [o.outcome for o in track(memory)] == ["fixed"]
+    ran(memory, repo, "total", False, incident.fingerprint)
+    assert [o.outcome for o in track(memory)] == ["regression"]
+    assert memory.get_incident(incident.id).status == "open"
+
+
+def test_a_later_commits_new_failure_is_not_blamed_on_the_fix(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    repo = Path(event.repo_path or "")
+    incident = healed(event, memory, _patchit_home)
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge", incident.branch or "")
+    ran(memory, repo, "total", True)
+    (repo / "later.txt").write_text("x")
+    git(repo, "add", "later.txt")
+    git(repo, "commit", "-q", "-m", "later work")
+    ran(memory, repo, "report", False, "fp-new-later")  # a later commit's own failure
+    assert [o.outcome for o in track(memory)] == ["fixed"]
+
+
+def test_a_new_failure_where_the_fix_first_ran_is_a_regression(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    repo = Path(event.repo_path or "")
+    incident = healed(event, memory, _patchit_home)
+    ran(memory, repo, "downstream_total", False, "fp-old")  # failing before: not the fix's
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge", incident.branch or "")
+    ran(memory, repo, "total", True)
+    ran(memory, repo, "downstream_total", False, "fp-old")
+    ran(memory, repo, "export_total", False, "fp-downstream")
+    [outcome] = track(memory)
+    assert outcome.outcome == "regression" and "export_total" in outcome.detail
+    reopened = memory.get_incident(incident.id)
+    assert reopened.status == "open" and outcome.fix_commit[:12] in reopened.summary
