@@ -49,7 +49,8 @@ def unit_change(evidence: Evidence) -> tuple[list[str], str]:
 
 
 def _dbt_dependencies(evidence: Evidence, changed: list[str]) -> list[str]:
-    prefix = evidence.project_dir if evidence.project_dir not in (None, "", ".") else ""
+    prefix = evidence.project_dir or ""
+    prefix = "" if prefix == "." else prefix
 
     def in_repo(path: str) -> str:
         return f"{prefix.rstrip('/')}/{path}" if prefix else path
