@@ -291,8 +291,11 @@ def test_why_is_never_empty_for_any_class_and_stop(stop: str, cls: FailureClass,
         for evidence in (_evidence(event), None):
             status = "fixed" if not stop else "escalated"
             report = _report(event, evidence, verdict, status=status, stop=stop)
-            why = _section(render_markdown(report), "Why")
+            markdown = render_markdown(report)
+            why = _section(markdown, "Why")
             assert why and not why.startswith("**Stopped:**"), why
+            assert _section(markdown, "The breaking change")
+            assert "\n\n\n" not in markdown
             assert report.next_actions
 
 
