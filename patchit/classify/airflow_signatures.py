@@ -220,6 +220,8 @@ AIRFLOW_SIGNATURES: tuple[Signature, ...] = (
               when=_only_data_changed),
     Signature("value_error_data", _C.DATA_ISSUE,
               _rx(r"(invalid literal for int\(\)[^\n]*|could not convert string to float[^\n]*"
+                  r"|time data [^\n]* does not match format[^\n]*|Invalid isoformat string[^\n]*"
+                  r"|\[<class 'decimal\.ConversionSyntax'>\]"
                   r"|Conversion Error[^\n]*|Could not convert string[^\n]*)"),
               "{unit} met a value that does not fit its type ({excerpt}) while {changed}: the "
               "input data changed, not the code.",

@@ -29,6 +29,8 @@ _MESSAGES = (
     (re.compile(r"invalid timestamp field format: ['\"]([^'\"\n]*)['\"]"), "TIMESTAMP"),
     (re.compile(r"invalid literal for int\(\) with base \d+: ['\"]([^'\"\n]*)['\"]"), "INTEGER"),
     (re.compile(r"could not convert string to float: ['\"]([^'\"\n]*)['\"]"), "DOUBLE"),
+    (re.compile(r"time data ['\"]([^'\"\n]*)['\"] does not match format"), "DATE"),
+    (re.compile(r"Invalid isoformat string: ['\"]([^'\"\n]*)['\"]"), "DATE"),
 )
 # DuckDB's messages name its physical types; try_cast wants the SQL names.
 _SQL_TYPES = {"INT8": "TINYINT", "INT16": "SMALLINT", "INT32": "INTEGER", "INT64": "BIGINT",

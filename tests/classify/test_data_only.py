@@ -8,6 +8,8 @@ import pytest
 from patchit.classify.classifier import classify_failure
 from patchit.classify.model import FailureClass
 from patchit.classify.signatures import changed_data_files, is_doc_file
+from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.evidence.model import Evidence, TracebackFrame
 from tests.classify.test_classifier import ORDERS, _evidence
 
 BINDER = ('Binder Error: Referenced column "net_cents" not found in FROM clause!\n'
@@ -53,3 +55,30 @@ def test_a_conversion_error_on_unchanged_sql_is_a_data_issue() -> None:
 def test_a_conversion_error_from_changed_sql_is_a_code_bug() -> None:
     verdict = classify_failure(_evidence(CONVERSION, changed=(ORDERS,)))
     assert (verdict.cls, verdict.signature) == (FailureClass.CODE_BUG, "conversion_code_changed")
+
+
+def _airflow(message: str, changed: tuple[str, ...]) -> Evidence:
+    error_type, _, text = message.partition(": ")
+    event = UniversalFailureEvent(source=FailureSource.AIRFLOW, pipeline_id="orders",
+                                  unit_id="load", unit_path="dags/orders.py",
+                                  error_type=error_type, error_message=text)  # fmt: skip
+    frame = TracebackFrame(path="dags/lib/parse.py", line=3, function="parse", code="x = f(v)")
+    return Evidence(event=event, repo_root="/repo", unit_path="dags/orders.py", error=message,
+                    changed_files=list(changed), frames=[frame])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "ValueError: invalid literal for int() with base 10: 'n/a'",
+        "ValueError: could not convert string to float: '0,085'",
+        "ValueError: time data '04/02/2025' does not match format '%Y-%m-%d'",
+        "ValueError: Invalid isoformat string: '04/02/2025'",
+        "decimal.InvalidOperation: [<class 'decimal.ConversionSyntax'>]",
+    ],
+)
+def test_a_value_error_on_unchanged_code_is_a_data_issue(message: str) -> None:
+    unchanged = classify_failure(_airflow(message, ("dags/other_dag.py",)))
+    assert (unchanged.cls, unchanged.signature) == (FailureClass.DATA_ISSUE, "value_error_data")
+    changed = classify_failure(_airflow(message, ("dags/lib/parse.py",)))
+    assert changed.cls is FailureClass.CODE_BUG

@@ -36,6 +36,7 @@ index 1..2 100644
          "(YYYY-MM-DD)", ("04/02/2025", "DATE")),
         ("invalid literal for int() with base 10: 'n/a'", ("n/a", "INTEGER")),
         ("could not convert string to float: '0,085'", ("0,085", "DOUBLE")),
+        ("time data '04/02/2025' does not match format '%Y-%m-%d'", ("04/02/2025", "DATE")),
         ('Binder Error: Referenced column "amout" not found', None),
     ],
 )  # fmt: skip
