@@ -132,7 +132,7 @@ def _in_repo(evidence: Evidence, _m: re.Match[str]) -> bool:
 
 _READ = "read {unit_path}"
 _TEST = "airflow tasks test {dag} {unit}"
-_DIFF = "git diff {last_good}..HEAD -- {changed_paths}"
+_DIFF = "git diff {last_good}..{failing} -- {changed_paths}"
 
 AIRFLOW_SIGNATURES: tuple[Signature, ...] = (
     # --- environment: a Connection, Variable or variable this runtime lacks ---------------
@@ -216,10 +216,12 @@ AIRFLOW_SIGNATURES: tuple[Signature, ...] = (
     Signature("data_files_changed", _C.DATA_ISSUE, _rx(r"^(.)"),
               "{unit} fails ({excerpt}) and only data files changed since {last_good} "
               "({data_files}): the data changed, not the code.",
-              ("git diff {last_good}..HEAD -- {data_files}", "check the changed rows", _TEST),
+              ("git diff {last_good}..{failing} -- {data_files}", "check the changed rows", _TEST),
               when=_only_data_changed),
     Signature("value_error_data", _C.DATA_ISSUE,
               _rx(r"(invalid literal for int\(\)[^\n]*|could not convert string to float[^\n]*"
+                  r"|time data [^\n]* does not match format[^\n]*|Invalid isoformat string[^\n]*"
+                  r"|\[<class 'decimal\.ConversionSyntax'>\]"
                   r"|Conversion Error[^\n]*|Could not convert string[^\n]*)"),
               "{unit} met a value that does not fit its type ({excerpt}) while {changed}: the "
               "input data changed, not the code.",

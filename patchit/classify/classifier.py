@@ -12,6 +12,7 @@ from patchit.events.model import FailureSource
 from patchit.evidence.model import Evidence
 
 _EXCERPT_CHARS = 160
+_PROFILES_HINT = "pass --profiles-dir or set DBT_PROFILES_DIR"
 
 
 def _excerpt(text: str, match: re.Match[str]) -> str:
@@ -38,8 +39,15 @@ def _subject(evidence: Evidence) -> str:
     return evidence.unit_name or evidence.event.unit_id
 
 
+def _base(evidence: Evidence) -> str:
+    """The commit the change is measured from, as a short id (the last good commit, else the
+    failing commit's parent); `<failing>~1` only when git could not say."""
+    known = evidence.change_base or evidence.last_good_commit
+    return known[:12] if known else f"{(evidence.event.commit or 'HEAD')[:12]}~1"
+
+
 def _change_phrase(evidence: Evidence, changed: list[str]) -> str:
-    base = evidence.last_good_commit[:12] if evidence.last_good_commit else "HEAD~1"
+    base = _base(evidence)
     if changed:
         return f"{', '.join(changed)} changed since {base}"
     path = evidence.tested_model_path or evidence.unit_path or f"the code of {_subject(evidence)}"
@@ -52,6 +60,7 @@ def _fields(evidence: Evidence, text: str, match: re.Match[str]) -> dict[str, st
     changed = changed_code(evidence)
     group = next((g for g in match.groups() if g), "") if match.groups() else ""
     select = evidence.tested_model if evidence.test_kind else evidence.unit_name
+    dbt = evidence.event.dbt
     return {
         "excerpt": _excerpt(text, match),
         "unit": _subject(evidence),
@@ -61,7 +70,12 @@ def _fields(evidence: Evidence, text: str, match: re.Match[str]) -> dict[str, st
         "changed_paths": " ".join(changed) or (evidence.unit_path or ""),
         "select": select or _subject(evidence),
         "project_dir": evidence.project_dir or ".",
-        "last_good": evidence.last_good_commit[:12] if evidence.last_good_commit else "HEAD~1",
+        "last_good": _base(evidence),
+        "failing": (evidence.event.commit or "HEAD")[:12],
+        "profiles_yml": dbt.profiles_yml() if dbt else "~/.dbt/profiles.yml",
+        # only when the user did not already point dbt at a profiles dir
+        "profiles_hint": "" if dbt and dbt.profiles_dir else _PROFILES_HINT,
+        "flags": dbt.user_flags(project=False) if dbt else "",
         "dag": evidence.event.pipeline_id,
         "data_files": " ".join(changed_data_files(evidence)),
     }
@@ -75,7 +89,7 @@ def _verdict(sig: Signature, evidence: Evidence, text: str, match: re.Match[str]
         # The failing file is as before: an upstream rename or a new dependency likely broke it.
         reason = reason.rstrip(".") + ", so an upstream change may have triggered it, but the fix "
         reason += "belongs in this repo."
-    actions = [a.format(**fields) for a in sig.next_actions]
+    actions = [text for a in sig.next_actions if (text := a.format(**fields))]
     if sig.name == "undefined_macro_near_name":
         actions.insert(0, f"did you mean: {', '.join(near_macros(evidence, fields['name']))}")
     return Verdict(cls=sig.cls, signature=sig.name, reason=reason, next_actions=actions)

@@ -5,7 +5,9 @@ Binder Error but a version problem; `Env var required` arrives as a Parsing Erro
 signature is data plus, where the class depends on the evidence, a small predicate.
 Reason templates may use {excerpt} (the error line), {unit}, {unit_path}, {name} (the first
 regex group), {changed} (what changed, or that nothing did).
-Action templates may also use {select} (node to re-run) and {project_dir}.
+Action templates may also use {select} (node to re-run), {project_dir}, {last_good} and {failing}
+(the change's commits), {flags} (the user's --profiles-dir and --target), {profiles_yml}; an
+action that formats to "" is left out.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from patchit.classify.model import FailureClass
 from patchit.evidence.model import Evidence
 from patchit.evidence.similarity import nearest
+from patchit.evidence.unit_files import is_data_file
 
 Predicate = Callable[[Evidence, "re.Match[str]"], bool]
 
@@ -52,16 +55,23 @@ def changed_code(evidence: Evidence) -> list[str]:
     return hits
 
 
-DATA_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".ndjson", ".parquet", ".avro", ".orc",
-                 ".xlsx", ".xls")  # fmt: skip
+# Files that neither run nor feed a pipeline: a note beside a data refresh changes nothing.
+_DOC_SUFFIXES = (".md", ".rst", ".txt", ".adoc")
+_DOC_NAMES = ("readme", "changelog", "license", "notice", "authors", "codeowners")
+
+
+def is_doc_file(path: str) -> bool:
+    name = path.rpartition("/")[2].lower()
+    return name.endswith(_DOC_SUFFIXES) or name.partition(".")[0] in _DOC_NAMES
 
 
 def changed_data_files(evidence: Evidence) -> list[str]:
-    """The changed files, when every one of them is a data file (a seed or landing CSV, a
-    JSON or Parquet file in the repo); [] when any code, config or other file changed."""
-    changed = evidence.changed_files
-    if changed and all(path.lower().endswith(DATA_SUFFIXES) for path in changed):
-        return list(changed)
+    """The changed data files (a seed or landing CSV, a JSON or Parquet file in the repo),
+    when the breaking change touched nothing else but documentation; [] when any code,
+    config or other file changed, or no data file did."""
+    changed = [p for p in evidence.changed_files if not is_doc_file(p)]
+    if changed and all(is_data_file(path) for path in changed):
+        return changed
     return []
 
 
@@ -126,8 +136,8 @@ def _relation_in_project(evidence: Evidence, m: re.Match[str]) -> bool:
 # A value that does not fit its type: DuckDB's casts, Python's int()/float() on a string.
 _CONVERSION = (r"(Conversion Error|Could not convert string|invalid literal for int\(\)"
                r"|could not convert string to float)")  # fmt: skip
-_RERUN = "dbt build --select {select}"
-_PARSE = "dbt parse --project-dir {project_dir}"
+_RERUN = "dbt build --select {select}{flags}"
+_PARSE = "dbt parse --project-dir {project_dir}{flags}"
 _READ_UNIT = "read {unit_path}"
 _LOG = "git log -p -n 3 -- {unit_path}"
 
@@ -136,9 +146,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("missing_profile", _C.ENV_MISMATCH, _rx(r"Could not find profile named '([^']+)'"),
               "dbt found no profile named '{name}' in this environment ({excerpt}), so no code "
               "change can help.",
-              ("check `profile:` in dbt_project.yml against ~/.dbt/profiles.yml",
-               "dbt debug --project-dir {project_dir}",
-               "pass --profiles-dir or set DBT_PROFILES_DIR")),
+              ("check `profile:` in dbt_project.yml against {profiles_yml}",
+               "dbt debug --project-dir {project_dir}{flags}", "{profiles_hint}")),
     Signature("missing_env_var", _C.ENV_MISMATCH,
               _rx(r"Env var required but not provided: '([^']+)'"),
               "the environment variable {name} is not set where dbt ran ({excerpt}).",
@@ -151,7 +160,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("missing_profiles_yml", _C.ENV_MISMATCH,
               _rx(r"(profiles\.yml)(?: file)? (?:not found|does not exist|is missing)"),
               "no profiles.yml was found where dbt looked ({excerpt}).",
-              ("dbt debug --config-dir", "pass --profiles-dir or set DBT_PROFILES_DIR")),
+              ("dbt debug --config-dir{flags}", "{profiles_hint}")),
     Signature("missing_profiles_dir", _C.ENV_MISMATCH,
               _rx(r"Path '([^']+)' does not exist"),
               "the profiles directory {name} does not exist where dbt ran ({excerpt}).",
@@ -225,7 +234,7 @@ SIGNATURES: tuple[Signature, ...] = (
     # --- data tests: the data changed, or the code that makes it did ----------------------
     Signature("data_test_code_changed", _C.CODE_BUG, _rx(r"(.)"),
               "data test {unit} failed ({excerpt}) and {changed}, so the change likely broke it.",
-              ("git diff {last_good}..HEAD -- {changed_paths}", "dbt test --select {select}"),
+              ("git diff {last_good}..{failing} -- {changed_paths}", "dbt test --select {select}"),
               when=_test_changed, statuses=("fail",)),
     Signature("data_test_failed", _C.DATA_ISSUE, _rx(r"(.)"),
               "data test {unit} failed ({excerpt}) while {changed}, so the data changed.",
@@ -242,13 +251,13 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("data_files_changed", _C.DATA_ISSUE, _rx(r"^(.)"),
               "{unit} fails ({excerpt}) and only data files changed since {last_good} "
               "({data_files}): the data changed, not the code.",
-              ("git diff {last_good}..HEAD -- {data_files}",
+              ("git diff {last_good}..{failing} -- {data_files}",
                "check the changed rows against what {select} expects", _RERUN),
               when=_only_data_changed),
     # --- data vs code on conversion -------------------------------------------------------
     Signature("conversion_code_changed", _C.CODE_BUG, _rx(_CONVERSION),
               "a cast failed ({excerpt}) and {changed}, so the changed SQL likely causes it.",
-              (_READ_UNIT, "git diff {last_good}..HEAD -- {changed_paths}", _RERUN),
+              (_READ_UNIT, "git diff {last_good}..{failing} -- {changed_paths}", _RERUN),
               when=_code_changed),
     Signature("conversion_data", _C.DATA_ISSUE, _rx(_CONVERSION),
               "a cast failed on values in the data ({excerpt}) while {changed}.",
@@ -271,7 +280,7 @@ SIGNATURES: tuple[Signature, ...] = (
               _rx(r"(Invalid \w+ config given in [^\s]+|Error reading \S+: ([^\s]+\.ya?ml)"
                   r"|Syntax error near line|is not of type|Additional properties are not allowed)"),
               "a YAML properties file is invalid ({excerpt}).",
-              ("read the YAML file named in the error", _PARSE)),
+              ("read {unit_path}", _PARSE)),
     Signature("catalog_error_project", _C.CODE_BUG,
               _rx(r"Catalog Error: (?:Table|View) with name ([\w.\"]+) does not exist"),
               "the SQL reads {name}, a relation of this project that does not exist under that "

@@ -52,6 +52,24 @@ class DbtInvocation(BaseModel):
         self._raw_vars = raw
         return self
 
+    def profiles_yml(self) -> str:
+        """The profiles.yml dbt read: the user's --profiles-dir, DBT_PROFILES_DIR, or the
+        default."""
+        folder = self.profiles_dir or self.env.get("DBT_PROFILES_DIR")
+        return f"{folder.rstrip('/')}/profiles.yml" if folder else "~/.dbt/profiles.yml"
+
+    def user_flags(self, *, project: bool = True) -> str:
+        """The flags `--project-dir P --profiles-dir D --target T` as the user gave them
+        (the project only when it is not where dbt ran), for commands a human re-runs."""
+        flags = []
+        if project and self.project_dir and self.project_dir != self.cwd:
+            flags.append(f"--project-dir {self.project_dir}")
+        if self.profiles_dir:
+            flags.append(f"--profiles-dir {self.profiles_dir}")
+        if self.target:
+            flags.append(f"--target {self.target}")
+        return "".join(f" {f}" for f in flags)
+
     def replay_vars(self) -> str | None:
         """--vars for a sandbox re-run: the verbatim value when this process has it."""
         return self._raw_vars if self._raw_vars is not None else self.vars

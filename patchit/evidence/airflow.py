@@ -15,7 +15,8 @@ from pathlib import Path
 
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
-from patchit.evidence.gitlog import breaking_diff_or_note, history_and_changes
+from patchit.evidence.conversion import find_conversion
+from patchit.evidence.gitlog import breaking_diff_or_note, change_base, history_and_changes
 from patchit.evidence.model import Evidence
 from patchit.evidence.pylog import (
     exception_chain,
@@ -276,5 +277,7 @@ def gather_airflow_evidence(
         packed_log=packed,
         rendered_fields=_rendered(event),
         runtime_locals=runtime,
+        change_base=change_base(repo_root, last_good_commit, event.commit or "HEAD"),
     )
+    evidence.conversion = find_conversion(evidence, repo_root, None)
     return redact_model(evidence, _secrets())

@@ -16,8 +16,9 @@ from typing import Any
 
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.conversion import find_conversion
 from patchit.evidence.failing_rows import sample_failing_rows
-from patchit.evidence.gitlog import breaking_diff_or_note, history_and_changes
+from patchit.evidence.gitlog import breaking_diff_or_note, change_base, history_and_changes
 from patchit.evidence.model import Evidence, ProjectIndex, Relation
 from patchit.evidence.project_index import index_project, load_yaml_text, read_project_config
 from patchit.evidence.redact import environment_secrets, profile_secrets, redact_model
@@ -351,6 +352,9 @@ def gather_dbt_evidence(
     evidence.breaking_diff = breaking_diff_or_note(
         repo_root, last_good_commit, event.commit or "HEAD", history_paths, notes
     )
+    evidence.change_base = change_base(repo_root, last_good_commit, event.commit or "HEAD")
+    if event.status == "error":
+        evidence.conversion = find_conversion(evidence, repo_root, db_snapshot)
     compiled = evidence.compiled_code
     if event.status == "fail" and compiled and db_snapshot is not None:
         evidence.failing_rows, note = sample_failing_rows(compiled, db_snapshot)

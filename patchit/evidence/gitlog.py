@@ -147,3 +147,31 @@ def added_lines(diff: str) -> dict[str, set[int]]:
             elif text.startswith(" "):
                 line += 1
     return found
+
+
+def change_base(repo: Path, base: str | None, head: str) -> str | None:
+    """The full commit id the breaking change is measured from: `base` (the last good
+    commit) when given, else `head`'s parent; None for a root commit or without git."""
+    rev = base or f"{head}~1"
+    try:
+        return _query(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip() or None
+    except VcsError:
+        return None
+
+
+def split_diff(diff: str) -> dict[str, str]:
+    """A multi-file unified diff (`breaking_diff`) as path -> that file's part, in order.
+    A size-cap line that follows the last file is dropped."""
+    parts: dict[str, str] = {}
+    path: str | None = None
+    for line in diff.splitlines(keepends=True):
+        if line.startswith("diff --git "):
+            _, _, b_side = line.rstrip("\n").partition(" b/")
+            path = b_side or None
+            if path is not None:
+                parts[path] = ""
+        elif line.startswith("[... size cap"):
+            path = None
+        if path is not None:
+            parts[path] += line
+    return parts

@@ -53,6 +53,22 @@ class TracebackFrame(BaseModel):
     )
 
 
+class ConversionFinding(BaseModel):
+    """Where a value that does not fit its type lives: the column, its type, a few values."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: str = Field(description="the value the error names")
+    target_type: str = Field(description="the type it did not convert to (INTEGER, DATE, ...)")
+    column: str
+    relation: str = Field(description="a warehouse relation, or a data file of the repo")
+    column_type: str | None = Field(default=None, description="the column's type there")
+    samples: list[str] = Field(default_factory=list, description="a few offending values")
+    changed: bool = Field(
+        default=False, description="the relation is a data file the breaking change edited"
+    )
+
+
 class Evidence(BaseModel):
     """Redacted evidence for one failure; paths are relative to `repo_root`."""
 
@@ -76,6 +92,11 @@ class Evidence(BaseModel):
         default_factory=list, description="files changed since the last good commit (or HEAD~1)"
     )
     last_good_commit: str | None = None
+    change_base: str | None = Field(
+        default=None,
+        description="full id of the commit the change is measured from: the last good "
+        "commit, else the failing commit's parent",
+    )
     breaking_diff: str = Field(
         default="", description="diff of the last good commit (or HEAD~1) to the failing commit"
     )
@@ -105,6 +126,9 @@ class Evidence(BaseModel):
     )
     rendered_fields: dict[str, str] = Field(
         default_factory=dict, description="rendered template fields of the task, when known"
+    )
+    conversion: ConversionFinding | None = Field(
+        default=None, description="for a conversion error: the column holding the value"
     )
     runtime_locals: RuntimeFrame | None = Field(
         default=None,

@@ -29,6 +29,16 @@ _NODE_IN_MESSAGE = re.compile(
 _FILE_IN_MESSAGE = re.compile(
     r"given in (?P<path>[\w./-]+\.ya?ml)|\((?P<p2>[\w./-]+\.(?:sql|ya?ml|py))\)"
 )
+# dbt names a YAML file it could not read relative to a resource path: "Error reading shop:
+# marts/extra.yml"
+_READING_YAML = re.compile(r"Error reading [\w-]+: (?P<path>[\w./-]+\.ya?ml)\b")
+_YAML_ERROR = re.compile(
+    r"Error reading [\w-]+: [\w./-]+\.ya?ml|Invalid \w+ config given in [\w./-]+\.ya?ml"
+    r"|Syntax error near line|is not of type|Additional properties are not allowed"
+)
+_RESOURCE_PATHS = (("model-paths", "models"), ("seed-paths", "seeds"),
+                   ("snapshot-paths", "snapshots"), ("test-paths", "tests"),
+                   ("analysis-paths", "analyses"), ("macro-paths", "macros"))  # fmt: skip
 # most specific first: DuckDB's own error kinds, then dbt's wrappers around them
 _ERROR_KINDS = (
     "Binder Error", "Parser Error", "Catalog Error", "Conversion Error", "IO Error",
@@ -77,6 +87,29 @@ def project_name(project_dir: Path) -> str:
     if not isinstance(data, dict) or not data.get("name"):
         raise BadInputError(f"{project_dir / 'dbt_project.yml'}: has no `name:`; fix it")
     return str(data["name"])
+
+
+def yaml_error_file(text: str, project_dir: Path) -> str | None:
+    """The YAML file (relative to the project) a parse error is about, when it is a YAML
+    error: that file, not a node, is the failing unit."""
+    if _YAML_ERROR.search(text) is None:
+        return None
+    if m := _READING_YAML.search(text):
+        try:
+            config = yaml.safe_load((project_dir / "dbt_project.yml").read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            config = None
+        config = config if isinstance(config, dict) else {}
+        for key, default in _RESOURCE_PATHS:
+            dirs = config.get(key) or [default]
+            for folder in dirs if isinstance(dirs, list) else [dirs]:
+                candidate = f"{str(folder).strip('/')}/{m.group('path')}"
+                if (project_dir / candidate).is_file():
+                    return candidate
+        return None
+    found = _FILE_IN_MESSAGE.search(text)
+    path = (found.group("path") or found.group("p2")) if found else None
+    return path if path and path.endswith((".yml", ".yaml")) else None
 
 
 def build_dbt_args(
@@ -239,6 +272,8 @@ def events_from_run(
             uid, path = m.group("uid"), m.group("path")
         if not path and (m := _FILE_IN_MESSAGE.search(text)):
             path = m.group("path") or m.group("p2")
+        if yaml_file := yaml_error_file(text, project_dir):
+            uid, path = None, yaml_file  # a YAML error's unit is its file
         events.append(
             UniversalFailureEvent(
                 **common,

@@ -189,6 +189,16 @@ def _runtime_locals(
         return None
 
 
+def _triggered_by(dag_run: Any) -> str | None:
+    """The run's trigger when known: `test` for a run of `airflow dags test` (Airflow 3's
+    dag.test() names its user "dag_test"; the scheduler's DagRun says triggered_by=TEST),
+    whose log URL points at no API server."""
+    if _safe(lambda: dag_run.triggering_user_name) == "dag_test":
+        return "test"
+    found = _safe(lambda: dag_run.triggered_by)
+    return str(getattr(found, "value", found)).lower() if found is not None else None
+
+
 def build_event(
     context: Mapping[str, Any],
     repos: Mapping[str, str] | None = None,
@@ -203,6 +213,7 @@ def build_event(
     task_id = _safe(lambda: ti.task_id) or _safe(lambda: task.task_id) or "unknown_task"
     fileloc = _safe(lambda: str(dag.fileloc))
     bundle = _safe(lambda: ti.bundle_instance.name)
+    triggered_by = _triggered_by(context.get("dag_run"))
     extras: dict[str, Any] = {
         "dag_file": fileloc,
         "bundle_name": bundle,
@@ -211,6 +222,7 @@ def build_event(
         "task_started_utc": _iso(_safe(lambda: ti.start_date)),
         "hostname": _safe(lambda: ti.hostname),
         "max_tries": _safe(lambda: ti.max_tries),
+        "triggered_by": triggered_by or None,
         **_dbt_fields(task),
         "rendered_fields": _rendered_fields(task),
     }
@@ -239,7 +251,7 @@ def build_event(
         "map_index": map_index,
         "logical_date": _iso(context.get("logical_date")),
         "status": "error",
-        "log_location": _safe(lambda: str(ti.log_url)),
+        "log_location": None if triggered_by == "test" else _safe(lambda: str(ti.log_url)),
         **fields,
         **repo,
         "context": {k: v for k, v in extras.items() if v is not None},

@@ -23,15 +23,15 @@ helper `def`/`class` that nothing left refers to, a blank or comment line).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from patchit.errors import VcsError
 from patchit.evidence.gitlog import changed_files
 from patchit.evidence.model import Evidence
+from patchit.evidence.unit_files import dependency_files
 from patchit.memory.diffs import diff_hash
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import PatchCandidate, PriorAttempt, Proposal, ProposalRequest
@@ -193,7 +193,7 @@ def read_breaking_change(evidence: Evidence) -> BreakingChange | None:
     except VcsError:
         return None
     files: list[FileChange] = []
-    for path in dependency_files(evidence, repo, changed):
+    for path in dependency_files(evidence, changed):
         if _SECRET.search(path):
             continue
         before, after = _show(repo, base, path), _show(repo, failing, path)
@@ -201,74 +201,6 @@ def read_breaking_change(evidence: Evidence) -> BreakingChange | None:
             continue  # added or deleted whole: no older line to go back to
         files.append(split_change(path, before, after))
     return BreakingChange(base, source, failing, files)
-
-
-def dependency_files(evidence: Evidence, repo: Path, changed: list[str]) -> list[str]:
-    """The changed files the failing unit depends on, its own file first."""
-    wanted: list[str] = []
-    event = evidence.event
-    for path in (evidence.unit_path, evidence.tested_model_path, *evidence.properties):
-        if path:
-            wanted.append(path)
-    if event.dbt is not None:
-        wanted += _dbt_dependencies(evidence, changed)
-    else:
-        wanted += list(evidence.related_code) + [f.path for f in evidence.frames]
-    return [p for p in dict.fromkeys(wanted) if p in changed]
-
-
-def _dbt_dependencies(evidence: Evidence, changed: list[str]) -> list[str]:
-    prefix = evidence.project_dir if evidence.project_dir not in (None, "", ".") else ""
-
-    def in_repo(path: str) -> str:
-        return f"{prefix.rstrip('/')}/{path}" if prefix else path
-
-    manifest = _manifest(evidence)
-    unit = evidence.event.unit_id
-    nodes = manifest.get("nodes") or {}
-    if unit in nodes:
-        found: list[str] = []
-        macros = manifest.get("macros") or {}
-        todo, seen = [unit], set()
-        while todo:
-            uid = todo.pop(0)
-            if uid in seen:
-                continue
-            seen.add(uid)
-            node = nodes.get(uid) or macros.get(uid) or {}
-            if isinstance(node.get("original_file_path"), str):
-                found.append(in_repo(node["original_file_path"]))
-            patch = node.get("patch_path")
-            if isinstance(patch, str) and "://" in patch:
-                found.append(in_repo(patch.split("://", 1)[1]))
-            depends = node.get("depends_on") or {}
-            todo += [d for d in depends.get("nodes") or [] if d in nodes]
-            todo += [m for m in depends.get("macros") or [] if m in macros]
-        return found
-    # no manifest for this unit (a parse or compile error): the refs of its code, the
-    # project's macros and YAML; when the unit is no single model, the whole project
-    refs = {r.name for r in evidence.upstream} | set(
-        re.findall(r"""ref\(\s*['"]([\w.-]+)['"]""", evidence.raw_code or "")
-    )
-    in_project = [p for p in changed if not prefix or p.startswith(prefix.rstrip("/") + "/")]
-    if not evidence.unit_path or evidence.unit_path.endswith((".yml", ".yaml")):
-        return [p for p in in_project if p.endswith((".sql", ".yml", ".yaml", ".py"))]
-    return [
-        p
-        for p in in_project
-        if Path(p).stem in refs or p.endswith((".yml", ".yaml")) or "/macros/" in f"/{p}"
-    ]
-
-
-def _manifest(evidence: Evidence) -> dict[str, Any]:
-    path = evidence.event.artifacts.get("manifest")
-    if not path:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 # -- what the error names -------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from patchit.classify.model import FailureClass, Verdict
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.model import Evidence
+from patchit.evidence.unit_files import unit_change
 from patchit.fidelity import DataCheck
 from patchit.harnesses.base import Verification
 from patchit.memory import AttemptRecord, Incident
@@ -52,24 +53,51 @@ def _attempt_lines(attempts: list[AttemptRecord]) -> list[AttemptLine]:
     return lines
 
 
+def _is_yaml(path: str | None) -> bool:
+    return bool(path) and str(path).endswith((".yml", ".yaml"))
+
+
 def _next_actions(
     status: str,
     event: UniversalFailureEvent,
+    evidence: Evidence | None,
     verdict: Verdict | None,
     commands: list[str],
+    unit_files: list[str],
 ) -> list[str]:
     if status == "fixed":
         return [*commands, "review the diff, then merge the branch or open a pull request from it"]
     actions = list(verdict.next_actions) if verdict else []
+    failing = (event.commit or "HEAD")[:12]
+    base = evidence.change_base[:12] if evidence and evidence.change_base else None
     if event.unit_path:
-        actions.append(f"read {event.unit_path} at commit {(event.commit or 'HEAD')[:12]}")
+        actions.append(f"read {event.unit_path} at the failing commit {failing}")
+    if base and unit_files:
+        actions.append(f"git diff {base}..{failing} -- {' '.join(unit_files)}")
+    if base and event.unit_path and event.unit_path in unit_files:
+        actions.append(f"the last good version: git show {base}:{event.unit_path}")
     if event.log_location:
         actions.append(f"read the log {event.log_location}")
-    kind = event.unit_id.split(".")[0]
-    if event.dbt is not None and kind in _NODE_KINDS and event.unit_id.count(".") >= 2:
-        name = event.unit_id.split(".")[2]
-        actions.append(f"re-run it: cd {event.dbt.cwd} && dbt build --select {name}")
+    if event.dbt is not None:
+        kind = event.unit_id.split(".")[0]
+        cd = f"cd {event.dbt.cwd} && "
+        if _is_yaml(event.unit_path) and kind not in _NODE_KINDS:
+            actions.append(f"re-parse it: {cd}dbt parse{event.dbt.user_flags()}")
+        elif kind in _NODE_KINDS and event.unit_id.count(".") >= 2:
+            name = event.unit_id.split(".")[2]
+            actions.append(f"re-run it: {cd}dbt build --select {name}{event.dbt.user_flags()}")
     return list(dict.fromkeys(actions))
+
+
+def _why(verdict: Verdict | None, stop_reason: str, event: UniversalFailureEvent) -> str:
+    """The report's "Why": the verdict's reason; never empty, whatever stopped the run."""
+    if verdict is not None and verdict.reason.strip():
+        return verdict.reason.strip()
+    first = next((ln.strip() for ln in event.error_message.splitlines() if ln.strip()), "")
+    said = f" ({first[:160]})" if first else ""
+    if stop_reason.strip():
+        return f"{event.unit_id} failed{said}; it was not classified: {stop_reason.strip()}"
+    return f"{event.unit_id} failed{said}; it was not classified."
 
 
 def build_report(
@@ -109,12 +137,14 @@ def build_report(
             f"(tier {candidate.tier}, tag `{candidate.tag}`): {candidate.rationale}"
         )
     cls = verdict.cls.value if verdict else FailureClass.UNKNOWN.value
+    unit_files, unit_hunks = unit_change(evidence) if evidence else ([], "")
+    base = evidence.change_base if evidence else None
     return RootCauseReport(
         incident_id=incident.id,
         status=status,
         classification=cls,
         signature=verdict.signature if verdict else "none",
-        reason=verdict.reason if verdict else "not classified",
+        reason=_why(verdict, stop_reason, event),
         fingerprint=incident.fingerprint,
         source=event.source.value,
         pipeline_id=event.pipeline_id,
@@ -136,7 +166,7 @@ def build_report(
         confidence=confidence.score if confidence else None,
         confidence_signals=confidence.signals if confidence else [],
         llm=llm,
-        next_actions=_next_actions(status, event, verdict, commands),
+        next_actions=_next_actions(status, event, evidence, verdict, commands, unit_files),
         needs_human=status != "fixed",
         stop_reason=stop_reason,
         evidence_notes=list(evidence.notes) if evidence else [],
@@ -144,4 +174,8 @@ def build_report(
         changed_files=list(evidence.changed_files) if evidence else [],
         changed_since=evidence.last_good_commit if evidence else None,
         recent_history=list(evidence.git_log) if evidence else [],
+        change_range=f"{base[:12]}..{(event.commit or 'HEAD')[:12]}" if base else None,
+        unit_files=unit_files,
+        unit_hunks=unit_hunks,
+        conversion=evidence.conversion if evidence else None,
     )

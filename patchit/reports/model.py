@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from patchit.evidence.model import ConversionFinding
+
 
 class AttemptLine(BaseModel):
     """One row of the report's timeline."""
@@ -82,5 +84,18 @@ class RootCauseReport(BaseModel):
     failing_rows: list[dict[str, str]] = Field(default_factory=list)
     changed_files: list[str] = Field(default_factory=list)
     changed_since: str | None = Field(default=None, description="last good commit, if known")
+    change_range: str | None = Field(
+        default=None, description="the breaking change: <good commit>..<failing commit>"
+    )
+    unit_files: list[str] = Field(
+        default_factory=list,
+        description="files the failing unit depends on (and data files) that the change touched",
+    )
+    unit_hunks: str = Field(
+        default="", description="the hunks of the breaking change in those files"
+    )
+    conversion: ConversionFinding | None = Field(
+        default=None, description="a conversion error's column, its type and offending values"
+    )
     recent_history: list[str] = Field(default_factory=list)
     generated_utc: datetime = Field(default_factory=lambda: datetime.now(UTC))

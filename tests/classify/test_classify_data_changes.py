@@ -67,8 +67,9 @@ def test_a_conversion_error_on_unchanged_sql_is_a_data_issue(
     shop_repo: Path, tmp_path: Path
 ) -> None:
     _break_seed(shop_repo)
-    (shop_repo / "NOTES.md").write_text("orders export now comes from the new CRM\n")
-    commit_all(shop_repo, "seeds: refresh orders export; notes")
+    (shop_repo / "ops").mkdir()
+    (shop_repo / "ops" / "backfill.sh").write_text("dbt seed --full-refresh\n")
+    commit_all(shop_repo, "seeds: refresh orders export; a backfill script")
     _message, verdict = _dbt_verdict(shop_repo, tmp_path, "raw_orders", "stg_orders")
     assert (verdict.cls, verdict.signature) == (FailureClass.DATA_ISSUE, "conversion_data")
 
@@ -148,11 +149,30 @@ def test_a_landing_csv_change_alone_is_a_data_issue(job_repo: Path) -> None:
 
 def test_a_value_error_on_unchanged_code_is_a_data_issue(job_repo: Path) -> None:
     (job_repo / "jobs" / "orders.csv").write_text(CSV.replace("1,1250", "1,n/a"))
-    (job_repo / "README.md").write_text("orders come from the new CRM\n")
-    commit_all(job_repo, "landing: new export; readme")
+    (job_repo / "ops.sh").write_text("python jobs/load.py\n")
+    commit_all(job_repo, "landing: new export; a run script")
     _event, verdict = _python_verdict(job_repo)
     assert (verdict.cls, verdict.signature) == (FailureClass.DATA_ISSUE, "value_error_data")
     assert "jobs/load.py did not change" in verdict.reason
+
+
+def test_a_landing_csv_change_with_a_readme_is_still_data_only_and_names_the_column(
+    job_repo: Path,
+) -> None:
+    (job_repo / "jobs" / "orders.csv").write_text(CSV.replace("1,1250", "1,n/a"))
+    (job_repo / "README.md").write_text("orders come from the new CRM\n")
+    commit_all(job_repo, "landing: new export; readme")
+    event = _python_event(job_repo, "jobs/load.py")
+    evidence = gather_airflow_evidence(event, job_repo)
+    verdict = classify_failure(evidence)
+    assert (verdict.cls, verdict.signature) == (FailureClass.DATA_ISSUE, "data_files_changed")
+    assert "README.md" not in verdict.reason
+    assert evidence.conversion is not None
+    assert (evidence.conversion.column, evidence.conversion.relation) == (
+        "amount_cents",
+        "jobs/orders.csv",
+    )
+    assert evidence.conversion.samples == ["n/a"] and evidence.conversion.changed
 
 
 def test_a_value_error_from_changed_code_stays_a_code_bug(job_repo: Path) -> None:

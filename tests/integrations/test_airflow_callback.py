@@ -248,3 +248,19 @@ def test_capturing_locals_can_be_turned_off(
     assert "runtime_locals" not in build_event(context, capture_locals=False)
     monkeypatch.setenv("PATCHIT_CAPTURE_LOCALS", "0")
     assert "runtime_locals" not in build_event(context)
+
+
+class FakeDagRun:
+    """The task SDK's DagRun: dag.test() (`airflow dags test`) names its user "dag_test"."""
+
+    def __init__(self, user: str | None) -> None:
+        self.triggering_user_name = user
+
+
+def test_a_dags_test_run_has_no_log_url_a_scheduled_run_keeps_it() -> None:
+    tested = build_event({"ti": FakeTI(), "dag_run": FakeDagRun("dag_test")})
+    assert tested["log_location"] is None  # `airflow dags test`: no API server serves it
+    assert tested["context"]["triggered_by"] == "test"
+    scheduled = build_event({"ti": FakeTI(), "dag_run": FakeDagRun(None)})
+    assert scheduled["log_location"] == FakeTI.log_url
+    assert "triggered_by" not in scheduled["context"]

@@ -125,7 +125,8 @@ def test_failing_task_spools_one_valid_event(
     assert event.repo_path == str(repo) and event.commit == sha
     assert event.unit_path == "dags/orders_daily.py"
     assert event.context["dag_file"] == str(repo / "dags" / "orders_daily.py")
-    assert event.log_location
+    # `airflow dags test` runs with no API server: no log URL that points nowhere
+    assert event.context["triggered_by"] == "test" and event.log_location is None
 
 
 def test_patchit_notifier_spools_like_the_callback(

@@ -1,0 +1,110 @@
+"""The files a failing unit depends on, and the part of the breaking change that touches them.
+
+dbt: the node's file, its upstream models, seeds, macros and YAML (walked from the run's
+manifest, else from its refs); Airflow and Python: the DAG file, the repo modules it imports
+and the files the traceback names. A partial revert searches only these files, and a report
+shows only their hunks of the change (plus changed data files, which a unit reads).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from patchit.evidence.gitlog import split_diff
+from patchit.evidence.model import Evidence
+
+DATA_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".ndjson", ".parquet", ".avro", ".orc",
+                 ".xlsx", ".xls")  # fmt: skip
+
+
+def is_data_file(path: str) -> bool:
+    return path.lower().endswith(DATA_SUFFIXES)
+
+
+def dependency_files(evidence: Evidence, changed: list[str]) -> list[str]:
+    """The changed files the failing unit depends on, its own file first."""
+    wanted: list[str] = []
+    event = evidence.event
+    for path in (evidence.unit_path, evidence.tested_model_path, *evidence.properties):
+        if path:
+            wanted.append(path)
+    if event.dbt is not None:
+        wanted += _dbt_dependencies(evidence, changed)
+    else:
+        wanted += list(evidence.related_code) + [f.path for f in evidence.frames]
+    return [p for p in dict.fromkeys(wanted) if p in changed]
+
+
+def unit_change(evidence: Evidence) -> tuple[list[str], str]:
+    """(files, diff): the changed files the unit depends on, then the changed data files,
+    and the hunks of the breaking change (`evidence.breaking_diff`) in them."""
+    changed = evidence.changed_files
+    files = dependency_files(evidence, changed)
+    files += [p for p in changed if is_data_file(p) and p not in files]
+    parts = split_diff(evidence.breaking_diff)
+    return files, "".join(parts[p] for p in files if p in parts)
+
+
+def _dbt_dependencies(evidence: Evidence, changed: list[str]) -> list[str]:
+    prefix = evidence.project_dir or ""
+    prefix = "" if prefix == "." else prefix
+
+    def in_repo(path: str) -> str:
+        return f"{prefix.rstrip('/')}/{path}" if prefix else path
+
+    manifest = _manifest(evidence)
+    unit = evidence.event.unit_id
+    nodes = manifest.get("nodes") or {}
+    if unit in nodes:
+        found: list[str] = []
+        macros = manifest.get("macros") or {}
+        todo, seen = [unit], set()
+        while todo:
+            uid = todo.pop(0)
+            if uid in seen:
+                continue
+            seen.add(uid)
+            node = nodes.get(uid) or macros.get(uid) or {}
+            if isinstance(node.get("original_file_path"), str):
+                found.append(in_repo(node["original_file_path"]))
+            patch = node.get("patch_path")
+            if isinstance(patch, str) and "://" in patch:
+                found.append(in_repo(patch.split("://", 1)[1]))
+            depends = node.get("depends_on") or {}
+            todo += [d for d in depends.get("nodes") or [] if d in nodes]
+            todo += [m for m in depends.get("macros") or [] if m in macros]
+        # macros are global: one renamed or removed is no longer in the manifest's
+        # depends_on of the node that still calls it, yet it is what broke that node
+        return found + [p for p in changed if _is_macro_file(p, prefix)]
+    # no manifest for this unit (a parse or compile error): the refs of its code, the
+    # project's macros and YAML; when the unit is no single model, the whole project
+    refs = {r.name for r in evidence.upstream} | set(
+        re.findall(r"""ref\(\s*['"]([\w.-]+)['"]""", evidence.raw_code or "")
+    )
+    in_project = [p for p in changed if not prefix or p.startswith(prefix.rstrip("/") + "/")]
+    if not evidence.unit_path or evidence.unit_path.endswith((".yml", ".yaml")):
+        return [p for p in in_project if p.endswith((".sql", ".yml", ".yaml", ".py"))]
+    return [
+        p
+        for p in in_project
+        if Path(p).stem in refs or p.endswith((".yml", ".yaml")) or _is_macro_file(p, prefix)
+    ]
+
+
+def _is_macro_file(path: str, prefix: str) -> bool:
+    inside = not prefix or path.startswith(prefix.rstrip("/") + "/")
+    return inside and "/macros/" in f"/{path}" and path.endswith(".sql")
+
+
+def _manifest(evidence: Evidence) -> dict[str, Any]:
+    path = evidence.event.artifacts.get("manifest")
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
