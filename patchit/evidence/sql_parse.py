@@ -238,3 +238,37 @@ def dbt_refs(
         else:
             return None
     return list(dict.fromkeys(refs)), list(dict.fromkeys(sources))
+
+
+def projections(sql: str) -> dict[str, str] | None:
+    """{output column: its expression's SQL} of the outermost select (a set operation's first
+    branch); None when the SQL does not parse. `*` items are left out."""
+    tree = parse(sql)
+    if tree is None:
+        return None
+    select: exp.Expr = tree
+    while isinstance(select, exp.SetOperation):
+        select = select.left
+    if not isinstance(select, exp.Select):
+        return {}
+    found: dict[str, str] = {}
+    for projection in select.selects:
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(inner, exp.Star) or (
+            isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)
+        ):
+            continue
+        found.setdefault(projection.alias_or_name.lower(), inner.sql(dialect="duckdb").lower())
+    return found
+
+
+def renamed_between(before: str, after: str, old: str) -> str | None:
+    """The new output name of `old` when a model's outermost select computed it from the same
+    expression before and after (`upper(country) as country` -> `... as country_code`) and
+    `old` is gone; None when nothing (or more than one name) matches, or either side fails
+    to parse."""
+    was, now = projections(before), projections(after)
+    if not was or now is None or old.lower() not in was or old.lower() in now:
+        return None
+    same = [name for name, expr in now.items() if expr == was[old.lower()] and name not in was]
+    return same[0] if len(same) == 1 else None

@@ -13,6 +13,7 @@ import pytest
 
 from patchit.evidence.model import Evidence, Relation
 from patchit.patching.fixits.columns import RenameColumnStrategy
+from tests.conftest import commit_all, git
 from tests.patching.scenarios import make_evidence
 
 MART = """with invoices as (
@@ -140,3 +141,37 @@ def test_unparsed_compiled_sql_falls_back_to_the_raw_refs(
     (candidate,) = RenameColumnStrategy().fix(evidence, [])
     new = mart.replace(candidate.edits[0].search, candidate.edits[0].replace)
     assert new.startswith("select s.plan_id as plan_code, s.subscription_id\n")
+
+
+def test_an_expression_renamed_by_the_breaking_change(tmp_path: Path) -> None:
+    """`upper(region) as region` became `upper(region) as region_code`: no `old as new` in
+    the model today, but its select before and after the breaking change (git) show it."""
+    staging = "select\n    subscription_id,\n    upper(region) as {name},\n    plan_id\nfrom raw\n"
+    evidence = _evidence(tmp_path)
+    path = tmp_path / "models" / "staging" / "stg_subscriptions.sql"
+    path.write_text(staging.format(name="region"))
+    git(tmp_path, "init", "-q", "-b", "main")
+    commit_all(tmp_path, "good")
+    path.write_text(staging.format(name="region_code"))
+    failing = commit_all(tmp_path, "stg_subscriptions: region_code")
+    upstream = [
+        r.model_copy(update={"columns": ["subscription_id", "region_code", "plan_id"]})
+        if r.name == "stg_subscriptions"
+        else r
+        for r in UPSTREAM
+    ]
+    event = evidence.event.model_copy(update={"commit": failing})
+    evidence = evidence.model_copy(
+        update={
+            "event": event,
+            "upstream": upstream,
+            "error": MESSAGE.replace('"plan_code"', '"region"'),
+        }
+    )
+    mart = MART.replace("subscriptions.plan_code", "subscriptions.region")
+    (tmp_path / "models" / "marts" / "fct_invoices.sql").write_text(mart)
+    evidence.compiled_code = COMPILED.replace("subscriptions.plan_code", "subscriptions.region")
+    (candidate,) = RenameColumnStrategy().fix(evidence, [])
+    new = mart.replace(candidate.edits[0].search, candidate.edits[0].replace)
+    assert "    subscriptions.region_code as region,\n" in new
+    assert "group by invoices.invoice_id, subscriptions.region_code, net_usd" in new

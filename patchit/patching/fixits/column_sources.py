@@ -6,7 +6,8 @@ relations (read from the warehouse snapshot). Only when the compiled SQL is miss
 not parse does it fall back to the raw file's `ref('x') }} as alias` by regex.
 
 `upstream_rename` finds the new name of a column an upstream model now selects as
-`old as new`; `is_projection` tells whether a span of SQL is a whole select item, where a
+`old as new`, or computes under a new name in the breaking change (`f(x) as old` became
+`f(x) as new`); `is_projection` tells whether a span of SQL is a whole select item, where a
 rename must keep the model's output column name.
 """
 
@@ -16,8 +17,9 @@ import re
 from dataclasses import dataclass, field
 
 from patchit.evidence.model import Evidence
-from patchit.evidence.sql_parse import mask_jinja, renamed_columns, resolve_alias
+from patchit.evidence.sql_parse import mask_jinja, renamed_between, renamed_columns, resolve_alias
 from patchit.patching.fixits._common import model_files, read_repo_file
+from patchit.patching.revert import read_breaking_change
 
 _REF_ALIAS = r"ref\(\s*['\"](?P<ref>\w+)['\"]\s*\)\s*\}\}\s*(?:as\s+)?"
 _TOKEN = re.compile(r"\w+|\S")
@@ -78,14 +80,22 @@ def upstream_rename(
     with `new` among the columns the alias really has (when those are known)."""
     files = model_files(evidence)
     known = {c.lower() for c in columns}
+    paths = {p: table for table in tables for name, p in files.items() if name.lower() == table}
     found: set[tuple[str, str]] = set()
-    for table in tables:
-        path = next((p for name, p in files.items() if name.lower() == table), None)
-        text = read_repo_file(evidence, path) if path else None
+    for path, table in paths.items():
+        text = read_repo_file(evidence, path)
         renames = renamed_columns(mask_jinja(text)) if text else None
         for source, new in (renames or {}).items():
             if source.lower() == old.lower() and (not known or new.lower() in known):
                 found.add((table, new))
+    if not found and paths:  # an expression renamed: `f(x) as old` became `f(x) as new`
+        change = read_breaking_change(evidence)
+        for file in change.files if change is not None else []:
+            if file.path in paths:
+                before, after = mask_jinja(file.base_text), mask_jinja(file.fail_text)
+                now = renamed_between(before, after, old)
+                if now is not None and (not known or now.lower() in known):
+                    found.add((paths[file.path], now))
     return next(iter(found)) if len(found) == 1 else None
 
 
