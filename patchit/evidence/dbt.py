@@ -21,7 +21,6 @@ from patchit.evidence.gitlog import breaking_diff_or_note, history_and_changes
 from patchit.evidence.model import Evidence, ProjectIndex, Relation
 from patchit.evidence.project_index import index_project, load_yaml_text, read_project_config
 from patchit.evidence.redact import environment_secrets, profile_secrets, redact_model
-from patchit.evidence.sql_parse import dbt_refs
 
 _REF = re.compile(
     r"""\bref\(\s*['"]([\w.-]+)['"]\s*(?:,\s*['"]([\w.-]+)['"]\s*)?(?:,\s*v(?:ersion)?\s*=[^)]*)?\)"""
@@ -40,6 +39,8 @@ def code_refs(evidence: Evidence) -> tuple[list[str], list[tuple[str, str]]]:
     """The refs and sources the unit reads: from the parse of its compiled SQL (only what it
     really compiled to, no ref in a comment or an untaken branch), else from its raw code."""
     if evidence.compiled_code:
+        from patchit.evidence.sql_parse import dbt_refs  # sqlglot: only when a node failed
+
         own = None if evidence.event.unit_id.startswith("test.") else evidence.unit_name
         parsed = dbt_refs(evidence.compiled_code, evidence.index, own)
         if parsed is not None and (parsed[0] or parsed[1]):
