@@ -30,9 +30,23 @@ _SOURCE = re.compile(r"""\bsource\(\s*['"]([\w.-]+)['"]\s*,\s*['"]([\w.-]+)['"]\
 
 
 def parse_refs(sql: str) -> tuple[list[str], list[tuple[str, str]]]:
-    """Names passed to ref() (the node name of the two-argument form) and source() pairs."""
+    """Names passed to ref() (the node name of the two-argument form) and source() pairs,
+    read from raw Jinja-SQL by regex: the fallback of `code_refs`."""
     refs = [second or first for first, second in _REF.findall(sql)]
     return list(dict.fromkeys(refs)), list(dict.fromkeys(_SOURCE.findall(sql)))
+
+
+def code_refs(evidence: Evidence) -> tuple[list[str], list[tuple[str, str]]]:
+    """The refs and sources the unit reads: from the parse of its compiled SQL (only what it
+    really compiled to, no ref in a comment or an untaken branch), else from its raw code."""
+    if evidence.compiled_code:
+        from patchit.evidence.sql_parse import dbt_refs  # sqlglot: only when a node failed
+
+        own = None if evidence.event.unit_id.startswith("test.") else evidence.unit_name
+        parsed = dbt_refs(evidence.compiled_code, evidence.index, own)
+        if parsed is not None and (parsed[0] or parsed[1]):
+            return parsed
+    return parse_refs(evidence.raw_code or "")
 
 
 def _read(path: Path) -> str | None:
@@ -226,7 +240,7 @@ def parse_test_node(
         model = attached.split(".")[-1] if attached else None
     elif (evidence.unit_path or "").endswith(".sql"):
         kind = "singular"
-        refs, _ = parse_refs(evidence.raw_code or "")
+        refs, _ = code_refs(evidence)
         model = refs[0] if refs else None
     else:
         kind, model, column = _split_test_name(name, evidence.index)
@@ -320,14 +334,13 @@ def gather_dbt_evidence(
         index=index,
     )
     evidence.compiled_code = _compiled_code(event, repo_root, project, index, manifest, notes)
-    code_for_refs = evidence.raw_code or ""
     if parts[0] == "test":
         parse_test_node(evidence, repo_root, project, manifest)
         if evidence.tested_model_path:
             tested_code = _read_in_repo(repo_root, evidence.tested_model_path)
             if tested_code is not None:
                 evidence.related_code[evidence.tested_model_path] = tested_code
-    refs, sources = parse_refs(code_for_refs)
+    refs, sources = code_refs(evidence)
     node = ((manifest or {}).get("nodes") or {}).get(event.unit_id) or {}
     # A test's relations (relationships' `to:` model too) are its manifest dependencies.
     for dep in (node.get("depends_on") or {}).get("nodes") or []:

@@ -66,7 +66,10 @@ def test_model_evidence_has_code_upstream_columns_history_and_no_secret(
         "models/marts/orders.sql",
         error_type="Runtime Error",
         error_message=BINDER + f"\n  while connecting with password={SECRET}",
-        context={"compiled_code": f"select o.statsu from main.stg_orders -- {SECRET}"},
+        context={
+            "compiled_code": 'select o.statsu from "shop"."main"."stg_orders" as o left join '
+            f'"shop"."main"."order_payments" as p using (order_id) -- {SECRET}'
+        },
     )
     ev = gather_dbt_evidence(event, repo, db_snapshot=snapshot)
 

@@ -28,6 +28,12 @@ def error_text(evidence: Evidence) -> str:
     return "\n".join(dict.fromkeys(p for p in parts if p))
 
 
+def blank_regions(text: str) -> str:
+    """`text` with its Jinja blocks, SQL strings and comments blanked (same length and lines),
+    so a scan of the SQL tokens left cannot match inside them."""
+    return _TOKEN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
 def project_prefix(evidence: Evidence) -> str:
     """The dbt project directory relative to the repo root ('' when they are the same)."""
     if evidence.project_dir is not None:

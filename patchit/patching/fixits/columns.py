@@ -10,8 +10,12 @@ The DuckDB 2.0 messages dbt 1.11 reports (in run_results and the log):
     Binder Error: Referenced table "x" not found!
     Candidate tables: "o"
 
-Candidates are the binder's own list plus the upstream relations' columns (the binder lists
-at most five), narrowed to the aliased relation when the qualifier names a ref().
+Candidates are the binder's own list plus the columns the qualifier really has: the alias is
+resolved in the compiled SQL (sqlglot, through CTEs and subqueries, see column_sources) to
+its relations, whose columns come from the warehouse snapshot. When one of those relations is
+a model that now selects `old as new` (an upstream rename), `new` is the fix, and a bare
+select item keeps its output name (`subscriptions.plan_id as plan_code`): the model's own
+columns, and whatever reads them, stay as they were.
 """
 
 from __future__ import annotations
@@ -23,7 +27,13 @@ from patchit.evidence.model import Evidence
 from patchit.evidence.similarity import nearest
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
-from patchit.patching.fixits._common import error_text, read_repo_file, sub_in_regions
+from patchit.patching.fixits._common import (
+    blank_regions,
+    error_text,
+    read_repo_file,
+    sub_in_regions,
+)
+from patchit.patching.fixits.column_sources import alias_columns, is_projection, upstream_rename
 
 _UNQUALIFIED = re.compile(r'Referenced column "(?P<col>[^"]+)" not found in FROM clause!')
 _QUALIFIED = re.compile(
@@ -32,7 +42,7 @@ _QUALIFIED = re.compile(
 _TABLE = re.compile(r'Referenced table "(?P<qual>[^"]+)" not found!')
 _BINDINGS = re.compile(r"Candidate (?:bindings|tables):(?P<list>[^\n]*)")
 _QUOTED = re.compile(r'"([^"]+)"')
-_REF_ALIAS = r"ref\(\s*['\"](?P<ref>\w+)['\"]\s*\)\s*\}\}\s*(?:as\s+)?"
+_START, _END = "\x00", "\x01"  # mark a renamed span until the projection check has run
 
 
 def _listed_candidates(message: str) -> list[str]:
@@ -57,23 +67,20 @@ class RenameColumnStrategy(FixIt):
             return self._rename_qualifier(evidence, text, found.group("qual"), message)
         if found := _QUALIFIED.search(message):
             qual, col = found.group("qual"), found.group("col")
-            columns = self._upstream_columns(evidence, text, qual)
-            fix = nearest(col, [*_listed_candidates(message), *columns])
-            pattern = rf'(?<![\w."])(?P<q>"?{re.escape(qual)}"?\s*\.\s*"?){re.escape(col)}(?!\w)'
+            source = alias_columns(evidence, text, qual, col)
+            pattern = (
+                rf'(?<![\w."])(?P<q>"?{re.escape(qual)}"?\s*\.\s*"?){re.escape(col)}(?P<e>"?)(?!\w)'
+            )
+            renamed = upstream_rename(evidence, source.tables, col, source.columns)
+            if renamed is not None:
+                model, new = renamed
+                why = f"{qual} reads {model}, which now selects {col} as {new}"
+                return self._candidate(evidence, text, pattern, col, new, f"{qual}.", why)
+            fix = nearest(col, [*_listed_candidates(message), *source.columns])
             return self._candidate(evidence, text, pattern, col, fix, f"{qual}.")
         if found := _UNQUALIFIED.search(message):
             return self._rename_unqualified(evidence, text, found.group("col"), message)
         return []
-
-    def _upstream_columns(self, evidence: Evidence, text: str, alias: str | None) -> list[str]:
-        relations = evidence.upstream
-        if alias is not None:
-            refs = {
-                m.group("ref") for m in re.finditer(_REF_ALIAS + re.escape(alias) + r"\b", text)
-            }
-            aliased = [r for r in relations if r.name in refs]
-            relations = aliased or relations
-        return [column for relation in relations for column in relation.columns]
 
     def _rename_unqualified(
         self, evidence: Evidence, text: str, col: str, message: str
@@ -83,7 +90,7 @@ class RenameColumnStrategy(FixIt):
         forms: dict[str, set[str]] = {}
         for listed in _listed_candidates(message):
             forms.setdefault(listed.rsplit(".", 1)[-1], set()).add(listed)
-        for column in self._upstream_columns(evidence, text, None):
+        for column in alias_columns(evidence, text, None, col).columns:
             forms.setdefault(column, {column})
         bare = nearest(col, forms)
         if bare is None or len(forms[bare]) != 1:
@@ -100,20 +107,30 @@ class RenameColumnStrategy(FixIt):
         return self._candidate(evidence, text, pattern, qual, fix, "")
 
     def _candidate(
-        self, evidence: Evidence, text: str, pattern: str, old: str, fix: str | None, shown: str
+        self,
+        evidence: Evidence,
+        text: str,
+        pattern: str,
+        old: str,
+        fix: str | None,
+        shown: str,
+        renamed_upstream: str | None = None,
     ) -> list[PatchCandidate]:
         if fix is None or evidence.unit_path is None:
             return []
+        start, end = (_START, _END) if renamed_upstream else ("", "")
 
         def repl(match: re.Match[str]) -> str:
             prefix = match.group("q")
             if prefix.endswith('"') and "." in fix:
                 # a quoted bare name becomes qualifier."name", keeping the quotes on the column
                 qualifier, column = fix.rsplit(".", 1)
-                return f'{prefix[:-1]}{qualifier}."{column}'
-            return prefix + fix
+                return f'{start}{prefix[:-1]}{qualifier}."{column}{end}'
+            return f"{start}{prefix}{fix}{match.groupdict().get('e') or ''}{end}"
 
         new_text, count = sub_in_regions(text, re.compile(pattern), repl, region="sql")
+        if renamed_upstream:
+            new_text = _keep_output_names(new_text, old)
         if count == 0 or new_text == text:
             return []
         return [
@@ -123,9 +140,27 @@ class RenameColumnStrategy(FixIt):
                 tier=self.tier,
                 edits=[derive_edit(evidence.unit_path, text, new_text)],
                 rationale=(
-                    f"DuckDB could not bind {shown}{old}; {fix} is the only near name it can "
-                    f"bind (renamed {count} occurrence(s) in {evidence.unit_path})"
+                    f"DuckDB could not bind {shown}{old}; {renamed_upstream}: read {fix} as "
+                    f"{old} ({count} occurrence(s) in {evidence.unit_path})"
+                    if renamed_upstream
+                    else f"DuckDB could not bind {shown}{old}; {fix} is the only near name it "
+                    f"can bind (renamed {count} occurrence(s) in {evidence.unit_path})"
                 ),
                 confidence=0.9,
             )
         ]
+
+
+def _keep_output_names(text: str, old: str) -> str:
+    """Drop the span markers; a marked span that is a whole select item gets `as old`."""
+    out: list[str] = []
+    pos = 0
+    for match in re.finditer(f"{_START}([^{_END}]*){_END}", text):
+        out.append(text[pos : match.start()])
+        masked = blank_regions(text.replace(_START, " ").replace(_END, " "))
+        whole = is_projection(masked, match.start(), match.end())
+        name = old if re.fullmatch(r"[a-z_][a-z0-9_]*", old) else f'"{old}"'
+        out.append(match.group(1) + (f" as {name}" if whole else ""))
+        pos = match.end()
+    out.append(text[pos:])
+    return "".join(out)
