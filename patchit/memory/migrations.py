@@ -117,7 +117,22 @@ def m002_llm_calls(db: Database) -> None:
     db.table("llm_calls").create_index(["created_utc"])
 
 
-MIGRATIONS: list[Migration] = [m001_initial, m002_llm_calls]
+def m003_landing(db: Database) -> None:
+    """What a crashed run needs to land a fix it verified: the commit it was verified on, the
+    candidate with its verification and data check (JSON), and the branch once it landed."""
+    attempts = db.table("attempts")
+    attempts.add_column("commit", str)
+    attempts.add_column("verified_json", str)
+    attempts.add_column("landed_branch", str)
+    # before this migration a verified attempt of a fixed incident was on its branch
+    db.execute(
+        "update attempts set landed_branch = (select branch from incidents i"
+        " where i.id = attempts.incident_id and i.status = 'fixed')"
+        " where outcome = 'verified'"
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_initial, m002_llm_calls, m003_landing]
 
 
 def _ensure_migrations_table(db: Database) -> None:
