@@ -191,14 +191,15 @@ class Worker:
     def _add_row(self, batch: _Batch, row: SpooledEvent) -> None:
         try:
             event = parse_spooled(row)
+        except ValueError as exc:
+            batch.failed[row.id] = f"spool row {row.id}: {exc}"
+            return
+        try:
             converted = None
             if event.source is FailureSource.AIRFLOW:
                 converted = dbt_events_from_airflow(event)
             for one in converted or [event]:
                 cause_key(one)  # a key that cannot be computed fails this row, not the batch
-        except ValueError as exc:
-            batch.failed[row.id] = f"spool row {row.id}: {exc}"
-            return
         except Exception as exc:  # a poison event: only its own row is bad
             batch.failed[row.id] = f"spool row {row.id}: {_internal(exc)}"
             return

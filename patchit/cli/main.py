@@ -159,7 +159,7 @@ def incidents(ctx: click.Context, as_json: bool) -> None:
     from patchit.memory.ledger import Ledger
 
     memory = _open_memory(ctx)
-    for line in _damage_notes(_home(ctx)):
+    for line in _damage_notes(_home(ctx), said=memory.notices):
         click.echo(f"patchit: {line}", err=True)
     ledger = Ledger(memory)
     rows = []
@@ -226,8 +226,9 @@ def _open_memory(ctx: click.Context) -> Memory:
     return memory
 
 
-def _damage_notes(home: Path) -> list[str]:
-    """One line per damaged memory or spool file moved aside and still kept."""
+def _damage_notes(home: Path, said: list[str]) -> list[str]:
+    """One line per damaged memory or spool file moved aside and still kept (but those the
+    lines already `said` name)."""
     from patchit.dbfiles import quarantined
     from patchit.intake.spool import spool_path
     from patchit.memory import DB_RELATIVE_PATH
@@ -235,6 +236,8 @@ def _damage_notes(home: Path) -> list[str]:
     notes = []
     for what, path in (("attempt memory", home / DB_RELATIVE_PATH), ("spool", spool_path(home))):
         for moved in quarantined(path):
+            if any(str(moved) in line for line in said):
+                continue
             lost = "incidents" if what == "attempt memory" else "spooled events"
             notes.append(
                 f"the {what} was found damaged and moved aside to {moved}: the {lost} it "

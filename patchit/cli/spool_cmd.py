@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from patchit.errors import BadInputError
 from patchit.intake.spool import FALLBACK_NAME, IMPORTING_MARK, Spool, fallback_path
 
 STATES = ("pending", "taken", "done", "bad")
@@ -101,7 +100,7 @@ def retry(ctx: click.Context, ids: tuple[int, ...]) -> None:
 def drop(ctx: click.Context, ids: tuple[int, ...], state: str | None) -> None:
     """Delete the given IDS, or every row in --state (bad or done), from the spool."""
     if not ids and not state:
-        raise BadInputError("name the rows to drop (IDS) or a --state (bad or done)")
+        raise click.UsageError("name the rows to drop (IDS) or a --state (bad or done)")
     with _open(ctx) as queue:
         count = queue.drop(list(ids) or None, None if ids else state)
     click.echo(f"{count} row(s) dropped")
