@@ -17,6 +17,7 @@ clears what dead runs left (`patchit.recovery`) and resumes the incidents they l
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,10 +26,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from patchit.context import Context, build_context
-from patchit.errors import MemoryStoreError, PatchitError
+from patchit.errors import MemoryStoreError, PatchitError, SpoolError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.intake.airflow_dbt import dbt_events_from_airflow
-from patchit.intake.spool import Spool, SpooledEvent
+from patchit.intake.spool import Spool, SpooledEvent, spool_path
 from patchit.intake.storm import storm_class, storm_key
 from patchit.liveness import run_owner
 from patchit.loop import heal_group
@@ -128,16 +129,26 @@ class Worker:
         self, once: bool, poll_s: float = 2.0, stop: Callable[[], bool] = lambda: False
     ) -> WorkerStats:
         """Process batches; with `once` return once the spool is empty, else poll until stop()."""
-        with Spool.open(self.home, check=True) as spool, Memory.open(self.home) as memory:
-            for notice in [*spool.notices, *memory.notices]:
-                self.say(notice)
-            try:
-                self.recover(memory)
-                self._run_batches(spool, memory, once, poll_s, stop)
-            finally:
-                for ctx in self._contexts.values():
-                    ctx.close()
-                self._contexts.clear()
+        try:
+            with Spool.open(self.home, check=True) as spool, Memory.open(self.home) as memory:
+                for notice in [*spool.notices, *memory.notices]:
+                    self.say(notice)
+                try:
+                    self.recover(memory)
+                    self._run_batches(spool, memory, once, poll_s, stop)
+                finally:
+                    for ctx in self._contexts.values():
+                        ctx.close()
+                    self._contexts.clear()
+        except sqlite3.Error as exc:  # the memory's are MemoryStoreError: this is the spool's
+            raise SpoolError(
+                f"{spool_path(self.home)}: the spool could not be used ({exc}); "
+                + (
+                    "retry when the process holding it is done"
+                    if "locked" in str(exc)
+                    else "the next worker run checks it and moves it aside if it is damaged"
+                )
+            ) from exc
         return self.stats
 
     def recover(self, memory: Memory) -> None:

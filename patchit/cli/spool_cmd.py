@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
-from patchit.intake.spool import FALLBACK_NAME, IMPORTING_MARK, Spool, fallback_path
+from patchit.errors import SpoolError
+from patchit.intake.spool import FALLBACK_NAME, IMPORTING_MARK, Spool, spool_path
 
 STATES = ("pending", "taken", "done", "bad")
 
 
-def _open(ctx: click.Context) -> Spool:
+@contextmanager
+def _open(ctx: click.Context) -> Iterator[Spool]:
+    """The spool (checked, a damaged one moved aside and said), its errors as one line."""
     from patchit.config import resolve_home
 
-    spool = Spool.open(resolve_home(ctx.obj.get("home") if ctx.obj else None), check=True)
-    for notice in spool.notices:
-        click.echo(f"patchit: {notice}", err=True)
-    return spool
+    home = resolve_home(ctx.obj.get("home") if ctx.obj else None)
+    try:
+        with Spool.open(home, check=True) as spool:
+            for notice in spool.notices:
+                click.echo(f"patchit: {notice}", err=True)
+            yield spool
+    except sqlite3.Error as exc:
+        raise SpoolError(f"{spool_path(home)}: the spool could not be used ({exc})") from exc
 
 
 def _what(payload: str) -> str:
@@ -71,9 +81,7 @@ def list_rows(ctx: click.Context, state: str | None, limit: int, as_json: bool) 
         return
     summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in STATES)
     if waiting:
-        summary += (
-            f"; {waiting} in {fallback_path(queue.path.parent.parent)} (imported by the worker)"
-        )
+        summary += f"; {waiting} in {queue.path.with_name(FALLBACK_NAME)} (imported by the worker)"
     click.echo(f"spool: {summary}")
     for row in rows:
         reason = f"  {row['reason']}" if row["reason"] else ""

@@ -405,6 +405,19 @@ def append_fallback(event: dict[str, Any], home: Path) -> Path:
     raise OSError(f"{path}: could not append (the file kept being replaced)")
 
 
+def spool_events(events: list[dict[str, Any]], home: Path) -> bool:
+    """Spool several events in one transaction; False when they went to the fallback file
+    instead (the spool locked past the producer's timeout, damaged or unwritable)."""
+    try:
+        with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S) as spool:
+            spool.put_many(events)
+        return True
+    except (sqlite3.Error, SpoolDamaged, OSError):
+        for event in events:
+            append_fallback(event, home)
+        return False
+
+
 def spool_event(event: dict[str, Any], home: Path | None = None) -> int | None:
     """Open the spool with the producer's short busy timeout, insert one event, close; its row
     id. When the spool is locked past that timeout, damaged or unwritable, the event goes to
