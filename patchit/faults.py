@@ -19,7 +19,7 @@ CHECKPOINTS = (
     "verified",  # a verified attempt is recorded; nothing is landed
     "committed",  # the fix is committed in the landing worktree; no branch yet
     "branched",  # the branch exists; the attempt is not marked landed
-    "finished",  # the incident's status is recorded; its report is not written yet
+    "finished",  # the report is written; the incident's status is not recorded yet
 )
 
 

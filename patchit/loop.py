@@ -25,7 +25,7 @@ from patchit.evidence.model import Evidence
 from patchit.faults import checkpoint
 from patchit.harnesses.base import Harness
 from patchit.harnesses.registry import select_harness
-from patchit.memory import Incident
+from patchit.memory import Incident, IncidentStatus
 from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.memory.ledger import Ledger, LlmPurpose
 from patchit.patching.llm import BudgetExhausted, LlmUnavailable, llm_enabled, second_opinion
@@ -270,11 +270,12 @@ def _finish(
     search: Search | None = None,
     landing: Landing | None = None,
 ) -> HealOutcome:
-    """Record the outcome and write the report (Root Cause Report when nothing landed)."""
-    incident = ctx.memory.update_incident(
-        incident.id, status=status, branch=landing.branch if landing else None
+    """Write the report (Root Cause Report when nothing landed), then record the outcome and
+    the report in one update: a run killed in between leaves the incident open, resumable."""
+    branch = landing.branch if landing else None
+    incident = ctx.memory.get_incident(incident.id).model_copy(
+        update={"status": IncidentStatus(status), "branch": branch}
     )
-    checkpoint("finished")
     winner = search.winner if search else None
     trials = search.trials if search else []
     refused = [t.data for t in trials if t.data is not None and t.data.needs_review]
@@ -293,8 +294,14 @@ def _finish(
         llm=_llm_summary(ctx, incident.id, trials),
     )
     md, js = write_report(report, ctx.home / "reports")
+    checkpoint("finished")
     incident = ctx.memory.update_incident(
-        incident.id, report_md=str(md), report_json=str(js), needs_human=report.needs_human
+        incident.id,
+        status=status,
+        branch=branch,
+        report_md=str(md),
+        report_json=str(js),
+        needs_human=report.needs_human,
     )
     return HealOutcome(incident, created=created, commands=landing.commands if landing else [])
 

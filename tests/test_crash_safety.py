@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -21,6 +22,7 @@ from click.testing import CliRunner
 from patchit.cli.main import cli
 from patchit.context import Context
 from patchit.events.model import UniversalFailureEvent
+from patchit.faults import CHECKPOINTS, FAULT_ENV
 from patchit.harnesses.base import Workspace
 from patchit.harnesses.fake import FakeHarness
 from patchit.intake.spool import Spool
@@ -267,3 +269,35 @@ def test_a_spooled_event_whose_worker_was_killed_is_healed_by_the_next_worker(
     assert incident.status == "fixed"
     with Spool.open(_patchit_home) as spool:
         assert spool.counts() == {"done": 1}
+
+
+@pytest.mark.parametrize("at", CHECKPOINTS)
+def test_a_sigkill_at_each_checkpoint_loses_nothing(
+    at: str,
+    event: UniversalFailureEvent,
+    memory: Memory,
+    _patchit_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    repo = Path(event.repo_path or "")
+    before = user_tree(repo)
+
+    def first_run() -> None:
+        os.environ[FAULT_ENV] = at
+        heal_in_child(_patchit_home, event, FakeHarness.passing_when(JOB, RIGHT))
+
+    assert killed(first_run) == -signal.SIGKILL
+    [left] = memory.list_incidents()
+    assert left.status == "open"
+    lines: list[str] = []
+    stats = Worker(_patchit_home, say=lines.append, make_context=fake_context).run(once=True)
+    assert stats.resumed == 1, lines
+    incident = memory.get_incident(left.id)
+    assert (incident.status, incident.branch) == ("fixed", f"patchit/{left.id}")
+    assert RIGHT in git(repo, "show", f"{incident.branch}:{JOB}")
+    # one verified attempt: a fix recorded before the kill landed without a new verification
+    verified = [a for a in memory.attempts_for(left.id) if a.outcome == "verified"]
+    assert len(verified) == 1 and verified[0].landed_branch == incident.branch
+    assert Path(incident.report_md or "").is_file()
+    assert stray(_patchit_home, repo) == NOTHING and not memory.has_lease(left.id)
+    assert user_tree(repo) == before
