@@ -263,6 +263,8 @@ def recorded_winner(bench: Bench) -> Trial | None:
         same_commit = attempt.commit is not None and attempt.commit == bench.event.commit
         if attempt.landed_branch is None and not same_commit:
             continue  # verified on another commit: the search verifies it again
+        if attempt.landed_branch and landed_commit(bench.repo, bench.incident_id) is None:
+            continue  # its branch is gone (deleted, or the fix regressed): not resumed
         try:
             data = json.loads(attempt.verified_json or "")
             trial = Trial(

@@ -301,3 +301,16 @@ def test_a_sigkill_at_each_checkpoint_loses_nothing(
     assert Path(incident.report_md or "").is_file()
     assert stray(_patchit_home, repo) == NOTHING and not memory.has_lease(left.id)
     assert user_tree(repo) == before
+
+
+def test_a_landed_fix_whose_branch_is_gone_is_not_landed_again_unverified(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    harness = FakeHarness.passing_when(JOB, RIGHT)
+    first = run(make_ctx(_patchit_home, memory, [Scripted([edit(RIGHT)])], [harness]), event)
+    repo = Path(event.repo_path or "")
+    git(repo, "branch", "-D", f"patchit/{first.incident.id}")  # the user threw it away
+    memory.update_incident(first.incident.id, status="open", branch=None)
+    again = run(make_ctx(_patchit_home, memory, [Scripted()], [harness]), event)
+    assert again.incident.status == "failed" and again.incident.branch is None
+    assert git(repo, "branch", "--list", "patchit/*") == ""
