@@ -11,7 +11,7 @@ export PATCHIT_HOME ?= $(CURDIR)/var
 PYTEST_WORKERS ?= 4
 PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadfile
 
-.PHONY: demo test test-fast lint typecheck install bubblewrap clean
+.PHONY: demo test test-fast lint typecheck install bubblewrap clean fault race
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,17 @@ test: install bubblewrap
 
 test-fast: install bubblewrap
 	PATCHIT_FAST_TIER=1 $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_XDIST)
+
+# Crash safety: 100 SIGKILLs at random points of real dbt heals (a timer, and every 4th kill at
+# a named checkpoint), each resumed; prints corrupt databases, stray worktrees, lost incidents
+# and lost verified fixes (all must be 0) and whether the user's trees are untouched.
+FAULT_KILLS ?= 100
+fault: install bubblewrap
+	$(BIN)/python -m patchit.bench.fault --kills $(FAULT_KILLS)
+
+# Racing workers: 4 worker processes x 1,000 spooled events; each incident healed once.
+race: install
+	$(BIN)/python -m patchit.bench.race --workers 4 --events 1000
 
 lint: install
 	$(BIN)/ruff check patchit tests

@@ -7,8 +7,6 @@ skipped with a warning naming it), each harness configured with the repo's setti
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +14,7 @@ from pathlib import Path
 from patchit.config import PatchitConfig, load_config
 from patchit.harnesses.base import Harness
 from patchit.harnesses.registry import configure_harnesses, load_harnesses
+from patchit.liveness import run_owner
 from patchit.memory import Memory
 from patchit.patching.base import Strategy
 from patchit.patching.registry import load_strategies
@@ -28,8 +27,8 @@ def _quiet(_message: str) -> None:
 
 
 def default_owner() -> str:
-    """Who holds an incident's lease: this host and process."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """Who holds an incident's lease: this host and process (pid and start time)."""
+    return run_owner()
 
 
 @dataclass
@@ -62,9 +61,13 @@ def build_context(
 ) -> Context:
     """The context for healing `repo`'s failures, plugins loaded and configured."""
     config = load_config(repo)
+    if memory is None:
+        memory = Memory.open(home)
+        for notice in memory.notices:
+            say(notice)
     return Context(
         home=home,
-        memory=memory or Memory.open(home),
+        memory=memory,
         config=config,
         strategies=load_strategies(),
         harnesses=configure_harnesses(load_harnesses(), config),

@@ -25,6 +25,7 @@ from patchit.loop import HealOutcome, group_by_cause, heal_group, project_key_fo
 from patchit.memory import Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.memory.outcomes import UnitRun
+from patchit.recovery import sweep_dead_runs
 
 Say = Callable[[str], None]
 
@@ -73,6 +74,8 @@ def heal_dbt_run(
         say(f"recorded, not healing: {_why_not(run)}")
         return []
     ctx = build_context(home, run.repo, memory=memory, say=say)
+    if line := sweep_dead_runs(home, memory, ctx.owner).summary():
+        say(line)
     outcomes = []
     try:
         for group in group_by_cause(events):

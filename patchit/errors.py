@@ -4,7 +4,8 @@
     ├── BadInputError            an input the user gave is wrong (exit 2); names the input
     ├── HarnessError             a harness could not run at all (missing binary, broken sandbox)
     ├── VcsError                 a git command failed
-    └── MemoryStoreError         the attempt memory could not be read or written
+    ├── MemoryStoreError         the attempt memory could not be read or written
+    └── SpoolError               the spool could not be read or written (by a worker)
 
 User-facing messages are one line: what was wrong, with which input, and what to do.
 """
@@ -30,6 +31,10 @@ class VcsError(PatchitError):
 
 class MemoryStoreError(PatchitError):
     """The attempt memory could not be opened, migrated or written."""
+
+
+class SpoolError(PatchitError):
+    """The spool could not be opened, read or written by a worker or `patchit spool`."""
 
 
 class PatchitWarning(UserWarning):

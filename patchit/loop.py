@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,14 +19,15 @@ from patchit.classify.model import FailureClass, Verdict
 from patchit.context import Context
 from patchit.delivery.approval import auto_deliver
 from patchit.delivery.notify import notify
-from patchit.errors import PatchitError
+from patchit.errors import PatchitError, VcsError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence
+from patchit.faults import checkpoint
 from patchit.harnesses.base import Harness
 from patchit.harnesses.registry import select_harness
-from patchit.memory import Incident
+from patchit.memory import Incident, IncidentStatus
 from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.memory.ledger import Ledger, LlmPurpose
 from patchit.patching.llm import BudgetExhausted, LlmUnavailable, llm_enabled, second_opinion
@@ -36,9 +37,9 @@ from patchit.reports.render import write_report
 from patchit.sandbox.dbt_profile import resolve_dbt_target
 from patchit.sandbox.git import dirty_tracked_files, head_commit
 from patchit.sandbox.snapshot import snapshot_database
-from patchit.sandbox.worktree import create_worktree, remove_worktree
-from patchit.search import Search, search_fix
-from patchit.trial import Bench, Landing, Trial, land
+from patchit.sandbox.worktree import create_worktree, remove_worktree, remove_worktrees_under
+from patchit.search import Search, recorded_search, search_fix
+from patchit.trial import LEASE_TTL_S, Bench, Landing, Trial, land
 
 NOT_CODE = "classified as {cls}: patchit only patches code bugs"
 
@@ -64,7 +65,8 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
             _sandbox(ctx, repo, incident.id) as sandbox,
             _failing_tree(ctx, event, repo, incident.id) as tree,
         ):
-            harness = _pick_harness(event, repo, ctx)
+            # a fix verified by a killed run lands without the harness: do not warm it up
+            harness = _pick_harness(event, repo, ctx, warm=not ctx.memory.verified_for(incident.id))
             ran = event.status in ("error", "fail")  # it read the warehouse: copy it now
             snapshot = _snapshot(event, sandbox, ctx) if ran else None
             last_good = ctx.memory.last_good(project_key(event))
@@ -78,7 +80,8 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
             snapshot = snapshot or _snapshot(event, sandbox, ctx)
             bench = Bench(ctx, event, incident.id, fingerprint, evidence, repo, harness,
                           snapshot.parent if snapshot else None, sandbox, last_good)  # fmt: skip
-            search = search_fix(bench, ctx.strategies)
+            # a fix an earlier run verified but was killed before landing lands now
+            search = recorded_search(bench) or search_fix(bench, ctx.strategies)
             landing = land(bench, search.winner) if search.winner is not None else None
             status = _status(search, ctx, incident.id)
             return _finish(ctx, event, incident, created, status, search.stop, evidence, verdict,
@@ -140,32 +143,40 @@ def _not_ours(incident: Incident, created: bool, ctx: Context) -> HealOutcome | 
             "no new attempt"
         )
         return HealOutcome(incident, created=False)
-    if not ctx.memory.claim_incident(incident.id, ctx.owner, ttl_s=3600):
+    if not ctx.memory.claim_incident(incident.id, ctx.owner, ttl_s=LEASE_TTL_S):
         ctx.say(f"incident {incident.id} is being healed by another worker: event attached")
         return HealOutcome(incident, created=created)
+    checkpoint("claimed")
     return None
 
 
 @contextmanager
 def _sandbox(ctx: Context, repo: Path, incident_id: str) -> Iterator[Path]:
     """The incident's scratch dir, removed afterwards (database copies are large)."""
+    # left by a run of this incident that was killed; we hold the lease now
     for stale in (ctx.home / "worktrees").glob(f"{incident_id}-*"):
-        remove_worktree(repo, stale)  # left by a run that was killed; we hold the lease now
+        remove_worktree(repo, stale)
     sandbox = ctx.home / "sandboxes" / incident_id
+    shutil.rmtree(sandbox, ignore_errors=True)
+    for area in ("worktrees", "sandboxes"):  # git's records whose directories are gone
+        with suppress(VcsError):
+            remove_worktrees_under(repo, ctx.home / area, incident_id)
     try:
         yield sandbox
     finally:
         shutil.rmtree(sandbox, ignore_errors=True)
 
 
-def _pick_harness(event: UniversalFailureEvent, repo: Path, ctx: Context) -> Harness | PatchitError:
+def _pick_harness(
+    event: UniversalFailureEvent, repo: Path, ctx: Context, warm: bool = True
+) -> Harness | PatchitError:
     """The harness that will verify, warmed up while evidence is gathered; or why there is
     none (that matters only once there is a code bug to verify)."""
     try:
         harness = select_harness(event, repo, ctx.harnesses, config=ctx.config.sandbox)
     except PatchitError as exc:
         return exc
-    if event.status != "fail":  # a failing data test is rarely a code bug: don't warm up
+    if warm and event.status != "fail":  # a failing data test is rarely a code bug: no warm-up
         harness.warm_up()
     return harness
 
@@ -261,9 +272,11 @@ def _finish(
     search: Search | None = None,
     landing: Landing | None = None,
 ) -> HealOutcome:
-    """Record the outcome and write the report (Root Cause Report when nothing landed)."""
-    incident = ctx.memory.update_incident(
-        incident.id, status=status, branch=landing.branch if landing else None
+    """Write the report (Root Cause Report when nothing landed), then record the outcome and
+    the report in one update: a run killed in between leaves the incident open, resumable."""
+    branch = landing.branch if landing else None
+    incident = ctx.memory.get_incident(incident.id).model_copy(
+        update={"status": IncidentStatus(status), "branch": branch}
     )
     winner = search.winner if search else None
     trials = search.trials if search else []
@@ -283,8 +296,14 @@ def _finish(
         llm=_llm_summary(ctx, incident.id, trials),
     )
     md, js = write_report(report, ctx.home / "reports")
+    checkpoint("finished")
     incident = ctx.memory.update_incident(
-        incident.id, report_md=str(md), report_json=str(js), needs_human=report.needs_human
+        incident.id,
+        status=status,
+        branch=branch,
+        report_md=str(md),
+        report_json=str(js),
+        needs_human=report.needs_human,
     )
     auto_deliver(incident, ctx.memory, ctx.say, ctx.config)  # [delivery] mode: PR, or a human
     incident = ctx.memory.get_incident(incident.id)

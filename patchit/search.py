@@ -17,7 +17,14 @@ from patchit.errors import PatchitWarning
 from patchit.memory.ledger import Ledger
 from patchit.patching.base import PatchCandidate, Proposal, ProposalRequest, Strategy
 from patchit.patching.diffs import normalise_diff
-from patchit.trial import Bench, Trial, out_of_attempts, record_refusal, run_trial
+from patchit.trial import (
+    Bench,
+    Trial,
+    out_of_attempts,
+    record_refusal,
+    recorded_winner,
+    run_trial,
+)
 
 TIER0 = "tier 0 (deterministic fix-its)"
 NEEDS_REVIEW = (
@@ -63,6 +70,19 @@ class _Tried:
     proposed: int = 0
     status: str = ""
     problems: tuple[str, ...] = ()
+
+
+def recorded_search(bench: Bench) -> Search | None:
+    """The search an earlier, killed run of this incident already won: its verified fix, to
+    land without asking the strategies again (None when there is none)."""
+    trial = recorded_winner(bench)
+    if trial is None:
+        return None
+    bench.ctx.say(
+        f"an earlier run verified a fix for this incident and was stopped before it landed: "
+        f"landing it ({trial.candidate.strategy}, {trial.candidate.tag}) without verifying again"
+    )
+    return Search(trial, [trial], tiers=[TIER0])
 
 
 def search_fix(bench: Bench, strategies: list[Strategy]) -> Search:

@@ -1,10 +1,15 @@
 """One candidate's trial: a fresh worktree at the failing commit, the pre-check (policy,
 memory), the harness, and, where the harness passed, the data-aware check against the
 baseline; the attempt is recorded whatever happens. The winner lands on `patchit/<id>`.
+
+A verified attempt is recorded with its candidate, verification and data check before it
+lands, and marked landed once its branch exists: a run killed in between leaves the next run
+what it needs to land the fix (`recorded_winner`) instead of trying it again.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -14,14 +19,22 @@ from patchit.context import Context
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.model import Evidence
 from patchit.evidence.redact import profile_secrets, redact
+from patchit.faults import checkpoint
 from patchit.fidelity import DataCheck, check_candidate
 from patchit.harnesses.base import Harness, Verification, Workspace
+from patchit.memory.records import AttemptRecord
 from patchit.patching.apply import EditError, apply_edits, preview_edits
 from patchit.patching.base import PatchCandidate
 from patchit.patching.diffs import unified_diff
 from patchit.policy.precheck import precheck
 from patchit.sandbox.worktree import create_worktree, remove_worktree
-from patchit.sync.branch import commit_patch, create_branch, inspect_commands
+from patchit.sync.branch import (
+    branch_name,
+    commit_patch,
+    create_branch,
+    inspect_commands,
+    landed_commit,
+)
 
 _LIMITS = {
     "time": "it ran past the harness time limit (loop.harness_timeout_s)",
@@ -29,6 +42,7 @@ _LIMITS = {
     "network": "it opened a network connection, which the sandbox blocks",
     "write": "it wrote outside the worktree and its scratch dir",
 }
+LEASE_TTL_S = 3600.0
 CANNOT_VERIFY_NETWORK = (
     "cannot verify: the unit needs the network, which the sandbox blocks; allow it with "
     "`[sandbox] network = true` in .patchit.toml if that is safe, or verify by hand"
@@ -45,6 +59,7 @@ class Trial:
     data: DataCheck | None = None
     refusal: str = ""  # why the pre-check (or the edit check) refused it
     stop: str = ""  # why no candidate can be verified at all (e.g. it needs the network)
+    attempt_id: int | None = None  # its row in memory, once verified
 
     @property
     def needs_review(self) -> bool:
@@ -95,6 +110,8 @@ def out_of_attempts(bench: Bench) -> str:
 def run_trial(bench: Bench, candidate: PatchCandidate) -> Trial:
     """Pre-check and verify one candidate in its own worktree; record the attempt."""
     ctx = bench.ctx
+    # renew the incident's lease: a long search must not look like a dead run
+    ctx.memory.claim_incident(bench.incident_id, ctx.owner, ttl_s=LEASE_TTL_S)
     number = len(ctx.memory.attempts_for(bench.incident_id)) + 1
     ctx.say(f"candidate {number}: {candidate.strategy} ({candidate.tag}): {candidate.rationale}")
     # one worktree path per incident, made afresh for each candidate: dbt's saved parse
@@ -145,7 +162,8 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         trial.data = _data_check(bench, workspace, trial.result)
     duration_ms = int((time.monotonic() - started) * 1000)
     outcome, reason = _judge(trial)
-    memory.record_attempt(
+    checkpoint("before-record")
+    trial.attempt_id = memory.record_attempt(
         bench.incident_id,
         bench.fingerprint,
         candidate,
@@ -154,7 +172,11 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         reason,
         verification_output=_verification_text(trial),
         duration_ms=duration_ms,
+        commit=bench.event.commit,
+        verified_json=_verified_json(trial) if outcome == "verified" else None,
     )
+    if outcome == "verified":
+        checkpoint("verified")
     ctx.say(f"  {outcome} in {duration_ms / 1000:.1f} s" + (f": {reason}" if reason else ""))
     return trial
 
@@ -221,17 +243,71 @@ def _verification_text(trial: Trial) -> str:
     return text
 
 
+def _verified_json(trial: Trial) -> str:
+    """What landing a verified candidate needs after a crash: candidate, verification, data."""
+    return json.dumps(
+        {
+            "candidate": trial.candidate.model_dump(mode="json"),
+            "result": trial.result.model_dump(mode="json") if trial.result else None,
+            "data": trial.data.model_dump(mode="json") if trial.data else None,
+        }
+    )
+
+
+def recorded_winner(bench: Bench) -> Trial | None:
+    """A fix an earlier run of this incident verified but was killed before finishing: the one
+    already on its branch, else the smallest verified at this same failing commit (it lands
+    without a new verification: same commit, same diff). None when there is none."""
+    found: list[tuple[AttemptRecord, Trial]] = []
+    for attempt in bench.ctx.memory.verified_for(bench.incident_id):
+        same_commit = attempt.commit is not None and attempt.commit == bench.event.commit
+        if attempt.landed_branch is None and not same_commit:
+            continue  # verified on another commit: the search verifies it again
+        if attempt.landed_branch and landed_commit(bench.repo, bench.incident_id) is None:
+            continue  # its branch is gone (deleted, or the fix regressed): not resumed
+        try:
+            data = json.loads(attempt.verified_json or "")
+            trial = Trial(
+                candidate=PatchCandidate.model_validate(data["candidate"]),
+                diff=attempt.diff,
+                result=Verification.model_validate(data["result"]),
+                data=DataCheck.model_validate(data["data"]) if data.get("data") else None,
+                attempt_id=attempt.id,
+            )
+        except (ValueError, KeyError, TypeError):
+            continue  # unreadable: the search tries again
+        found.append((attempt, trial))
+    if not found:
+        return None
+    landed = [t for a, t in found if a.landed_branch]
+    if landed:
+        return landed[0]
+    return min((t for _, t in found), key=lambda t: (t.diff.count("\n"), len(t.diff)))
+
+
 def land(bench: Bench, trial: Trial) -> Landing:
-    """Commit the winner on `patchit/<id>` from a fresh worktree (nothing left holding it)."""
-    workdir = bench.ctx.home / "worktrees" / f"{bench.incident_id}-land"
-    worktree = create_worktree(bench.repo, bench.event.commit or "HEAD", workdir)
-    try:
-        files = apply_edits(worktree, trial.candidate.edits)
-        sha = commit_patch(worktree, files, _commit_message(bench, trial))
-    finally:
-        remove_worktree(bench.repo, worktree)
-    branch = create_branch(bench.repo, bench.incident_id, sha)
-    return Landing(branch, inspect_commands(bench.repo, branch, bench.event))
+    """Commit the winner on `patchit/<id>` from a fresh worktree (nothing left holding it).
+
+    A branch a killed run already made for this incident, on the failing commit, is kept."""
+    repo, memory = bench.repo, bench.ctx.memory
+    sha = landed_commit(repo, bench.incident_id)
+    if sha is None:
+        workdir = bench.ctx.home / "worktrees" / f"{bench.incident_id}-land"
+        worktree = create_worktree(repo, bench.event.commit or "HEAD", workdir)
+        try:
+            files = apply_edits(worktree, trial.candidate.edits)
+            sha = commit_patch(worktree, files, _commit_message(bench, trial))
+            checkpoint("committed")
+        finally:
+            remove_worktree(repo, worktree)
+        branch = create_branch(repo, bench.incident_id, sha)
+    else:
+        branch = branch_name(bench.incident_id)
+        bench.ctx.say(f"branch {branch} was made by a run that was stopped: keeping it")
+    checkpoint("branched")
+    if trial.attempt_id is not None:
+        memory.mark_landed(trial.attempt_id, branch)
+    return Landing(branch, inspect_commands(repo, branch, bench.event))
 
 
 def _commit_message(bench: Bench, trial: Trial) -> str:

@@ -5,13 +5,19 @@ same event). dbt events, and Airflow tasks that ran dbt, go through `patchit.loo
 incident lease keeps two workers from healing one incident at once. Other Airflow failures are
 grouped (a storm key for outside causes, the cause key otherwise) and recorded as `open`
 incidents only when no repository with the failing commit is known for them.
-An event that cannot be processed is marked `bad` in the spool with the reason and kept.
+An event that cannot be processed is marked `bad` in the spool with the reason and kept, and
+the rest of its batch goes on: one poison event never stalls the spool. An error of the
+memory itself (locked past its timeout, unreadable) is no event's fault: the batch goes back
+to `pending` and the worker stops with that error.
+
+At its start a worker opens the spool and the memory with their integrity checks (a damaged
+file is moved aside and reported), imports what producers appended to the fallback file,
+clears what dead runs left (`patchit.recovery`) and resumes the incidents they left open.
 """
 
 from __future__ import annotations
 
-import os
-import socket
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,14 +26,16 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from patchit.context import Context, build_context
-from patchit.errors import PatchitError
+from patchit.errors import MemoryStoreError, PatchitError, SpoolError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.intake.airflow_dbt import dbt_events_from_airflow
-from patchit.intake.spool import Spool, SpooledEvent
+from patchit.intake.spool import Spool, SpooledEvent, spool_path
 from patchit.intake.storm import storm_class, storm_key
-from patchit.loop import group_by_cause, heal_group
-from patchit.memory import Memory
+from patchit.liveness import run_owner
+from patchit.loop import heal_group
+from patchit.memory import Incident, Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
+from patchit.recovery import sweep_dead_runs
 from patchit.sandbox.git import repo_root, run_git
 
 NO_REPO = (
@@ -35,6 +43,8 @@ NO_REPO = (
     "(map DAG bundles to repos with make_failure_callback(repos=...))"
 )
 Say = Callable[[str], None]
+MakeContext = Callable[..., Context]
+SWEEP_EVERY_S = 60.0
 
 
 @dataclass
@@ -44,6 +54,7 @@ class WorkerStats:
     processed: int = 0
     bad: int = 0
     incidents: set[str] = field(default_factory=set)
+    resumed: int = 0
 
 
 @dataclass
@@ -62,6 +73,10 @@ class _Batch:
     def fail(self, events: list[UniversalFailureEvent], reason: str) -> None:
         for event in events:
             self.failed.setdefault(self.row_of[event.event_id], reason)
+
+
+def _internal(exc: Exception) -> str:
+    return f"internal error {type(exc).__name__}: {exc}"
 
 
 def _has_commit(repo: Path, commit: str | None) -> bool:
@@ -83,7 +98,12 @@ def parse_spooled(row: SpooledEvent) -> UniversalFailureEvent:
 
 
 class Worker:
-    """Takes batches from the spool under `home` until it is empty or asked to stop."""
+    """Takes batches from the spool under `home` until it is empty or asked to stop.
+
+    `make_context(home, repo, memory=, say=, owner=)` builds the loop's context for a
+    repository (default `build_context`: the installed plugins); tests and the race bench
+    pass one with the library's `FakeHarness`.
+    """
 
     def __init__(
         self,
@@ -91,29 +111,54 @@ class Worker:
         say: Say = lambda _msg: None,
         batch_size: int = 50,
         lease_s: float = 3600.0,
+        make_context: MakeContext = build_context,
     ) -> None:
         self.home = home
         self.say = say
         self.batch_size = batch_size
         self.lease_s = lease_s
-        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.make_context = make_context
+        self.owner = run_owner()
         self.stats = WorkerStats()
         # one loop context per repository for the whole run: plugins are loaded once and a
         # warm harness (dbt worker, Airflow parent) serves every batch, not just one
         self._contexts: dict[str, Context] = {}
+        self._swept_at = 0.0
 
     def run(
         self, once: bool, poll_s: float = 2.0, stop: Callable[[], bool] = lambda: False
     ) -> WorkerStats:
         """Process batches; with `once` return once the spool is empty, else poll until stop()."""
-        with Spool.open(self.home) as spool, Memory.open(self.home) as memory:
-            try:
-                self._run_batches(spool, memory, once, poll_s, stop)
-            finally:
-                for ctx in self._contexts.values():
-                    ctx.close()
-                self._contexts.clear()
+        try:
+            with Spool.open(self.home, check=True) as spool, Memory.open(self.home) as memory:
+                for notice in [*spool.notices, *memory.notices]:
+                    self.say(notice)
+                try:
+                    self.recover(memory)
+                    self._run_batches(spool, memory, once, poll_s, stop)
+                finally:
+                    for ctx in self._contexts.values():
+                        ctx.close()
+                    self._contexts.clear()
+        except sqlite3.Error as exc:  # the memory's are MemoryStoreError: this is the spool's
+            raise SpoolError(
+                f"{spool_path(self.home)}: the spool could not be used ({exc}); "
+                + (
+                    "retry when the process holding it is done"
+                    if "locked" in str(exc)
+                    else "the next worker run checks it and moves it aside if it is damaged"
+                )
+            ) from exc
         return self.stats
+
+    def recover(self, memory: Memory) -> None:
+        """Clear what dead runs left and resume the incidents they left open."""
+        self._swept_at = time.monotonic()
+        sweep = sweep_dead_runs(self.home, memory, self.owner)
+        if line := sweep.summary():
+            self.say(line)
+        for incident in memory.abandoned_incidents():
+            self._resume(incident, memory)
 
     def _run_batches(
         self, spool: Spool, memory: Memory, once: bool, poll_s: float, stop: Callable[[], bool]
@@ -123,31 +168,26 @@ class Worker:
                 continue
             if once:
                 break
+            if time.monotonic() - self._swept_at > SWEEP_EVERY_S:
+                self.recover(memory)  # a sibling worker may have died meanwhile
             deadline = time.monotonic() + poll_s
             while not stop() and time.monotonic() < deadline:
                 time.sleep(min(0.2, poll_s))
 
     def run_batch(self, spool: Spool, memory: Memory) -> int:
         """Claim, group and process one batch; the number of spool rows it claimed."""
+        if imported := spool.import_fallback():
+            self.say(f"imported {imported} event(s) that producers wrote to the fallback file")
         rows = spool.claim(self.owner, self.batch_size, self.lease_s)
         batch = _Batch()
         for row in rows:
-            try:
-                event = parse_spooled(row)
-            except ValueError as exc:
-                batch.failed[row.id] = f"spool row {row.id}: {exc}"
-                continue
-            converted = None
-            if event.source is FailureSource.AIRFLOW:
-                converted = dbt_events_from_airflow(event)
-            if converted:
-                self.say(f"{event.short()} ran dbt: healing its {len(converted)} failed node(s)")
-                for dbt_event in converted:
-                    batch.add(row.id, dbt_event, is_dbt=True)
-            else:
-                batch.add(row.id, event, is_dbt=event.source is FailureSource.DBT)
-        self._heal_others(batch, memory)
-        self._heal_dbt(batch, memory)
+            self._add_row(batch, row)
+        try:
+            self._heal_others(batch, memory)
+            self._heal_dbt(batch, memory)
+        except MemoryStoreError:
+            spool.release([row.id for row in rows])  # not the events' fault: keep them
+            raise
         for row in rows:
             reason = batch.failed.get(row.id)
             if reason is None:
@@ -156,24 +196,58 @@ class Worker:
             else:
                 spool.mark_bad(row.id, reason)
                 self.stats.bad += 1
-                self.say(f"could not process: {reason}")
+                self.say(f"could not process spool row {row.id} (kept as bad): {reason}")
         return len(rows)
+
+    def _add_row(self, batch: _Batch, row: SpooledEvent) -> None:
+        try:
+            event = parse_spooled(row)
+        except ValueError as exc:
+            batch.failed[row.id] = f"spool row {row.id}: {exc}"
+            return
+        try:
+            converted = None
+            if event.source is FailureSource.AIRFLOW:
+                converted = dbt_events_from_airflow(event)
+            for one in converted or [event]:
+                cause_key(one)  # a key that cannot be computed fails this row, not the batch
+        except Exception as exc:  # a poison event: only its own row is bad
+            batch.failed[row.id] = f"spool row {row.id}: {_internal(exc)}"
+            return
+        if converted:
+            self.say(f"{event.short()} ran dbt: healing its {len(converted)} failed node(s)")
+            for dbt_event in converted:
+                batch.add(row.id, dbt_event, is_dbt=True)
+        else:
+            batch.add(row.id, event, is_dbt=event.source is FailureSource.DBT)
 
     def _heal_others(self, batch: _Batch, memory: Memory) -> None:
         """Airflow failures: grouped (a storm key for outside causes, the cause key otherwise)
         and healed by the loop where their repository is known; recorded open otherwise."""
         groups: dict[tuple[str, str | None], list[UniversalFailureEvent]] = {}
         for event in batch.other:
-            key = storm_key(event) or cause_key(event)
+            try:
+                key = storm_key(event) or cause_key(event)
+            except Exception as exc:
+                batch.fail([event], f"{event.short()}: {_internal(exc)}")
+                continue
             groups.setdefault((key, event.repo_path), []).append(event)
         for (key, repo), events in groups.items():
             try:
                 if repo is None or not _has_commit(Path(repo), events[0].commit):
                     self._record_group(key, events, memory)
                     continue
-                self._heal_group(events, self._context(Path(repo), memory), batch, key)
+                ctx = self._context(Path(repo), memory)
+            except MemoryStoreError:
+                raise
             except PatchitError as exc:
                 batch.fail(events, f"{events[0].short()}: {exc}")
+                continue
+            except Exception as exc:
+                batch.fail(events, f"{events[0].short()}: {_internal(exc)}")
+                continue
+            if error := self._heal_group(events, ctx, key):
+                batch.fail(events, error)
 
     def _record_group(self, key: str, events: list[UniversalFailureEvent], memory: Memory) -> None:
         first = events[0]
@@ -202,36 +276,64 @@ class Worker:
                 continue
             try:
                 ctx = self._context(Path(repo), memory)
+            except MemoryStoreError:
+                raise
             except PatchitError as exc:
                 batch.fail(events, f"{events[0].short()}: {exc}")
                 continue
-            for group in group_by_cause(events):
-                self._heal_group(group, ctx, batch)
+            groups: dict[str, list[UniversalFailureEvent]] = {}
+            for event in events:  # the keys were computed once already: they do not raise
+                groups.setdefault(cause_key(event), []).append(event)
+            for group in groups.values():
+                if error := self._heal_group(group, ctx):
+                    batch.fail(group, error)
 
     def _heal_group(
-        self,
-        group: list[UniversalFailureEvent],
-        ctx: Context,
-        batch: _Batch,
-        key: str | None = None,
-    ) -> None:
+        self, group: list[UniversalFailureEvent], ctx: Context, key: str | None = None
+    ) -> str:
+        """Heal one group; "" or why it could not be processed."""
         try:
             outcome = heal_group(group, ctx, key)
+        except MemoryStoreError:
+            raise
         except PatchitError as exc:
-            batch.fail(group, f"{group[0].short()}: {exc}")
-            return
+            return f"{group[0].short()}: {exc}"
         except Exception as exc:  # one broken group must not stop the others: record it
-            batch.fail(group, f"{group[0].short()}: internal error {type(exc).__name__}: {exc}")
-            return
+            return f"{group[0].short()}: {_internal(exc)}"
         incident = outcome.incident
         self.stats.incidents.add(incident.id)
         branch = f", branch {incident.branch}" if incident.branch else ""
         self.say(f"incident {incident.id}: {incident.status}{branch}")
+        return ""
+
+    def _resume(self, incident: Incident, memory: Memory) -> None:
+        """Heal an open incident again whose run died, from its latest event."""
+        events = memory.events_for(incident.id)
+        event = events[-1] if events else None
+        repo = event.repo_path if event else None
+        if event is None or repo is None or not _has_commit(Path(repo), event.commit):
+            if memory.claim_incident(incident.id, self.owner, ttl_s=60):
+                memory.release_incident(incident.id, self.owner)  # nothing to resume from
+            return
+        self.say(f"incident {incident.id}: resuming (the run healing it was stopped)")
+        try:
+            ctx = self._context(Path(repo), memory)
+        except MemoryStoreError:
+            raise
+        except PatchitError as exc:
+            self.say(f"incident {incident.id}: cannot resume: {exc}")
+            return
+        if error := self._heal_group([event], ctx, incident.cause_key):
+            self.say(f"incident {incident.id}: could not resume: {error}")
+        else:
+            self.stats.resumed += 1
 
     def _context(self, repo: Path, memory: Memory) -> Context:
         """The loop's context for `repo`, built once per run."""
         cached = self._contexts.get(str(repo))
         if cached is None:
-            cached = build_context(self.home, repo, memory=memory, say=self.say, owner=self.owner)
+            cached = self.make_context(
+                self.home, repo, memory=memory, say=self.say, owner=self.owner
+            )
             self._contexts[str(repo)] = cached
         return cached

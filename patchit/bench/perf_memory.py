@@ -95,12 +95,13 @@ def fill_memory(home: Path, attempts: int, seed: int = 7) -> tuple[Path, list[tu
                 if n % 9973 == 0:
                     stored.append((fingerprints[i], diff))
                 outcome = "failed" if n % 3 else "verified"
-                yield (f"bench-{i}", fingerprints[i], diff, "rename_column", outcome, now)
+                branch = f"patchit/bench-{i}" if outcome == "verified" else None  # landed
+                yield (f"bench-{i}", fingerprints[i], diff, "rename_column", outcome, now, branch)
 
         conn.executemany(
             "insert into attempts (incident_id, fingerprint, diff_hash, tag, outcome,"
-            " created_utc, strategy, tier, files, diff) values (?, ?, ?, ?, ?, ?,"
-            " 'tier0', 0, '[]', '')",
+            " created_utc, landed_branch, strategy, tier, files, diff) values"
+            " (?, ?, ?, ?, ?, ?, ?, 'tier0', 0, '[]', '')",
             rows(),
         )
         conn.execute("COMMIT")

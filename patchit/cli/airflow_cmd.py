@@ -14,7 +14,7 @@ from patchit.intake.airflow_scan import (
     fetch_import_errors,
     import_error_events,
 )
-from patchit.intake.spool import Spool
+from patchit.intake.spool import fallback_path, spool_events
 
 
 @click.group("airflow")
@@ -56,9 +56,9 @@ def scan(
         errors = collect_import_errors(folder, home)
         base = folder
     events = import_error_events(errors, base, bundle_name)
-    if events:
-        with Spool.open(home) as spool:
-            spool.put_many([e.model_dump(mode="json") for e in events])
+    if events and not spool_events([e.model_dump(mode="json") for e in events], home):
+        say(f"the spool is locked or damaged: events written to {fallback_path(home)}, "
+            "which the worker imports")  # fmt: skip
     for event in events:
         say(f"broken DAG file {event.unit_id}: {event.error_type}: {event.error_message[:120]}")
     click.echo(f"spooled {len(events)} import error(s)")

@@ -78,6 +78,10 @@ LAZY_COMMANDS = {
         "patchit.cli.track_cmd:track",
         "Judge merged fixes from the runs seen since: fixed, no_effect or regression (reopened).",
     ),
+    "spool": LazyCommand(
+        "patchit.cli.spool_cmd:spool",
+        "List, retry or drop the events waiting in the spool.",
+    ),
     "worker": LazyCommand(
         "patchit.cli.worker_cmd:worker",
         "Take spooled events, group them into incidents and heal them.",
@@ -124,25 +128,35 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
     """Heal one event file (or retry incident ID). Exit 0 fixed, 1 not fixed, 2 bad input.
 
     TARGET is an event JSON file, or the id of an incident to try again (its latest event;
-    attempts already made for the fingerprint still count against the limit).
+    attempts already made for the fingerprint still count against the limit). A fixed incident
+    stays fixed: its branch is named and the exit is 0. An open incident whose run was stopped
+    is resumed; a fix that run verified lands without a new verification.
     """
-    from patchit.cli.context import make_context, print_outcome
+    from patchit.cli.context import make_context, print_outcome, say
     from patchit.events.model import load_event
     from patchit.intake.validate import check_healable
     from patchit.loop import heal
+    from patchit.recovery import sweep_dead_runs
 
     path = Path(target)
     if not path.exists() and _INCIDENT_ID.fullmatch(target):
         memory = _open_memory(ctx)
         incident = memory.get_incident(target)
+        if incident.status == "fixed":
+            say(f"incident {incident.id} is already fixed: nothing to heal")
+            print_outcome(incident.id, "fixed", incident.branch, incident.report_md, [])
+            sys.exit(0)
         event = memory.events_for(incident.id)[-1]
         repo = check_healable(event, f"incident {target}")
-        memory.update_incident(incident.id, status="open")
+        if incident.status != "open":
+            memory.update_incident(incident.id, status="open")
     else:
         event = load_event(path)
         repo = check_healable(event, str(path))
     loop_ctx = make_context(_home(ctx), repo)
     try:
+        if line := sweep_dead_runs(loop_ctx.home, loop_ctx.memory, loop_ctx.owner).summary():
+            say(line)
         outcome = heal(event, loop_ctx)
     finally:
         loop_ctx.close()
@@ -164,6 +178,8 @@ def incidents(ctx: click.Context, as_json: bool) -> None:
     from patchit.memory.ledger import Ledger
 
     memory = _open_memory(ctx)
+    for line in _damage_notes(_home(ctx), said=memory.notices):
+        click.echo(f"patchit: {line}", err=True)
     ledger = Ledger(memory)
     rows = []
     for incident in memory.list_incidents():
@@ -226,7 +242,30 @@ def _home(ctx: click.Context) -> Path:
 def _open_memory(ctx: click.Context) -> Memory:
     from patchit.memory import Memory
 
-    return Memory.open(_home(ctx))
+    memory = Memory.open(_home(ctx))
+    for notice in memory.notices:
+        click.echo(f"patchit: {notice}", err=True)
+    return memory
+
+
+def _damage_notes(home: Path, said: list[str]) -> list[str]:
+    """One line per damaged memory or spool file moved aside and still kept (but those the
+    lines already `said` name)."""
+    from patchit.dbfiles import quarantined
+    from patchit.intake.spool import spool_path
+    from patchit.memory import DB_RELATIVE_PATH
+
+    notes = []
+    for what, path in (("attempt memory", home / DB_RELATIVE_PATH), ("spool", spool_path(home))):
+        for moved in quarantined(path):
+            if any(str(moved) in line for line in said):
+                continue
+            lost = "incidents" if what == "attempt memory" else "spooled events"
+            notes.append(
+                f"the {what} was found damaged and moved aside to {moved}: the {lost} it "
+                "held are not listed here (restore or inspect it; delete it to hide this note)"
+            )
+    return notes
 
 
 def _terminate(signum: int, _frame: object) -> None:

@@ -4,7 +4,14 @@
 scan`) only INSERT a JSON event dict, with a short busy timeout, so they never wait long on a
 worker. Workers claim rows inside one `BEGIN IMMEDIATE` transaction, so two workers never take
 the same row. A row's life: `pending` -> `taken` -> `done` | `bad` (kept, with the reason, for
-inspection). A `taken` row whose lease ran out (its worker died) is claimed again.
+inspection; `patchit spool retry` puts it back). A `taken` row whose worker died (its pid is
+gone) or whose lease ran out is claimed again; one whose workers died `MAX_CLAIMS` times is
+marked `bad` (it is what kills them).
+
+A producer never drops an event: when the spool is locked past its busy timeout or damaged, the
+event is appended to `spool/fallback.jsonl` beside it, which the worker imports (exactly once:
+the import and its record commit in one transaction). A damaged spool is moved aside by the
+worker (`patchit.dbfiles`), never emptied in place.
 
 This module is imported by the Airflow callback inside the task process: it must import
 nothing but the standard library (no pydantic, no patchit.events).
@@ -12,16 +19,33 @@ nothing but the standard library (no pydantic, no patchit.events).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import secrets
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from patchit.dbfiles import (
+    create_atomically,
+    damage_of,
+    inode_of,
+    is_corruption,
+    moved_aside_line,
+    quarantine,
+    quick_check,
+)
+from patchit.liveness import owner_is_dead
+
 SPOOL_RELATIVE_PATH = Path("spool") / "spool.sqlite3"
+FALLBACK_NAME = "fallback.jsonl"
+IMPORTING_MARK = ".importing-"
 PRODUCER_BUSY_TIMEOUT_S = 2.0
 WORKER_BUSY_TIMEOUT_S = 30.0
+MAX_CLAIMS = 5
 
 _SCHEMA = """
 create table if not exists spool (
@@ -36,6 +60,11 @@ create table if not exists spool (
     reason text
 );
 create index if not exists spool_state on spool (state, id);
+create table if not exists spool_imports (
+    name text primary key,
+    imported_utc text not null,
+    rows integer not null
+);
 """
 
 
@@ -57,8 +86,21 @@ def spool_path(home: Path) -> Path:
     return home / SPOOL_RELATIVE_PATH
 
 
+def fallback_path(home: Path) -> Path:
+    return spool_path(home).with_name(FALLBACK_NAME)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
+
+
+class SpoolDamaged(Exception):
+    """The spool file is damaged; the producer spools to the fallback file instead."""
+
+
+def _init_schema(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(_SCHEMA)
 
 
 class SpooledEvent(NamedTuple):
@@ -73,25 +115,56 @@ class SpooledEvent(NamedTuple):
 
 
 class Spool:
-    """The spool file. `Spool.open(home)` creates directories and schema when missing."""
+    """The spool file. `Spool.open(home)` creates directories and schema when missing.
 
-    def __init__(self, path: Path, busy_timeout_s: float) -> None:
+    `check=True` (workers, `patchit spool`) runs SQLite's quick check and moves a damaged file
+    aside, starting a new one, with the one-line report in `notices`; producers leave that to
+    the worker and raise `SpoolDamaged`.
+    """
+
+    def __init__(self, path: Path, busy_timeout_s: float, check: bool = False) -> None:
         self.path = path
-        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), never implicit
-        self.conn = sqlite3.connect(str(path), timeout=busy_timeout_s, isolation_level=None)
+        self.notices: list[str] = []
+        if not path.exists():
+            create_atomically(path, _init_schema)
+        elif why := damage_of(path):
+            self._replace_damaged(why, check)
         try:
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.executescript(_SCHEMA)
+            self.conn = self._connect(busy_timeout_s, check)
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc) and not str(exc).startswith("integrity check failed"):
+                raise
+            self._replace_damaged(str(exc), check)
+            self.conn = self._connect(busy_timeout_s, check=False)
+
+    def _connect(self, busy_timeout_s: float, check: bool) -> sqlite3.Connection:
+        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), never implicit
+        conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            if check and (why := quick_check(conn)):
+                raise sqlite3.DatabaseError(why)
+            conn.executescript(_SCHEMA)
         except BaseException:
-            self.conn.close()
+            conn.close()
             raise
+        return conn
+
+    def _replace_damaged(self, why: str, check: bool) -> None:
+        if not check:
+            raise SpoolDamaged(f"{self.path} is damaged ({why})")
+        dest = quarantine(self.path, inode_of(self.path))
+        create_atomically(self.path, _init_schema)
+        self.notices.append(moved_aside_line("the spool", self.path, why, dest))
 
     @classmethod
-    def open(cls, home: Path, busy_timeout_s: float = WORKER_BUSY_TIMEOUT_S) -> Spool:
+    def open(
+        cls, home: Path, busy_timeout_s: float = WORKER_BUSY_TIMEOUT_S, check: bool = False
+    ) -> Spool:
         path = spool_path(home)
         path.parent.mkdir(parents=True, exist_ok=True)
-        return cls(path, busy_timeout_s)
+        return cls(path, busy_timeout_s, check)
 
     def close(self) -> None:
         self.conn.close()
@@ -104,10 +177,13 @@ class Spool:
 
     def put(self, event: dict[str, Any]) -> int:
         """Spool one event dict (one INSERT, committed at once); its row id."""
-        payload = json.dumps(event, default=str)
+        return self._insert(json.dumps(event, default=str), str(event.get("source", "")))
+
+    def _insert(self, payload: str, source: str, state: str = "pending", reason: str = "") -> int:
         cur = self.conn.execute(
-            "insert into spool (created_utc, source, payload) values (?, ?, ?)",
-            (_now(), str(event.get("source", "")), payload),
+            "insert into spool (created_utc, source, payload, state, reason)"
+            " values (?, ?, ?, ?, ?)",
+            (_now(), source, payload, state, reason or None),
         )
         return int(cur.lastrowid or 0)
 
@@ -122,11 +198,30 @@ class Spool:
         self.conn.execute("COMMIT")
         return ids
 
-    def claim(self, owner: str, limit: int = 50, lease_s: float = 3600.0) -> list[SpooledEvent]:
-        """Take up to `limit` pending rows (or rows whose lease ran out), oldest first."""
+    def claim(
+        self,
+        owner: str,
+        limit: int = 50,
+        lease_s: float = 3600.0,
+        is_dead: Callable[[str], bool] = owner_is_dead,
+    ) -> list[SpooledEvent]:
+        """Take up to `limit` pending rows (or rows whose worker died or whose lease ran out),
+        oldest first. A row whose workers died `MAX_CLAIMS` times is marked bad instead."""
         expired = (datetime.now(UTC) - timedelta(seconds=lease_s)).isoformat()
         self.conn.execute("BEGIN IMMEDIATE")
         try:
+            self._requeue_dead(owner, is_dead)
+            self.conn.execute(
+                "update spool set state = 'bad', reason = ? where claims >= ?"
+                " and (state = 'pending' or (state = 'taken' and taken_utc < ?))"
+                " and owner is not null",
+                (
+                    f"claimed {MAX_CLAIMS} times and never finished: its workers died "
+                    "(`patchit spool retry ID` to try again)",
+                    MAX_CLAIMS,
+                    expired,
+                ),
+            )
             rows = self.conn.execute(
                 "select id, payload, claims from spool where state = 'pending'"
                 " or (state = 'taken' and taken_utc < ?) order by id limit ?",
@@ -143,6 +238,31 @@ class Spool:
         self.conn.execute("COMMIT")
         return [SpooledEvent(id=r[0], payload=r[1], claims=r[2] + 1) for r in rows]
 
+    def _requeue_dead(self, owner: str, is_dead: Callable[[str], bool]) -> int:
+        """Put rows taken by workers that died back to pending (inside claim's transaction)."""
+        owners = [
+            str(r[0])
+            for r in self.conn.execute(
+                "select distinct owner from spool where state = 'taken' and owner is not null"
+            ).fetchall()
+        ]
+        dead = [o for o in owners if o != owner and is_dead(o)]
+        requeued = 0
+        for gone in dead:
+            cur = self.conn.execute(
+                "update spool set state = 'pending' where state = 'taken' and owner = ?", (gone,)
+            )
+            requeued += cur.rowcount
+        return requeued
+
+    def release(self, row_ids: list[int]) -> None:
+        """Give taken rows back (pending) without counting the claim: the worker stops."""
+        self.conn.executemany(
+            "update spool set state = 'pending', claims = max(claims - 1, 0)"
+            " where id = ? and state = 'taken'",
+            [(i,) for i in row_ids],
+        )
+
     def mark_done(self, row_id: int) -> None:
         self.conn.execute("update spool set state = 'done', reason = null where id = ?", (row_id,))
 
@@ -152,12 +272,43 @@ class Spool:
             "update spool set state = 'bad', reason = ? where id = ?", (reason[:4000], row_id)
         )
 
+    def retry(self, row_ids: list[int] | None = None) -> int:
+        """Put rows back to pending, with a fresh claim count: the given ones (bad, or taken by
+        a worker that died), or every bad row; how many."""
+        if row_ids:
+            marks = ", ".join("?" * len(row_ids))
+            cur = self.conn.execute(
+                "update spool set state = 'pending', reason = null, claims = 0, owner = null"
+                f" where id in ({marks}) and state in ('bad', 'taken', 'done')",
+                row_ids,
+            )
+        else:
+            cur = self.conn.execute(
+                "update spool set state = 'pending', reason = null, claims = 0, owner = null"
+                " where state = 'bad'"
+            )
+        return int(cur.rowcount)
+
+    def drop(self, row_ids: list[int] | None = None, state: str | None = None) -> int:
+        """Delete the given rows, or every row in `state`; how many."""
+        if row_ids:
+            marks = ", ".join("?" * len(row_ids))
+            cur = self.conn.execute(f"delete from spool where id in ({marks})", row_ids)
+        elif state:
+            cur = self.conn.execute("delete from spool where state = ?", (state,))
+        else:
+            return 0
+        return int(cur.rowcount)
+
     def counts(self) -> dict[str, int]:
         rows = self.conn.execute("select state, count(*) from spool group by state").fetchall()
         return {str(state): int(n) for state, n in rows}
 
     def rows(self, state: str | None = None) -> list[dict[str, Any]]:
-        sql = "select id, created_utc, source, payload, state, owner, claims, reason from spool"
+        sql = (
+            "select id, created_utc, source, payload, state, owner, taken_utc, claims, reason"
+            " from spool"
+        )
         params: tuple[Any, ...] = ()
         if state is not None:
             sql += " where state = ?"
@@ -166,8 +317,115 @@ class Spool:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
+    # -- the producers' fallback file -------------------------------------------------------
 
-def spool_event(event: dict[str, Any], home: Path | None = None) -> int:
-    """Open the spool with the producer's short busy timeout, insert one event, close."""
-    with Spool.open(home or resolve_home_stdlib(), PRODUCER_BUSY_TIMEOUT_S) as spool:
-        return spool.put(event)
+    def import_fallback(self) -> int:
+        """Move the events producers appended to `fallback.jsonl` into the spool, exactly once
+        (a crash between the import and the file's removal does not import it twice); how many
+        rows. A line that is not a JSON object is kept as a bad row, never dropped."""
+        fallback = self.path.with_name(FALLBACK_NAME)
+        if fallback.exists():
+            _take_fallback(fallback)
+        imported = 0
+        for batch in sorted(fallback.parent.glob(f"{FALLBACK_NAME}{IMPORTING_MARK}*")):
+            imported += self._import_batch(batch)
+        return imported
+
+    def _import_batch(self, batch: Path) -> int:
+        lines = batch.read_bytes().splitlines()
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            done = self.conn.execute(
+                "select 1 from spool_imports where name = ?", (batch.name,)
+            ).fetchone()
+            count = 0
+            if not done:
+                for number, raw in enumerate(lines, start=1):
+                    if raw.strip():
+                        self._import_line(batch.name, number, raw)
+                        count += 1
+                self.conn.execute(
+                    "insert into spool_imports (name, imported_utc, rows) values (?, ?, ?)",
+                    (batch.name, _now(), count),
+                )
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+        batch.unlink(missing_ok=True)
+        return count
+
+    def _import_line(self, name: str, number: int, raw: bytes) -> None:
+        text = raw.decode("utf-8", "replace")
+        try:
+            event = json.loads(text)
+            if not isinstance(event, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            why = f"{name} line {number} unreadable ({exc}); kept here as it was"
+            self._insert(text, "", state="bad", reason=why)
+            return
+        self.put(event)
+
+
+def _take_fallback(fallback: Path) -> None:
+    """Rename the producers' file for import, under its lock (a producer waiting on the lock
+    sees the rename and appends to a new file)."""
+    try:
+        fd = os.open(fallback, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if inode_of(fallback) != os.fstat(fd).st_ino or os.fstat(fd).st_size == 0:
+            return
+        os.rename(fallback, fallback.with_name(f"{FALLBACK_NAME}{IMPORTING_MARK}"
+                                               f"{datetime.now(UTC):%Y%m%dT%H%M%S}-"
+                                               f"{secrets.token_hex(4)}"))  # fmt: skip
+    finally:
+        os.close(fd)
+
+
+def append_fallback(event: dict[str, Any], home: Path) -> Path:
+    """Append one event to the producers' fallback file (`spool/fallback.jsonl`), durably."""
+    path = fallback_path(home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(event, default=str) + "\n").encode("utf-8")
+    for _ in range(20):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if inode_of(path) != os.fstat(fd).st_ino:
+                continue  # the worker took this file for import while we waited: reopen
+            os.write(fd, line)
+            os.fsync(fd)
+            return path
+        finally:
+            os.close(fd)
+    raise OSError(f"{path}: could not append (the file kept being replaced)")
+
+
+def spool_events(events: list[dict[str, Any]], home: Path) -> bool:
+    """Spool several events in one transaction; False when they went to the fallback file
+    instead (the spool locked past the producer's timeout, damaged or unwritable)."""
+    try:
+        with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S) as spool:
+            spool.put_many(events)
+        return True
+    except (sqlite3.Error, SpoolDamaged, OSError):
+        for event in events:
+            append_fallback(event, home)
+        return False
+
+
+def spool_event(event: dict[str, Any], home: Path | None = None) -> int | None:
+    """Open the spool with the producer's short busy timeout, insert one event, close; its row
+    id. When the spool is locked past that timeout, damaged or unwritable, the event goes to
+    the fallback file instead (None): an event is never dropped."""
+    home = home or resolve_home_stdlib()
+    try:
+        with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S) as spool:
+            return spool.put(event)
+    except (sqlite3.Error, SpoolDamaged, OSError):
+        append_fallback(event, home)
+        return None

@@ -51,8 +51,14 @@ class AttemptStore(SqliteStore):
         reason: str = "",
         verification_output: str = "",
         duration_ms: int = 0,
+        commit: str | None = None,
+        verified_json: str | None = None,
     ) -> int:
-        """Store one attempt (the diff's normalised hash included); returns its id."""
+        """Store one attempt (the diff's normalised hash included); returns its id.
+
+        A verified attempt carries `verified_json` (the candidate, its verification and data
+        check) and the `commit` it was verified on: it is recorded before it lands, so a run
+        killed in between leaves what the next run needs to land it."""
         files = list(dict.fromkeys(edit.path for edit in candidate.edits))
         row = {
             "incident_id": incident_id,
@@ -71,6 +77,8 @@ class AttemptStore(SqliteStore):
             "tokens_out": candidate.tokens_out,
             "cost_usd": candidate.cost_usd,
             "created_utc": now_utc().isoformat(),
+            "commit": commit,
+            "verified_json": verified_json,
         }
         with self._write() as db:
             self._require_incident(incident_id)
@@ -112,13 +120,32 @@ class AttemptStore(SqliteStore):
         return [PriorAttempt.model_validate(r) for r in rows]
 
     def seen_diff(self, fingerprint: str, diff_hash: str) -> bool:
-        """Whether this normalised diff already went to verification for this fingerprint."""
+        """Whether this normalised diff already went to verification for this fingerprint.
+
+        A diff that verified but never landed (its run died first) is not a repeat: it may
+        be verified again and land."""
         rows = self._rows(
             "select 1 from attempts where fingerprint = ? and diff_hash = ?"
-            f" and outcome in ({_TRIED}) limit 1",
+            f" and outcome in ({_TRIED})"
+            " and not (outcome = 'verified' and landed_branch is null) limit 1",
             (fingerprint, diff_hash, *TRIED_OUTCOMES),
         )
         return bool(rows)
+
+    def verified_for(self, incident_id: str) -> list[AttemptRecord]:
+        """The incident's verified attempts that can land (they carry their candidate), landed
+        ones first, then by id."""
+        rows = self._rows(
+            "select * from attempts where incident_id = ? and outcome = 'verified'"
+            " and verified_json is not null order by landed_branch is null, id",
+            (incident_id,),
+        )
+        return [AttemptRecord.model_validate({**r, "files": json.loads(r["files"])}) for r in rows]
+
+    def mark_landed(self, attempt_id: int, branch: str) -> None:
+        """The verified attempt is on `branch` now."""
+        with self._write() as db:
+            db.execute("update attempts set landed_branch = ? where id = ?", (branch, attempt_id))
 
     def failed_tags(self, fingerprint: str) -> set[str]:
         """Strategy buckets whose candidates failed verification on this fingerprint."""

@@ -117,7 +117,22 @@ def m002_llm_calls(db: Database) -> None:
     db.table("llm_calls").create_index(["created_utc"])
 
 
-def m003_deliveries(db: Database) -> None:
+def m003_landing(db: Database) -> None:
+    """What a crashed run needs to land a fix it verified: the commit it was verified on, the
+    candidate with its verification and data check (JSON), and the branch once it landed."""
+    attempts = db.table("attempts")
+    attempts.add_column("commit", str)
+    attempts.add_column("verified_json", str)
+    attempts.add_column("landed_branch", str)
+    # before this migration a verified attempt of a fixed incident was on its branch
+    db.execute(
+        "update attempts set landed_branch = (select branch from incidents i"
+        " where i.id = attempts.incident_id and i.status = 'fixed')"
+        " where outcome = 'verified'"
+    )
+
+
+def m004_deliveries(db: Database) -> None:
     """The pull request opened for an incident's fix: one per incident, updated in place."""
     db.table("deliveries").create(
         {
@@ -137,7 +152,7 @@ def m003_deliveries(db: Database) -> None:
     )
 
 
-def m004_reviews(db: Database) -> None:
+def m005_reviews(db: Database) -> None:
     """A human's decision on a fix: `patchit approve` / `patchit reject --why`."""
     db.table("reviews").create(
         {"id": int, "incident_id": str, "decision": str, "why": str, "who": str,
@@ -149,7 +164,7 @@ def m004_reviews(db: Database) -> None:
     db.table("reviews").create_index(["incident_id"])
 
 
-def m005_notifications(db: Database) -> None:
+def m006_notifications(db: Database) -> None:
     """Webhook messages not yet delivered (a bounded queue, retried with backoff)."""
     db.table("notifications").create(
         {"id": int, "incident_id": str, "kind": str, "url": str, "payload": str, "tries": int,
@@ -160,7 +175,7 @@ def m005_notifications(db: Database) -> None:
     )  # fmt: skip
 
 
-def m006_outcomes(db: Database) -> None:
+def m007_outcomes(db: Database) -> None:
     """Runs of units as the wrapper saw them, and what became of each landed fix after merge."""
     db.table("unit_runs").create(
         {"id": int, "repo_path": str, "unit_id": str, "commit": str, "passed": int,
@@ -179,8 +194,8 @@ def m006_outcomes(db: Database) -> None:
 
 
 MIGRATIONS: list[Migration] = [
-    m001_initial, m002_llm_calls, m003_deliveries, m004_reviews, m005_notifications,
-    m006_outcomes,
+    m001_initial, m002_llm_calls, m003_landing, m004_deliveries, m005_reviews,
+    m006_notifications, m007_outcomes,
 ]  # fmt: skip
 
 

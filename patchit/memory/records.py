@@ -72,6 +72,9 @@ class AttemptRecord(BaseModel):
     tokens_out: int
     cost_usd: float
     created_utc: datetime
+    commit: str | None = None  # the failing commit it was verified on
+    verified_json: str | None = None  # a verified candidate, its verification and data check
+    landed_branch: str | None = None  # where a verified candidate landed
 
 
 class PriorAttempt(BaseModel):

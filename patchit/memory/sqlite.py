@@ -1,5 +1,10 @@
 """The SQLite plumbing under the attempt memory: opening (WAL, migrations), guarded reads and
-`BEGIN IMMEDIATE` writes, with every SQLite error turned into one clear MemoryStoreError."""
+`BEGIN IMMEDIATE` writes, with every SQLite error turned into one clear MemoryStoreError.
+
+A new memory file is built aside and linked into place (`patchit.dbfiles`), so a 0-byte or
+otherwise damaged file is never mistaken for a new one: it is moved aside with a timestamp,
+a new one is started, and `notices` carries the one line the caller reports.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,15 @@ from typing import Any, Self
 
 from sqlite_utils import Database
 
+from patchit.dbfiles import (
+    create_atomically,
+    damage_of,
+    inode_of,
+    is_corruption,
+    moved_aside_line,
+    quarantine,
+    quick_check,
+)
 from patchit.errors import BadInputError, MemoryStoreError
 from patchit.memory.migrations import apply_migrations
 
@@ -22,25 +36,57 @@ def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
+def _init_memory(conn: sqlite3.Connection) -> None:
+    """A new memory file: WAL, and every migration applied."""
+    db = Database(conn)
+    db.enable_wal()
+    apply_migrations(db)
+
+
 class SqliteStore:
     """One SQLite file opened for the memory. Use `open(home)`."""
 
     def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
         self.path = path
         self.busy_timeout_s = busy_timeout_s
+        self.notices: list[str] = []
         with self._guard("open"):
-            conn = sqlite3.connect(str(path), timeout=busy_timeout_s)
-        self.db = Database(conn)
+            if not path.exists():
+                create_atomically(path, _init_memory)
+            elif why := damage_of(path):
+                self._replace_damaged(why)
         try:
+            self.db = Database(self._connect())
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                raise self._error("open", exc) from exc
+            self._replace_damaged(str(exc))
+            self.db = Database(self._connect())
+
+    def _connect(self) -> sqlite3.Connection:
+        with self._guard("open"):
+            conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout_s)
+        try:
+            # A file that is not a database only fails on first read: read now. The quick
+            # check reads every page's structure (about 1 ms per MB): damage is found at open,
+            # not half-way through a heal.
+            conn.execute("select count(*) from sqlite_master").fetchone()
+            if why := quick_check(conn):
+                raise sqlite3.DatabaseError(f"{why} (database disk image is malformed)")
+            db = Database(conn)
             with self._guard("open"):
-                # A file that is not a database only fails on first read: read now.
-                conn.execute("select count(*) from sqlite_master").fetchone()
-                self.db.enable_wal()
+                db.enable_wal()
                 conn.execute("PRAGMA foreign_keys = ON")
-                apply_migrations(self.db)
+                apply_migrations(db)
         except BaseException:
             conn.close()
             raise
+        return conn
+
+    def _replace_damaged(self, why: str) -> None:
+        dest = quarantine(self.path, inode_of(self.path))
+        create_atomically(self.path, _init_memory)
+        self.notices.append(moved_aside_line("the attempt memory", self.path, why, dest))
 
     @classmethod
     def open(cls, home: Path, busy_timeout_s: float = 30.0) -> Self:
@@ -71,15 +117,18 @@ class SqliteStore:
         try:
             yield
         except sqlite3.Error as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                hint = f"another process held it longer than {self.busy_timeout_s:g} s; retry"
-            elif isinstance(exc, sqlite3.IntegrityError):
-                hint = "this is a patchit bug; please report it with this message"
-            else:
-                hint = "move the file aside (patchit starts a new one) or restore a backup"
-            raise MemoryStoreError(
-                f"{self.path}: attempt memory could not {action} ({exc}); {hint}"
-            ) from exc
+            raise self._error(action, exc) from exc
+
+    def _error(self, action: str, exc: sqlite3.Error) -> MemoryStoreError:
+        if "locked" in str(exc) or "busy" in str(exc):
+            hint = f"another process held it longer than {self.busy_timeout_s:g} s; retry"
+        elif isinstance(exc, sqlite3.IntegrityError):
+            hint = "this is a patchit bug; please report it with this message"
+        elif is_corruption(exc):
+            hint = "the file is damaged: the next patchit run moves it aside and starts a new one"
+        else:
+            hint = "check the file's permissions and the disk, or restore a backup"
+        return MemoryStoreError(f"{self.path}: attempt memory could not {action} ({exc}); {hint}")
 
     @contextmanager
     def _write(self) -> Iterator[Database]:

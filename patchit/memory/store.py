@@ -9,9 +9,7 @@ twice.
 
 from __future__ import annotations
 
-import os
 import secrets
-import socket
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,6 +18,7 @@ from sqlite_utils import Database
 
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
+from patchit.liveness import owner_is_dead
 from patchit.memory.attempts import AttemptStore
 from patchit.memory.deliveries import DeliveryStore
 from patchit.memory.outcomes import OutcomeStore
@@ -44,20 +43,6 @@ from incidents i left join deliveries d on d.incident_id = i.id
 
 
 _now = now_utc
-
-
-def _owner_is_dead(owner: str) -> bool:
-    """A lease owner `host:pid` on this host whose process is gone left a stale lease."""
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
 
 
 def new_incident_id(now: datetime | None = None) -> str:
@@ -201,6 +186,10 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
             )
         return Incident.model_validate(rows[0])
 
+    def find_by_id(self, incident_id: str) -> Incident | None:
+        rows = self._rows(_INCIDENT_SELECT + "where i.id = ?", (incident_id,))
+        return Incident.model_validate(rows[0]) if rows else None
+
     def list_incidents(self) -> list[Incident]:
         rows = self._rows(_INCIDENT_SELECT + "order by i.created_utc desc, i.id desc")
         return [Incident.model_validate(row) for row in rows]
@@ -237,7 +226,7 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
                     (incident_id, now_s),
                 )
             )
-            if held and held[0]["owner"] != owner and not _owner_is_dead(held[0]["owner"]):
+            if held and held[0]["owner"] != owner and not owner_is_dead(held[0]["owner"]):
                 return False
             db.table("leases").upsert(
                 {"incident_id": incident_id, "owner": owner, "expires_utc": now_s + ttl_s},
@@ -251,3 +240,45 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
             db.execute(
                 "delete from leases where incident_id = ? and owner = ?", (incident_id, owner)
             )
+
+    def has_lease(self, incident_id: str) -> bool:
+        return bool(self._rows("select 1 from leases where incident_id = ?", (incident_id,)))
+
+    def lease_is_live(self, incident_id: str) -> bool:
+        """Whether a run that is alive holds the incident (an unexpired lease of an owner not
+        known to be dead)."""
+        rows = self._rows(
+            "select owner from leases where incident_id = ? and expires_utc > ?",
+            (incident_id, time.time()),
+        )
+        return bool(rows) and not owner_is_dead(rows[0]["owner"])
+
+    def dead_leases(self) -> list[str]:
+        """Incidents whose lease is held by no live run (expired, or its owner died)."""
+        now_s = time.time()
+        rows = self._rows("select incident_id, owner, expires_utc from leases")
+        return [
+            r["incident_id"] for r in rows if r["expires_utc"] <= now_s or owner_is_dead(r["owner"])
+        ]
+
+    def abandon_incident(self, incident_id: str, owner: str) -> None:
+        """Keep the lease row but let it expire now: the incident's run died, its leftovers are
+        gone, and the next worker or `patchit heal` resumes it."""
+        with self._write() as db:
+            db.execute(
+                "update leases set expires_utc = 0 where incident_id = ? and owner = ?",
+                (incident_id, owner),
+            )
+
+    def abandoned_incidents(self) -> list[Incident]:
+        """Open incidents whose healing run died: a lease that no live run holds."""
+        dead = set(self.dead_leases())
+        if not dead:
+            return []
+        marks = ", ".join("?" * len(dead))
+        rows = self._rows(
+            _INCIDENT_SELECT + f"where i.id in ({marks}) and i.status = 'open'"
+            " order by i.created_utc, i.id",
+            tuple(sorted(dead)),
+        )
+        return [Incident.model_validate(row) for row in rows]

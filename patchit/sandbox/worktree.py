@@ -82,6 +82,42 @@ def _admin_dirs_for(repo: Path, path: Path) -> list[Path]:
     return found
 
 
+def worktree_repo(path: Path) -> Path | None:
+    """The repository a worktree at `path` belongs to (from its `.git` file), or None."""
+    try:
+        text = (path / ".git").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    admin = Path(text.partition(":")[2].strip())  # <repo>/.git/worktrees/<name>
+    common = admin.parent.parent
+    return common.parent if common.name == ".git" else common
+
+
+def remove_worktrees_under(repo: Path, root: Path, prefix: str) -> int:
+    """Remove the repository's worktrees (records and directories) that sit under `root` in
+    an entry named `prefix...` (what a killed run of one incident left); how many."""
+    common = Path(run_git(repo, "rev-parse", "--git-common-dir").strip())
+    common = common if common.is_absolute() else (repo / common).resolve()
+    root = root.resolve()
+    removed = 0
+    for gitdir in (common / "worktrees").glob("*/gitdir"):
+        try:
+            target = Path(gitdir.read_text(encoding="utf-8").strip()).parent
+        except OSError:
+            continue
+        try:
+            first = target.relative_to(root).parts[0]
+        except (ValueError, IndexError):
+            continue
+        if first.startswith(prefix):
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.rmtree(gitdir.parent, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 @contextmanager
 def worktree(repo: Path, commit: str, dest: Path) -> Iterator[Path]:
     """A worktree for the duration of a `with` block, removed however the block ends."""

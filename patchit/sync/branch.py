@@ -56,6 +56,21 @@ def create_branch(repo: Path, incident_id: str, sha: str) -> str:
     return name
 
 
+def landed_commit(repo: Path, incident_id: str) -> str | None:
+    """The commit of `patchit/<id>` when patchit already made it for this incident (a run that
+    was stopped after branching), else None."""
+    name = branch_name(incident_id)
+    sha = run_git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}", check=False)
+    sha = sha.strip()
+    if not sha:
+        return None
+    log = run_git(repo, "log", "-1", "--format=%ae%n%B", sha, check=False)
+    email, _, body = log.partition("\n")
+    if email.strip() != AUTHOR_EMAIL or f"Incident: {incident_id}" not in body:
+        return None
+    return sha
+
+
 def inspect_commands(repo: Path, branch: str, event: UniversalFailureEvent) -> list[str]:
     """What the engineer types to look at the fix and re-run the failed invocation on it."""
     commands = [f"git -C {shlex.quote(str(repo))} show {branch}"]

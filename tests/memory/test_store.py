@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from patchit.dbfiles import quarantined
 from patchit.errors import BadInputError, MemoryStoreError
 from patchit.events.model import UniversalFailureEvent
 from patchit.memory import MIGRATIONS, AttemptOutcome, IncidentStatus, Memory
@@ -74,14 +75,67 @@ def test_open_creates_the_file_in_wal_mode_with_migrations(tmp_path: Path) -> No
         assert rows[0]["name"] == "m001_initial"
 
 
-def test_corrupt_file_is_a_memory_store_error_naming_it(tmp_path: Path) -> None:
-    path = tmp_path / "home" / "memory" / "attempts.sqlite3"
-    path.parent.mkdir(parents=True)
-    path.write_bytes(b"this is not a database, it is a text file" * 200)
-    with pytest.raises(MemoryStoreError) as err:
-        Memory.open(tmp_path / "home")
-    assert str(path) in str(err.value)
-    assert "move the file aside" in str(err.value)
+@pytest.mark.parametrize(
+    "data", [b"", b"this is not a database, it is a text file" * 200], ids=["0-byte", "text"]
+)
+def test_a_damaged_memory_is_moved_aside_never_emptied_in_place(
+    data: bytes, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    with Memory.open(home) as mem:
+        for i in range(3):
+            mem.create_incident(event(f"m{i}"), "fp", f"ck{i}")
+    path = home / "memory" / "attempts.sqlite3"
+    for sidecar in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+        sidecar.unlink(missing_ok=True)
+    path.write_bytes(data)
+    with Memory.open(home) as mem:
+        [notice] = mem.notices
+        assert mem.list_incidents() == []  # a new memory, and it says so
+    [moved] = quarantined(path)
+    assert moved.read_bytes() == data
+    assert re.fullmatch(r"attempts\.sqlite3\.corrupt-\d{8}T\d{4}Z", moved.name)
+    assert f"{path} was damaged" in notice and str(moved) in notice
+    with Memory.open(home) as again:
+        assert again.notices == []  # said once, when found
+
+
+def test_a_memory_damaged_inside_is_found_by_the_integrity_check(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with Memory.open(home) as mem:
+        inc = mem.create_incident(event(), "fp", "ck")
+        mem.attach_events(inc.id, [(event(f"n{i}"), "fp") for i in range(300)], "ck")
+    path = home / "memory" / "attempts.sqlite3"
+    raw = bytearray(path.read_bytes())
+    raw[4096 * 3 : 4096 * 3 + 200] = b"\xff" * 200  # a page's header overwritten
+    path.write_bytes(bytes(raw))
+    with Memory.open(home) as mem:
+        assert len(mem.notices) == 1 and "damaged" in mem.notices[0]
+    assert len(quarantined(path)) == 1
+
+
+def _open_damaged(home: str) -> None:
+    with Memory.open(Path(home)) as mem:
+        mem.record_last_good(f"p{os.getpid()}", "a" * 40)
+
+
+def test_workers_finding_one_damaged_memory_move_it_aside_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    Memory.open(home).close()
+    path = home / "memory" / "attempts.sqlite3"
+    for sidecar in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+        sidecar.unlink(missing_ok=True)
+    path.write_bytes(b"")
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_open_damaged, args=(str(home),)) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    assert len(quarantined(path)) == 1
+    with Memory.open(home) as mem:
+        assert len(list(mem.db.query("select * from last_good"))) == 4
 
 
 def test_unwritable_home_is_a_memory_store_error(tmp_path: Path) -> None:

@@ -1,0 +1,73 @@
+"""Who runs a heal, and whether that run is still alive.
+
+A run is named by its owner id `host:pid:start`, where `start` is the process's start time
+(`/proc/<pid>/stat`, clock ticks since boot): a pid that the kernel handed to another process
+after the run died does not keep the dead run's leases, spool rows or worktrees alive. An id
+without the start time (`host:pid`, older versions) is judged by the pid alone.
+
+Standard library only: the spool (imported by the Airflow callback) uses it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from functools import cache
+
+
+def _stat(pid: int) -> list[str]:
+    """`/proc/<pid>/stat` from field 3 (the state) on; [] without such a process or /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode("ascii", "replace")
+    except OSError:
+        return []
+    # the command name (field 2) may hold spaces and parentheses: split after the last ')'
+    return stat.rpartition(")")[2].split()
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of `pid` in clock ticks since boot, or None (no such process, no /proc)."""
+    fields = _stat(pid)
+    return fields[19] if len(fields) > 19 else None
+
+
+@cache
+def _this_host() -> str:
+    return socket.gethostname()
+
+
+def run_owner(pid: int | None = None) -> str:
+    """The owner id of this process (or of `pid` on this host)."""
+    pid = os.getpid() if pid is None else pid
+    start = process_start(pid)
+    return f"{_this_host()}:{pid}" + (f":{start}" if start else "")
+
+
+def owner_is_dead(owner: str) -> bool:
+    """True only when the run named `owner` is known to be gone: it ran on this host, and its
+    pid is free or now belongs to a process that started later. An owner of another host, or
+    one this module cannot read, is not known to be dead (its lease expiry decides)."""
+    parts = owner.split(":")
+    if len(parts) == 2:
+        host, pid, start = parts[0], parts[1], None
+    elif len(parts) == 3:
+        host, pid, start = parts
+    else:
+        return False
+    if host != _this_host() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # alive, owned by another user
+    except OSError:
+        return False
+    fields = _stat(int(pid))
+    if fields and fields[0] in ("Z", "X"):
+        return True  # killed, not yet reaped by its parent
+    if start is None or len(fields) <= 19:
+        return False
+    return fields[19] != start

@@ -1,0 +1,171 @@
+"""One bad event never stalls the worker: it is marked bad with its reason and the rest of
+its batch goes on; rows of a worker that died go back to the queue; a memory that cannot be
+written gives the batch back instead of marking it bad; `patchit spool` lists, retries and
+drops rows."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from patchit.cli.main import cli
+from patchit.errors import MemoryStoreError
+from patchit.intake.spool import MAX_CLAIMS, Spool
+from patchit.liveness import run_owner
+from patchit.memory import Memory
+from patchit.worker import Worker
+from tests.test_worker import OUTAGE, airflow_event, spool
+
+
+def surrogate_event(task: str) -> dict[str, Any]:
+    # an Airflow error message holding a file name that is not UTF-8
+    message = "No such file: " + "caf\udce9.csv"
+    return airflow_event("orders", task, "FileNotFoundError", message)
+
+
+def states(home: Path) -> dict[str, int]:
+    with Spool.open(home) as s:
+        return s.counts()
+
+
+def test_a_lone_surrogate_does_not_stall_its_batch(_patchit_home: Path) -> None:
+    spool(
+        _patchit_home,
+        [
+            airflow_event("dag_a", "t1", "OperationalError", OUTAGE),
+            surrogate_event("load"),
+            airflow_event("dag_b", "t2", "OperationalError", OUTAGE),
+        ],
+    )
+    stats = Worker(_patchit_home).run(once=True)
+    counts = states(_patchit_home)
+    assert "taken" not in counts and "pending" not in counts, counts
+    assert stats.processed + stats.bad == 3
+    with Spool.open(_patchit_home) as s:
+        done = [json.loads(r["payload"])["unit_id"] for r in s.rows("done")]
+        bad = s.rows("bad")
+    assert {"t1", "t2"} <= set(done)
+    for row in bad:  # the poison row, if it is one, says why
+        assert "UnicodeEncodeError" in row["reason"], row["reason"]
+
+
+def test_a_poison_event_is_bad_with_its_reason_and_the_rest_is_processed(
+    _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import patchit.worker
+    from patchit.memory.fingerprint import cause_key
+
+    def poisoned(event: Any) -> str:
+        if event.unit_id == "poison":
+            raise UnicodeEncodeError("utf-8", "caf\udce9", 3, 4, "surrogates not allowed")
+        return cause_key(event)
+
+    monkeypatch.setattr(patchit.worker, "cause_key", poisoned)
+    events = [airflow_event(f"dag_{i}", f"t{i}", "OperationalError", OUTAGE) for i in range(5)]
+    events.insert(2, airflow_event("dag_x", "poison", "KeyError", "'amout'"))
+    spool(_patchit_home, events)
+    lines: list[str] = []
+    stats = Worker(_patchit_home, say=lines.append).run(once=True)
+    assert (stats.processed, stats.bad) == (5, 1)
+    assert states(_patchit_home) == {"done": 5, "bad": 1}
+    with Spool.open(_patchit_home) as s:
+        [bad] = s.rows("bad")
+    assert json.loads(bad["payload"])["unit_id"] == "poison"
+    assert "internal error UnicodeEncodeError" in bad["reason"]
+    assert any(f"spool row {bad['id']}" in line for line in lines)
+    # the next run has nothing left hanging: 0 processed because 0 are waiting
+    assert Worker(_patchit_home).run(once=True).processed == 0
+    assert states(_patchit_home) == {"done": 5, "bad": 1}
+
+
+def dead_owner() -> str:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    return f"{socket.gethostname()}:{gone.pid}"
+
+
+def test_rows_taken_by_a_worker_that_died_are_processed_by_the_next(_patchit_home: Path) -> None:
+    events = [airflow_event("dag", f"t{i}", "OperationalError", OUTAGE) for i in range(3)]
+    spool(_patchit_home, events)
+    with Spool.open(_patchit_home) as s:
+        assert len(s.claim(run_owner(), limit=10)) == 3  # a live worker (this process)
+    assert Worker(_patchit_home).run(once=True).processed == 0  # it keeps them
+    with Spool.open(_patchit_home) as s:
+        s.conn.execute("update spool set owner = ?", (dead_owner(),))  # ... until it dies
+    stats = Worker(_patchit_home).run(once=True)  # its lease is an hour: not expired yet
+    assert (stats.processed, stats.bad) == (3, 0)
+    assert states(_patchit_home) == {"done": 3}
+
+
+def test_a_row_whose_workers_keep_dying_becomes_bad(_patchit_home: Path) -> None:
+    spool(_patchit_home, [airflow_event("dag", "killer", "OperationalError", OUTAGE)])
+    with Spool.open(_patchit_home) as s:
+        for _ in range(MAX_CLAIMS):
+            assert len(s.claim(dead_owner())) == 1
+        assert s.claim("w:1") == []
+        [bad] = s.rows("bad")
+    assert f"claimed {MAX_CLAIMS} times" in bad["reason"]
+
+
+def test_a_broken_memory_gives_the_batch_back_and_stops(_patchit_home: Path) -> None:
+    spool(
+        _patchit_home, [airflow_event("dag", f"t{i}", "OperationalError", OUTAGE) for i in range(4)]
+    )
+    Memory.open(_patchit_home).close()
+    db = sqlite3.connect(_patchit_home / "memory" / "attempts.sqlite3")
+    db.execute("drop table events")  # a schema the worker cannot write to
+    db.commit()
+    db.close()
+    with pytest.raises(MemoryStoreError, match="no such table: events"):
+        Worker(_patchit_home).run(once=True)
+    assert states(_patchit_home) == {"pending": 4}  # not bad: not the events' fault
+    with Spool.open(_patchit_home) as s:
+        assert all(r["claims"] == 0 for r in s.rows())
+
+
+def test_worker_cli_says_the_memory_error_in_one_line_and_exits_1(_patchit_home: Path) -> None:
+    spool(_patchit_home, [airflow_event("dag", "t", "OperationalError", OUTAGE)])
+    Memory.open(_patchit_home).close()
+    db = sqlite3.connect(_patchit_home / "memory" / "attempts.sqlite3")
+    db.execute("drop table incidents")
+    db.commit()
+    db.close()
+    result = subprocess.run(
+        [sys.executable, "-m", "patchit", "worker", "--once"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "no such table: incidents" in errors[0]
+
+
+def test_spool_list_retry_and_drop(_patchit_home: Path) -> None:
+    spool(
+        _patchit_home,
+        [airflow_event("dag", "ok", "OperationalError", OUTAGE), {"source": "airflow"}],
+    )
+    Worker(_patchit_home).run(once=True)
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["spool", "list"])
+    assert listed.exit_code == 0, listed.output
+    assert "1 done" in listed.output and "1 bad" in listed.output
+    assert "does not match the event schema" in listed.output
+    as_json = json.loads(runner.invoke(cli, ["spool", "list", "--state", "bad", "--json"]).output)
+    [bad] = as_json
+    retried = runner.invoke(cli, ["spool", "retry"])
+    assert retried.exit_code == 0 and "1 row(s) back to pending" in retried.output
+    assert states(_patchit_home) == {"done": 1, "pending": 1}
+    assert runner.invoke(cli, ["spool", "drop"]).exit_code == 2  # names nothing
+    dropped = runner.invoke(cli, ["spool", "drop", str(bad["id"])])
+    assert dropped.exit_code == 0 and "1 row(s) dropped" in dropped.output
+    assert runner.invoke(cli, ["spool", "drop", "--state", "done"]).exit_code == 0
+    assert states(_patchit_home) == {}
