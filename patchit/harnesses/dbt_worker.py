@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from patchit.harnesses.warm import WarmProcess
-from patchit.sandbox.isolation import Sandbox
+from patchit.sandbox.isolation import PRIVATE_TMP, Sandbox, allowed_env
 
 STARTUP_TIMEOUT_S = 120.0
 _PRELOAD = (
@@ -231,7 +231,6 @@ class WarmDbtWorker(WarmProcess):
     def start(cls, sandbox: Sandbox, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> WarmDbtWorker:
         """Spawn a worker in `sandbox` and wait until dbt is imported; HarnessError if it
         cannot start."""
-        # patchit's own DBT_* settings must not leak into sandbox runs; requests bring theirs.
         worker = cls.spawn(sandbox)
         worker.wait_ready(startup_timeout_s)
         return worker
@@ -242,8 +241,9 @@ class WarmDbtWorker(WarmProcess):
 
         bwrap's --die-with-parent ties the sandbox to the *thread* that spawned it, so a
         worker that must outlive a helper thread is spawned by the caller's thread."""
-        # patchit's own DBT_* settings must not leak into sandbox runs; requests bring theirs.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
+        # Only the allowlisted environment: patchit's own DBT_* settings and everything else
+        # of its environment stay out; each request brings what its run needs.
+        env = allowed_env(os.environ) | {"HOME": str(PRIVATE_TMP)}
         return cls([sys.executable, "-m", "patchit.harnesses.dbt_worker"], sandbox, env)
 
     def request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:

@@ -62,7 +62,10 @@ class TestDescribeAndWrap:
         box = make_sandbox(SandboxConfig(isolation="subprocess"), [tmp_path / "w"])
         assert box.kind == "subprocess"
         assert box.wrap(["dbt", "build"]) == ["dbt", "build"]
-        assert box.describe() == "subprocess (4096 MB; network not blocked, writes not confined)"
+        assert box.describe() == (
+            "subprocess (4096 MB, env allowlist; not enforced: network, writes, user ns, caps, "
+            "pid ns, host secrets)"
+        )
         assert (tmp_path / "w").is_dir()
 
     def test_bubblewrap_command_line(self, box: Sandbox, tmp_path: Path) -> None:
@@ -73,14 +76,20 @@ class TestDescribeAndWrap:
         assert "--ro-bind / /" in text
         assert "--tmpfs /tmp" in text
         assert "--unshare-net" in text
+        for flag in ("--unshare-user", "--cap-drop ALL", "--unshare-pid", "--die-with-parent",
+                     "--new-session", "--tmpfs /root", "--ro-bind /dev/null /etc/shadow"):  # fmt: skip
+            assert flag in text
         assert f"--bind {tmp_path / 'work'} {tmp_path / 'work'}" in text
-        assert box.describe() == "bubblewrap (no network, 512 MB, private /tmp)"
+        assert box.describe() == (
+            "bubblewrap (user ns, no caps, pid ns, no network, env allowlist, host secrets "
+            "hidden, 512 MB, private /tmp, writes: its worktree and scratch)"
+        )
 
     def test_network_when_asked(self, tmp_path: Path) -> None:
         require_bwrap()
         box = make_sandbox(SandboxConfig(network=True), [tmp_path])
         assert "--unshare-net" not in box.wrap(["true"])
-        assert box.describe() == "bubblewrap (network allowed, 4096 MB, private /tmp)"
+        assert "network allowed, env allowlist" in box.describe()
         assert not box.blocks_network
 
     def test_writable_dirs_are_created_and_deduplicated(self, tmp_path: Path) -> None:
@@ -92,7 +101,7 @@ class TestDescribeAndWrap:
 
     def test_patchit_areas_are_the_homes_own_dirs(self, _patchit_home: Path) -> None:
         names = [p.relative_to(_patchit_home).as_posix() for p in patchit_areas()]
-        assert names == ["worktrees", "sandboxes", "cache"]
+        assert names == ["worktrees", "sandboxes"]  # never the cache, memory or spool
 
     def test_bubblewrap_required_but_missing(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -193,15 +202,20 @@ for host in HOSTS:
         assert run_in(box, "blob = bytearray(64 * 1024 ** 2)").returncode == 0
 
     def test_a_runaway_is_killed_with_its_children(self, box: Sandbox) -> None:
+        # The child's pids are its own namespace's: the host finds the grandchild by its
+        # unique command line instead.
+        marker = f"{3600 + os.getpid() % 1000}.{time.monotonic_ns() % 1000}"
         code = (
             "import subprocess, sys\n"
-            "child = subprocess.Popen(['sleep', '3600'])\n"
+            f"child = subprocess.Popen(['sleep', {marker!r}], start_new_session=True)\n"
             "print(child.pid, flush=True)\n"
             "while True: pass\n"
         )
         proc = popen_sandboxed([sys.executable, "-c", code], box, stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
-        grandchild = int(proc.stdout.readline())
+        proc.stdout.readline()
+        grandchild = _find(["sleep", marker])
+        assert grandchild is not None
         with pytest.raises(subprocess.TimeoutExpired):
             proc.wait(timeout=1.0)
         kill_process_group(proc)
@@ -210,6 +224,22 @@ for host in HOSTS:
         while _running(grandchild) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _running(grandchild)
+
+
+def _find(cmdline: list[str], timeout_s: float = 10) -> int | None:
+    """The host pid of the process running exactly `cmdline`, waiting for it to appear."""
+    wanted = "\0".join(cmdline) + "\0"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if (entry / "cmdline").read_text() == wanted:
+                        return int(entry.name)
+                except OSError:
+                    continue
+        time.sleep(0.05)
+    return None
 
 
 def _running(pid: int) -> bool:
