@@ -37,7 +37,7 @@ from patchit.harnesses.airflow_home import airflow_env, prepare_airflow_home
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.warm import kill_process_group, popen_sandboxed
 from patchit.sandbox.envrefs import referenced_env_names
-from patchit.sandbox.isolation import WARM_WRITES, Sandbox, make_sandbox, patchit_areas
+from patchit.sandbox.isolation import Sandbox, make_sandbox, patchit_areas
 
 OUTPUT_TAIL_LINES = 60
 
@@ -181,10 +181,12 @@ class AirflowHarness:
         readable = tuple(p for p in paths if not _within(p, workspace.root))
         with self._lock:
             if self.warm:
-                job = {"request": str(request_path), "result": str(result_path),
-                       "log": str(log_path), "cwd": str(workspace.root), "env": env}  # fmt: skip
                 parent = self._ensure_parent(need, readable)
                 sandbox = parent.sandbox
+                job = {"request": str(request_path), "result": str(result_path),
+                       "log": str(log_path), "cwd": str(workspace.root), "env": env}  # fmt: skip
+                if sandbox.narrows:  # the fork may write only this candidate's dirs
+                    job["writable"] = sandbox.narrowed(workspace.root, scratch)
                 timed_out = parent.run(job, self.timeout_s)
             else:
                 sandbox = make_sandbox(self.sandbox, need, readable=readable)
@@ -264,9 +266,7 @@ class AirflowHarness:
         if parent is not None:
             parent.stop()
         self._parent = None
-        box = make_sandbox(
-            self.sandbox, patchit_areas(*need), readable=readable, writes=WARM_WRITES
-        )
+        box = make_sandbox(self.sandbox, patchit_areas(*need), readable=readable, warm=True)
         self._parent = ForkParent.start(box)
         self._parent_readable = readable
         self._parent_config = self.sandbox.model_copy()

@@ -10,7 +10,7 @@ each child starts from the parent's clean state and exits.
 Protocol (one JSON object per line):
 
     stdin   {"request": path, "result": path, "log": path, "cwd": dir, "env": {...},
-             "timeout_s": float}
+             "timeout_s": float, "writable": [dir, ...] (optional: Landlock in the child)}
     stdout  {"ready": true, "pid": int} once, then per request {"child": pid},
             {"exit": code, "timed_out": bool}
 
@@ -39,6 +39,7 @@ from typing import Any
 from patchit.errors import HarnessError
 from patchit.harnesses.warm import WarmProcess
 from patchit.sandbox.isolation import Sandbox, allowed_env
+from patchit.sandbox.landlock import restrict_writes
 
 STARTUP_TIMEOUT_S = 180.0
 # How long past a candidate's time limit the parent has to kill it and say so.
@@ -76,7 +77,10 @@ def enter_candidate(job: dict[str, Any]) -> None:
     os.close(null_fd)
     os.environ.clear()
     os.environ.update(job["env"])
+    tempfile.tempdir = None  # the parent's choice was made under its own TMPDIR
     os.chdir(job["cwd"])
+    if job.get("writable"):  # before any of the candidate's code: its own dirs only
+        restrict_writes(job["writable"])
     for entry in reversed(job["env"].get("PYTHONPATH", "").split(os.pathsep)):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)

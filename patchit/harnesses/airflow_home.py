@@ -81,6 +81,14 @@ def prepare_airflow_home(scratch: Path) -> tuple[Path, Path, int]:
     return home, db, migrate_ms
 
 
+def _tmp_dir(airflow_home: Path) -> Path:
+    """The run's temp dir: inside its AIRFLOW_HOME (in the scratch dir, writable by the run,
+    and not among the outputs the data check compares)."""
+    tmp = airflow_home / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return tmp
+
+
 def scrubbed_environ(referenced: Iterable[str] = ()) -> dict[str, str]:
     """The allowlisted part of patchit's environment (`allowed_env`) plus the `referenced`
     variables the DAG code reads, minus every Airflow setting, so nothing of the user's
@@ -107,6 +115,7 @@ def airflow_env(
     env.update(
         {
             "HOME": str(scratch_home),  # nothing may land in the user's ~ (~/airflow, caches)
+            "TMPDIR": str(_tmp_dir(home)),
             "AIRFLOW_HOME": str(home),
             "AIRFLOW_CONFIG": str(home / "airflow.cfg"),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{db}",

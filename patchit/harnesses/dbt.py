@@ -50,7 +50,6 @@ from patchit.sandbox.dbt_profile import (
 from patchit.evidence.redact import MASK
 from patchit.sandbox.envrefs import referenced_env_names
 from patchit.sandbox.isolation import (
-    WARM_WRITES,
     Sandbox,
     allowed_env,
     make_sandbox,
@@ -142,7 +141,8 @@ class DbtHarness:
             if self.warm:
                 worker = self._ensure_worker(need)
                 sandbox = worker.sandbox
-                outcome = self._run_warm(box.args, box.cwd, env, box.log_path)
+                writable = sandbox.narrowed(*need) if sandbox.narrows else None
+                outcome = self._run_warm(box.args, box.cwd, env, box.log_path, writable)
             else:
                 sandbox = make_sandbox(self.sandbox, need)
                 outcome = self._run_fresh(
@@ -204,9 +204,10 @@ class DbtHarness:
             if value is not None and value != MASK:
                 env[name] = value
         env = allowed_env(env, referenced=env)
-        home = scratch / "home"
+        home, tmp = scratch / "home", scratch / "tmp"
         home.mkdir(parents=True, exist_ok=True)
-        return {**env, **replay_env(event), "HOME": str(home)}
+        tmp.mkdir(exist_ok=True)
+        return {**env, **replay_env(event), "HOME": str(home), "TMPDIR": str(tmp)}
 
     def _sandbox_paths(
         self, workspace: Workspace, event: UniversalFailureEvent
@@ -322,7 +323,7 @@ class DbtHarness:
             and worker.sandbox.covers(*need)
         ):
             self._drop_worker()
-            sandbox: Sandbox = make_sandbox(self.sandbox, patchit_areas(*need), writes=WARM_WRITES)
+            sandbox: Sandbox = make_sandbox(self.sandbox, patchit_areas(*need), warm=True)
             worker = self._worker = WarmDbtWorker.spawn(sandbox)
             self._worker_config = self.sandbox.model_copy()
         if wait:
@@ -339,8 +340,19 @@ class DbtHarness:
                 self._worker.stop()
             self._worker = None
 
-    def _run_warm(self, args: list[str], cwd: Path, env: dict[str, str], log: Path) -> DbtOutcome:
-        request = {"args": args, "cwd": str(cwd), "env": env, "log_path": str(log)}
+    def _run_warm(
+        self,
+        args: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        log: Path,
+        writable: list[str] | None = None,
+    ) -> DbtOutcome:
+        request: dict[str, object] = {
+            "args": args, "cwd": str(cwd), "env": env, "log_path": str(log),
+        }  # fmt: skip
+        if writable:
+            request["writable"] = writable
         assert self._worker is not None  # verify() ensured it
         reply = self._worker.request(request, self.timeout_s)
         if reply is not None and reply.get("worker_died") and not log.exists():

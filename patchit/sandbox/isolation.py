@@ -48,8 +48,11 @@ from patchit.config import SandboxConfig, resolve_home
 from patchit.errors import HarnessError
 
 PRIVATE_TMP = Path("/tmp")
-# What a warm runtime (one process serving many candidates) may write, for the report.
+# What a warm runtime (one process serving many candidates) may write, for the report: each
+# candidate's fork is narrowed to its own dirs with Landlock where the kernel has it.
 WARM_WRITES = "patchit's worktrees and sandboxes"
+NARROWED_WRITES = "its worktree and scratch (landlock per candidate)"
+PER_CANDIDATE = "per-candidate writes"
 PROBE_TIMEOUT_S = 20.0
 _MB = 1024 * 1024
 
@@ -259,6 +262,8 @@ class Sandbox:
     hidden_dirs: tuple[Path, ...] = ()
     hidden_files: tuple[Path, ...] = ()
     writes: str = "its worktree and scratch"  # what `writable` is, for the report
+    # A warm runtime's forks confine each candidate's writes to its own dirs (Landlock).
+    narrows: bool = False
 
     @property
     def blocks_network(self) -> bool:
@@ -267,6 +272,14 @@ class Sandbox:
     @property
     def confines_writes(self) -> bool:
         return self.kind == "bubblewrap"
+
+    def narrowed(self, *own: Path) -> list[str]:
+        """What one candidate's fork of a warm runtime may write (`landlock.restrict_writes`):
+        its own dirs, plus the private /tmp unless other candidates' dirs are bound under it."""
+        dirs = [str(Path(p).resolve()) for p in own]
+        if not any(_within(area, PRIVATE_TMP) for area in self.writable):
+            dirs.append(str(PRIVATE_TMP))
+        return dirs
 
     @property
     def pid_namespace(self) -> bool:
@@ -440,11 +453,14 @@ def make_sandbox(
     writable: Iterable[Path],
     readable: Iterable[Path] = (),
     writes: str = "its worktree and scratch",
+    warm: bool = False,
 ) -> Sandbox:
     """The sandbox the config asks for; `auto` is bubblewrap if it works, else a subprocess.
 
     The writable dirs are created (bwrap can only bind what exists) and resolved; `readable`
-    names dirs the run reads that might be hidden (a PYTHONPATH entry in a home dir).
+    names dirs the run reads that might be hidden (a PYTHONPATH entry in a home dir). `warm`:
+    the sandbox of a runtime serving many candidates (`writable` holds all of them), whose
+    forks narrow writes to one candidate's dirs with Landlock where the kernel allows it.
     """
     roots: list[Path] = []
     for path in writable:
@@ -473,6 +489,18 @@ def make_sandbox(
             note=note, writes=writes,
         )  # fmt: skip
     hidden_dirs, hidden_files = host_secrets()
+    missing = enforcement.missing
+    narrows = False
+    if warm:
+        from patchit.sandbox.landlock import landlock_problem
+
+        why = landlock_problem()
+        narrows = why is None
+        if narrows:
+            writes = NARROWED_WRITES
+        else:
+            writes = WARM_WRITES
+            missing = (*missing, (PER_CANDIDATE, f"landlock: {why}"))
     extra = list(readable)
     if cfg.network:  # name resolution may go through /run (systemd-resolved's stub)
         extra += [Path("/etc/resolv.conf").resolve().parent]
@@ -484,8 +512,9 @@ def make_sandbox(
         readable=_needed_under_hidden(dirs, hidden_dirs, extra),
         note=note,
         layers=enforcement.layers,
-        missing=enforcement.missing,
+        missing=missing,
         hidden_dirs=hidden_dirs,
         hidden_files=hidden_files,
         writes=writes,
+        narrows=narrows,
     )

@@ -1,7 +1,7 @@
 """Each sandbox escape found as root (issue 12), tried by user code run through the real dbt
 and Airflow harnesses: a dbt Python model and an Airflow task that try to remount `/`
-read-write and unmount the private /tmp, write a host file, write the shared cache, read
-/etc/shadow, list /root, see and SIGSTOP a host process, and find a secret planted in
+read-write and unmount the private /tmp, write a host file, the shared cache or another
+incident's worktree, read patchit's memory or /etc/shadow, list /root, see and SIGSTOP a host process, and find a secret planted in
 patchit's own environment (its own environ, /proc/<ppid>/environ, any /proc/*/environ).
 Every attempt must fail, the host must be untouched, and the verification itself must still
 pass, saying what the sandbox enforced.
@@ -44,8 +44,9 @@ from tests.harnesses.test_dbt import shop_event
 pytestmark = pytest.mark.slow
 
 SECRET_NAME = "WAREHOUSE_PASSWORD"  # never named by the unit's code: it must not get it
-ATTEMPTS = ("remount", "write_host_file", "write_cache", "read_shadow", "list_root",
-            "see_host_process", "signal_host_process", "secret_in_env", "secret_in_proc")  # fmt: skip
+ATTEMPTS = ("remount", "write_host_file", "write_cache", "write_other_candidate", "read_memory",
+            "read_shadow", "list_root", "see_host_process", "signal_host_process",
+            "secret_in_env", "secret_in_proc")  # fmt: skip
 
 # The attempts, as the body of a function; the placeholders are filled in per test.
 ESCAPE_CODE = '''
@@ -69,6 +70,8 @@ def write(path):
     return path
 attempt("write_host_file", lambda: write(HOST_FILE))
 attempt("write_cache", lambda: write(CACHE_FILE))
+attempt("write_other_candidate", lambda: write(OTHER_FILE))
+attempt("read_memory", lambda: open(MEMORY_FILE, "rb").read())
 def read_shadow():
     text = open("/etc/shadow").read()
     if not text:
@@ -134,11 +137,14 @@ class Host:
     secret: str
     root_plant: Path
     outside: Path
+    other: Path  # another incident's worktree, in the same $PATCHIT_HOME
 
     def code(self, report: Path) -> str:
         values = {
             "HOST_FILE": str(self.outside / "escaped.txt"),
             "CACHE_FILE": str(resolve_home() / "cache" / "escaped.txt"),
+            "OTHER_FILE": str(self.other / "escaped.txt"),
+            "MEMORY_FILE": str(resolve_home() / "memory" / "attempts.sqlite3"),
             "ROOT_PLANT": self.root_plant.name,
             "MARKER": self.marker,
             "HOST_PID": self.sleeper.pid,
@@ -154,12 +160,14 @@ class Host:
         assert result.passed, result.output
         assert result.isolation.startswith("bubblewrap (user ns, no caps, pid ns, no network")
         assert "env allowlist" in result.isolation and "not enforced" not in result.isolation
+        assert "writes: its worktree and scratch" in result.isolation
         attempts = json.loads(report.read_text())
         assert sorted(attempts) == sorted(ATTEMPTS)
         succeeded = {name: why for name, (status, why) in attempts.items() if status != "failed"}
         assert succeeded == {}, attempts
         assert list(self.outside.iterdir()) == []
         assert not (resolve_home() / "cache" / "escaped.txt").exists()
+        assert list(self.other.iterdir()) == []
         state = Path(f"/proc/{self.sleeper.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         assert state != "T", "the host process was stopped"
         assert self.secret not in result.output
@@ -179,8 +187,13 @@ def host(monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
     root_plant.write_text("host secret")
     outside = Path(tempfile.mkdtemp(prefix="patchit-outside-", dir="/var/tmp"))
     (resolve_home() / "cache").mkdir(parents=True, exist_ok=True)
+    other = worktrees_home() / "other-incident-candidate"
+    other.mkdir(parents=True)
+    memory = resolve_home() / "memory" / "attempts.sqlite3"
+    memory.parent.mkdir(parents=True)
+    memory.write_text("incidents")
     try:
-        yield Host(sleeper, marker, secret, root_plant, outside)
+        yield Host(sleeper, marker, secret, root_plant, outside, other)
     finally:
         sleeper.kill()
         sleeper.wait()

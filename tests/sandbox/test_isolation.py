@@ -5,6 +5,7 @@ These tests need bubblewrap and fail (never skip) without it: CI installs it (`m
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,8 +19,11 @@ import pytest
 from patchit.config import SandboxConfig
 from patchit.errors import HarnessError
 from patchit.harnesses.warm import kill_process_group, popen_sandboxed
+from patchit.sandbox.envrefs import names_in_text, referenced_env_names
 from patchit.sandbox.isolation import (
     Sandbox,
+    _within,
+    allowed_env,
     bubblewrap_problem,
     detect_limit,
     make_sandbox,
@@ -260,3 +264,81 @@ def test_uses_no_host_tmp(box: Sandbox, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert marker in proc.stdout
     assert not (Path("/tmp") / marker).exists()
+
+
+class TestEnvironment:
+    def test_only_the_allowlist_and_what_the_unit_names(self) -> None:
+        env = {
+            "PATH": "/bin", "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C", "TZ": "UTC",
+            "PYTHONPATH": "/x", "DBT_TARGET": "dev", "AIRFLOW__CORE__X": "1",
+            "AWS_SECRET_ACCESS_KEY": "k", "GITHUB_TOKEN": "t", "SHOP_CURRENCY": "EUR",
+            "ANTHROPIC_API_KEY": "sk", "PATCHIT_HOME": "/h", "PATCHIT_CALLBACK_DISABLED": "1",
+        }  # fmt: skip
+        assert sorted(allowed_env(env)) == [
+            "HOME", "LANG", "LC_ALL", "PATCHIT_CALLBACK_DISABLED", "PATH", "PYTHONPATH", "TZ",
+        ]  # fmt: skip
+        dbt = allowed_env(env, ("DBT_",), referenced={"SHOP_CURRENCY", "ANTHROPIC_API_KEY"})
+        assert "DBT_TARGET" in dbt and "SHOP_CURRENCY" in dbt
+        assert "ANTHROPIC_API_KEY" not in dbt and "AWS_SECRET_ACCESS_KEY" not in dbt
+        assert "AIRFLOW__CORE__X" not in dbt and "PATCHIT_HOME" not in dbt
+
+    def test_names_the_code_reads(self, tmp_path: Path) -> None:
+        (tmp_path / "models").mkdir()
+        (tmp_path / "models" / "m.sql").write_text(
+            "select '{{ env_var(\"SHOP_CURRENCY\", 'EUR') }}' as c, {{ env_var('SHOP_RATE') }}"
+        )
+        (tmp_path / "dags.py").write_text(
+            "import os\nA = os.environ['API_URL']\nB = os.environ.get('REGION')\n"
+            "C = os.getenv(\"BUCKET\", 'x')\nD = os.environ.setdefault('MODE', 'a')\n"
+        )
+        (tmp_path / "target").mkdir()
+        (tmp_path / "target" / "compiled.sql").write_text("{{ env_var('NOT_SCANNED') }}")
+        found = referenced_env_names([tmp_path])
+        assert found == {"SHOP_CURRENCY", "SHOP_RATE", "API_URL", "REGION", "BUCKET", "MODE"}
+        assert names_in_text("echo $TOKEN ${OTHER}", shell=True) == {"TOKEN", "OTHER"}
+
+    def test_the_child_sees_the_allowlist_only(
+        self, box: Sandbox, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("WAREHOUSE_PASSWORD", "planted-secret")
+        proc = popen_sandboxed(
+            [sys.executable, "-c", "import os; print(sorted(os.environ))"], box,
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        out, _ = proc.communicate(timeout=60)
+        assert "WAREHOUSE_PASSWORD" not in out
+        assert "PATH" in out
+
+
+class TestHostIsHidden:
+    def test_secrets_homes_and_patchit_home(self, box: Sandbox, _patchit_home: Path) -> None:
+        (_patchit_home / "memory").mkdir(parents=True)
+        (_patchit_home / "memory" / "attempts.sqlite3").write_text("incidents")
+        code = f"""
+import json, os
+seen = {{}}
+for path in ("/etc/shadow", "/root", {str(_patchit_home / "memory")!r}):
+    try:
+        seen[path] = os.listdir(path) if os.path.isdir(path) else open(path).read()
+    except OSError as exc:
+        seen[path] = None
+seen["pids"] = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+print(json.dumps(seen))
+"""
+        proc = run_in(box, code)
+        assert proc.returncode == 0, proc.stderr
+        seen = json.loads(proc.stdout)
+        assert not seen["/etc/shadow"]  # refused, or /dev/null's nothing
+        # /root shows at most the mount points of what is bound back (the interpreter)
+        bound = {p.relative_to("/root").parts[0] for p in (*box.readable, *box.writable)
+                 if _within(p, Path("/root")) and p != Path("/root")}  # fmt: skip
+        assert set(seen["/root"] or []) <= bound, seen["/root"]
+        assert seen[str(_patchit_home / "memory")] is None
+        assert max(seen["pids"]) < 100  # its own pid namespace
+
+    def test_the_root_cannot_be_remounted(self, box: Sandbox) -> None:
+        proc = run_in(
+            box, "import subprocess; print(subprocess.run(['mount', '-o', 'remount,bind,rw', "
+            "'/'], capture_output=True).returncode)",
+        )  # fmt: skip
+        assert proc.stdout.strip() not in ("", "0"), proc.stdout + proc.stderr
