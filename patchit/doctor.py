@@ -70,8 +70,8 @@ def check_versions() -> list[Check]:
     ):
         found = {dist: _version(dist) for dist in dists}
         if all(v is None for v in found.values()):
-            checks.append(Check("warn", name, "not installed",
-                                f"pip install 'patchit[{extra}]' to heal {name} failures"))  # fmt: skip
+            fix = f"pip install 'patchit[{extra}]' to heal {name} failures"
+            checks.append(Check("warn", name, "not installed", fix))
             continue
         text = ", ".join(f"{d} {v}" if v else f"{d} missing" for d, v in found.items())
         missing = [d for d, v in found.items() if v is None]
@@ -108,8 +108,14 @@ def check_bubblewrap(config: SandboxConfig) -> list[Check]:
         checks.append(Check("warn", f"bubblewrap {layer}", f"not enforced ({why})",
                             _LAYER_FIX.get(layer, "")))  # fmt: skip
     if config.isolation == "subprocess":
-        checks.append(Check("warn", "sandbox", "isolation = 'subprocess' in the config: "
-                            "bubblewrap works here but is not used", 'set isolation = "auto"'))
+        checks.append(
+            Check(
+                "warn",
+                "sandbox",
+                "isolation = 'subprocess' in the config: bubblewrap works here but is not used",
+                'set isolation = "auto"',
+            )
+        )
     if config.network:
         checks.append(Check("warn", "sandbox network", "allowed by the config: sandboxed runs "
                             "can reach the network and abstract sockets",
@@ -126,6 +132,10 @@ def sqlite_files(home: Path) -> list[Path]:
     for folder in ("memory", "spool"):
         found.update((home / folder).glob("*.sqlite3"))
     return sorted(found)
+
+
+def _aside(path: Path) -> str:
+    return f"move {path} aside (keep it for recovery); patchit starts a new one"
 
 
 def check_sqlite(path: Path, home: Path) -> Check:
@@ -146,12 +156,10 @@ def check_sqlite(path: Path, home: Path) -> Check:
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        return Check("fail", name, f"cannot be read as SQLite ({exc})",
-                     f"move {path} aside (keep it for recovery); patchit starts a new one")  # fmt: skip
+        return Check("fail", name, f"cannot be read as SQLite ({exc})", _aside(path))
     result = "; ".join(str(row[0]) for row in rows[:5])
     if result != "ok":
-        return Check("fail", name, f"integrity check failed: {result[:300]}",
-                     f"move {path} aside (keep it for recovery); patchit starts a new one")  # fmt: skip
+        return Check("fail", name, f"integrity check failed: {result[:300]}", _aside(path))
     return Check("ok", name, f"integrity ok ({size // 1024} KiB)")
 
 

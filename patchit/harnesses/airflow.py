@@ -40,12 +40,11 @@ from patchit.sandbox.envrefs import referenced_env_names
 from patchit.sandbox.isolation import Sandbox, make_sandbox, patchit_areas
 
 OUTPUT_TAIL_LINES = 60
+LINE_MAX_CHARS = 400
 
 
 def _within(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
-
-LINE_MAX_CHARS = 400
 
 
 def repo_relative(path_text: str, repo: Path | None) -> Path:
@@ -248,9 +247,7 @@ class AirflowHarness:
         command = shlex.join(["airflow", "dags", "test", event.pipeline_id, date])
         return f"{command}  # only {event.unit_id} and its upstream tasks, retries 0"
 
-    def _ensure_parent(
-        self, need: tuple[Path, ...], readable: tuple[Path, ...] = ()
-    ) -> ForkParent:
+    def _ensure_parent(self, need: tuple[Path, ...], readable: tuple[Path, ...] = ()) -> ForkParent:
         """The live parent if its sandbox lets it write `need` (and read `readable`) under
         the current config; else a new one (the old one is stopped: it died, or its sandbox
         is the wrong one)."""

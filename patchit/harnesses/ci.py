@@ -81,7 +81,8 @@ class CiHarness:
             referenced |= names_in_text(step.script, shell=True)
         base_env = scrubbed_env(scratch, {"CI": "true", "GITHUB_WORKSPACE": str(root),
                                           "PATH": path, **job.env}, referenced)  # fmt: skip
-        box = make_sandbox(self.sandbox, [root, scratch], readable=[python.absolute().parent.parent])
+        prefix = python.absolute().parent.parent  # the interpreter's venv: readable inside
+        box = make_sandbox(self.sandbox, [root, scratch], readable=[prefix])
         lines = [f"patchit: {job.label}: {len(job.steps)} run step(s)", *job.notes]
         failed: tuple[CiStep, RunResult] | None = None
         limit: str | None = None

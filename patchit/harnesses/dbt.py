@@ -31,6 +31,7 @@ from typing import ClassVar
 from patchit.config import PatchitConfig, SandboxConfig, resolve_home
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.evidence.redact import MASK
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt_units import (
     DbtOutcome,
@@ -47,7 +48,6 @@ from patchit.sandbox.dbt_profile import (
     sandbox_db_location,
     write_sandbox_profile,
 )
-from patchit.evidence.redact import MASK
 from patchit.sandbox.envrefs import referenced_env_names
 from patchit.sandbox.isolation import (
     Sandbox,

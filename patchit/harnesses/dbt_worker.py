@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from patchit.harnesses.warm import WarmProcess
-from patchit.sandbox.landlock import restrict_writes
 from patchit.sandbox.isolation import PRIVATE_TMP, Sandbox, allowed_env
+from patchit.sandbox.landlock import restrict_writes
 
 STARTUP_TIMEOUT_S = 120.0
 _PRELOAD = (
@@ -228,8 +228,8 @@ def serve_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
                 if request.get("writable"):
                     restrict_writes(request["writable"])
             except OSError as exc:
-                reply = {"success": False, "results": [],
-                         "exception": f"patchit: cannot confine the run's writes: {exc}"}  # fmt: skip
+                why = f"patchit: cannot confine the run's writes: {exc}"
+                reply = {"success": False, "results": [], "exception": why}
             else:
                 reply = run_request(request, stderr_fd)
             with os.fdopen(write_fd, "w", encoding="utf-8") as out:
@@ -240,16 +240,16 @@ def serve_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
         finally:
             os._exit(code)
     os.close(write_fd)
-    with os.fdopen(read_fd, encoding="utf-8") as answer:
-        data = answer.read()
+    with os.fdopen(read_fd, encoding="utf-8") as pipe:
+        data = pipe.read()
     _, status = os.waitpid(pid, 0)
     try:
-        reply: dict[str, Any] = json.loads(data)
+        answer: dict[str, Any] = json.loads(data)
+        return answer
     except ValueError:
         how = os.waitstatus_to_exitcode(status)
-        reply = {"success": False, "results": [],
-                 "exception": f"the dbt run died ({'signal ' + str(-how) if how < 0 else f'exit {how}'})"}  # fmt: skip
-    return reply
+        ended = f"signal {-how}" if how < 0 else f"exit {how}"
+        return {"success": False, "results": [], "exception": f"the dbt run died ({ended})"}
 
 
 # -- the parent's side ------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The safety policy: which edits patchit may ever make, whatever proposed them.
 
 A candidate is refused, with a one-line reason, when an edit would touch a protected (CI
-configuration, patchit's own config, hooks, install-time code), denied or not-allowed path, too many files or lines, anything outside the repository (absolute paths,
-`..`, symlinks), a binary or missing file, or when its search text does not occur exactly once.
+configuration, patchit's own config, hooks, install-time code), denied or not-allowed path,
+too many files or lines, anything outside the repository (absolute paths, `..`, symlinks), a
+binary or missing file, or when its search text does not occur exactly once.
 """
 
 from __future__ import annotations

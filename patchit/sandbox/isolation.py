@@ -31,6 +31,7 @@ record the attempt as `harness_limit` instead of a failed candidate.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import os
@@ -198,16 +199,13 @@ def bubblewrap_enforcement() -> Enforcement:
         else:
             missing.append((layer, why))
     # The layers together, and whether capabilities really are gone in the child.
-    while True:
-        args = [arg for layer in layers for arg in _LAYER_ARGS[layer]]
-        status = _probe_caps(path, args)
-        if status is None or not layers:
+    while layers:
+        combined = [arg for layer in layers for arg in _LAYER_ARGS[layer]]
+        status = _probe_caps(path, combined)
+        if status is None:
             break
         dropped = layers.pop(0)  # the user namespace first: it is the likeliest to be refused
         missing.append((dropped, status))
-    if status is not None and NO_CAPS in layers:
-        layers.remove(NO_CAPS)
-        missing.append((NO_CAPS, status))
     order = list(_LAYER_ARGS)
     missing.sort(key=lambda item: order.index(item[0]))
     return Enforcement(None, tuple(layers), tuple(missing))
@@ -333,7 +331,8 @@ class Sandbox:
         for path in self.writable:
             ops[path] = "rw"
         rank = {"tmpfs": 0, "null": 1, "ro": 2, "rw": 3}
-        return sorted(((op, p) for p, op in ops.items()), key=lambda i: (len(i[1].parts), rank[i[0]]))
+        mounts = [(op, p) for p, op in ops.items()]
+        return sorted(mounts, key=lambda item: (len(item[1].parts), rank[item[0]]))
 
     def preexec(self) -> Callable[[], None]:
         """For `Popen(preexec_fn=...)`: the address-space limit (inherited by bwrap's child and
@@ -394,10 +393,8 @@ def host_secrets() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     `SECRET_FILES`, other users' homes and `$PATCHIT_HOME`."""
     dirs: list[Path] = []
     candidates = [Path(d) for d in SECRET_DIRS]
-    try:
+    with contextlib.suppress(OSError):
         candidates += [Path(entry.pw_dir) for entry in pwd.getpwall()]
-    except OSError:
-        pass
     for path in candidates:
         if not path.is_absolute() or path in _NEVER_HIDDEN or len(path.parts) < 2:
             continue

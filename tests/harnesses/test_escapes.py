@@ -1,8 +1,9 @@
 """Each sandbox escape found as root (issue 12), tried by user code run through the real dbt
 and Airflow harnesses: a dbt Python model and an Airflow task that try to remount `/`
 read-write and unmount the private /tmp, write a host file, the shared cache or another
-incident's worktree, read patchit's memory or /etc/shadow, list /root, see and SIGSTOP a host process, and find a secret planted in
-patchit's own environment (its own environ, /proc/<ppid>/environ, any /proc/*/environ).
+incident's worktree, read patchit's memory or /etc/shadow, list /root, see and SIGSTOP a
+host process, and find a secret planted in patchit's own environment (its own environ,
+/proc/<ppid>/environ, any /proc/*/environ).
 Every attempt must fail, the host must be untouched, and the verification itself must still
 pass, saying what the sandbox enforced.
 
@@ -49,7 +50,7 @@ ATTEMPTS = ("remount", "write_host_file", "write_cache", "write_other_candidate"
             "secret_in_env", "secret_in_proc")  # fmt: skip
 
 # The attempts, as the body of a function; the placeholders are filled in per test.
-ESCAPE_CODE = '''
+ESCAPE_CODE = """
 import json, os, signal, subprocess
 report = {}
 def attempt(name, fn):
@@ -124,7 +125,7 @@ def in_proc():
 attempt("secret_in_proc", in_proc)
 with open(REPORT, "w") as handle:
     json.dump(report, handle)
-'''
+"""
 
 
 @dataclass

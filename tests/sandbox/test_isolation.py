@@ -80,8 +80,9 @@ class TestDescribeAndWrap:
         assert "--ro-bind / /" in text
         assert "--tmpfs /tmp" in text
         assert "--unshare-net" in text
-        for flag in ("--unshare-user", "--cap-drop ALL", "--unshare-pid", "--die-with-parent",
-                     "--new-session", "--tmpfs /root", "--ro-bind /dev/null /etc/shadow"):  # fmt: skip
+        flags = ["--unshare-user", "--cap-drop ALL", "--unshare-pid", "--die-with-parent",
+                 "--new-session", "--tmpfs /root", "--ro-bind /dev/null /etc/shadow"]  # fmt: skip
+        for flag in flags:
             assert flag in text
         assert f"--bind {tmp_path / 'work'} {tmp_path / 'work'}" in text
         assert box.describe() == (
