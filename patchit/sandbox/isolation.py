@@ -13,7 +13,9 @@ probed once per process by `bubblewrap_enforcement`):
   users' homes, `/run` (daemon sockets) and `$PATCHIT_HOME` (memory, spool, other incidents)
   are covered by empty tmpfs or `/dev/null`; only what the run needs is bound back (the
   interpreter and patchit itself, the shared cache read-only, the writable dirs);
-- the whole root read-only and `/tmp` private: it writes only in the given writable dirs.
+- the whole root read-only and `/tmp` private: it writes only in the given writable dirs; a
+  warm runtime's sandbox (`warm=True`) binds every candidate's dirs, and each candidate's
+  fork narrows its writes to its own with Landlock (`patchit.sandbox.landlock`).
 
 The environment is never passed whole (`allowed_env`): the harness builds it from an allowlist
 (PATH, HOME set to scratch, locale, TZ, PYTHON*, the runtime's own DBT_* or AIRFLOW__*
@@ -155,13 +157,6 @@ class Enforcement:
     problem: str | None
     layers: tuple[str, ...] = ()
     missing: tuple[tuple[str, str], ...] = ()
-
-    def lines(self) -> list[str]:
-        """For `patchit doctor`: one line per layer."""
-        if self.problem:
-            return [f"bubblewrap unusable: {self.problem}"]
-        done = [f"enforced: {', '.join(self.layers) or 'base sandbox only'}"]
-        return done + [f"not enforced: {layer} ({why})" for layer, why in self.missing]
 
 
 def bwrap_path() -> str | None:
