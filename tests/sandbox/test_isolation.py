@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,7 @@ import pytest
 
 from patchit.config import SandboxConfig
 from patchit.errors import HarnessError
+from patchit.fidelity.model import DataCheck
 from patchit.harnesses.warm import kill_process_group, popen_sandboxed
 from patchit.sandbox.envrefs import names_in_text, referenced_env_names
 from patchit.sandbox.isolation import (
@@ -343,3 +345,39 @@ print(json.dumps(seen))
             "'/'], capture_output=True).returncode)",
         )  # fmt: skip
         assert proc.stdout.strip() not in ("", "0"), proc.stdout + proc.stderr
+
+
+def test_a_layer_the_machine_refuses_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bwrap that refuses user namespaces (as with userns disabled): the sandbox runs without
+    that layer, and the description, hence the report's fidelity line, says so."""
+    require_bwrap()
+    real = shutil.which("bwrap")
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'for arg in "$@"; do [ "$arg" = --unshare-user ] && '
+        '{ echo "bwrap: No permissions to create new namespace" >&2; exit 1; }; done\n'
+        f'exec {real} "$@"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    bubblewrap_problem.cache_clear()
+    try:
+        box = make_sandbox(SandboxConfig(), [tmp_path / "work"])
+        proc = run_in(box, "import os; print(sorted(os.listdir('/proc'))[:1])")
+    finally:
+        bubblewrap_problem.cache_clear()
+    assert box.kind == "bubblewrap"
+    assert "--unshare-user" not in box.wrap(["true"])
+    assert "--cap-drop" in box.wrap(["true"]) and "--unshare-pid" in box.wrap(["true"])
+    text = box.describe()
+    assert text.startswith("bubblewrap (no caps, pid ns, no network")
+    assert text.endswith(
+        "; not enforced: user ns (bwrap failed: bwrap: No permissions to create new namespace))"
+    )
+    assert proc.returncode == 0, proc.stderr
+    check = DataCheck(status="not_run", harness="dbt", isolation=text, summary="not run")
+    assert "not enforced: user ns" in check.fidelity()
