@@ -24,11 +24,30 @@ DEFAULT_DENY = [
 ]
 
 
+# Files that run with more power than the pipeline, or steer patchit itself: CI configuration,
+# patchit's own config, hooks and install-time code. Denied unless the user drops a glob from
+# `[policy] protected` (a user's own `deny` list leaves these in force).
+PROTECTED = [
+    ".github/**",
+    ".gitlab-ci.yml",
+    ".patchit.toml",
+    ".pre-commit-config.yaml",
+    ".gitmodules",
+    "setup.py",
+    "conftest.py",
+]
+
+
 class PolicyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     allow: list[str] = Field(default_factory=lambda: ["*"])
     deny: list[str] = Field(default_factory=lambda: list(DEFAULT_DENY))
+    protected: list[str] = Field(
+        default_factory=lambda: list(PROTECTED),
+        description="CI config, patchit's config, hooks, install-time code: never edited "
+        "unless removed from this list",
+    )
     max_files: int = 3
     max_lines: int = 40
 

@@ -62,6 +62,10 @@ LAZY_COMMANDS = {
         "patchit.cli.dbt_cmd:dbt",
         "Run dbt with DBT_ARGS exactly as `dbt` would; heal each failed node.",
     ),
+    "doctor": LazyCommand(
+        "patchit.cli.doctor_cmd:doctor",
+        "Check the installation: versions, sandbox, memory and spool, dbt and Airflow.",
+    ),
     "demo": LazyCommand(
         "patchit.cli.demo_cmd:demo",
         "Break the example dbt project, heal it, escalate a data failure, heal a broken DAG.",

@@ -36,10 +36,15 @@ from patchit.harnesses.airflow_fork import ForkParent
 from patchit.harnesses.airflow_home import airflow_env, prepare_airflow_home
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.warm import kill_process_group, popen_sandboxed
+from patchit.sandbox.envrefs import referenced_env_names
 from patchit.sandbox.isolation import Sandbox, make_sandbox, patchit_areas
 
 OUTPUT_TAIL_LINES = 60
 LINE_MAX_CHARS = 400
+
+
+def _within(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
 
 
 def repo_relative(path_text: str, repo: Path | None) -> Path:
@@ -123,6 +128,7 @@ class AirflowHarness:
         self.sandbox = sandbox or SandboxConfig()
         self._parent: ForkParent | None = None
         self._parent_config: SandboxConfig | None = None  # the config the parent started with
+        self._parent_readable: tuple[Path, ...] = ()  # the extra dirs its sandbox shows
         self._lock = threading.Lock()
         self.last_timings: dict[str, int] = {}  # migrate_ms, copy_ms, run_ms of the last verify
 
@@ -148,9 +154,9 @@ class AirflowHarness:
         (scratch / "home").mkdir(exist_ok=True)
         home, db, migrate_ms = prepare_airflow_home(scratch)
         copied = time.monotonic()
-        env = airflow_env(
-            home, db, dags_folder, scratch / "home", python_path(dags_folder, workspace, event)
-        )
+        paths = python_path(dags_folder, workspace, event)
+        referenced = referenced_env_names(p for p in paths if _within(p, workspace.root))
+        env = airflow_env(home, db, dags_folder, scratch / "home", paths, referenced)
         request = {
             "dag_file": str(dag_file),
             "dags_folder": str(dags_folder),
@@ -171,15 +177,18 @@ class AirflowHarness:
         result_path.unlink(missing_ok=True)
         log_path.unlink(missing_ok=True)
         need = (workspace.root, scratch)
+        readable = tuple(p for p in paths if not _within(p, workspace.root))
         with self._lock:
             if self.warm:
+                parent = self._ensure_parent(need, readable)
+                sandbox = parent.sandbox
                 job = {"request": str(request_path), "result": str(result_path),
                        "log": str(log_path), "cwd": str(workspace.root), "env": env}  # fmt: skip
-                parent = self._ensure_parent(need)
-                sandbox = parent.sandbox
+                if sandbox.narrows:  # the fork may write only this candidate's dirs
+                    job["writable"] = sandbox.narrowed(workspace.root, scratch)
                 timed_out = parent.run(job, self.timeout_s)
             else:
-                sandbox = make_sandbox(self.sandbox, patchit_areas(*need))
+                sandbox = make_sandbox(self.sandbox, need, readable=readable)
                 timed_out = self._run_fresh(
                     request_path, result_path, log_path, workspace, env, sandbox
                 )
@@ -238,21 +247,25 @@ class AirflowHarness:
         command = shlex.join(["airflow", "dags", "test", event.pipeline_id, date])
         return f"{command}  # only {event.unit_id} and its upstream tasks, retries 0"
 
-    def _ensure_parent(self, need: tuple[Path, ...]) -> ForkParent:
-        """The live parent if its sandbox lets it write `need` under the current config; else
-        a new one (the old one is stopped: it died, or its sandbox is the wrong one)."""
+    def _ensure_parent(self, need: tuple[Path, ...], readable: tuple[Path, ...] = ()) -> ForkParent:
+        """The live parent if its sandbox lets it write `need` (and read `readable`) under
+        the current config; else a new one (the old one is stopped: it died, or its sandbox
+        is the wrong one)."""
         parent = self._parent
         if (
             parent is not None
             and parent.alive()
             and self._parent_config == self.sandbox
             and parent.sandbox.covers(*need)
+            and set(readable) <= set(self._parent_readable)
         ):
             return parent
         if parent is not None:
             parent.stop()
         self._parent = None
-        self._parent = ForkParent.start(make_sandbox(self.sandbox, patchit_areas(*need)))
+        box = make_sandbox(self.sandbox, patchit_areas(*need), readable=readable, warm=True)
+        self._parent = ForkParent.start(box)
+        self._parent_readable = readable
         self._parent_config = self.sandbox.model_copy()
         return self._parent
 

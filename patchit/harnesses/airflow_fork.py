@@ -9,11 +9,16 @@ each child starts from the parent's clean state and exits.
 
 Protocol (one JSON object per line):
 
-    stdin   {"request": path, "result": path, "log": path, "cwd": dir, "env": {...}}
-    stdout  {"ready": true, "pid": int} once, then per request {"child": pid}, {"exit": code}
+    stdin   {"request": path, "result": path, "log": path, "cwd": dir, "env": {...},
+             "timeout_s": float, "writable": [dir, ...] (optional: Landlock in the child)}
+    stdout  {"ready": true, "pid": int} once, then per request {"child": pid},
+            {"exit": code, "timed_out": bool}
 
-The child runs in its own session, so the harness can kill its process group on a timeout
-while the parent lives on to serve the next candidate.
+The child runs in its own session, and the parent enforces the time limit itself: past
+`timeout_s` it kills the child's process group and reports `timed_out`, then lives on to
+serve the next candidate. The pids are the parent's own: inside bubblewrap's pid namespace
+they mean nothing outside, so the harness never signals them; if the parent itself stops
+answering, the harness kills the whole sandbox.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import select
 import shutil
 import signal
 import sys
@@ -32,9 +38,12 @@ from typing import Any
 
 from patchit.errors import HarnessError
 from patchit.harnesses.warm import WarmProcess
-from patchit.sandbox.isolation import Sandbox
+from patchit.sandbox.isolation import Sandbox, allowed_env
+from patchit.sandbox.landlock import restrict_writes
 
 STARTUP_TIMEOUT_S = 180.0
+# How long past a candidate's time limit the parent has to kill it and say so.
+KILL_GRACE_S = 30.0
 
 
 def preload() -> None:
@@ -68,7 +77,10 @@ def enter_candidate(job: dict[str, Any]) -> None:
     os.close(null_fd)
     os.environ.clear()
     os.environ.update(job["env"])
+    tempfile.tempdir = None  # the parent's choice was made under its own TMPDIR
     os.chdir(job["cwd"])
+    if job.get("writable"):  # before any of the candidate's code: its own dirs only
+        restrict_writes(job["writable"])
     for entry in reversed(job["env"].get("PYTHONPATH", "").split(os.pathsep)):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
@@ -110,9 +122,28 @@ def serve() -> int:
                 sys.stderr.flush()
                 os._exit(code)
         reply.write(json.dumps({"child": pid}) + "\n")
-        _, status = os.waitpid(pid, 0)
-        reply.write(json.dumps({"exit": os.waitstatus_to_exitcode(status)}) + "\n")
+        code, timed_out = wait_child(pid, job.get("timeout_s"))
+        reply.write(json.dumps({"exit": code, "timed_out": timed_out}) + "\n")
     return 0
+
+
+def wait_child(pid: int, timeout_s: float | None) -> tuple[int, bool]:
+    """Reap the forked child: (its exit code, whether it ran past `timeout_s` and was killed
+    with its process group)."""
+    timed_out = False
+    if timeout_s is not None:
+        pidfd = os.pidfd_open(pid)
+        try:
+            ready, _, _ = select.select([pidfd], [], [], max(float(timeout_s), 0.0))
+        finally:
+            os.close(pidfd)
+        if not ready:
+            timed_out = True
+            for kill in (os.killpg, os.kill):  # its session's group, then itself if it left
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), timed_out
 
 
 class ForkParent(WarmProcess):
@@ -122,7 +153,7 @@ class ForkParent(WarmProcess):
 
     def __init__(self, sandbox: Sandbox, home: Path) -> None:
         self._home = home
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        env = {k: v for k, v in allowed_env(os.environ).items() if not k.startswith("AIRFLOW")}
         env |= {
             "HOME": str(home),
             "AIRFLOW_HOME": str(home),
@@ -147,23 +178,22 @@ class ForkParent(WarmProcess):
         return parent
 
     def run(self, job: dict[str, Any], timeout_s: float) -> bool:
-        """Run one candidate in a forked child; True if it hit the timeout (and was killed)."""
+        """Run one candidate in a forked child; True if it hit the timeout (and was killed).
+
+        The parent kills a child past `timeout_s` itself (its pids are its own namespace's);
+        a parent that does not answer within `KILL_GRACE_S` after that is stopped whole."""
         deadline = time.monotonic() + timeout_s
-        if not self.send(job):
+        if not self.send({**job, "timeout_s": timeout_s}):
             raise HarnessError(f"the Airflow parent died: {self.stderr_tail()}")
-        child = self.read_line(max(deadline - time.monotonic(), 1.0))
+        child = self.read_line(max(deadline - time.monotonic(), 1.0) + KILL_GRACE_S)
         if child is None:
             self.stop()
             raise HarnessError(f"the Airflow parent did not fork: {self.stderr_tail()}")
-        done = self.read_line(max(deadline - time.monotonic(), 0.0))
-        if done is not None:
-            return False
-        # The child has its own session: this kills it and anything it spawned.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(int(child["child"]), signal.SIGKILL)
-        if self.read_line(30.0) is None:  # the parent reaps it and reports; else replace it
+        done = self.read_line(max(deadline - time.monotonic(), 0.0) + KILL_GRACE_S)
+        if done is None:  # the parent hangs or died: the whole sandbox goes
             self.stop()
-        return True
+            return True
+        return bool(done.get("timed_out"))
 
     def stop(self) -> None:
         super().stop()

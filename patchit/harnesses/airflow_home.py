@@ -16,10 +16,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from patchit.config import resolve_home
 from patchit.errors import HarnessError
+from patchit.sandbox.isolation import allowed_env
 
 MIGRATE_TIMEOUT_S = 300.0
 # Set inside every sandbox: patchit's callback must not spool the sandbox's own failures.
@@ -79,12 +81,22 @@ def prepare_airflow_home(scratch: Path) -> tuple[Path, Path, int]:
     return home, db, migrate_ms
 
 
-def scrubbed_environ() -> dict[str, str]:
-    """patchit's environment minus every Airflow setting, so nothing of the user's deployment
-    (metadata DB, executor, connections, secrets backend, config file) reaches the sandbox."""
+def _tmp_dir(airflow_home: Path) -> Path:
+    """The run's temp dir: inside its AIRFLOW_HOME (in the scratch dir, writable by the run,
+    and not among the outputs the data check compares)."""
+    tmp = airflow_home / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return tmp
+
+
+def scrubbed_environ(referenced: Iterable[str] = ()) -> dict[str, str]:
+    """The allowlisted part of patchit's environment (`allowed_env`) plus the `referenced`
+    variables the DAG code reads, minus every Airflow setting, so nothing of the user's
+    deployment (metadata DB, executor, connections, secrets backend, config file) and nothing
+    else of patchit's environment reaches the sandbox."""
     return {
         name: value
-        for name, value in os.environ.items()
+        for name, value in allowed_env(os.environ, referenced=referenced).items()
         if not name.startswith("AIRFLOW") and name not in ("PYTHONPATH", "PYTHONHOME", "HOME")
     }
 
@@ -95,12 +107,15 @@ def airflow_env(
     dags_folder: Path,
     scratch_home: Path,
     python_path: list[Path] | None = None,
+    referenced: Iterable[str] = (),
 ) -> dict[str, str]:
-    """The sandbox's whole environment: isolated home, SQLite DB, dags folder in the worktree."""
-    env = scrubbed_environ()
+    """The sandbox's whole environment: isolated home, SQLite DB, dags folder in the worktree,
+    and of patchit's own only the allowlist plus the `referenced` variables."""
+    env = scrubbed_environ(referenced)
     env.update(
         {
             "HOME": str(scratch_home),  # nothing may land in the user's ~ (~/airflow, caches)
+            "TMPDIR": str(_tmp_dir(home)),
             "AIRFLOW_HOME": str(home),
             "AIRFLOW_CONFIG": str(home / "airflow.cfg"),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{db}",

@@ -29,6 +29,7 @@ from patchit.evidence.redact import environment_secrets, redact
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.ci_workflow import SHELLS, CiJob, CiStep, find_job, workflow_files
 from patchit.harnesses.process import RunResult, run_sandboxed, scrubbed_env, tail
+from patchit.sandbox.envrefs import names_in_text, referenced_env_names
 from patchit.sandbox.isolation import Sandbox, make_sandbox
 
 
@@ -75,9 +76,13 @@ class CiHarness:
         if not python.is_file():
             raise HarnessError(f"{event.short()}: interpreter {python} does not exist here")
         path = os.pathsep.join([str(python.parent), os.environ.get("PATH", "")])
+        referenced = referenced_env_names([root])
+        for step in job.steps:
+            referenced |= names_in_text(step.script, shell=True)
         base_env = scrubbed_env(scratch, {"CI": "true", "GITHUB_WORKSPACE": str(root),
-                                          "PATH": path, **job.env})  # fmt: skip
-        box = make_sandbox(self.sandbox, [root, scratch])
+                                          "PATH": path, **job.env}, referenced)  # fmt: skip
+        prefix = python.absolute().parent.parent  # the interpreter's venv: readable inside
+        box = make_sandbox(self.sandbox, [root, scratch], readable=[prefix])
         lines = [f"patchit: {job.label}: {len(job.steps)} run step(s)", *job.notes]
         failed: tuple[CiStep, RunResult] | None = None
         limit: str | None = None

@@ -31,6 +31,7 @@ from typing import ClassVar
 from patchit.config import PatchitConfig, SandboxConfig, resolve_home
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.evidence.redact import MASK
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt_units import (
     DbtOutcome,
@@ -47,7 +48,13 @@ from patchit.sandbox.dbt_profile import (
     sandbox_db_location,
     write_sandbox_profile,
 )
-from patchit.sandbox.isolation import Sandbox, make_sandbox, patchit_areas
+from patchit.sandbox.envrefs import referenced_env_names
+from patchit.sandbox.isolation import (
+    Sandbox,
+    allowed_env,
+    make_sandbox,
+    patchit_areas,
+)
 from patchit.sandbox.snapshot import (
     PARTIAL_PARSE_FILE,
     copy_for_candidate,
@@ -127,16 +134,17 @@ class DbtHarness:
         started = time.monotonic()
         project_dir, cwd = self._sandbox_paths(workspace, event)
         box = self._prepare(workspace, event, project_dir, cwd)
-        env = replay_env(event)
+        env = self._env(event, project_dir, workspace.scratch.resolve())
         need = (workspace.root, workspace.scratch)
         with self._lock:
             self._seed_parse(box)
             if self.warm:
                 worker = self._ensure_worker(need)
                 sandbox = worker.sandbox
-                outcome = self._run_warm(box.args, box.cwd, env, box.log_path)
+                writable = sandbox.narrowed(*need) if sandbox.narrows else None
+                outcome = self._run_warm(box.args, box.cwd, env, box.log_path, writable)
             else:
-                sandbox = make_sandbox(self.sandbox, patchit_areas(*need))
+                sandbox = make_sandbox(self.sandbox, need)
                 outcome = self._run_fresh(
                     box.args, box.cwd, env, box.log_path, box.target_dir, sandbox
                 )
@@ -181,6 +189,25 @@ class DbtHarness:
         self.close()
 
     # -- preparing the sandbox -------------------------------------------------------------
+
+    @staticmethod
+    def _env(event: UniversalFailureEvent, project_dir: Path, scratch: Path) -> dict[str, str]:
+        """What one run sees on top of the worker's allowlisted environment: the failing run's
+        DBT_* variables, the variables the project's `env_var()` calls name (from the failing
+        run's environment when it recorded them, else patchit's own), HOME in the scratch."""
+        env: dict[str, str] = {}
+        recorded = event.dbt.env if event.dbt else {}
+        for name in sorted(referenced_env_names([project_dir])):
+            if name.startswith("DBT_"):
+                continue  # replay_env decides about those
+            value = recorded.get(name, os.environ.get(name))
+            if value is not None and value != MASK:
+                env[name] = value
+        env = allowed_env(env, referenced=env)
+        home, tmp = scratch / "home", scratch / "tmp"
+        home.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir(exist_ok=True)
+        return {**env, **replay_env(event), "HOME": str(home), "TMPDIR": str(tmp)}
 
     def _sandbox_paths(
         self, workspace: Workspace, event: UniversalFailureEvent
@@ -296,7 +323,7 @@ class DbtHarness:
             and worker.sandbox.covers(*need)
         ):
             self._drop_worker()
-            sandbox: Sandbox = make_sandbox(self.sandbox, patchit_areas(*need))
+            sandbox: Sandbox = make_sandbox(self.sandbox, patchit_areas(*need), warm=True)
             worker = self._worker = WarmDbtWorker.spawn(sandbox)
             self._worker_config = self.sandbox.model_copy()
         if wait:
@@ -313,8 +340,19 @@ class DbtHarness:
                 self._worker.stop()
             self._worker = None
 
-    def _run_warm(self, args: list[str], cwd: Path, env: dict[str, str], log: Path) -> DbtOutcome:
-        request = {"args": args, "cwd": str(cwd), "env": env, "log_path": str(log)}
+    def _run_warm(
+        self,
+        args: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        log: Path,
+        writable: list[str] | None = None,
+    ) -> DbtOutcome:
+        request: dict[str, object] = {
+            "args": args, "cwd": str(cwd), "env": env, "log_path": str(log),
+        }  # fmt: skip
+        if writable:
+            request["writable"] = writable
         assert self._worker is not None  # verify() ensured it
         reply = self._worker.request(request, self.timeout_s)
         if reply is not None and reply.get("worker_died") and not log.exists():
@@ -346,7 +384,7 @@ class DbtHarness:
         executable = str(dbt) if dbt.is_file() else shutil.which("dbt")
         if executable is None:
             raise HarnessError("dbt is not installed; install it with `pip install 'patchit[dbt]'`")
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")} | env
+        full_env = allowed_env(os.environ) | env
         run_results = target_dir / "run_results.json"
         run_results.unlink(missing_ok=True)
         with log.open("ab") as out:

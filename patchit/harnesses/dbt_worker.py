@@ -1,9 +1,12 @@
 """A warm dbt process: `python -m patchit.harnesses.dbt_worker`.
 
-Importing dbt costs seconds; a worker pays it once and then runs many invocations in-process
-with `dbtRunner`, one at a time. Protocol (one JSON object per line):
+Importing dbt costs seconds; a worker pays it once and then runs many invocations with
+`dbtRunner`, one at a time, each in a fork of itself (`serve_request`): a run's writes are
+confined to its own dirs there (`writable`, Landlock) and nothing it changes outlives it.
+Protocol (one JSON object per line):
 
-    stdin   {"args": [...], "cwd": "...", "env": {...}, "log_path": "..."}
+    stdin   {"args": [...], "cwd": "...", "env": {...}, "log_path": "...",
+             "writable": [dir, ...] (optional)}
     reply   {"success": bool, "exception": str | null, "duration_ms": int,
              "results": [{"unique_id", "status", "message", "resource_type"}]}
 
@@ -29,7 +32,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from patchit.harnesses.warm import WarmProcess
-from patchit.sandbox.isolation import Sandbox
+from patchit.sandbox.isolation import PRIVATE_TMP, Sandbox, allowed_env
+from patchit.sandbox.landlock import restrict_writes
 
 STARTUP_TIMEOUT_S = 120.0
 _PRELOAD = (
@@ -89,6 +93,7 @@ def run_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
     os.environ.clear()
     os.environ.update(_BASE_ENV)
     os.environ.update({str(k): str(v) for k, v in (request.get("env") or {}).items()})
+    tempfile.tempdir = None  # TMPDIR may differ from the worker's own
     os.chdir(request["cwd"])
     log_fd = os.open(request["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull_fd = os.open(os.devnull, os.O_WRONLY)
@@ -152,7 +157,9 @@ def _warm_up(stderr_fd: int) -> None:
         )
         args = ["build", "--project-dir", tmp, "--profiles-dir", tmp]
         args += ["--target-path", f"{tmp}/target", "--log-path", f"{tmp}/logs"]
-        env = {"DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+        # No static parser here: its Rust thread pool would make the worker multi-threaded,
+        # and a fork of it (one per request) would wait forever on threads it lacks.
+        env = {"DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DBT_STATIC_PARSER": "false"}
         request = {"args": args, "cwd": tmp, "env": env, "log_path": f"{tmp}/out.log"}
         for sql in ("select 1 as id\n", "select 2 as id\n"):
             (root / "models" / "warm_up.sql").write_text(sql)
@@ -184,6 +191,9 @@ def main() -> int:
             print(f"patchit dbt worker: cannot preload {module}: {exc}", file=sys.stderr)
 
     _warm_up(stderr_fd)
+    threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
+    if threads > 1:  # a fork would lack the other threads: say so in the worker's stderr
+        print(f"patchit dbt worker: {threads} threads before forking requests", file=sys.stderr)
     dbt_version = importlib.metadata.version("dbt-core")
     _reply(channel, {"ready": True, "pid": os.getpid(), "dbt_version": dbt_version})
     for line in sys.stdin:
@@ -198,8 +208,48 @@ def main() -> int:
         except ValueError as exc:
             _reply(channel, {"success": False, "exception": f"bad request: {exc}", "results": []})
             continue
-        _reply(channel, run_request(request, stderr_fd))
+        _reply(channel, serve_request(request, stderr_fd))
     return 0
+
+
+def serve_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
+    """Run one request in a fork of the warm worker and return its reply: nothing the run
+    does (its environment, imports, globals) survives it, and with `writable` in the request
+    its writes are confined to those dirs (Landlock) before dbt reads the project."""
+    read_fd, write_fd = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_fd)
+        code = 1
+        try:
+            try:
+                if request.get("writable"):
+                    restrict_writes(request["writable"])
+            except OSError as exc:
+                why = f"patchit: cannot confine the run's writes: {exc}"
+                reply = {"success": False, "results": [], "exception": why}
+            else:
+                reply = run_request(request, stderr_fd)
+            with os.fdopen(write_fd, "w", encoding="utf-8") as out:
+                out.write(json.dumps(reply))
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, encoding="utf-8") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    try:
+        answer: dict[str, Any] = json.loads(data)
+        return answer
+    except ValueError:
+        how = os.waitstatus_to_exitcode(status)
+        ended = f"signal {-how}" if how < 0 else f"exit {how}"
+        return {"success": False, "results": [], "exception": f"the dbt run died ({ended})"}
 
 
 # -- the parent's side ------------------------------------------------------------------------
@@ -231,7 +281,6 @@ class WarmDbtWorker(WarmProcess):
     def start(cls, sandbox: Sandbox, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> WarmDbtWorker:
         """Spawn a worker in `sandbox` and wait until dbt is imported; HarnessError if it
         cannot start."""
-        # patchit's own DBT_* settings must not leak into sandbox runs; requests bring theirs.
         worker = cls.spawn(sandbox)
         worker.wait_ready(startup_timeout_s)
         return worker
@@ -242,8 +291,9 @@ class WarmDbtWorker(WarmProcess):
 
         bwrap's --die-with-parent ties the sandbox to the *thread* that spawned it, so a
         worker that must outlive a helper thread is spawned by the caller's thread."""
-        # patchit's own DBT_* settings must not leak into sandbox runs; requests bring theirs.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
+        # Only the allowlisted environment: patchit's own DBT_* settings and everything else
+        # of its environment stay out; each request brings what its run needs.
+        env = allowed_env(os.environ) | {"HOME": str(PRIVATE_TMP)}
         return cls([sys.executable, "-m", "patchit.harnesses.dbt_worker"], sandbox, env)
 
     def request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:

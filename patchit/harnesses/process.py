@@ -2,7 +2,8 @@
 
 The python and CI harnesses run user commands (pytest, a callable, a workflow's `run:` steps)
 that can do anything: each runs through `patchit.sandbox.isolation` (writes only in the
-worktree and the scratch dir, no network unless configured, a memory limit), in its own
+worktree and the scratch dir, no network unless configured, a memory limit, an allowlisted
+environment), in its own
 process group so a timeout kills whatever it spawned, with its output in a scratch file (a
 pipe could fill and block a chatty test suite).
 """
@@ -12,13 +13,13 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchit.errors import HarnessError
 from patchit.harnesses.warm import kill_process_group
-from patchit.sandbox.isolation import Sandbox
+from patchit.sandbox.isolation import Sandbox, allowed_env
 
 OUTPUT_TAIL_CHARS = 12_000
 
@@ -83,10 +84,14 @@ def run_sandboxed(
     )
 
 
-def scrubbed_env(scratch: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The caller's environment with HOME and temp dirs moved into the scratch dir, so a tool
-    writing caches or dotfiles writes them in the sandbox rather than in the user's home."""
-    env = dict(os.environ)
+def scrubbed_env(
+    scratch: Path, extra: Mapping[str, str] | None = None, referenced: Iterable[str] = ()
+) -> dict[str, str]:
+    """The allowlisted part of the caller's environment (`allowed_env`: never the whole of it)
+    plus the `referenced` variables the unit's code reads, with HOME and temp dirs moved into
+    the scratch dir, so a tool writing caches or dotfiles writes them in the sandbox rather
+    than in the user's home; `extra` is set as given."""
+    env = allowed_env(os.environ, referenced=referenced)
     home, tmp = scratch / "home", scratch / "tmp"
     home.mkdir(parents=True, exist_ok=True)
     tmp.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,7 @@ from patchit.evidence.redact import environment_secrets, redact
 from patchit.harnesses.airflow import repo_relative
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.process import run_sandboxed, scrubbed_env
+from patchit.sandbox.envrefs import referenced_env_names
 from patchit.sandbox.isolation import make_sandbox
 
 CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -142,8 +143,11 @@ class PythonHarness:
             raise HarnessError(f"{event.short()}: interpreter {python} does not exist here")
         cwd = root / repo_relative(str(event.context.get("cwd") or "."), _repo(event))
         argv = self._argv(python, unit, event)
-        env = scrubbed_env(scratch, {"PYTHONPATH": self._python_path(root, event)})
-        box = make_sandbox(self.sandbox, [root, scratch])
+        python_path = self._python_path(root, event)
+        referenced = referenced_env_names([root])
+        env = scrubbed_env(scratch, {"PYTHONPATH": python_path}, referenced)
+        readable = [Path(p) for p in python_path.split(os.pathsep) if p]
+        box = make_sandbox(self.sandbox, [root, scratch], readable=[*readable, _prefix(python)])
         run = run_sandboxed(
             argv, cwd=cwd, env=env, sandbox=box, timeout_s=self.timeout_s,
             log_path=scratch / "python_output.log",
@@ -209,6 +213,11 @@ class PythonHarness:
                 entry = root / entry.relative_to(repo.resolve())
             entries.append(entry)
         return os.pathsep.join(str(e) for e in dict.fromkeys(entries))
+
+
+def _prefix(python: str) -> Path:
+    """The install prefix of an interpreter (its venv), which the sandbox must let it read."""
+    return Path(python).absolute().parent.parent
 
 
 def _repo(event: UniversalFailureEvent) -> Path | None:

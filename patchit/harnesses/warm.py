@@ -2,9 +2,11 @@
 runs): spawn in a sandbox, JSON lines over the pipes, a stderr tail, kill the process group.
 
 Every child starts in its own session (`start_new_session=True`), so killing its process
-group on a timeout kills bwrap, the sandboxed process and anything it spawned that stayed in
-the group; the sandbox's memory limit is set in `preexec_fn` before bwrap (or the plain
-child) is executed.
+group on a timeout kills bwrap; under bubblewrap `--die-with-parent` and the pid namespace
+then take every process inside with it (a plain child's group holds what it spawned that
+stayed in the group). The sandbox's memory limit is set in `preexec_fn` before bwrap (or the
+plain child) is executed. A child never inherits patchit's environment: without an `env`, it
+gets the allowlisted part of it (`allowed_env`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import IO, Any, ClassVar
 
 from patchit.errors import HarnessError
 from patchit.harnesses.jsonlines import JsonLineReader
-from patchit.sandbox.isolation import Sandbox
+from patchit.sandbox.isolation import Sandbox, allowed_env
 
 
 def kill_process_group(proc: subprocess.Popen[Any]) -> None:
@@ -32,6 +34,8 @@ def kill_process_group(proc: subprocess.Popen[Any]) -> None:
 
 def popen_sandboxed(argv: list[str], sandbox: Sandbox, **kwargs: Any) -> subprocess.Popen[bytes]:
     """`Popen(argv)` inside `sandbox`, in a new session, with its limits applied."""
+    if kwargs.get("env") is None:
+        kwargs["env"] = allowed_env(os.environ)
     return subprocess.Popen(
         sandbox.wrap(argv), preexec_fn=sandbox.preexec(), start_new_session=True, **kwargs
     )

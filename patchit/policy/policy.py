@@ -1,8 +1,9 @@
 """The safety policy: which edits patchit may ever make, whatever proposed them.
 
-A candidate is refused, with a one-line reason, when an edit would touch a denied or
-not-allowed path, too many files or lines, anything outside the repository (absolute paths,
-`..`, symlinks), a binary or missing file, or when its search text does not occur exactly once.
+A candidate is refused, with a one-line reason, when an edit would touch a protected (CI
+configuration, patchit's own config, hooks, install-time code), denied or not-allowed path,
+too many files or lines, anything outside the repository (absolute paths, `..`, symlinks), a
+binary or missing file, or when its search text does not occur exactly once.
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ def check_path(rel: str, policy: PolicyConfig) -> str | None:
 
 
 def _check_globs(rel: str, policy: PolicyConfig) -> str | None:
+    protected = match_glob(rel, policy.protected, case_sensitive=False)
+    if protected is not None:
+        return (
+            f"{rel}: protected path (CI config, patchit's config, hooks or install-time code), "
+            f"glob {protected!r}; to allow it, leave it out of [policy] protected"
+        )
     denied = match_glob(rel, policy.deny, case_sensitive=False)
     if denied is not None:
         return f"{rel}: matches deny glob {denied!r}"

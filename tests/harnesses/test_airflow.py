@@ -209,7 +209,8 @@ class TestSandboxedAirflowTask:
         event = airflow_event(case.user_repo, "escape_dag", "escape", ESCAPE_DAG_FILE)
         result = harness.verify(case.workspace, event)
         assert not result.passed
-        assert result.isolation.startswith("bubblewrap (no network"), result.isolation
+        assert result.isolation.startswith("bubblewrap ("), result.isolation
+        assert "no network" in result.isolation
         return result
 
     def test_a_write_outside_the_worktree(
@@ -262,5 +263,5 @@ socket.create_connection(("127.0.0.1", {port}), timeout=5).sendall(b"escaped")
         with AirflowHarness(warm=False, sandbox=SandboxConfig(network=True)) as harness:
             result = harness.verify(case.workspace, event)
         assert result.passed, result.output
-        assert result.isolation.startswith("bubblewrap (network allowed")
+        assert "network allowed" in result.isolation
         assert received == [b"hi"]

@@ -163,3 +163,48 @@ def test_edits_to_one_file_apply_in_order(repo: Path) -> None:
     stale = edits(("models/orders.sql", "nme", "name"), ("models/orders.sql", "nme", "x"))
     assert "does not occur" in (check_policy(stale, repo, PolicyConfig()) or "")
     assert check_policy(edits(), repo, PolicyConfig()) == "the candidate has no edits"
+
+
+PROTECTED_PATHS = [
+    (".github/workflows/ci.yml", ".github/**"),
+    (".github/dependabot.yml", ".github/**"),
+    (".gitlab-ci.yml", ".gitlab-ci.yml"),
+    (".patchit.toml", ".patchit.toml"),
+    (".pre-commit-config.yaml", ".pre-commit-config.yaml"),
+    (".gitmodules", ".gitmodules"),
+    ("setup.py", "setup.py"),
+    ("pkg/setup.py", "setup.py"),
+    ("conftest.py", "conftest.py"),
+    ("tests/unit/conftest.py", "conftest.py"),
+]
+
+
+@pytest.mark.parametrize(("path", "glob"), PROTECTED_PATHS)
+def test_protected_paths_are_refused_by_default(repo: Path, path: str, glob: str) -> None:
+    (repo / path).parent.mkdir(parents=True, exist_ok=True)
+    (repo / path).write_text(ORDERS)
+    reason = check_policy(one(path), repo, PolicyConfig())
+    assert reason is not None and reason.startswith(f"{path}: protected path")
+    assert f"glob {glob!r}" in reason
+    # a user's own deny list does not lift the protection
+    assert check_policy(one(path), repo, PolicyConfig(deny=[])) == reason
+
+
+@pytest.mark.parametrize(("path", "glob"), PROTECTED_PATHS)
+def test_a_user_can_allow_a_protected_path(repo: Path, path: str, glob: str) -> None:
+    (repo / path).parent.mkdir(parents=True, exist_ok=True)
+    (repo / path).write_text(ORDERS)
+    allowed = PolicyConfig(protected=[g for g in PolicyConfig().protected if g != glob])
+    assert check_policy(one(path), repo, allowed) is None
+
+
+def test_protected_paths_from_the_config_file(repo: Path) -> None:
+    from patchit.config import load_config
+
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    (repo / ".github" / "workflows" / "ci.yml").write_text(ORDERS)
+    (repo / "setup.py").write_text(ORDERS)
+    (repo / ".patchit.toml").write_text('[policy]\nprotected = ["setup.py"]\n')
+    policy = load_config(repo).policy
+    assert check_policy(one(".github/workflows/ci.yml"), repo, policy) is None
+    assert "protected path" in (check_policy(one("setup.py"), repo, policy) or "")

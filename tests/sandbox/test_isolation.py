@@ -5,7 +5,9 @@ These tests need bubblewrap and fail (never skip) without it: CI installs it (`m
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,9 +19,13 @@ import pytest
 
 from patchit.config import SandboxConfig
 from patchit.errors import HarnessError
+from patchit.fidelity.model import DataCheck
 from patchit.harnesses.warm import kill_process_group, popen_sandboxed
+from patchit.sandbox.envrefs import names_in_text, referenced_env_names
 from patchit.sandbox.isolation import (
     Sandbox,
+    _within,
+    allowed_env,
     bubblewrap_problem,
     detect_limit,
     make_sandbox,
@@ -62,7 +68,10 @@ class TestDescribeAndWrap:
         box = make_sandbox(SandboxConfig(isolation="subprocess"), [tmp_path / "w"])
         assert box.kind == "subprocess"
         assert box.wrap(["dbt", "build"]) == ["dbt", "build"]
-        assert box.describe() == "subprocess (4096 MB; network not blocked, writes not confined)"
+        assert box.describe() == (
+            "subprocess (4096 MB, env allowlist; not enforced: network, writes, user ns, caps, "
+            "pid ns, host secrets)"
+        )
         assert (tmp_path / "w").is_dir()
 
     def test_bubblewrap_command_line(self, box: Sandbox, tmp_path: Path) -> None:
@@ -73,14 +82,21 @@ class TestDescribeAndWrap:
         assert "--ro-bind / /" in text
         assert "--tmpfs /tmp" in text
         assert "--unshare-net" in text
+        flags = ["--unshare-user", "--cap-drop ALL", "--unshare-pid", "--die-with-parent",
+                 "--new-session", "--tmpfs /root", "--ro-bind /dev/null /etc/shadow"]  # fmt: skip
+        for flag in flags:
+            assert flag in text
         assert f"--bind {tmp_path / 'work'} {tmp_path / 'work'}" in text
-        assert box.describe() == "bubblewrap (no network, 512 MB, private /tmp)"
+        assert box.describe() == (
+            "bubblewrap (user ns, no caps, pid ns, no network, env allowlist, host secrets "
+            "hidden, 512 MB, private /tmp, writes: its worktree and scratch)"
+        )
 
     def test_network_when_asked(self, tmp_path: Path) -> None:
         require_bwrap()
         box = make_sandbox(SandboxConfig(network=True), [tmp_path])
         assert "--unshare-net" not in box.wrap(["true"])
-        assert box.describe() == "bubblewrap (network allowed, 4096 MB, private /tmp)"
+        assert "network allowed, env allowlist" in box.describe()
         assert not box.blocks_network
 
     def test_writable_dirs_are_created_and_deduplicated(self, tmp_path: Path) -> None:
@@ -92,7 +108,7 @@ class TestDescribeAndWrap:
 
     def test_patchit_areas_are_the_homes_own_dirs(self, _patchit_home: Path) -> None:
         names = [p.relative_to(_patchit_home).as_posix() for p in patchit_areas()]
-        assert names == ["worktrees", "sandboxes", "cache"]
+        assert names == ["worktrees", "sandboxes"]  # never the cache, memory or spool
 
     def test_bubblewrap_required_but_missing(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -193,15 +209,20 @@ for host in HOSTS:
         assert run_in(box, "blob = bytearray(64 * 1024 ** 2)").returncode == 0
 
     def test_a_runaway_is_killed_with_its_children(self, box: Sandbox) -> None:
+        # The child's pids are its own namespace's: the host finds the grandchild by its
+        # unique command line instead.
+        marker = f"{3600 + os.getpid() % 1000}.{time.monotonic_ns() % 1000}"
         code = (
             "import subprocess, sys\n"
-            "child = subprocess.Popen(['sleep', '3600'])\n"
+            f"child = subprocess.Popen(['sleep', {marker!r}], start_new_session=True)\n"
             "print(child.pid, flush=True)\n"
             "while True: pass\n"
         )
         proc = popen_sandboxed([sys.executable, "-c", code], box, stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
-        grandchild = int(proc.stdout.readline())
+        proc.stdout.readline()
+        grandchild = _find(["sleep", marker])
+        assert grandchild is not None
         with pytest.raises(subprocess.TimeoutExpired):
             proc.wait(timeout=1.0)
         kill_process_group(proc)
@@ -210,6 +231,22 @@ for host in HOSTS:
         while _running(grandchild) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _running(grandchild)
+
+
+def _find(cmdline: list[str], timeout_s: float = 10) -> int | None:
+    """The host pid of the process running exactly `cmdline`, waiting for it to appear."""
+    wanted = "\0".join(cmdline) + "\0"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if (entry / "cmdline").read_text() == wanted:
+                        return int(entry.name)
+                except OSError:
+                    continue
+        time.sleep(0.05)
+    return None
 
 
 def _running(pid: int) -> bool:
@@ -230,3 +267,117 @@ def test_uses_no_host_tmp(box: Sandbox, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert marker in proc.stdout
     assert not (Path("/tmp") / marker).exists()
+
+
+class TestEnvironment:
+    def test_only_the_allowlist_and_what_the_unit_names(self) -> None:
+        env = {
+            "PATH": "/bin", "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C", "TZ": "UTC",
+            "PYTHONPATH": "/x", "DBT_TARGET": "dev", "AIRFLOW__CORE__X": "1",
+            "AWS_SECRET_ACCESS_KEY": "k", "GITHUB_TOKEN": "t", "SHOP_CURRENCY": "EUR",
+            "ANTHROPIC_API_KEY": "sk", "PATCHIT_HOME": "/h", "PATCHIT_CALLBACK_DISABLED": "1",
+        }  # fmt: skip
+        assert sorted(allowed_env(env)) == [
+            "HOME", "LANG", "LC_ALL", "PATCHIT_CALLBACK_DISABLED", "PATH", "PYTHONPATH", "TZ",
+        ]  # fmt: skip
+        dbt = allowed_env(env, ("DBT_",), referenced={"SHOP_CURRENCY", "ANTHROPIC_API_KEY"})
+        assert "DBT_TARGET" in dbt and "SHOP_CURRENCY" in dbt
+        assert "ANTHROPIC_API_KEY" not in dbt and "AWS_SECRET_ACCESS_KEY" not in dbt
+        assert "AIRFLOW__CORE__X" not in dbt and "PATCHIT_HOME" not in dbt
+
+    def test_names_the_code_reads(self, tmp_path: Path) -> None:
+        (tmp_path / "models").mkdir()
+        (tmp_path / "models" / "m.sql").write_text(
+            "select '{{ env_var(\"SHOP_CURRENCY\", 'EUR') }}' as c, {{ env_var('SHOP_RATE') }}"
+        )
+        (tmp_path / "dags.py").write_text(
+            "import os\nA = os.environ['API_URL']\nB = os.environ.get('REGION')\n"
+            "C = os.getenv(\"BUCKET\", 'x')\nD = os.environ.setdefault('MODE', 'a')\n"
+        )
+        (tmp_path / "target").mkdir()
+        (tmp_path / "target" / "compiled.sql").write_text("{{ env_var('NOT_SCANNED') }}")
+        found = referenced_env_names([tmp_path])
+        assert found == {"SHOP_CURRENCY", "SHOP_RATE", "API_URL", "REGION", "BUCKET", "MODE"}
+        assert names_in_text("echo $TOKEN ${OTHER}", shell=True) == {"TOKEN", "OTHER"}
+
+    def test_the_child_sees_the_allowlist_only(
+        self, box: Sandbox, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("WAREHOUSE_PASSWORD", "planted-secret")
+        proc = popen_sandboxed(
+            [sys.executable, "-c", "import os; print(sorted(os.environ))"], box,
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        out, _ = proc.communicate(timeout=60)
+        assert "WAREHOUSE_PASSWORD" not in out
+        assert "PATH" in out
+
+
+class TestHostIsHidden:
+    def test_secrets_homes_and_patchit_home(self, box: Sandbox, _patchit_home: Path) -> None:
+        (_patchit_home / "memory").mkdir(parents=True)
+        (_patchit_home / "memory" / "attempts.sqlite3").write_text("incidents")
+        code = f"""
+import json, os
+seen = {{}}
+for path in ("/etc/shadow", "/root", {str(_patchit_home / "memory")!r}):
+    try:
+        seen[path] = os.listdir(path) if os.path.isdir(path) else open(path).read()
+    except OSError as exc:
+        seen[path] = None
+seen["pids"] = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+print(json.dumps(seen))
+"""
+        proc = run_in(box, code)
+        assert proc.returncode == 0, proc.stderr
+        seen = json.loads(proc.stdout)
+        assert not seen["/etc/shadow"]  # refused, or /dev/null's nothing
+        # /root shows at most the mount points of what is bound back (the interpreter)
+        bound = {p.relative_to("/root").parts[0] for p in (*box.readable, *box.writable)
+                 if _within(p, Path("/root")) and p != Path("/root")}  # fmt: skip
+        assert set(seen["/root"] or []) <= bound, seen["/root"]
+        assert seen[str(_patchit_home / "memory")] is None
+        assert max(seen["pids"]) < 100  # its own pid namespace
+
+    def test_the_root_cannot_be_remounted(self, box: Sandbox) -> None:
+        proc = run_in(
+            box, "import subprocess; print(subprocess.run(['mount', '-o', 'remount,bind,rw', "
+            "'/'], capture_output=True).returncode)",
+        )  # fmt: skip
+        assert proc.stdout.strip() not in ("", "0"), proc.stdout + proc.stderr
+
+
+def test_a_layer_the_machine_refuses_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bwrap that refuses user namespaces (as with userns disabled): the sandbox runs without
+    that layer, and the description, hence the report's fidelity line, says so."""
+    require_bwrap()
+    real = shutil.which("bwrap")
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'for arg in "$@"; do [ "$arg" = --unshare-user ] && '
+        '{ echo "bwrap: No permissions to create new namespace" >&2; exit 1; }; done\n'
+        f'exec {real} "$@"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    bubblewrap_problem.cache_clear()
+    try:
+        box = make_sandbox(SandboxConfig(), [tmp_path / "work"])
+        proc = run_in(box, "import os; print(sorted(os.listdir('/proc'))[:1])")
+    finally:
+        bubblewrap_problem.cache_clear()
+    assert box.kind == "bubblewrap"
+    assert "--unshare-user" not in box.wrap(["true"])
+    assert "--cap-drop" in box.wrap(["true"]) and "--unshare-pid" in box.wrap(["true"])
+    text = box.describe()
+    assert text.startswith("bubblewrap (no caps, pid ns, no network")
+    assert text.endswith(
+        "; not enforced: user ns (bwrap failed: bwrap: No permissions to create new namespace))"
+    )
+    assert proc.returncode == 0, proc.stderr
+    check = DataCheck(status="not_run", harness="dbt", isolation=text, summary="not run")
+    assert "not enforced: user ns" in check.fidelity()

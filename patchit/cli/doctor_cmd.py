@@ -1,0 +1,39 @@
+"""`patchit doctor`: check this installation, one line per check, and say what to fix."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from patchit.cli.context import home_of
+
+
+@click.command("doctor")
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Repository whose .patchit.toml [sandbox] settings to check (default: the cwd).",
+)
+@click.option("--deep", is_flag=True, help="Also run `dbt --version` and `airflow version`.")
+@click.pass_context
+def doctor(ctx: click.Context, repo: Path | None, deep: bool) -> None:
+    """Check the installation: versions, sandbox, memory and spool, dbt and Airflow.
+
+    Each line is ok, warn or fail, with what to fix. Exit 1 if any check fails, else 0.
+    Nothing is changed: the SQLite files are opened read-only.
+    """
+    from patchit.config import load_config
+    from patchit.doctor import exit_code, run_checks
+
+    root = (repo or Path.cwd()).resolve()
+    config = load_config(root if (root / ".patchit.toml").is_file() else None)
+    checks = run_checks(home_of(ctx), config.sandbox, deep=deep)
+    for check in checks:
+        click.echo(check.line())
+    failed = sum(c.status == "fail" for c in checks)
+    warned = sum(c.status == "warn" for c in checks)
+    click.echo(f"{len(checks)} checks: {failed} failed, {warned} warnings")
+    sys.exit(exit_code(checks))

@@ -1,0 +1,79 @@
+"""Which environment variables a unit's code reads, so the sandbox passes those and no others.
+
+A sandboxed run gets an allowlisted environment (`isolation.allowed_env`) plus the variables
+its code names: `env_var('X')` in dbt models, macros and YAML, `os.environ['X']`,
+`os.environ.get('X')` and `os.getenv('X')` in Python, `$X` / `${X}` in a CI step's script.
+The scan is bounded (file count and size) and never follows symlinks out of the tree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+MAX_FILES = 5_000
+MAX_FILE_BYTES = 1_000_000
+SUFFIXES = frozenset(
+    {".sql", ".yml", ".yaml", ".py", ".jinja", ".j2", ".md", ".csv", ".cfg", ".toml", ".ini",
+     ".sh", ".txt", ".json"}
+)  # fmt: skip
+_SKIP_DIRS = frozenset(
+    {".git", "__pycache__", "node_modules", ".venv", "venv", "target", "logs", ".mypy_cache",
+     ".pytest_cache", ".ruff_cache", ".tox"}
+)  # fmt: skip
+_NAME = r"([A-Za-z_][A-Za-z0-9_]{0,127})"
+_CODE_PATTERNS = (
+    re.compile(r"env_var\(\s*['\"]" + _NAME + r"['\"]"),
+    re.compile(r"environ\s*\[\s*['\"]" + _NAME + r"['\"]\s*\]"),
+    re.compile(r"environ\.(?:get|setdefault|pop)\(\s*['\"]" + _NAME + r"['\"]"),
+    re.compile(r"getenv[bs]?\(\s*['\"]" + _NAME + r"['\"]"),
+)
+_SHELL_PATTERN = re.compile(r"\$\{?" + _NAME)
+
+
+def names_in_text(text: str, shell: bool = False) -> set[str]:
+    """Variable names `text` reads (code patterns; `$X` too with `shell`)."""
+    found: set[str] = set()
+    for pattern in _CODE_PATTERNS:
+        found.update(pattern.findall(text))
+    if shell:
+        found.update(_SHELL_PATTERN.findall(text))
+    return found
+
+
+def referenced_env_names(roots: Iterable[Path], max_files: int = MAX_FILES) -> set[str]:
+    """Names read by the text files under `roots` (dirs or files), bounded."""
+    found: set[str] = set()
+    seen = 0
+    for root in roots:
+        root = Path(root)
+        files: Iterable[Path]
+        if root.is_file():
+            files = [root]
+        elif root.is_dir():
+            files = _walk(root)
+        else:
+            continue
+        for path in files:
+            if seen >= max_files:
+                return found
+            seen += 1
+            try:
+                if path.stat().st_size > MAX_FILE_BYTES:
+                    continue
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            found |= names_in_text(text, shell=path.suffix == ".sh")
+    return found
+
+
+def _walk(root: Path) -> Iterable[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if path.suffix in SUFFIXES and not path.is_symlink():
+                yield path
