@@ -16,6 +16,7 @@ from pathlib import Path
 
 from patchit.events.model import RuntimeFrame, RuntimeValue
 from patchit.evidence.model import TracebackFrame
+from patchit.inputs import read_input_text_or_none
 
 LOG_TAIL_BYTES = 2_000_000
 DEFAULT_BUDGET_CHARS = 8_000
@@ -141,15 +142,9 @@ def repo_frames(frames: list[RawFrame], roots: list[Path]) -> list[TracebackFram
 
 
 def read_log_tail(path: Path, max_bytes: int = LOG_TAIL_BYTES) -> str | None:
-    """The last `max_bytes` of a log file as text (bad bytes replaced); None when unreadable."""
-    try:
-        with path.open("rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - max_bytes))
-            data = handle.read()
-    except OSError:
-        return None
-    return data.replace(b"\x00", b"").decode("utf-8", errors="replace")
+    """The last `max_bytes` of a log file as text (bad bytes replaced); None when unreadable
+    or not a regular file (a FIFO or a device is never opened to block)."""
+    return read_input_text_or_none(path, max_bytes, tail=True, strict=False)
 
 
 def repo_runtime_frame(

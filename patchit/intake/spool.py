@@ -6,6 +6,9 @@ worker. Workers claim rows inside one `BEGIN IMMEDIATE` transaction, so two work
 the same row. A row's life: `pending` -> `taken` -> `done` | `bad` (kept, with the reason, for
 inspection). A `taken` row whose lease ran out (its worker died) is claimed again.
 
+Nothing reaches the file unredacted: every payload passes through `patchit.redaction` (with
+the secret-named environment values of the process that writes it), whoever the producer is.
+
 This module is imported by the Airflow callback inside the task process: it must import
 nothing but the standard library (no pydantic, no patchit.events).
 """
@@ -18,6 +21,8 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from patchit.redaction import clean_text, environment_secrets, redact, scrub
 
 SPOOL_RELATIVE_PATH = Path("spool") / "spool.sqlite3"
 PRODUCER_BUSY_TIMEOUT_S = 2.0
@@ -61,6 +66,12 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def spool_payload(event: dict[str, Any], secrets: list[str] | None = None) -> str:
+    """The JSON a spool row holds for `event`: redacted, surrogate-free, size-capped."""
+    clean = scrub(event, environment_secrets() if secrets is None else secrets)
+    return json.dumps(clean, default=str)
+
+
 class SpooledEvent(NamedTuple):
     """One claimed row: its id and the event dict as the producer wrote it (maybe invalid)."""
 
@@ -102,20 +113,22 @@ class Spool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def put(self, event: dict[str, Any]) -> int:
-        """Spool one event dict (one INSERT, committed at once); its row id."""
-        payload = json.dumps(event, default=str)
+    def put(self, event: dict[str, Any], secrets: list[str] | None = None) -> int:
+        """Spool one event dict (one INSERT, committed at once), redacted; its row id."""
+        payload = spool_payload(event, secrets)
+        source = clean_text(str(event.get("source", "")))[:50]
         cur = self.conn.execute(
             "insert into spool (created_utc, source, payload) values (?, ?, ?)",
-            (_now(), str(event.get("source", "")), payload),
+            (_now(), source, payload),
         )
         return int(cur.lastrowid or 0)
 
     def put_many(self, events: list[dict[str, Any]]) -> list[int]:
         ids: list[int] = []
+        secrets = environment_secrets()  # read once for the whole batch
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            ids = [self.put(e) for e in events]
+            ids = [self.put(e, secrets) for e in events]
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
@@ -149,7 +162,8 @@ class Spool:
     def mark_bad(self, row_id: int, reason: str) -> None:
         """Keep the row for inspection with why it could not be processed."""
         self.conn.execute(
-            "update spool set state = 'bad', reason = ? where id = ?", (reason[:4000], row_id)
+            "update spool set state = 'bad', reason = ? where id = ?",
+            (redact(reason, max_chars=4000), row_id),
         )
 
     def counts(self) -> dict[str, int]:

@@ -10,6 +10,7 @@ from typing import Protocol
 from patchit.memory.diffs import diff_hash
 from patchit.memory.records import AttemptOutcome, AttemptRecord, PriorAttempt
 from patchit.memory.sqlite import SqliteStore, now_utc
+from patchit.redaction import environment_secrets, redact
 
 TRIED_OUTCOMES = ("verified", "failed", "needs_review")
 _TRIED = ", ".join("?" * len(TRIED_OUTCOMES))
@@ -54,6 +55,7 @@ class AttemptStore(SqliteStore):
     ) -> int:
         """Store one attempt (the diff's normalised hash included); returns its id."""
         files = list(dict.fromkeys(edit.path for edit in candidate.edits))
+        secrets = environment_secrets()
         row = {
             "incident_id": incident_id,
             "fingerprint": fingerprint,
@@ -64,8 +66,8 @@ class AttemptStore(SqliteStore):
             "files": json.dumps(files),
             "diff": diff,
             "outcome": AttemptOutcome(outcome).value,
-            "reason": reason,
-            "verification_output": verification_output,
+            "reason": redact(reason, secrets),
+            "verification_output": redact(verification_output, secrets),
             "duration_ms": duration_ms,
             "tokens_in": candidate.tokens_in,
             "tokens_out": candidate.tokens_out,

@@ -12,7 +12,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from patchit.errors import PatchitError
+from patchit.errors import BadInputError, PatchitError
+from patchit.inputs import read_input_bytes, shown
 from patchit.patching.base import Edit
 
 
@@ -23,23 +24,23 @@ class EditError(PatchitError):
 
 def resolve_target(root: Path, rel: str) -> Path:
     """The file an edit targets; refuses absolute paths and paths leaving `root`."""
-    if not rel or Path(rel).is_absolute():
-        raise EditError(f"{rel!r}: edit paths must be relative to the repository root")
+    if not rel or Path(rel).is_absolute() or "\x00" in rel:
+        raise EditError(f"{shown(rel)!r}: edit paths must be relative to the repository root")
     root_real = root.resolve()
     target = (root / rel).resolve()
     if not target.is_relative_to(root_real):
-        raise EditError(f"{rel}: resolves outside the repository root {root}")
+        raise EditError(f"{shown(rel)}: resolves outside the repository root {root}")
     return target
 
 
 def read_text(path: Path, rel: str) -> str:
     try:
         # bytes, not text mode: keep CRLF line ends exactly as they are in the file
-        return path.read_bytes().decode("utf-8")
+        return read_input_bytes(path, what="file to edit").decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise EditError(f"{rel}: not a UTF-8 text file, refusing to edit it") from exc
-    except OSError as exc:
-        raise EditError(f"{rel}: cannot read file to edit ({exc.strerror})") from exc
+        raise EditError(f"{shown(rel)}: not a UTF-8 text file, refusing to edit it") from exc
+    except BadInputError as exc:
+        raise EditError(str(exc).replace(shown(path), shown(rel), 1)) from exc
 
 
 def _edited_texts(root: Path, edits: list[Edit]) -> dict[str, tuple[str, str]]:
