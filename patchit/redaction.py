@@ -103,7 +103,7 @@ _PEM_BODY = re.compile(r"[A-Za-z0-9+/=\s\\:,-]*+")
 
 _AUTH_HEADER = re.compile(
     r"(?i)(?<![\w-])((?:proxy-)?authorization[\"']?[ \t]*+[:=][ \t]*+[\"']?"
-    r"(?:(?:bearer|basic|token|digest|negotiate)[ \t]++)?)(?!\*\*\*)[^\s\"',]++"
+    r"(?:(?:bearer|basic|token|digest|negotiate)[ \t]++)?+)(?!\*\*\*)[^\s\"',]++"
 )
 _BEARER = re.compile(r"(?i)\b(bearer[ \t]++)(?!\*\*\*)[A-Za-z0-9._~+/=-]{12,}+")
 # scheme://user:password@host: the password runs to the last @ of the authority

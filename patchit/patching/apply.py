@@ -14,6 +14,7 @@ from pathlib import Path
 
 from patchit.errors import BadInputError, PatchitError
 from patchit.inputs import read_input_bytes, shown
+from patchit.redaction import clean_text
 from patchit.patching.base import Edit
 
 
@@ -24,7 +25,7 @@ class EditError(PatchitError):
 
 def resolve_target(root: Path, rel: str) -> Path:
     """The file an edit targets; refuses absolute paths and paths leaving `root`."""
-    if not rel or Path(rel).is_absolute() or "\x00" in rel:
+    if not rel or Path(rel).is_absolute() or "\x00" in rel or clean_text(rel) != rel:
         raise EditError(f"{shown(rel)!r}: edit paths must be relative to the repository root")
     root_real = root.resolve()
     target = (root / rel).resolve()
