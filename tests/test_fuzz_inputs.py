@@ -7,7 +7,7 @@ longer than PATH_MAX. A parser may refuse an input with its documented error (on
 on the command line); a traceback or a call running longer than the hang guard counts against
 it. `make fuzz` runs each with 10,000 inputs (`PATCHIT_FUZZ_EXAMPLES`) and prints the tallies;
 `make test` runs a few dozen each. FIFOs, devices and other special files are in
-tests/test_special_files.py.
+tests/test_inputs.py.
 """
 
 from __future__ import annotations

@@ -187,6 +187,7 @@ def test_lone_surrogates_become_escapes() -> None:
     redact(os.fsdecode(b"password=\xff\xfe") + "\ud800").encode("utf-8")
 
 
+@pytest.mark.fuzz
 @given(st.text(max_size=300))
 @fuzz_settings(examples=200)
 def test_any_text_comes_out_encodable_and_stable(text: str) -> None:
@@ -195,6 +196,7 @@ def test_any_text_comes_out_encodable_and_stable(text: str) -> None:
     assert redact(out) == out
 
 
+@pytest.mark.fuzz
 @given(
     st.text(max_size=80),
     st.sampled_from([t for t, _, _ in SECRETS]),
