@@ -200,8 +200,6 @@ def _log_text(event: UniversalFailureEvent) -> str | None:
     return read_log_tail(location)
 
 
-
-
 def gather_airflow_evidence(
     event: UniversalFailureEvent, repo_root: Path, *, last_good_commit: str | None = None
 ) -> Evidence:

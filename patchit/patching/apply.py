@@ -14,8 +14,8 @@ from pathlib import Path
 
 from patchit.errors import BadInputError, PatchitError
 from patchit.inputs import read_input_bytes, shown
-from patchit.redaction import clean_text
 from patchit.patching.base import Edit
+from patchit.redaction import clean_text
 
 
 class EditError(PatchitError):
