@@ -89,8 +89,10 @@ class Tally:
             self.hangs.append(_short(shown))
         except refusals:
             self.refused += 1
-        except Exception:
-            self.tracebacks.append(f"{_short(shown)}\n{traceback.format_exc()[-3000:]}")
+        except Exception as exc:
+            frames = traceback.format_tb(exc.__traceback__)[-4:]
+            error = _short(f"{type(exc).__name__}: {exc}")
+            self.tracebacks.append(f"{_short(shown)}\n{''.join(frames)}{error}")
         return None
 
     def check(self, reason: str, ok: bool, shown: object = None) -> None:

@@ -10,12 +10,15 @@ checkout untouched.
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 
 from patchit.errors import BadInputError, PatchitError
-from patchit.inputs import read_input_bytes, shown
+from patchit.inputs import input_exists, is_regular_file, read_input_bytes, shown
 from patchit.patching.base import Edit
 from patchit.redaction import clean_text
+
+_PATH_MAX, _NAME_MAX = 4096, 255
 
 
 class EditError(PatchitError):
@@ -31,6 +34,10 @@ def resolve_target(root: Path, rel: str) -> Path:
     target = (root / rel).resolve()
     if not target.is_relative_to(root_real):
         raise EditError(f"{shown(rel)}: resolves outside the repository root {root}")
+    if len(os.fsencode(target)) >= _PATH_MAX or any(
+        len(os.fsencode(part)) > _NAME_MAX for part in target.parts
+    ):
+        raise EditError(f"{shown(rel)}: the path is too long for a file")
     return target
 
 
@@ -51,9 +58,9 @@ def _edited_texts(root: Path, edits: list[Edit]) -> dict[str, tuple[str, str]]:
         where = f"{edit.path} (edit {number} of {len(edits)})"
         target = resolve_target(root, edit.path)
         if edit.path not in texts:
-            if not target.exists() and edit.search == "":
+            if not input_exists(target) and edit.search == "":
                 texts[edit.path] = ("", "")
-            elif not target.is_file():
+            elif not is_regular_file(target):
                 raise EditError(f"{where}: file does not exist in the repository")
             else:
                 text = read_text(target, edit.path)
@@ -83,8 +90,11 @@ def apply_edits(root: Path, edits: list[Edit]) -> list[str]:
     texts = _edited_texts(root, edits)
     for rel, (_, after) in texts.items():
         target = resolve_target(root, rel)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(after.encode("utf-8"))
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(after.encode("utf-8"))
+        except OSError as exc:  # a name too long, a directory where the file goes, ...
+            raise EditError(f"{shown(rel)}: cannot write the file ({exc.strerror})") from exc
     return list(texts)
 
 
