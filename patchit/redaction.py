@@ -271,7 +271,10 @@ def scrub(value: Any, extra_secrets: Iterable[str] = (), max_chars: int = MAX_TE
     Dicts, lists and tuples are copied; other values are returned as they are.
     """
     secrets = _literal_secrets(extra_secrets)
-    text: Callable[[str], str] = lambda s: _redact(s, secrets, max_chars)  # noqa: E731
+
+    def text(value: str) -> str:
+        return _redact(value, secrets, max_chars)
+
     return _scrub(value, text, 0)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -469,6 +469,10 @@ def test_airflow_contexts(fuzz: Tally, tmp_path: Path, ctx: Any) -> None:
 # -- logs --------------------------------------------------------------------------------------
 
 
+# found by fuzzing: int() refused a 5,000-digit line number
+@example(
+    'Traceback (most recent call last):\n  File "/r/a.py", line ' + "9" * 5000 + ", in f\n", ""
+)
 @given(hostile_text, hostile_text)
 @fuzz_settings(examples=60)
 def test_logs_and_tracebacks(fuzz: Tally, text: str, log: str) -> None:
@@ -530,6 +534,11 @@ def answer_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return repo
 
 
+# found by fuzzing: a path past PATH_MAX raised OSError, a lone surrogate UnicodeEncodeError
+@example({"candidates": [{"edits": [{"file": "p/" * 2500, "search": "", "replace": "x"}],
+                          "strategy_tag": "other", "rationale": ""}]})  # fmt: skip
+@example({"candidates": [{"edits": [{"file": "\ud800", "search": "", "replace": ""}],
+                          "strategy_tag": "", "rationale": ""}]})  # fmt: skip
 @given(model_answer)
 @fuzz_settings(examples=60)
 def test_model_answers(fuzz: Tally, answer_repo: Path, answer: Any) -> None:

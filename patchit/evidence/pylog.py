@@ -22,7 +22,8 @@ LOG_TAIL_BYTES = 2_000_000
 DEFAULT_BUDGET_CHARS = 8_000
 CONTEXT_LINES = 3
 
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
+# a line number of more digits than any file has is not a frame (int() refuses 4,300 digits)
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d{1,9}), in (?P<func>.+?)\s*$')
 _MARKER = re.compile(r"^\s*[\^~\-+ ]+$")
 _LOCAL = re.compile(r"^\s{4,}(?P<name>[A-Za-z_]\w*) = (?P<value>.*)$")
 _TB_START = "Traceback (most recent call last):"
