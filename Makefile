@@ -11,7 +11,7 @@ export PATCHIT_HOME ?= $(CURDIR)/var
 PYTEST_WORKERS ?= 4
 PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadfile
 
-.PHONY: demo test test-fast lint typecheck install bubblewrap clean fault race
+.PHONY: demo test test-fast fuzz lint typecheck install bubblewrap clean fault race
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,13 @@ fault: install bubblewrap
 # Racing workers: 4 worker processes x 1,000 spooled events; each incident healed once.
 race: install
 	$(BIN)/python -m patchit.bench.race --workers 4 --events 1000
+
+# hypothesis over every parser of outside input (events, spool rows, run_results, manifests,
+# Airflow contexts, logs, model answers): FUZZ_EXAMPLES inputs each, one process so the tallies
+# print at the end. `make test` runs the same tests with a few dozen inputs each.
+FUZZ_EXAMPLES ?= 10000
+fuzz: install
+	PATCHIT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider
 
 lint: install
 	$(BIN)/ruff check patchit tests

@@ -23,11 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from patchit.context import Context, build_context
-from patchit.errors import MemoryStoreError, PatchitError, SpoolError
-from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.errors import BadInputError, MemoryStoreError, PatchitError, SpoolError
+from patchit.events.model import FailureSource, UniversalFailureEvent, validate_event
+from patchit.inputs import parse_json
 from patchit.intake.airflow_dbt import dbt_events_from_airflow
 from patchit.intake.spool import Spool, SpooledEvent, spool_path
 from patchit.intake.storm import storm_class, storm_key
@@ -88,13 +87,9 @@ def _has_commit(repo: Path, commit: str | None) -> bool:
 def parse_spooled(row: SpooledEvent) -> UniversalFailureEvent:
     """The event of a spool row; ValueError (with the reason) when it is not a valid event."""
     try:
-        return UniversalFailureEvent.model_validate(row.data())
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "<root>"
-        raise ValueError(f"does not match the event schema at {loc}: {first['msg']}") from exc
-    except ValueError as exc:
-        raise ValueError(f"not valid JSON: {exc}") from exc
+        return validate_event(parse_json(row.payload, "payload"), "payload")
+    except BadInputError as exc:
+        raise ValueError(str(exc).removeprefix("payload: ")) from exc
 
 
 class Worker:

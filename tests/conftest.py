@@ -87,6 +87,15 @@ module.watch_this_process()
 """
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """`make fuzz`: how many inputs each parser got, and how many went wrong."""
+    fuzzing = sys.modules.get("tests.fuzzing")
+    if fuzzing is not None and fuzzing.TALLIES:
+        terminalreporter.section("fuzz: inputs per parser")
+        for line in fuzzing.summary_lines():
+            terminalreporter.write_line(line)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):

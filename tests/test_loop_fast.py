@@ -333,3 +333,26 @@ def test_a_user_who_committed_more_work_still_gets_the_fix_for_the_failing_commi
     assert git(repo, "rev-parse", f"{outcome.incident.branch}~1") == event.commit
     assert user_tree(repo) == before
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_a_huge_message_heals_in_seconds(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    """Issue 12: the URL-password pattern was quadratic; a 50 KB message took 40 s to heal and
+    5 MB never finished. Intake caps a field and the redactor runs in linear time."""
+    from tests.fuzzing import hang_guard
+
+    huge = "a." * 2_500_000 + " password=hunter2-huge"  # 5 MB: the old pattern's worst case
+    big = UniversalFailureEvent.model_validate(
+        {**event.model_dump(), "error_message": event.error_message + "\n" + huge}
+    )
+    strategy = Scripted([edit(RIGHT, "rename_key")])
+    started = time.monotonic()
+    with hang_guard(120):
+        outcome = run(
+            make_ctx(_patchit_home, memory, [strategy], [FakeHarness.passing_when(JOB, RIGHT)]), big
+        )
+    assert outcome.incident.status == "fixed"
+    assert time.monotonic() - started < 60
+    report = Path(outcome.incident.report_md or "").read_text()
+    assert "hunter2-huge" not in report and "characters ..." in report

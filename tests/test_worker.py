@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -190,3 +191,36 @@ def test_airflow_task_that_ran_dbt_is_healed_as_one_dbt_incident(
     assert "sum(amount)" in git(
         shop_repo, "show", f"{incident.branch}:models/marts/daily_revenue.sql"
     )
+
+
+def test_a_lone_surrogate_in_an_airflow_error_does_not_stall_the_worker(
+    _patchit_home: Path,
+) -> None:
+    """Issue 12: `os.fsdecode(b"caf\\xe9")` in a message crashed `worker --once` in cause_key,
+    left its batch `taken`, and the next run said "processed 0"."""
+    from patchit.integrations.airflow import make_failure_callback
+
+    callback = make_failure_callback(home=_patchit_home)
+    message = os.fsdecode(b"No such file: '/data/caf\xe9.csv'")
+    for task in ("load", "export"):
+        try:
+            raise FileNotFoundError(message)
+        except FileNotFoundError as exc:
+            callback({"task_instance": _TI(task), "exception": exc})
+    res = patchit("worker", "--once")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "processed 2" in res.stdout + res.stderr
+    with Spool.open(_patchit_home) as s:
+        assert s.counts() == {"done": 2}
+    with Memory.open(_patchit_home) as memory:
+        [incident] = memory.list_incidents()
+        [first, _] = memory.events_for(incident.id)
+    assert "caf\\xe9.csv" in first.error_message
+
+
+class _TI:
+    dag_id = "files_daily"
+    try_number = 1
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id

@@ -138,12 +138,13 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
     """
     from patchit.cli.context import make_context, print_outcome, say
     from patchit.events.model import load_event
+    from patchit.inputs import input_exists
     from patchit.intake.validate import check_healable
     from patchit.loop import heal
     from patchit.recovery import sweep_dead_runs
 
     path = Path(target)
-    if not path.exists() and _INCIDENT_ID.fullmatch(target):
+    if not input_exists(path) and _INCIDENT_ID.fullmatch(target):
         memory = _open_memory(ctx)
         incident = memory.get_incident(target)
         if incident.status == "fixed":
@@ -277,6 +278,12 @@ def _terminate(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def one_line(message: object) -> str:
+    """An error message as one printable line (a file name may hold a newline or bad bytes)."""
+    text = str(message).encode("utf-8", "backslashreplace").decode("utf-8")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.splitlines()))
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
@@ -288,10 +295,10 @@ def main() -> None:
         exc.show()
         sys.exit(2)
     except BadInputError as exc:
-        click.echo(f"patchit: error: {exc}", err=True)
+        click.echo(f"patchit: error: {one_line(exc)}", err=True)
         sys.exit(2)
     except PatchitError as exc:
-        click.echo(f"patchit: error: {exc}", err=True)
+        click.echo(f"patchit: error: {one_line(exc)}", err=True)
         sys.exit(1)
     except SystemExit:
         raise

@@ -1,19 +1,27 @@
-"""`UniversalFailureEvent`: one failed unit (a dbt node, an Airflow task, ...), versioned."""
+"""`UniversalFailureEvent`: one failed unit (a dbt node, an Airflow task, ...), versioned.
+
+An event is redacted as it is built: whatever intake made it (the spool, an event file, the dbt
+wrapper), every text in it has passed through `patchit.redaction` (secrets masked with the
+secret-named environment values of this process, lone surrogates escaped, sizes capped), so
+the memory, the reports and the model only ever see the redacted event.
+"""
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from patchit.errors import BadInputError
+from patchit.inputs import read_input_json, shown
+from patchit.redaction import clean_text, environment_secrets, scrub
 
 SCHEMA_VERSION = 1
+MAX_EVENT_BYTES = 64 * 1024 * 1024
 
 
 class FailureSource(StrEnum):
@@ -27,7 +35,16 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class DbtInvocation(BaseModel):
+class Redacted(BaseModel):
+    """A model whose input is redacted before it is validated (see the module docstring)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _redact(cls, data: Any) -> Any:
+        return scrub(data, environment_secrets()) if isinstance(data, dict) else data
+
+
+class DbtInvocation(Redacted):
     """How dbt was run, so a harness can replay it (target, vars, env names)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -75,7 +92,7 @@ class DbtInvocation(BaseModel):
         return self._raw_vars if self._raw_vars is not None else self.vars
 
 
-class RuntimeValue(BaseModel):
+class RuntimeValue(Redacted):
     """One local of the failing frame as the run saw it: its type and the names it holds.
 
     Names and type names only (`patchit.intake.frame_locals` decides what is safe to keep):
@@ -111,7 +128,7 @@ class RuntimeValue(BaseModel):
         return found if self.keys is not None or self.attrs is not None or self.params else None
 
 
-class RuntimeFrame(BaseModel):
+class RuntimeFrame(Redacted):
     """The locals of the innermost frame running the repository's code, captured when it failed."""
 
     model_config = ConfigDict(extra="forbid")
@@ -123,7 +140,7 @@ class RuntimeFrame(BaseModel):
     notes: list[str] = Field(default_factory=list, description="what was left out and why")
 
 
-class UniversalFailureEvent(BaseModel):
+class UniversalFailureEvent(Redacted):
     """One failed unit of work, whatever ran it."""
 
     model_config = ConfigDict(extra="forbid")
@@ -169,26 +186,28 @@ def event_json_schema() -> dict[str, Any]:
 
 
 def load_event(path: Path) -> UniversalFailureEvent:
-    """Read one event file; any defect is a BadInputError naming the file."""
+    """Read one event file; any defect is a BadInputError naming the file (a FIFO or a device
+    is refused unopened, see `patchit.inputs`)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInputError(
-            f"{path}: cannot read event file ({exc.strerror}); pass a readable JSON file"
-        ) from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInputError(
-            f"{path}: not valid JSON (line {exc.lineno}: {exc.msg}); "
-            "pass an event file that conforms to `patchit schema`"
-        ) from exc
+        data = read_input_json(path, MAX_EVENT_BYTES, what="event file")
+    except BadInputError as exc:
+        raise BadInputError(f"{exc}; pass an event file that conforms to `patchit schema`") from exc
+    return validate_event(data, shown(path))
+
+
+def validate_event(data: Any, where: str) -> UniversalFailureEvent:
+    """An event from parsed JSON; BadInputError naming `where` and the first wrong field."""
     try:
         return UniversalFailureEvent.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "<root>"
         raise BadInputError(
-            f"{path}: does not match the event schema at {loc}: {first['msg']} "
+            f"{where}: does not match the event schema at {schema_error(exc)} "
             "(see `patchit schema`)"
         ) from exc
+
+
+def schema_error(exc: ValidationError) -> str:
+    """`field.path: message` of the first error, one line and short."""
+    first = exc.errors()[0]
+    loc = ".".join(clean_text(str(p))[:80] for p in first["loc"]) or "<root>"
+    return f"{loc}: {' '.join(str(first['msg']).split())[:300]}"

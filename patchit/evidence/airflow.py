@@ -27,6 +27,7 @@ from patchit.evidence.pylog import (
     repo_runtime_frame,
 )
 from patchit.evidence.redact import environment_secrets, redact_model
+from patchit.inputs import as_path, read_input_text_or_none
 
 MODULES_BUDGET_CHARS = 60_000
 MODULE_MAX_CHARS = 30_000
@@ -34,15 +35,15 @@ _TASK_DECORATORS = {"task", "python", "virtualenv", "external_python", "branch",
 
 
 def read_repo_text(repo_root: Path, rel: str) -> str | None:
-    """A repo file's text; None when missing, not UTF-8, or outside the repository."""
+    """A repo file's text; None when missing, not UTF-8, not a regular file, or outside the
+    repository."""
+    if "\x00" in rel:
+        return None
     root = repo_root.resolve()
     path = (root / rel).resolve()
-    if not path.is_relative_to(root) or not path.is_file():
+    if not path.is_relative_to(root):
         return None
-    try:
-        return path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+    return read_input_text_or_none(path)
 
 
 def parse_module(source: str) -> ast.Module | None:
@@ -194,16 +195,10 @@ def _rendered(event: UniversalFailureEvent) -> dict[str, str]:
 
 def _log_text(event: UniversalFailureEvent) -> str | None:
     """A local task log file's tail (Airflow 3 gives a URL: then the traceback is the log)."""
-    location = event.log_location
-    if not location or "://" in location:
+    location = as_path(event.log_location)
+    if location is None or "://" in str(location):
         return None
-    return read_log_tail(Path(location))
-
-
-def _secrets() -> list[str]:
-    # Airflow connection URIs and secret-looking variables carry credentials whole.
-    env = [v for k, v in os.environ.items() if k.startswith("AIRFLOW_CONN_") and len(v) >= 8]
-    return env + environment_secrets()
+    return read_log_tail(location)
 
 
 def gather_airflow_evidence(
@@ -280,4 +275,4 @@ def gather_airflow_evidence(
         change_base=change_base(repo_root, last_good_commit, event.commit or "HEAD"),
     )
     evidence.conversion = find_conversion(evidence, repo_root, None)
-    return redact_model(evidence, _secrets())
+    return redact_model(evidence, environment_secrets())

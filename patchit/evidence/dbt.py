@@ -7,8 +7,6 @@ parse-time failure leaves most artifacts unwritten.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +19,15 @@ from patchit.evidence.failing_rows import sample_failing_rows
 from patchit.evidence.gitlog import breaking_diff_or_note, change_base, history_and_changes
 from patchit.evidence.model import Evidence, ProjectIndex, Relation
 from patchit.evidence.project_index import index_project, load_yaml_text, read_project_config
-from patchit.evidence.redact import environment_secrets, profile_secrets, redact_model
+from patchit.evidence.redact import dbt_profile_secrets, environment_secrets, redact_model
+from patchit.inputs import (
+    as_dict,
+    as_list,
+    as_path,
+    as_str,
+    read_input_json_or_none,
+    read_input_text_or_none,
+)
 
 _REF = re.compile(
     r"""\bref\(\s*['"]([\w.-]+)['"]\s*(?:,\s*['"]([\w.-]+)['"]\s*)?(?:,\s*v(?:ersion)?\s*=[^)]*)?\)"""
@@ -50,10 +56,7 @@ def code_refs(evidence: Evidence) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+    return read_input_text_or_none(path)
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -87,14 +90,13 @@ def locate_project(event: UniversalFailureEvent, repo_root: Path) -> Path:
 
 
 def _load_json(path: str | None) -> dict[str, Any] | None:
-    if not path:
-        return None
-    text = _read(Path(path))
-    try:
-        data = json.loads(text) if text else None
-    except ValueError:
-        return None
+    data = read_input_json_or_none(as_path(path))
     return data if isinstance(data, dict) else None
+
+
+def _node(artifact: dict[str, Any] | None, unique_id: str, kind: str = "nodes") -> dict[str, Any]:
+    """One node of a manifest or catalog, {} when it is missing or not an object."""
+    return as_dict(as_dict(as_dict(artifact).get(kind)).get(unique_id))
 
 
 def _compiled_code(
@@ -105,7 +107,7 @@ def _compiled_code(
     manifest: dict[str, Any] | None,
     notes: list[str],
 ) -> str | None:
-    node = ((manifest or {}).get("nodes") or {}).get(event.unit_id) or {}
+    node = _node(manifest, event.unit_id)
     for code in (event.context.get("compiled_code"), node.get("compiled_code")):
         if isinstance(code, str) and code.strip():
             return code
@@ -155,9 +157,10 @@ def _warehouse_columns(db: Path, table: str, notes: list[str]) -> tuple[str, lis
 
 def _artifact_columns(unique_id: str, artifacts: list[dict[str, Any]]) -> list[str]:
     for art in artifacts:
-        node = (art.get("nodes") or {}).get(unique_id) or (art.get("sources") or {}).get(unique_id)
-        if isinstance(node, dict) and node.get("columns"):
-            return list(node["columns"])
+        node = _node(art, unique_id) or _node(art, unique_id, "sources")
+        columns = node.get("columns")
+        if isinstance(columns, dict | list) and columns:
+            return [c for c in columns if isinstance(c, str)]
     return []
 
 
@@ -227,15 +230,16 @@ def parse_test_node(
     """Fill test_kind / tested_model / tested_column / tested_model_path of a test node."""
     unit_id = evidence.event.unit_id
     name = unit_id.split(".")[2] if unit_id.count(".") >= 2 else unit_id
-    node = (manifest or {}).get("nodes", {}).get(unit_id) if manifest else None
+    node = _node(manifest, unit_id)
     kind = model = column = None
-    if isinstance(node, dict):
-        meta = node.get("test_metadata") or {}
-        kind = meta.get("name") or "singular"
-        column = node.get("column_name") or (meta.get("kwargs") or {}).get("column_name")
-        attached = node.get("attached_node") or next(
-            (d for d in (node.get("depends_on") or {}).get("nodes", []) if d.startswith("model.")),
-            None,
+    if node:
+        meta = as_dict(node.get("test_metadata"))
+        kind = as_str(meta.get("name")) or "singular"
+        column = as_str(node.get("column_name")) or as_str(
+            as_dict(meta.get("kwargs")).get("column_name")
+        )
+        attached = as_str(node.get("attached_node")) or next(
+            (d for d in _depends_on(node) if d.startswith("model.")), None
         )
         model = attached.split(".")[-1] if attached else None
     elif (evidence.unit_path or "").endswith(".sql"):
@@ -247,6 +251,10 @@ def parse_test_node(
     evidence.test_kind, evidence.tested_model, evidence.tested_column = kind, model, column
     if model:
         evidence.tested_model_path = _find_model_file(repo_root, project, evidence.index, model)
+
+
+def _depends_on(node: dict[str, Any]) -> list[str]:
+    return [d for d in as_list(as_dict(node.get("depends_on")).get("nodes")) if isinstance(d, str)]
 
 
 def _tests_of(entry: dict[str, Any]) -> list[str]:
@@ -292,14 +300,6 @@ def find_properties(
     return props, tests
 
 
-def _profiles_text(event: UniversalFailureEvent, project: Path) -> str:
-    dirs = [Path(event.dbt.profiles_dir)] if event.dbt and event.dbt.profiles_dir else []
-    if os.environ.get("DBT_PROFILES_DIR"):
-        dirs.append(Path(os.environ["DBT_PROFILES_DIR"]))
-    dirs += [project, Path.home() / ".dbt"]
-    return "\n".join(text for d in dirs if (text := _read(d / "profiles.yml")))
-
-
 def gather_dbt_evidence(
     event: UniversalFailureEvent,
     repo_root: Path,
@@ -314,8 +314,7 @@ def gather_dbt_evidence(
     project = locate_project(event, repo_root)
     manifest = _load_json(event.artifacts.get("manifest"))
     catalog = _load_json(event.artifacts.get("catalog"))
-    manifest_path = event.artifacts.get("manifest")
-    index = index_project(project, Path(manifest_path) if manifest_path else None)
+    index = index_project(project, as_path(event.artifacts.get("manifest")))
     parts = event.unit_id.split(".")
     unit_name = parts[2] if len(parts) >= 3 else event.unit_id
 
@@ -341,9 +340,8 @@ def gather_dbt_evidence(
             if tested_code is not None:
                 evidence.related_code[evidence.tested_model_path] = tested_code
     refs, sources = code_refs(evidence)
-    node = ((manifest or {}).get("nodes") or {}).get(event.unit_id) or {}
     # A test's relations (relationships' `to:` model too) are its manifest dependencies.
-    for dep in (node.get("depends_on") or {}).get("nodes") or []:
+    for dep in _depends_on(_node(manifest, event.unit_id)):
         if dep.split(".")[0] in ("model", "seed", "snapshot") and dep.split(".")[-1] not in refs:
             refs.append(dep.split(".")[-1])
     if evidence.tested_model:  # the tested model first: it is what the test reads
@@ -376,5 +374,6 @@ def gather_dbt_evidence(
     if manifest is None:
         notes.append("no manifest from this run; index built from files")
     evidence.notes = list(dict.fromkeys(notes))
-    secrets = profile_secrets(_profiles_text(event, project)) + environment_secrets()
+    profiles_dir = event.dbt.profiles_dir if event.dbt else None
+    secrets = dbt_profile_secrets(profiles_dir, project) + environment_secrets()
     return redact_model(evidence, secrets)

@@ -8,7 +8,6 @@ manifest, when given, only adds names.
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -17,7 +16,16 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from patchit.errors import BadInputError
 from patchit.evidence.model import ProjectIndex
+from patchit.inputs import (
+    as_dict,
+    as_str,
+    is_regular_file,
+    read_input_json_or_none,
+    read_input_text,
+    read_input_text_or_none,
+)
 
 # Names dbt puts in every Jinja context; a call to one of them is never an "undefined macro".
 DBT_CONTEXT_NAMES: tuple[str, ...] = (
@@ -41,15 +49,13 @@ def load_yaml_text(text: str) -> Any:
     """Parsed YAML, or None when it does not parse (a broken file is evidence, not a crash)."""
     try:
         return YAML(typ="safe", pure=True).load(text)
-    except YAMLError:
+    except (YAMLError, RecursionError, ValueError, TypeError):
         return None
 
 
 def _load_yaml(path: Path) -> Any:
-    try:
-        return load_yaml_text(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return None
+    text = read_input_text_or_none(path)
+    return None if text is None else load_yaml_text(text)
 
 
 def read_project_config(project_dir: Path) -> dict[str, Any]:
@@ -80,8 +86,8 @@ def _macro_names(files: list[Path], prefix: str = "") -> list[str]:
     names: list[str] = []
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            text = read_input_text(path)
+        except BadInputError:
             continue
         names.extend(prefix + m for m in _MACRO_DEF.findall(text))
     return names
@@ -133,26 +139,25 @@ def _installed_packages(packages_dir: Path) -> dict[str, Path]:
 
 
 def _add_manifest(index: ProjectIndex, manifest_path: Path) -> None:
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    for node in (manifest.get("nodes") or {}).values():
-        kind, name = node.get("resource_type"), node.get("name")
+    manifest = as_dict(read_input_json_or_none(manifest_path))
+    for node in as_dict(manifest.get("nodes")).values():
+        kind, name = as_dict(node).get("resource_type"), as_str(as_dict(node).get("name"))
+        if name is None:
+            continue
         if kind == "model" and name not in index.models:
             index.models.append(name)
         elif kind == "seed" and name not in index.seeds:
             index.seeds.append(name)
         elif kind == "snapshot" and name not in index.snapshots:
             index.snapshots.append(name)
-    for src in (manifest.get("sources") or {}).values():
-        pair = (src.get("source_name"), src.get("name"))
-        if all(isinstance(p, str) for p in pair) and pair not in index.sources:
-            index.sources.append(pair)
+    for src in as_dict(manifest.get("sources")).values():
+        source, table = as_str(as_dict(src).get("source_name")), as_str(as_dict(src).get("name"))
+        if source is not None and table is not None and (source, table) not in index.sources:
+            index.sources.append((source, table))
     known = set(index.macros)
     builtins = set(builtin_macros())
-    for macro in (manifest.get("macros") or {}).values():
-        pkg, name = macro.get("package_name"), macro.get("name")
+    for macro in as_dict(manifest.get("macros")).values():
+        pkg, name = as_dict(macro).get("package_name"), as_dict(macro).get("name")
         if not isinstance(pkg, str) or not isinstance(name, str):
             continue
         if pkg == index.project_name:
@@ -187,7 +192,7 @@ def index_project(project_dir: Path, manifest_path: Path | None = None) -> Proje
     snapshot_sql = _files(project_dir, snapshot_paths, (".sql",))
     snapshots: list[str] = []
     for path in snapshot_sql:
-        snapshots.extend(_SNAPSHOT_DEF.findall(path.read_text(encoding="utf-8", errors="replace")))
+        snapshots.extend(_SNAPSHOT_DEF.findall(read_input_text_or_none(path, strict=False) or ""))
     yaml_files = _files(project_dir, model_paths + snapshot_paths + seed_paths, _YAML_SUFFIXES)
     sources, yaml_snapshots = _sources_and_snapshots(yaml_files)
 
@@ -208,6 +213,6 @@ def index_project(project_dir: Path, manifest_path: Path | None = None) -> Proje
         model_paths=model_paths,
         packages=sorted(packages),
     )
-    if manifest_path is not None and manifest_path.is_file():
+    if manifest_path is not None and is_regular_file(manifest_path):
         _add_manifest(index, manifest_path)
     return index

@@ -16,12 +16,14 @@ from pathlib import Path
 
 from patchit.events.model import RuntimeFrame, RuntimeValue
 from patchit.evidence.model import TracebackFrame
+from patchit.inputs import read_input_text_or_none
 
 LOG_TAIL_BYTES = 2_000_000
 DEFAULT_BUDGET_CHARS = 8_000
 CONTEXT_LINES = 3
 
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
+# a line number of more digits than any file has is not a frame (int() refuses 4,300 digits)
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d{1,9}), in (?P<func>.+?)\s*$')
 _MARKER = re.compile(r"^\s*[\^~\-+ ]+$")
 _LOCAL = re.compile(r"^\s{4,}(?P<name>[A-Za-z_]\w*) = (?P<value>.*)$")
 _TB_START = "Traceback (most recent call last):"
@@ -141,15 +143,9 @@ def repo_frames(frames: list[RawFrame], roots: list[Path]) -> list[TracebackFram
 
 
 def read_log_tail(path: Path, max_bytes: int = LOG_TAIL_BYTES) -> str | None:
-    """The last `max_bytes` of a log file as text (bad bytes replaced); None when unreadable."""
-    try:
-        with path.open("rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - max_bytes))
-            data = handle.read()
-    except OSError:
-        return None
-    return data.replace(b"\x00", b"").decode("utf-8", errors="replace")
+    """The last `max_bytes` of a log file as text (bad bytes replaced); None when unreadable
+    or not a regular file (a FIFO or a device is never opened to block)."""
+    return read_input_text_or_none(path, max_bytes, tail=True, strict=False)
 
 
 def repo_runtime_frame(

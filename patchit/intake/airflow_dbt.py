@@ -8,7 +8,7 @@ a `run_results.json` written after the task started is used: a stale one belongs
 
 from __future__ import annotations
 
-import json
+import contextlib
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from patchit.dbt_args import option_value
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
+from patchit.inputs import as_list, as_path, is_regular_file, read_input_json_or_none
 from patchit.intake.dbt import events_from_run, record_from_run_results
 
 # without the task's start time, accept results written shortly before the failure only
@@ -24,34 +25,47 @@ UNKNOWN_START_WINDOW = timedelta(hours=1)
 
 def _project_dir(event: UniversalFailureEvent) -> Path | None:
     raw = event.context.get("dbt_project_dir")
-    repo = Path(event.repo_path) if event.repo_path else None
+    repo = as_path(event.repo_path)
     if not raw:
-        return repo if repo and (repo / "dbt_project.yml").is_file() else None
-    path = Path(str(raw)).expanduser()
+        return repo if repo and is_regular_file(repo / "dbt_project.yml") else None
+    path = as_path(str(raw))
+    if path is None:
+        return None
+    with contextlib.suppress(RuntimeError):  # `~nobody`: a home that cannot be found
+        path = path.expanduser()
     if not path.is_absolute():
         if repo is None:
             return None
         path = repo / path
-    path = path.resolve()
-    return path if (path / "dbt_project.yml").is_file() else None
+    try:
+        path = path.resolve()
+    except (OSError, RuntimeError):
+        return None
+    return path if is_regular_file(path / "dbt_project.yml") else None
 
 
 def _task_started(event: UniversalFailureEvent) -> datetime:
     raw = event.context.get("task_started_utc")
     if isinstance(raw, str):
         try:
-            return datetime.fromisoformat(raw)
-        except ValueError:
+            started = datetime.fromisoformat(raw)
+            started.timestamp()  # a naive date far out of range fails here, not later
+            return started
+        except (ValueError, OverflowError, OSError):
             pass
     return event.created_utc - UNKNOWN_START_WINDOW
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    data = read_input_json_or_none(path)
     return data if isinstance(data, dict) else None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except (OSError, ValueError):
+        return 0.0
 
 
 def dbt_events_from_airflow(event: UniversalFailureEvent) -> list[UniversalFailureEvent] | None:
@@ -62,17 +76,17 @@ def dbt_events_from_airflow(event: UniversalFailureEvent) -> list[UniversalFailu
     project = _project_dir(event)
     if project is None:
         return None
-    args = [str(a) for a in event.context.get("dbt_args") or ["build"]]
+    args = [str(a) for a in as_list(event.context.get("dbt_args")) or ["build"]]
     target = project / (option_value(args, "--target-path") or "target")
     run_results = target / "run_results.json"
     started = _task_started(event)
-    if not run_results.is_file() or run_results.stat().st_mtime < started.timestamp() - 1:
+    if not is_regular_file(run_results) or _mtime(run_results) < started.timestamp() - 1:
         return None
     results = _read_json(run_results)
     if results is None:
         return None
     record = record_from_run_results(results, _read_json(target / "manifest.json"))
-    cwd = Path(str(event.context.get("dbt_cwd") or project))
+    cwd = as_path(str(event.context.get("dbt_cwd") or "")) or project
     args = _absolute_dirs(args, cwd, project)
     try:
         events = events_from_run(
@@ -112,8 +126,9 @@ def _absolute_dirs(args: list[str], cwd: Path, project: Path) -> list[str]:
             skip = False
             continue
         if arg in ("--project-dir", "--profiles-dir") and i + 1 < len(args):
-            value = Path(args[i + 1]).expanduser()
-            value = project if arg == "--project-dir" else value
+            value = project if arg == "--project-dir" else as_path(args[i + 1]) or cwd
+            with contextlib.suppress(RuntimeError):  # `~nobody`
+                value = value.expanduser()
             out += [arg, str(value if value.is_absolute() else (cwd / value).resolve())]
             skip = True
             continue

@@ -18,7 +18,13 @@ import yaml
 from patchit.dbt_args import dbt_command, option_value
 from patchit.errors import BadInputError
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
-from patchit.evidence.redact import environment_secrets, profile_secrets, redact
+from patchit.evidence.redact import (
+    dbt_profile_secrets,
+    environment_secrets,
+    profile_secrets,
+    redact,
+)
+from patchit.inputs import as_dict, as_list, as_path, as_str, is_regular_file
 from patchit.intake.dbt_child import INVOCATION_ENV
 
 FAILED_STATUSES = {"error", "fail", "runtime error"}
@@ -191,11 +197,11 @@ def _fresh_artifacts(project_dir: Path, args: list[str], started: datetime) -> d
     target_path = (
         option_value(args, "--target-path") or os.environ.get("DBT_TARGET_PATH") or "target"
     )
-    target = (project_dir / target_path).resolve()
+    target = (project_dir / (as_path(target_path) or "target")).resolve()
     found: dict[str, str] = {}
     for name in ("run_results", "manifest"):
         path = target / f"{name}.json"
-        if path.is_file() and path.stat().st_mtime >= started.timestamp() - 1:
+        if is_regular_file(path) and path.stat().st_mtime >= started.timestamp() - 1:
             found[name] = str(path)
     return found
 
@@ -212,8 +218,13 @@ def events_from_run(
     name = project_name(project_dir)
     invocation = _invocation(args, project_dir, record, started)
     raw_vars = invocation.replay_vars()
-    # secrets rendered into messages or compiled SQL (var(), env_var()) never reach storage
-    secrets = [*(profile_secrets(raw_vars) if raw_vars else []), *environment_secrets()]
+    # secrets rendered into messages or compiled SQL (var(), env_var(), the profile's own)
+    # never reach storage
+    secrets = [
+        *(profile_secrets(raw_vars) if raw_vars else []),
+        *dbt_profile_secrets(invocation.profiles_dir, project_dir),
+        *environment_secrets(),
+    ]
 
     def clean(text: str) -> str:
         return redact(text, secrets)
@@ -301,33 +312,35 @@ def record_from_run_results(
     For dbt runs patchit did not wrap (an Airflow BashOperator, Cosmos): the node fields the
     wrapper takes from dbt's objects come from the manifest instead.
     """
-    nodes: dict[str, Any] = {}
-    if manifest:
-        nodes = {**manifest.get("nodes", {}), **manifest.get("unit_tests", {})}
+    manifest = as_dict(manifest)
+    nodes = {**as_dict(manifest.get("nodes")), **as_dict(manifest.get("unit_tests"))}
     results = []
-    for result in run_results.get("results", []):
+    for result in map(as_dict, as_list(as_dict(run_results).get("results"))):
         uid = str(result.get("unique_id", ""))
-        node = nodes.get(uid, {})
+        node = as_dict(nodes.get(uid))
+        failures = result.get("failures")
         results.append(
             {
                 "unique_id": uid,
-                "name": node.get("name") or uid.rsplit(".", 1)[-1],
-                "resource_type": node.get("resource_type") or uid.split(".", 1)[0],
-                "original_file_path": node.get("original_file_path"),
-                "package_name": node.get("package_name"),
-                "compiled_code": result.get("compiled_code") or node.get("compiled_code"),
-                "relation_name": result.get("relation_name") or node.get("relation_name"),
+                "name": as_str(node.get("name")) or uid.rsplit(".", 1)[-1],
+                "resource_type": as_str(node.get("resource_type")) or uid.split(".", 1)[0],
+                "original_file_path": as_str(node.get("original_file_path")),
+                "package_name": as_str(node.get("package_name")),
+                "compiled_code": as_str(result.get("compiled_code"))
+                or as_str(node.get("compiled_code")),
+                "relation_name": as_str(result.get("relation_name"))
+                or as_str(node.get("relation_name")),
                 "status": str(result.get("status", "")),
-                "message": result.get("message"),
-                "failures": result.get("failures"),
+                "message": as_str(result.get("message")),
+                "failures": failures if isinstance(failures, int | float) else None,
             }
         )
-    metadata = run_results.get("metadata", {})
+    metadata = as_dict(as_dict(run_results).get("metadata"))
     return {
-        "invocation_id": metadata.get("invocation_id"),
+        "invocation_id": as_str(metadata.get("invocation_id")),
         "errors": [],
         "results": results,
         "exception": None,
-        "duration_s": run_results.get("elapsed_time"),
+        "duration_s": as_dict(run_results).get("elapsed_time"),
         "success": not any(str(r["status"]).lower() in FAILED_STATUSES for r in results),
     }

@@ -13,6 +13,9 @@ event is appended to `spool/fallback.jsonl` beside it, which the worker imports 
 the import and its record commit in one transaction). A damaged spool is moved aside by the
 worker (`patchit.dbfiles`), never emptied in place.
 
+Nothing reaches the file unredacted: every payload passes through `patchit.redaction` (with
+the secret-named environment values of the process that writes it), whoever the producer is.
+
 This module is imported by the Airflow callback inside the task process: it must import
 nothing but the standard library (no pydantic, no patchit.events).
 """
@@ -39,6 +42,7 @@ from patchit.dbfiles import (
     quick_check,
 )
 from patchit.liveness import owner_is_dead
+from patchit.redaction import clean_text, environment_secrets, redact, scrub
 
 SPOOL_RELATIVE_PATH = Path("spool") / "spool.sqlite3"
 FALLBACK_NAME = "fallback.jsonl"
@@ -101,6 +105,12 @@ class SpoolDamaged(Exception):
 def _init_schema(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.executescript(_SCHEMA)
+
+
+def spool_payload(event: dict[str, Any], secrets: list[str] | None = None) -> str:
+    """The JSON a spool row holds for `event`: redacted, surrogate-free, size-capped."""
+    clean = scrub(event, environment_secrets() if secrets is None else secrets)
+    return json.dumps(clean, default=str)
 
 
 class SpooledEvent(NamedTuple):
@@ -175,9 +185,10 @@ class Spool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def put(self, event: dict[str, Any]) -> int:
-        """Spool one event dict (one INSERT, committed at once); its row id."""
-        return self._insert(json.dumps(event, default=str), str(event.get("source", "")))
+    def put(self, event: dict[str, Any], secrets: list[str] | None = None) -> int:
+        """Spool one event dict (one INSERT, committed at once), redacted; its row id."""
+        source = clean_text(str(event.get("source", "")))[:50]
+        return self._insert(spool_payload(event, secrets), source)
 
     def _insert(self, payload: str, source: str, state: str = "pending", reason: str = "") -> int:
         cur = self.conn.execute(
@@ -189,9 +200,10 @@ class Spool:
 
     def put_many(self, events: list[dict[str, Any]]) -> list[int]:
         ids: list[int] = []
+        secrets = environment_secrets()  # read once for the whole batch
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            ids = [self.put(e) for e in events]
+            ids = [self.put(e, secrets) for e in events]
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
@@ -269,7 +281,8 @@ class Spool:
     def mark_bad(self, row_id: int, reason: str) -> None:
         """Keep the row for inspection with why it could not be processed."""
         self.conn.execute(
-            "update spool set state = 'bad', reason = ? where id = ?", (reason[:4000], row_id)
+            "update spool set state = 'bad', reason = ? where id = ?",
+            (redact(reason, max_chars=4000), row_id),
         )
 
     def retry(self, row_ids: list[int] | None = None) -> int:
@@ -390,7 +403,7 @@ def append_fallback(event: dict[str, Any], home: Path) -> Path:
     """Append one event to the producers' fallback file (`spool/fallback.jsonl`), durably."""
     path = fallback_path(home)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(event, default=str) + "\n").encode("utf-8")
+    line = (spool_payload(event) + "\n").encode("utf-8")  # redacted like a spool row
     for _ in range(20):
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:

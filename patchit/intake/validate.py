@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import json
+import re
 from pathlib import Path, PurePosixPath
 
 from patchit.errors import BadInputError
 from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.inputs import as_path, input_exists, is_directory, read_input_json, shown
 from patchit.sandbox.git import repo_root, run_git
+
+# a revision git can take as one argument: never an option, never a control character
+_REVISION = re.compile(r"[\w./@^~{}+-]{1,200}")
 
 
 def check_healable(event: UniversalFailureEvent, where: str) -> Path:
@@ -17,23 +21,29 @@ def check_healable(event: UniversalFailureEvent, where: str) -> Path:
             f"{where}: the event has no repo_path (it was recorded outside git); "
             "set repo_path to the git root holding the failing code"
         )
-    if repo_root(Path(event.repo_path)) is None:
+    repo = as_path(event.repo_path)
+    if repo is None or not is_directory(repo) or repo_root(repo) is None:
         raise BadInputError(
-            f"{where}: repo_path {event.repo_path!r} is not a git repository; "
+            f"{where}: repo_path {shown(event.repo_path or '')!r} is not a git repository; "
             "set repo_path to the git root holding the failing code"
         )
-    repo = Path(event.repo_path)
     if not event.commit:
         raise BadInputError(f"{where}: event has no commit; set `commit` to the failing sha")
+    if event.commit.startswith("-") or not _REVISION.fullmatch(event.commit):
+        raise BadInputError(
+            f"{where}: commit {shown(event.commit)!r} is not a git revision; "
+            "set `commit` to the failing sha"
+        )
     if not run_git(repo, "cat-file", "-t", event.commit, check=False).strip() == "commit":
         raise BadInputError(
-            f"{where}: commit {event.commit} is not in {repo}; set `commit` to the failing sha"
+            f"{where}: commit {event.commit} is not in {shown(repo)}; "
+            "set `commit` to the failing sha"
         )
     if event.unit_path is not None:
         path = PurePosixPath(event.unit_path)
-        if path.is_absolute() or ".." in path.parts:
+        if path.is_absolute() or ".." in path.parts or "\x00" in event.unit_path:
             raise BadInputError(
-                f"{where}: unit_path {event.unit_path!r} must be relative to repo_path, "
+                f"{where}: unit_path {shown(event.unit_path)!r} must be relative to repo_path, "
                 "inside the repository"
             )
     if event.source is FailureSource.DBT and event.dbt is None:
@@ -42,18 +52,22 @@ def check_healable(event: UniversalFailureEvent, where: str) -> Path:
             "record failures with `patchit dbt -- ...` to get complete events"
         )
     for name, artifact in event.artifacts.items():
-        check_json_artifact(name, Path(artifact), where)
-    return repo
+        artifact_path = as_path(artifact)
+        if artifact_path is None:
+            raise BadInputError(f"{where}: artifact {shown(name)!r} has no usable path")
+        check_json_artifact(name, artifact_path, where)
+    return Path(repo)
 
 
 def check_json_artifact(name: str, path: Path, where: str) -> None:
-    """A dbt artifact the event points at must be readable JSON, or the event is bad input."""
-    if path.suffix != ".json" or not path.exists():
+    """A dbt artifact the event points at must be readable JSON (a regular file: a FIFO or a
+    device is refused unopened), or the event is bad input."""
+    if path.suffix != ".json" or not input_exists(path):
         return
     try:
-        json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        read_input_json(path)
+    except BadInputError as exc:
         raise BadInputError(
-            f"{path}: {name} artifact of {where} is unreadable or truncated JSON ({exc}); "
+            f"{exc} ({shown(name)} artifact of {where}); "
             "re-run dbt to regenerate it or drop it from the event's artifacts"
         ) from exc

@@ -7,8 +7,10 @@ or `make_failure_callback(home=..., repos={"bundle": "/repo"}, extra={...})` for
 
 It runs in the task process after the terminal state was sent, or in the DAG processor with a
 `reason` instead of an `exception` for killed and timed-out tasks. It must be cheap and safe:
-standard library only (this module and what it imports), one INSERT into the SQLite spool,
-never raises into Airflow, never heals here (`patchit worker` does). The dict it writes
+standard library only (this module and what it imports), one INSERT into the SQLite spool
+(which redacts secrets before writing: `patchit.redaction`), never raises into Airflow (not
+even a `SystemExit` from a property of the context; only `KeyboardInterrupt` passes), never
+heals here (`patchit worker` does). The dict it writes
 validates as `patchit.events.model.UniversalFailureEvent` (schema_version 1).
 
 It also records the failing frame's locals as names and types (`runtime_locals`, see
@@ -35,11 +37,13 @@ from patchit.dbt_args import dbt_args_in_shell, option_value, runs_dbt_in_shell
 from patchit.intake.frame_locals import failing_frame_locals
 from patchit.intake.gitinfo import find_git_root, read_branch, read_head
 from patchit.intake.spool import resolve_home_stdlib, spool_event
+from patchit.redaction import clean_text, redact
 
 DISABLE_ENV = "PATCHIT_CALLBACK_DISABLED"
 CAPTURE_LOCALS_ENV = "PATCHIT_CAPTURE_LOCALS"
 MAX_MESSAGE_CHARS = 20_000
 MAX_TRACEBACK_CHARS = 60_000
+MAX_COMMAND_CHARS = 20_000
 _log = logging.getLogger(__name__)
 
 Callback = Callable[[Mapping[str, Any]], None]
@@ -47,31 +51,40 @@ Callback = Callable[[Mapping[str, Any]], None]
 
 def _warn(message: str) -> None:
     try:
-        _log.warning("patchit: %s", message)
-    except Exception:
+        _log.warning("patchit: %s", redact(message))
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
         try:
-            sys.stderr.write(f"patchit: {message}\n")
-        except Exception:
+            sys.stderr.write(f"patchit: {clean_text(message)}\n")
+        except KeyboardInterrupt:
+            raise
+        except BaseException:
             return
+
+
+# Airflow's objects are the user's: a property may raise anything, SystemExit included. Only
+# KeyboardInterrupt (the user stopping the process) passes; everything else costs one field.
 
 
 def _safe(func: Callable[[], Any], default: Any = None) -> Any:
     """Attribute access on Airflow objects may raise (properties, half-built instances)."""
     try:
         value = func()
-    except Exception:
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
         return default
     return default if value is None else value
 
 
 def _text(value: Any, limit: int) -> str:
-    try:
-        text = str(value)
-    except Exception:
-        try:
-            text = repr(value)
-        except Exception:
-            text = f"<unprintable {type(value).__name__}>"
+    text = _safe(lambda: str(value))
+    if not isinstance(text, str):
+        text = _safe(lambda: repr(value))
+    if not isinstance(text, str):
+        text = f"<unprintable {type(value).__name__}>"
+    text = clean_text(text)
     return text if len(text) <= limit else text[: limit // 2] + "\n...\n" + text[-limit // 2 :]
 
 
@@ -81,19 +94,32 @@ def _str_or_none(value: Any) -> str | None:
 
 def _iso(value: Any) -> str | None:
     iso = _safe(lambda: value.isoformat())
-    return iso if isinstance(iso, str) else None
+    if not isinstance(iso, str) or _safe(lambda: datetime.fromisoformat(iso)) is None:
+        return None  # not a date after all: the event must still validate
+    return iso
+
+
+def _plain(value: Any) -> Any:
+    """A value as JSON can hold it: a number, a flag, or text (never the object itself)."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return _text(value, 500)
+
+
+def _get(context: Mapping[str, Any], key: str) -> Any:
+    return _safe(lambda: context.get(key))
 
 
 def _exception_fields(context: Mapping[str, Any]) -> dict[str, Any]:
-    exc = context.get("exception")
+    exc = _get(context, "exception")
     if isinstance(exc, BaseException):
         tb = _safe(lambda: "".join(traceback.format_exception(exc)), "")
         return {
-            "error_type": type(exc).__name__,
+            "error_type": _text(type(exc).__name__, 200),
             "error_message": _text(exc, MAX_MESSAGE_CHARS),
             "traceback": _text(tb, MAX_TRACEBACK_CHARS) or None,
         }
-    reason = context.get("reason")
+    reason = _get(context, "reason")
     if reason is None and exc is not None:
         reason = exc  # some code paths pass the error as a plain string
     if reason is None:
@@ -123,10 +149,11 @@ def _dbt_fields(task: Any) -> dict[str, Any]:
         project = _safe(lambda: str(task.project_dir))
         return {"runs_dbt": True, "dbt_project_dir": project, "dbt_runner": "cosmos"}
     command = _safe(lambda: task.bash_command)
-    if not isinstance(command, str) or not runs_dbt_in_shell(command):
+    if not isinstance(command, str) or not runs_dbt_in_shell(command[:MAX_COMMAND_CHARS]):
         return {}
+    command = clean_text(command[:MAX_COMMAND_CHARS])
     args = dbt_args_in_shell(command) or []
-    base = _safe(lambda: task.cwd) or _cd_dir(command)
+    base = _plain(_safe(lambda: task.cwd)) or _cd_dir(command)
     project = option_value(args, "--project-dir") or base
     if project and base and not os.path.isabs(project):
         project = os.path.join(base, project)
@@ -147,13 +174,17 @@ def _rendered_fields(task: Any) -> dict[str, str] | None:
     names = _safe(lambda: tuple(task.template_fields)) or ()
     rendered: dict[str, str] = {}
     for name in names[:20]:
-        try:
-            value = getattr(task, str(name))
-        except Exception:  # a property that raises must not stop the callback
-            continue
-        if value not in (None, "", [], {}):
-            rendered[str(name)] = _text(value, RENDERED_FIELD_CHARS)
+        value = _rendered_value(task, name)
+        if value is not None:
+            rendered[_text(name, 200)] = _text(value, RENDERED_FIELD_CHARS)
     return rendered or None
+
+
+def _rendered_value(task: Any, name: Any) -> Any:
+    """One template field's value, None when empty or when reading it raised."""
+    value = _safe(lambda: getattr(task, str(name)))
+    empty = _safe(lambda: value in ("", [], {}), True)
+    return None if empty else value
 
 
 def _repo_fields(
@@ -179,12 +210,14 @@ def _runtime_locals(
     context: Mapping[str, Any], repo_path: Any, extras: dict[str, Any]
 ) -> dict[str, Any] | None:
     """The failing in-repo frame's locals (names and types), or None; a failure is noted."""
-    exc = context.get("exception")
+    exc = _get(context, "exception")
     if not isinstance(exc, BaseException) or not isinstance(repo_path, str):
         return None
     try:
         return failing_frame_locals(exc, repo_path)
-    except Exception as error:  # a task's odd object must not cost the event
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # a task's odd object must not cost the event
         extras["runtime_locals_error"] = f"{type(error).__name__}: {_text(error, 300)}"
         return None
 
@@ -206,32 +239,32 @@ def build_event(
     capture_locals: bool = True,
 ) -> dict[str, Any]:
     """The event dict for one failed task (a UniversalFailureEvent in JSON form)."""
-    ti: Any = context.get("ti") or context.get("task_instance")
-    dag: Any = context.get("dag") or _safe(lambda: ti.task.dag)
-    task: Any = context.get("task") or _safe(lambda: ti.task)
+    ti: Any = _safe(lambda: context.get("ti") or context.get("task_instance"))
+    dag: Any = _safe(lambda: context.get("dag") or ti.task.dag)
+    task: Any = _safe(lambda: context.get("task") or ti.task)
     dag_id = _safe(lambda: ti.dag_id) or _safe(lambda: dag.dag_id) or "unknown_dag"
     task_id = _safe(lambda: ti.task_id) or _safe(lambda: task.task_id) or "unknown_task"
-    fileloc = _safe(lambda: str(dag.fileloc))
-    bundle = _safe(lambda: ti.bundle_instance.name)
-    triggered_by = _triggered_by(context.get("dag_run"))
+    fileloc = _safe(lambda: clean_text(str(dag.fileloc)))
+    bundle = _plain(_safe(lambda: ti.bundle_instance.name))
+    triggered_by = _safe(lambda: _triggered_by(_get(context, "dag_run")))
     extras: dict[str, Any] = {
         "dag_file": fileloc,
         "bundle_name": bundle,
-        "bundle_version": _safe(lambda: ti.bundle_instance.version),
-        "operator": _safe(lambda: type(task).__name__) if task is not None else None,
+        "bundle_version": _plain(_safe(lambda: ti.bundle_instance.version)),
+        "operator": _text(_safe(lambda: type(task).__name__), 200) if task is not None else None,
         "task_started_utc": _iso(_safe(lambda: ti.start_date)),
-        "hostname": _safe(lambda: ti.hostname),
-        "max_tries": _safe(lambda: ti.max_tries),
+        "hostname": _plain(_safe(lambda: ti.hostname)),
+        "max_tries": _plain(_safe(lambda: ti.max_tries)),
         "triggered_by": triggered_by or None,
-        **_dbt_fields(task),
-        "rendered_fields": _rendered_fields(task),
+        **_safe(lambda: _dbt_fields(task), {}),
+        "rendered_fields": _safe(lambda: _rendered_fields(task)),
     }
     fields = _exception_fields(context)
     if "reason" in fields:
         extras["reason"] = fields.pop("reason")
-    repo = _repo_fields(fileloc, bundle, repos or {})
+    repo: dict[str, Any] = _safe(lambda: _repo_fields(fileloc, bundle, repos or {}), {})
     if repo.get("repo_path"):
-        extras["branch"] = read_branch(Path(repo["repo_path"]))
+        extras["branch"] = _safe(lambda: read_branch(Path(repo["repo_path"])))
     if extra:
         extras["extra"] = dict(extra)
     runtime = None
@@ -244,14 +277,14 @@ def build_event(
         "event_id": uuid.uuid4().hex,
         "created_utc": datetime.now(UTC).isoformat(),
         "source": "airflow",
-        "pipeline_id": str(dag_id),
+        "pipeline_id": _text(dag_id, 500),
         "run_id": _str_or_none(_safe(lambda: context.get("run_id") or ti.run_id)),
-        "unit_id": str(task_id),
+        "unit_id": _text(task_id, 500),
         "try_number": try_number,
         "map_index": map_index,
-        "logical_date": _iso(context.get("logical_date")),
+        "logical_date": _iso(_get(context, "logical_date")),
         "status": "error",
-        "log_location": None if triggered_by == "test" else _safe(lambda: str(ti.log_url)),
+        "log_location": None if triggered_by == "test" else _str_or_none(_safe(lambda: ti.log_url)),
         **fields,
         **repo,
         "context": {k: v for k, v in extras.items() if v is not None},
@@ -277,7 +310,9 @@ def make_failure_callback(
         try:
             event = build_event(context, repo_map, extra_ctx, capture_locals)
             spool_event(event, resolve_home_stdlib(home))
-        except Exception as exc:  # never raise into Airflow: the task already failed
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # never raise into Airflow: the task already failed
             _warn(f"could not spool the failure ({type(exc).__name__}: {_text(exc, 500)})")
 
     return patchit_failure_callback

@@ -10,6 +10,7 @@ from typing import Protocol
 from patchit.memory.diffs import diff_hash
 from patchit.memory.records import AttemptOutcome, AttemptRecord, PriorAttempt
 from patchit.memory.sqlite import SqliteStore, now_utc
+from patchit.redaction import environment_secrets, redact
 
 TRIED_OUTCOMES = ("verified", "failed", "needs_review")
 _TRIED = ", ".join("?" * len(TRIED_OUTCOMES))
@@ -60,6 +61,7 @@ class AttemptStore(SqliteStore):
         check) and the `commit` it was verified on: it is recorded before it lands, so a run
         killed in between leaves what the next run needs to land it."""
         files = list(dict.fromkeys(edit.path for edit in candidate.edits))
+        secrets = environment_secrets()
         row = {
             "incident_id": incident_id,
             "fingerprint": fingerprint,
@@ -70,8 +72,8 @@ class AttemptStore(SqliteStore):
             "files": json.dumps(files),
             "diff": diff,
             "outcome": AttemptOutcome(outcome).value,
-            "reason": reason,
-            "verification_output": verification_output,
+            "reason": redact(reason, secrets),
+            "verification_output": redact(verification_output, secrets),
             "duration_ms": duration_ms,
             "tokens_in": candidate.tokens_in,
             "tokens_out": candidate.tokens_out,

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from patchit.memory.records import IncidentStatus
 from patchit.memory.store import Memory
+from patchit.redaction import environment_secrets, redact
 
 
 class LlmPurpose(StrEnum):
@@ -92,7 +93,7 @@ class Ledger:
             "tokens_out": tokens_out,
             "cost_usd": cost_usd,
             "outcome": CallOutcome(outcome).value,
-            "error": error,
+            "error": redact(error, environment_secrets()),
             "created_utc": (now or datetime.now(UTC)).astimezone(UTC).isoformat(),
         }
         with self.memory._write() as db:

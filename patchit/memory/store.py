@@ -25,6 +25,7 @@ from patchit.memory.outcomes import OutcomeStore
 from patchit.memory.records import Incident, IncidentStatus
 from patchit.memory.sqlite import DB_RELATIVE_PATH as DB_RELATIVE_PATH  # re-exported
 from patchit.memory.sqlite import now_utc
+from patchit.redaction import environment_secrets, redact
 
 _UPDATABLE = {
     "fingerprint", "status", "classification", "branch", "report_md", "report_json",
@@ -166,7 +167,8 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         unknown = set(fields) - _UPDATABLE
         if unknown:
             raise TypeError(f"update_incident: not updatable: {', '.join(sorted(unknown))}")
-        values = dict(fields)
+        secrets = environment_secrets()
+        values = {k: redact(v, secrets) if isinstance(v, str) else v for k, v in fields.items()}
         if "status" in values:
             values["status"] = IncidentStatus(values["status"]).value
         if "needs_human" in values:

@@ -10,10 +10,15 @@ checkout untouched.
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 
-from patchit.errors import PatchitError
+from patchit.errors import BadInputError, PatchitError
+from patchit.inputs import input_exists, is_regular_file, read_input_bytes, shown
 from patchit.patching.base import Edit
+from patchit.redaction import clean_text
+
+_PATH_MAX, _NAME_MAX = 4096, 255
 
 
 class EditError(PatchitError):
@@ -23,23 +28,27 @@ class EditError(PatchitError):
 
 def resolve_target(root: Path, rel: str) -> Path:
     """The file an edit targets; refuses absolute paths and paths leaving `root`."""
-    if not rel or Path(rel).is_absolute():
-        raise EditError(f"{rel!r}: edit paths must be relative to the repository root")
+    if not rel or Path(rel).is_absolute() or "\x00" in rel or clean_text(rel) != rel:
+        raise EditError(f"{shown(rel)!r}: edit paths must be relative to the repository root")
     root_real = root.resolve()
     target = (root / rel).resolve()
     if not target.is_relative_to(root_real):
-        raise EditError(f"{rel}: resolves outside the repository root {root}")
+        raise EditError(f"{shown(rel)}: resolves outside the repository root {root}")
+    if len(os.fsencode(target)) >= _PATH_MAX or any(
+        len(os.fsencode(part)) > _NAME_MAX for part in target.parts
+    ):
+        raise EditError(f"{shown(rel)}: the path is too long for a file")
     return target
 
 
 def read_text(path: Path, rel: str) -> str:
     try:
         # bytes, not text mode: keep CRLF line ends exactly as they are in the file
-        return path.read_bytes().decode("utf-8")
+        return read_input_bytes(path, what="file to edit").decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise EditError(f"{rel}: not a UTF-8 text file, refusing to edit it") from exc
-    except OSError as exc:
-        raise EditError(f"{rel}: cannot read file to edit ({exc.strerror})") from exc
+        raise EditError(f"{shown(rel)}: not a UTF-8 text file, refusing to edit it") from exc
+    except BadInputError as exc:
+        raise EditError(str(exc).replace(shown(path), shown(rel), 1)) from exc
 
 
 def _edited_texts(root: Path, edits: list[Edit]) -> dict[str, tuple[str, str]]:
@@ -49,9 +58,9 @@ def _edited_texts(root: Path, edits: list[Edit]) -> dict[str, tuple[str, str]]:
         where = f"{edit.path} (edit {number} of {len(edits)})"
         target = resolve_target(root, edit.path)
         if edit.path not in texts:
-            if not target.exists() and edit.search == "":
+            if not input_exists(target) and edit.search == "":
                 texts[edit.path] = ("", "")
-            elif not target.is_file():
+            elif not is_regular_file(target):
                 raise EditError(f"{where}: file does not exist in the repository")
             else:
                 text = read_text(target, edit.path)
@@ -81,8 +90,11 @@ def apply_edits(root: Path, edits: list[Edit]) -> list[str]:
     texts = _edited_texts(root, edits)
     for rel, (_, after) in texts.items():
         target = resolve_target(root, rel)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(after.encode("utf-8"))
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(after.encode("utf-8"))
+        except OSError as exc:  # a name too long, a directory where the file goes, ...
+            raise EditError(f"{shown(rel)}: cannot write the file ({exc.strerror})") from exc
     return list(texts)
 
 

@@ -1,4 +1,8 @@
-"""Render a `RootCauseReport` to Markdown and JSON under `$PATCHIT_HOME/reports/`."""
+"""Render a `RootCauseReport` to Markdown and JSON under `$PATCHIT_HOME/reports/`.
+
+A report is redacted once more as it is written (`patchit.redaction`): it quotes errors,
+outputs and diffs, and a report is what gets pasted into tickets.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from patchit.redaction import environment_secrets, scrub
 from patchit.reports.model import RootCauseReport
 
 _env = Environment(
@@ -24,6 +29,9 @@ def render_markdown(report: RootCauseReport) -> str:
 
 def write_report(report: RootCauseReport, reports_dir: Path) -> tuple[Path, Path]:
     """Write `<id>.md` and `<id>.json` atomically; return their paths."""
+    report = RootCauseReport.model_validate(
+        scrub(report.model_dump(mode="python"), environment_secrets())
+    )
     reports_dir.mkdir(parents=True, exist_ok=True)
     md = reports_dir / f"{report.incident_id}.md"
     js = reports_dir / f"{report.incident_id}.json"

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -186,4 +190,58 @@ def test_version_and_usage_errors_pass_through(tmp_path: Path) -> None:
     res = patchit("dbt", "--project-dir", str(tmp_path), "--no-heal", "--", "biuld")
     assert res.returncode == 2
     assert "No such command 'biuld'" in res.stderr
+    assert incidents() == []
+
+
+# Issue 12: of 216 malformed event files, 9 gave tracebacks and 8 hung over 90 s; a FIFO as the
+# event file blocked forever. Each kind, as `patchit heal FILE` sees it: one line, exit 2, soon.
+def _malformed(kind: str, tmp_path: Path) -> str:
+    path = tmp_path / "event.json"
+    base = '{"source": "airflow", "pipeline_id": "d", "unit_id": "t", "error_message": '
+    if kind == "non-UTF-8 bytes":
+        path.write_bytes(base.encode() + b'"caf\xe9 \xff\xfe"}')
+    elif kind == "deep nesting":
+        path.write_text(base + '"x", "context": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}")
+    elif kind == "lone surrogate (escaped)":
+        path.write_text(base + '"caf\\udce9 \\ud800"}')
+    elif kind == "lone surrogate (raw bytes)":
+        path.write_bytes(base.encode() + b'"caf\xed\xb3\xa9"}')
+    elif kind == "5,000-character path":
+        return str(tmp_path / ("e" * 5000 + ".json"))
+    elif kind == "huge number":
+        path.write_text(base + '"x", "try_number": ' + "9" * 5000 + "}")
+    elif kind == "huge field":
+        message = "password=x://a:b@" * 300_000  # 5 MB of what the redactor looks for
+        path.write_text(base + json.dumps(message) + "}")
+    elif kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "/dev/zero":
+        return "/dev/zero"
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "newline in the name":
+        path = tmp_path / "event\nname.json"
+    return str(path)
+
+
+MALFORMED = [
+    "non-UTF-8 bytes", "deep nesting", "lone surrogate (escaped)", "lone surrogate (raw bytes)",
+    "5,000-character path", "huge number", "huge field", "FIFO", "/dev/zero", "directory",
+    "newline in the name",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", MALFORMED)
+def test_malformed_event_files_are_one_line_and_exit_2(kind: str, tmp_path: Path) -> None:
+    started = time.monotonic()
+    res = subprocess.run(
+        [sys.executable, "-m", "patchit", "heal", _malformed(kind, tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,  # a FIFO used to block here forever
+    )
+    assert res.returncode == 2, res.stderr[-2000:]
+    one_error_line(res.stderr)
+    assert "Traceback" not in res.stderr
+    assert time.monotonic() - started < 30
     assert incidents() == []

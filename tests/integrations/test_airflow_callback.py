@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -264,3 +265,90 @@ def test_a_dags_test_run_has_no_log_url_a_scheduled_run_keeps_it() -> None:
     scheduled = build_event({"ti": FakeTI(), "dag_run": FakeDagRun(None)})
     assert scheduled["log_location"] == FakeTI.log_url
     assert "triggered_by" not in scheduled["context"]
+
+
+# -- secrets, poison and exits (issue 12) ---------------------------------------------------
+
+GITHUB_TOKEN = "ghp_" + "Ab1" * 12
+AWS_KEY = "AKIA" + "QWERTYUIOP123456"
+
+
+def spool_text(home: Path) -> str:
+    """Everything the spool holds: its rows and the raw bytes of its files (WAL included)."""
+    with Spool.open(home) as spool:
+        dumped = "\n".join(spool.conn.iterdump())
+    raw = b"".join(p.read_bytes() for p in (home / "spool").iterdir() if p.is_file())
+    return dumped + raw.decode("utf-8", "replace")
+
+
+def test_secrets_in_the_exception_and_rendered_fields_never_reach_the_spool(
+    _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SHOP_API_TOKEN", "env-planted-5150-token")
+    task = BashOperator(
+        "PGPASSWORD=pg-planted-4242 psql -h db -c 'select 1' && "
+        'curl -H "X-Api-Key: header-planted-7777" https://api.shop.test/load'
+    )
+    error = RuntimeError(
+        f"login failed password=msg-planted-1234 token {GITHUB_TOKEN} key {AWS_KEY} "
+        "for postgres://etl:url-planted-999@db/shop with env-planted-5150-token"
+    )
+    on_failure_callback({"ti": FakeTI(), "task": task, "exception": error})
+    stored = spool_text(_patchit_home)
+    for secret in ("pg-planted-4242", "header-planted-7777", "msg-planted-1234", GITHUB_TOKEN,
+                   AWS_KEY, "url-planted-999", "env-planted-5150-token"):  # fmt: skip
+        assert secret not in stored, secret
+    [data] = spooled(_patchit_home)
+    rendered = data["context"]["rendered_fields"]["bash_command"]
+    assert rendered.startswith("PGPASSWORD=***REDACTED*** psql -h db")  # the command stays
+    assert "login failed password=***REDACTED***" in data["error_message"]
+
+
+class Boom(BaseException):
+    """Neither an Exception nor a system exit: what a user's library might raise."""
+
+
+@pytest.mark.parametrize("raised", [SystemExit(3), GeneratorExit(), Boom(), RecursionError()])
+def test_a_property_raising_any_base_exception_never_escapes(
+    raised: BaseException, _patchit_home: Path
+) -> None:
+    class Exploding(FakeTI):
+        @property
+        def task_id(self) -> str:
+            raise raised
+
+        @property
+        def hostname(self) -> str:
+            raise raised
+
+    on_failure_callback({"ti": Exploding(), "exception": ValueError("x")})
+    [data] = spooled(_patchit_home)
+    assert data["unit_id"] == "unknown_task" and data["pipeline_id"] == "orders_daily"
+    assert "hostname" not in data["context"]
+
+
+def test_a_context_that_raises_on_every_read_still_returns(_patchit_home: Path) -> None:
+    class Hostile(dict):  # type: ignore[type-arg]
+        def get(self, *_args: object, **_kw: object) -> object:
+            raise SystemExit(1)
+
+    on_failure_callback(Hostile())
+
+
+def test_keyboard_interrupt_still_stops_the_process(_patchit_home: Path) -> None:
+    class Interrupted(FakeTI):
+        @property
+        def dag_id(self) -> str:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        on_failure_callback({"ti": Interrupted(), "exception": ValueError("x")})
+
+
+def test_a_lone_surrogate_in_the_message_is_spooled_escaped(_patchit_home: Path) -> None:
+    error = FileNotFoundError(os.fsdecode(b"/data/caf\xe9.csv"))
+    on_failure_callback({"ti": FakeTI(), "exception": error})
+    [data] = spooled(_patchit_home)
+    event = UniversalFailureEvent.model_validate(data)
+    assert event.error_message == "/data/caf\\xe9.csv"
+    event.model_dump_json().encode("utf-8")

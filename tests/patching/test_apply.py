@@ -97,3 +97,17 @@ def test_derive_edits_gives_one_edit_per_changed_region_in_order(repo: Path) -> 
     ]
     apply_edits(repo, edits)
     assert (repo / "job.py").read_text() == after
+
+
+@pytest.mark.parametrize(
+    "rel", ["p/" * 2500 + "x.py", "a" * 300 + ".py", "caf\udce9.py", "nul\x00.py"]
+)
+def test_a_path_that_cannot_name_a_file_is_refused_before_anything_is_written(
+    tmp_path: Path, rel: str
+) -> None:
+    """Found by `make fuzz`: a model's 5,000-character path raised OSError (name too long),
+    a lone surrogate UnicodeEncodeError."""
+    with pytest.raises(EditError) as refused:
+        apply_edits(tmp_path, [Edit(path=rel, search="", replace="x")])
+    assert "\n" not in str(refused.value) and len(str(refused.value)) < 400
+    assert list(tmp_path.iterdir()) == []

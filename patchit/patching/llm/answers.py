@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from patchit.classify.model import FailureClass
 from patchit.patching.llm.client import ToolSpec
+from patchit.redaction import clean_text
 
 TAGS = (
     "rename_column",
@@ -29,7 +30,27 @@ PROPOSE_TOOL = "propose_patches"
 CLASSIFY_TOOL = "classify_failure"
 
 
-class EditAnswer(BaseModel):
+class Answer(BaseModel):
+    """A part of a model's answer: its texts made safe (lone surrogates escaped) as it is read,
+    so a path, a commit message or a report never holds what cannot be encoded."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _clean(cls, data: Any) -> Any:
+        return _cleaned(data) if isinstance(data, dict) else data
+
+
+def _cleaned(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {k: _cleaned(v) if isinstance(v, str | list) else v for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(v) if isinstance(v, str) else v for v in value]
+    return value
+
+
+class EditAnswer(Answer):
     model_config = ConfigDict(extra="ignore")
 
     file: str
@@ -37,7 +58,7 @@ class EditAnswer(BaseModel):
     replace: str
 
 
-class CandidateAnswer(BaseModel):
+class CandidateAnswer(Answer):
     model_config = ConfigDict(extra="ignore")
 
     edits: list[EditAnswer]
@@ -57,13 +78,13 @@ class CandidateAnswer(BaseModel):
         return min(1.0, max(0.0, value))
 
 
-class ProposalAnswer(BaseModel):
+class ProposalAnswer(Answer):
     model_config = ConfigDict(extra="ignore")
 
     candidates: list[CandidateAnswer]
 
 
-class ClassifyAnswer(BaseModel):
+class ClassifyAnswer(Answer):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     cls: FailureClass = Field(alias="class")

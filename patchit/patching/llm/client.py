@@ -13,10 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from patchit.config import LlmConfig
 from patchit.errors import PatchitError
+from patchit.redaction import environment_secrets, redact
 
 if TYPE_CHECKING:  # the SDK (the `llm` extra) loads only when a model is called
     import anthropic
     from anthropic.types import MessageParam, ToolChoiceToolParam, ToolParam
+
+
+# a prompt is packed to the context budget; redaction must not cut it again
+PROMPT_MAX_CHARS = 4_000_000
 
 
 class LlmUnavailable(PatchitError):
@@ -149,12 +154,15 @@ class LlmClient:
             "input_schema": request.tool.input_schema,
         }
         choice: ToolChoiceToolParam = {"type": "tool", "name": request.tool.name}
-        messages: list[MessageParam] = [{"role": "user", "content": request.user}]
+        # the prompt was built from redacted evidence; this is the last gate before it leaves
+        secrets = environment_secrets()
+        user = redact(request.user, secrets, PROMPT_MAX_CHARS)
+        messages: list[MessageParam] = [{"role": "user", "content": user}]
         try:
             message = self._sdk.messages.create(
                 model=self.config.model,
                 max_tokens=request.max_tokens,
-                system=request.system,
+                system=redact(request.system, secrets, PROMPT_MAX_CHARS),
                 messages=messages,
                 tools=[tool],
                 tool_choice=choice,

@@ -12,7 +12,6 @@ half the budget, so a huge diff cannot crowd out the error itself.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -55,10 +54,9 @@ class Packed:
 
 
 def secrets_of(evidence: Evidence) -> list[str]:
-    """Literal secrets to mask before sending: the environment's, Airflow connection URIs,
-    and any in the verbatim dbt --vars (as the loop masks verification output)."""
+    """Literal secrets to mask before sending: the environment's (Airflow connection URIs
+    included) and any in the verbatim dbt --vars (as the loop masks verification output)."""
     found = environment_secrets()
-    found += [v for k, v in os.environ.items() if k.startswith("AIRFLOW_CONN_") and len(v) >= 8]
     raw_vars = evidence.event.dbt.replay_vars() if evidence.event.dbt else None
     if raw_vars:
         found += profile_secrets(raw_vars)

@@ -13,6 +13,7 @@ import re
 from pathlib import Path, PurePosixPath
 
 from patchit.errors import PatchitError
+from patchit.inputs import input_exists, is_regular_file, shown
 from patchit.patching.apply import EditError, read_text, resolve_target
 from patchit.patching.base import Edit
 from patchit.patching.llm.answers import EditAnswer
@@ -50,8 +51,10 @@ def _target(root: Path, rel: str, where: str) -> Path:
         raise EditRejected(f"{where}: the path must be relative to the repository root")
     try:
         return resolve_target(root, rel)
-    except EditError as exc:  # the only other refusal: a path that resolves outside
-        raise EditRejected(f"{where}: the path leaves the repository") from exc
+    except EditError as exc:  # a path that resolves outside, or cannot name a file
+        leaves = "outside" in str(exc)
+        reason = "the path leaves the repository" if leaves else "the path cannot name a file"
+        raise EditRejected(f"{where}: {reason}") from exc
 
 
 def _read(target: Path, where: str) -> str:
@@ -96,12 +99,12 @@ def resolve_edits(root: Path, answers: list[EditAnswer], notes: list[str]) -> li
     edits: list[Edit] = []
     for number, answer in enumerate(answers, start=1):
         rel = _clean_path(answer.file)
-        where = f"{rel or '<no file>'} (edit {number} of {len(answers)})"
+        where = f"{shown(rel) or '<no file>'} (edit {number} of {len(answers)})"
         target = _target(root, rel, where)
         if rel not in texts:
-            if target.is_file():
+            if is_regular_file(target):
                 texts[rel] = _read(target, where)
-            elif not target.exists() and answer.search == "":
+            elif not input_exists(target) and answer.search == "":
                 texts[rel] = ""
             else:
                 raise EditRejected(f"{where}: the file does not exist in the repository")

@@ -15,6 +15,7 @@ from patchit.evidence.model import Evidence
 from patchit.evidence.redact import redact
 from patchit.patching.base import PriorAttempt
 from patchit.patching.llm.answers import CLASSIFY_TOOL, PROPOSE_TOOL, TAGS
+from patchit.patching.llm.client import PROMPT_MAX_CHARS
 from patchit.patching.llm.context import (
     Packed,
     attempts_section,
@@ -59,7 +60,7 @@ def propose_prompt(evidence: Evidence, history: list[PriorAttempt], config: LlmC
     }
     system = _render("propose_system.j2", **values)
     user = _render("propose_user.j2", **values)
-    return Prompt(redact(system, secrets), redact(user, secrets), packed)
+    return _prompt(system, user, secrets, packed)
 
 
 def classify_prompt(evidence: Evidence, config: LlmConfig) -> Prompt:
@@ -69,4 +70,10 @@ def classify_prompt(evidence: Evidence, config: LlmConfig) -> Prompt:
     values = {"tool": CLASSIFY_TOOL, "packed": packed, "budget": config.context_tokens}
     system = _render("classify_system.j2", **values)
     user = _render("classify_user.j2", **values)
-    return Prompt(redact(system, secrets), redact(user, secrets), packed)
+    return _prompt(system, user, secrets, packed)
+
+
+def _prompt(system: str, user: str, secrets: list[str], packed: Packed) -> Prompt:
+    return Prompt(
+        redact(system, secrets, PROMPT_MAX_CHARS), redact(user, secrets, PROMPT_MAX_CHARS), packed
+    )
