@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.evidence.redact import MASK
 from patchit.harnesses.dbt_units import (
+    FRESH,
+    MAX_UNBUILT_SELECTORS,
     DbtOutcome,
     judge_outcome,
     node_selector,
     replay_env,
     select_units,
+    unbuilt_nodes,
 )
+from patchit.sandbox.snapshot import warehouse_relations
 
 
 @pytest.mark.parametrize(
@@ -40,6 +46,46 @@ def test_select_units_adds_related_units_and_state() -> None:
     )
     assert select_units(event, with_state=False) == ["orders+", "customers+"]
     assert select_units(event, with_state=True)[-1] == "state:modified+"
+
+
+def test_nodes_the_warehouse_lacks_are_built_first_when_upstream() -> None:
+    event = UniversalFailureEvent(
+        source="dbt", pipeline_id="shop", unit_id="model.shop.orders",
+        context={"related_units": ["model.shop.customers"]},
+    )  # fmt: skip
+    # `@unit,name`: the name, if it is upstream of anything the run builds (dbt decides)
+    assert select_units(event, with_state=False, unbuilt=("stg_shopify_orders",)) == [
+        "orders+", "@orders,stg_shopify_orders", "customers+", "@customers,stg_shopify_orders"
+    ]  # fmt: skip
+    # no warehouse at all: everything upstream of what the run builds
+    assert select_units(event, with_state=True, unbuilt=FRESH) == [
+        "orders+", "@orders", "customers+", "@customers", "state:modified+"
+    ]  # fmt: skip
+    many = tuple(f"m{i}" for i in range(MAX_UNBUILT_SELECTORS + 1))
+    assert select_units(event, with_state=False, unbuilt=many)[:2] == ["orders+", "@orders"]
+
+
+def test_unbuilt_nodes_are_the_names_with_no_relation() -> None:
+    names = ["stg_orders", "stg_shopify_orders", "Orders", "raw_orders"]
+    relations = {"stg_orders", "orders", "raw_orders"}  # DuckDB folds identifier case
+    assert unbuilt_nodes(names, relations) == ("stg_shopify_orders",)
+    assert unbuilt_nodes(names, None) is FRESH
+    assert unbuilt_nodes([], set()) == ()
+
+
+def test_warehouse_relations_reads_a_copy_and_says_when_there_is_none(tmp_path: Path) -> None:
+    import duckdb
+
+    db = tmp_path / "copy.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("create table stg_orders as select 1 as id")
+        con.execute("create schema marts")
+        con.execute("create view marts.orders as select * from stg_orders")
+    assert warehouse_relations(db) == {"stg_orders", "orders"}
+    assert warehouse_relations(tmp_path / "missing.duckdb") is None
+    assert warehouse_relations(None) is None
+    (tmp_path / "junk.duckdb").write_text("not a database")
+    assert warehouse_relations(tmp_path / "junk.duckdb") == set()  # unreadable: build it all
 
 
 def ok(unique_id: str, status: str = "success") -> dict[str, str]:
