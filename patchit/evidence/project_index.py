@@ -171,16 +171,24 @@ def _add_manifest(index: ProjectIndex, manifest_path: Path) -> None:
             index.macros.append(label)
 
 
-def index_project(project_dir: Path, manifest_path: Path | None = None) -> ProjectIndex:
-    """Scan `project_dir` for models, seeds, snapshots, sources and macros (never raises)."""
-    config = read_project_config(project_dir)
+def _packages(project_dir: Path, config: dict[str, Any]) -> dict[str, Path]:
+    return _installed_packages(
+        project_dir / str(config.get("packages-install-path", "dbt_packages"))
+    )
+
+
+def node_names(project_dir: Path) -> list[str]:
+    """The models, seeds and snapshots of `project_dir` and its installed packages, by
+    scanning files (no macros: cheaper than `index_project`, and dbt is never imported)."""
+    index = _scan_nodes(project_dir, read_project_config(project_dir))
+    return sorted({*index.models, *index.seeds, *index.snapshots})
+
+
+def _scan_nodes(project_dir: Path, config: dict[str, Any]) -> ProjectIndex:
     model_paths = _paths(config, "model-paths", ["models"])
     seed_paths = _paths(config, "seed-paths", ["seeds"])
     snapshot_paths = _paths(config, "snapshot-paths", ["snapshots"])
-    macro_paths = _paths(config, "macro-paths", ["macros"])
-    packages_dir = project_dir / str(config.get("packages-install-path", "dbt_packages"))
-    packages = _installed_packages(packages_dir)
-
+    packages = _packages(project_dir, config)
     models = [p.stem for p in _files(project_dir, model_paths, (".sql", ".py"))]
     for pkg_dir in packages.values():
         pkg_config = read_project_config(pkg_dir)
@@ -195,7 +203,22 @@ def index_project(project_dir: Path, manifest_path: Path | None = None) -> Proje
         snapshots.extend(_SNAPSHOT_DEF.findall(read_input_text_or_none(path, strict=False) or ""))
     yaml_files = _files(project_dir, model_paths + snapshot_paths + seed_paths, _YAML_SUFFIXES)
     sources, yaml_snapshots = _sources_and_snapshots(yaml_files)
+    return ProjectIndex(
+        models=sorted(set(models)),
+        seeds=sorted(set(seeds)),
+        snapshots=sorted(set(snapshots + yaml_snapshots)),
+        sources=sorted(set(sources)),
+        model_paths=model_paths,
+        packages=sorted(packages),
+    )
 
+
+def index_project(project_dir: Path, manifest_path: Path | None = None) -> ProjectIndex:
+    """Scan `project_dir` for models, seeds, snapshots, sources and macros (never raises)."""
+    config = read_project_config(project_dir)
+    index = _scan_nodes(project_dir, config)
+    packages = _packages(project_dir, config)
+    macro_paths = _paths(config, "macro-paths", ["macros"])
     macros = _macro_names(_files(project_dir, macro_paths, (".sql",)))
     for pkg_name, pkg_dir in packages.items():
         macro_dirs = _paths(read_project_config(pkg_dir), "macro-paths", ["macros"])
@@ -203,16 +226,8 @@ def index_project(project_dir: Path, manifest_path: Path | None = None) -> Proje
     macros += list(DBT_CONTEXT_NAMES) + list(builtin_macros())
 
     name = config.get("name")
-    index = ProjectIndex(
-        project_name=name if isinstance(name, str) else None,
-        models=sorted(set(models)),
-        seeds=sorted(set(seeds)),
-        snapshots=sorted(set(snapshots + yaml_snapshots)),
-        sources=sorted(set(sources)),
-        macros=list(dict.fromkeys(macros)),
-        model_paths=model_paths,
-        packages=sorted(packages),
-    )
+    index.project_name = name if isinstance(name, str) else None
+    index.macros = list(dict.fromkeys(macros))
     if manifest_path is not None and is_regular_file(manifest_path):
         _add_manifest(index, manifest_path)
     return index

@@ -1,5 +1,11 @@
 """The dbt harness: `dbt build --select <node>+` in a worktree against a copy of the database.
 
+The same run first builds every upstream node of what it builds that the copy has no relation
+for: a model the breaking change renamed or added (`stg_invoices.sql` became
+`stg_billing_invoices.sql`), which the user's failing run never built. A checkout whose
+DuckDB file does not exist yet (a fresh clone whose first run failed at parse time) verifies on
+a fresh warehouse, built from the whole upstream (dbt's `@node`).
+
 One warm worker process (`patchit.harnesses.dbt_worker`) serves every verify() call of a
 harness, which saves the seconds dbt spends importing itself; `warm=False` runs a fresh `dbt`
 subprocess per call instead. Both produce the same outcome and are judged the same way.
@@ -31,6 +37,7 @@ from typing import ClassVar
 from patchit.config import PatchitConfig, SandboxConfig, resolve_home
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.evidence.project_index import node_names
 from patchit.evidence.redact import MASK
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt_units import (
@@ -40,6 +47,7 @@ from patchit.harnesses.dbt_units import (
     replay_env,
     select_units,
     tail_lines,
+    unbuilt_nodes,
 )
 from patchit.harnesses.dbt_worker import STARTUP_TIMEOUT_S, WarmDbtWorker, read_run_results
 from patchit.harnesses.warm import kill_process_group, popen_sandboxed
@@ -63,6 +71,8 @@ from patchit.sandbox.snapshot import (
     read_parse_mode,
     seed_partial_parse,
     user_parse_file,
+    wal_path,
+    warehouse_relations,
 )
 from patchit.sandbox.worktree import carry_packages
 
@@ -245,17 +255,18 @@ class DbtHarness:
             target = resolve_dbt_target(event)
             path_text = str(target.output.get("path") or ":memory:")
             db_copy = scratch / "memory.duckdb"  # unused: an in-memory target has no file
+            warehouse: Path | None = None  # none: an in-memory target starts empty
             if target.db_path is not None:
                 db_copy, path_text = sandbox_db_location(target, cwd, workspace.root)
-                snapshot_dir = workspace.snapshot or target.db_path.parent
-                copy_for_candidate(snapshot_dir / target.db_path.name, db_copy.parent)
+                warehouse = self._place_database(workspace, target.db_path, db_copy)
             write_sandbox_profile(target, db_copy, scratch, path_text=path_text)
         except BadInputError as exc:
             raise HarnessError(f"cannot build the dbt sandbox: {exc}") from exc
 
         manifest = event.artifacts.get("manifest")
         with_state = bool(manifest) and Path(str(manifest)).is_file()
-        selectors = select_units(event, with_state)
+        unbuilt = unbuilt_nodes(node_names(project_dir), warehouse_relations(warehouse))
+        selectors = select_units(event, with_state, unbuilt)
         args = ["build"]
         if selectors:
             args += ["--select", *selectors]
@@ -288,6 +299,18 @@ class DbtHarness:
             parse_key=parse_cache_key(event, target, path_text, workspace.root),
             user_parse_file=user_parse_file(event, target, path_text),
         )
+
+    def _place_database(self, workspace: Workspace, user_db: Path, db_copy: Path) -> Path | None:
+        """Put the candidate's copy of the incident snapshot at `db_copy`; returns it. With no
+        snapshot and no database file at the user's path either (a fresh checkout whose
+        failing run never opened it), the run starts on a fresh warehouse: None."""
+        if workspace.snapshot is None and not user_db.is_file():
+            for stale in (db_copy, wal_path(db_copy)):
+                stale.unlink(missing_ok=True)
+            return None
+        snapshot_dir = workspace.snapshot or user_db.parent
+        copy_for_candidate(snapshot_dir / user_db.name, db_copy.parent)
+        return db_copy
 
     # -- partial parsing ------------------------------------------------------------------
 

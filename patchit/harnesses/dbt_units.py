@@ -4,9 +4,10 @@ run results, apart from the harness's process handling (`harnesses/dbt.py`)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.redact import MASK
@@ -26,6 +27,14 @@ _SANDBOX_ENV = {
     "DBT_USE_COLORS": "false",
     "DBT_PRINTER_WIDTH": "120",
 }
+
+
+# The nodes a sandbox run must build before the unit: names, or FRESH (no warehouse yet:
+# everything upstream of what the run builds). Past MAX_UNBUILT_SELECTORS names, saying
+# "everything upstream" is shorter, and only rebuilds relations that exist already.
+Unbuilt = tuple[str, ...]
+FRESH: Final[Unbuilt] = ("<fresh warehouse>",)
+MAX_UNBUILT_SELECTORS = 40
 
 
 @dataclass
@@ -62,17 +71,42 @@ def node_selector(unique_id: str) -> str | None:
     return ".".join(parts[2:])
 
 
-def select_units(event: UniversalFailureEvent, with_state: bool) -> list[str]:
-    """The failed unit and the incident's related units, each with its descendants."""
+def select_units(
+    event: UniversalFailureEvent, with_state: bool, unbuilt: Unbuilt = ()
+) -> list[str]:
+    """The failed unit and the incident's related units, each with its descendants; and the
+    ancestors of those that the sandbox's warehouse lacks (`unbuilt`: their names, or `FRESH`
+    when there is no warehouse at all), which dbt builds first in the same run."""
     unit_ids = [event.unit_id, *(event.context.get("related_units") or [])]
     selectors: list[str] = []
+
+    def add(selector: str) -> None:
+        if selector not in selectors:
+            selectors.append(selector)
+
     for unit_id in unit_ids:
         selector = node_selector(str(unit_id))
-        if selector and f"{selector}+" not in selectors:
-            selectors.append(f"{selector}+")
+        if not selector:
+            continue
+        add(f"{selector}+")
+        if unbuilt is FRESH or len(unbuilt) > MAX_UNBUILT_SELECTORS:
+            add(f"@{selector}")
+        else:  # `@`: the unit, its descendants and their ancestors; `,`: intersection
+            for name in unbuilt:
+                add(f"@{selector},{name}")
     if with_state:
         selectors.append("state:modified+")
     return selectors
+
+
+def unbuilt_nodes(names: Iterable[str], relations: set[str] | None) -> Unbuilt:
+    """The project's node names with no relation in the warehouse (DuckDB folds identifier
+    case), sorted; `FRESH` when there is no warehouse (`relations` None). A name with an alias
+    or an ephemeral model is listed too: selecting it costs a rebuild, never a wrong verdict."""
+    if relations is None:
+        return FRESH
+    have = {r.lower() for r in relations}
+    return tuple(sorted({n for n in names if n.lower() not in have}))
 
 
 def judge_outcome(outcome: DbtOutcome, unit_id: str) -> tuple[bool, list[str]]:

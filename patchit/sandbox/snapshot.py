@@ -65,6 +65,26 @@ def copy_for_candidate(snapshot: Path, dest_dir: Path) -> Path:
     return _copy_db(snapshot, dest_dir)
 
 
+def warehouse_relations(db_copy: Path | None) -> set[str] | None:
+    """Names of the tables and views in a candidate's database copy (never the user's file),
+    read-only; None when there is no warehouse (`db_copy` None or absent: a fresh one).
+
+    A copy DuckDB cannot read (another version's format) gives an empty set: the run then
+    builds every upstream node itself, which is slower but judges the candidate the same."""
+    if db_copy is None or not db_copy.is_file():
+        return None
+    try:
+        import duckdb
+    except ImportError:  # dbt-duckdb brings it; without it there is no DuckDB target to run
+        return set()
+    try:
+        with duckdb.connect(str(db_copy), read_only=True) as con:
+            rows = con.execute("select table_name from information_schema.tables").fetchall()
+    except duckdb.Error:
+        return set()
+    return {str(row[0]) for row in rows}
+
+
 PARTIAL_PARSE_FILE = "partial_parse.msgpack"
 
 

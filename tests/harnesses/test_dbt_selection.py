@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.evidence.redact import MASK
 from patchit.harnesses.dbt_units import (
+    FRESH,
+    MAX_UNBUILT_SELECTORS,
     DbtOutcome,
     judge_outcome,
     node_selector,
     replay_env,
     select_units,
+    unbuilt_nodes,
 )
+from patchit.sandbox.snapshot import warehouse_relations
 
 
 @pytest.mark.parametrize(
@@ -40,6 +46,46 @@ def test_select_units_adds_related_units_and_state() -> None:
     )
     assert select_units(event, with_state=False) == ["orders+", "customers+"]
     assert select_units(event, with_state=True)[-1] == "state:modified+"
+
+
+def test_nodes_the_warehouse_lacks_are_built_first_when_upstream() -> None:
+    event = UniversalFailureEvent(
+        source="dbt", pipeline_id="shop", unit_id="model.shop.orders",
+        context={"related_units": ["model.shop.customers"]},
+    )  # fmt: skip
+    # `@unit,name`: the name, if it is upstream of anything the run builds (dbt decides)
+    assert select_units(event, with_state=False, unbuilt=("stg_shopify_orders",)) == [
+        "orders+", "@orders,stg_shopify_orders", "customers+", "@customers,stg_shopify_orders"
+    ]  # fmt: skip
+    # no warehouse at all: everything upstream of what the run builds
+    assert select_units(event, with_state=True, unbuilt=FRESH) == [
+        "orders+", "@orders", "customers+", "@customers", "state:modified+"
+    ]  # fmt: skip
+    many = tuple(f"m{i}" for i in range(MAX_UNBUILT_SELECTORS + 1))
+    assert select_units(event, with_state=False, unbuilt=many)[:2] == ["orders+", "@orders"]
+
+
+def test_unbuilt_nodes_are_the_names_with_no_relation() -> None:
+    names = ["stg_orders", "stg_shopify_orders", "Orders", "raw_orders"]
+    relations = {"stg_orders", "orders", "raw_orders"}  # DuckDB folds identifier case
+    assert unbuilt_nodes(names, relations) == ("stg_shopify_orders",)
+    assert unbuilt_nodes(names, None) is FRESH
+    assert unbuilt_nodes([], set()) == ()
+
+
+def test_warehouse_relations_reads_a_copy_and_says_when_there_is_none(tmp_path: Path) -> None:
+    import duckdb
+
+    db = tmp_path / "copy.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("create table stg_orders as select 1 as id")
+        con.execute("create schema marts")
+        con.execute("create view marts.orders as select * from stg_orders")
+    assert warehouse_relations(db) == {"stg_orders", "orders"}
+    assert warehouse_relations(tmp_path / "missing.duckdb") is None
+    assert warehouse_relations(None) is None
+    (tmp_path / "junk.duckdb").write_text("not a database")
+    assert warehouse_relations(tmp_path / "junk.duckdb") == set()  # unreadable: build it all
 
 
 def ok(unique_id: str, status: str = "success") -> dict[str, str]:
@@ -88,3 +134,50 @@ def test_replay_env_drops_sandbox_paths_and_unknown_secrets(
     assert "DBT_PROFILES_DIR" not in env and "DBT_TARGET_PATH" not in env
     assert "DBT_PARTIAL_PARSE_FILE_PATH" not in env  # the sandbox must not write the user's
     assert env["DBT_SEND_ANONYMOUS_USAGE_STATS"] == "false"
+
+
+def prepared_args(tmp_path: Path, snapshot: Path | None) -> list[str]:
+    """The dbt arguments DbtHarness prepares for a worktree of a two-model project (no dbt
+    runs: `_prepare` only lays out the sandbox)."""
+    from patchit.harnesses.base import Workspace
+    from patchit.harnesses.dbt import DbtHarness
+
+    user = tmp_path / "user"
+    root = tmp_path / "worktree"
+    for project in (user, root):
+        (project / "models").mkdir(parents=True)
+        (project / "dbt_project.yml").write_text("name: shop\nprofile: shop\n")
+        (project / "profiles.yml").write_text(
+            "shop:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n"
+            "      path: shop.duckdb\n"
+        )
+    (root / "models" / "stg_shopify_orders.sql").write_text("select 1 as id\n")  # renamed
+    (root / "models" / "orders.sql").write_text("select * from {{ ref('stg_shopify_orders') }}\n")
+    event = UniversalFailureEvent(
+        source="dbt", pipeline_id="shop", unit_id="model.shop.orders", repo_path=str(user),
+        dbt=DbtInvocation(command="build", project_dir=str(user), cwd=str(user),
+                          profiles_dir=str(user)),
+    )  # fmt: skip
+    workspace = Workspace(root=root, scratch=tmp_path / "scratch", snapshot=snapshot)
+    return DbtHarness()._prepare(workspace, event, root, root).args
+
+
+def test_the_sandbox_builds_a_model_its_snapshot_lacks(tmp_path: Path) -> None:
+    import duckdb
+
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    with duckdb.connect(str(snapshot / "shop.duckdb")) as con:  # yesterday's build
+        con.execute("create table stg_orders as select 1 as id")
+        con.execute("create table orders as select 1 as id")
+    args = prepared_args(tmp_path, snapshot)
+    assert args[args.index("--select") + 1 : args.index("--project-dir")] == [
+        "orders+", "@orders,stg_shopify_orders"
+    ]  # fmt: skip
+    assert (tmp_path / "worktree" / "shop.duckdb").is_file()  # the candidate's own copy
+
+
+def test_a_checkout_with_no_database_builds_on_a_fresh_one(tmp_path: Path) -> None:
+    args = prepared_args(tmp_path, None)  # no snapshot, and no shop.duckdb at the user's path
+    assert args[args.index("--select") + 1 : args.index("--project-dir")] == ["orders+", "@orders"]
+    assert not (tmp_path / "worktree" / "shop.duckdb").exists()  # dbt creates it

@@ -180,3 +180,35 @@ def model_files(evidence: Evidence) -> dict[str, str]:
             if path.suffix in (".sql", ".py") and path.is_file():
                 found.setdefault(path.stem, to_repo_path(evidence, str(path.relative_to(project))))
     return found
+
+
+_JINJA_STRING = r"'[^'\n]*'|\"[^\"\n]*\""
+_NOT_PROJECT_FILES = {"dbt_packages", "target", "logs", ".git"}
+
+
+def project_files(evidence: Evidence, suffixes: tuple[str, ...] = (".sql",)) -> list[str]:
+    """The dbt project's own files with these suffixes (models, macros, tests, snapshots,
+    YAML; not installed packages, dbt's output or logs), repo-relative, sorted."""
+    root = Path(evidence.repo_root)
+    found = []
+    for folder, dirs, names in os.walk(root / project_prefix(evidence)):
+        dirs[:] = [d for d in dirs if d not in _NOT_PROJECT_FILES]
+        for name in names:
+            if name.endswith(suffixes):
+                found.append((Path(folder) / name).relative_to(root).as_posix())
+    return sorted(found)
+
+
+def call_pattern(old: str) -> re.Pattern[str]:
+    """A Jinja use of `old` (`{{ old(...) }}`, `dbt_utils.old`), or a string literal or a
+    macro definition, which `rewrite_jinja` leaves as they are."""
+    return re.compile(
+        rf"(?P<keep>{_JINJA_STRING}|\bmacro\s+{re.escape(old)}\b)|(?<![\w.]){re.escape(old)}(?!\w)"
+    )
+
+
+def rewrite_jinja(text: str, pattern: re.Pattern[str], new: str, lines: set[int] | None) -> str:
+    def repl(match: re.Match[str]) -> str:
+        return match.group(0) if match.group("keep") else new
+
+    return sub_in_regions(text, pattern, repl, "jinja", lines)[0]

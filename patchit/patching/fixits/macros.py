@@ -8,6 +8,10 @@ dbt 1.11 reports it at compile time, per node:
 
 The name is rewritten only inside Jinja blocks of the failing file; when the failing file
 does not use it, the call is in a macro, and the one macro file that uses it is edited.
+
+When the breaking change itself renamed the macro (its definition gone, one with the same
+parameters and body under the new name), the new name is the fix however it is spelt, and
+every call of the old name in the project follows it.
 """
 
 from __future__ import annotations
@@ -21,13 +25,17 @@ from patchit.evidence.similarity import nearest
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import (
+    call_pattern,
     error_text,
+    project_files,
     project_prefix,
     read_repo_file,
+    rewrite_jinja,
     scan_index,
     sub_in_regions,
     to_repo_path,
 )
+from patchit.patching.renames import Rename, breaking_renames
 
 _UNDEFINED = re.compile(
     r"'(?P<name>\w+)' is undefined\. This can happen when calling a macro that does not exist"
@@ -47,7 +55,14 @@ class FixMacroStrategy(FixIt):
         if found is None:
             return []
         missing = found.group("name")
-        fix = nearest(missing, scan_index(evidence).macros)
+        known = scan_index(evidence).macros
+        renamed = [
+            r for r in breaking_renames(evidence)
+            if r.kind == "macro" and r.old == missing and r.new in known
+        ]  # fmt: skip
+        if len(renamed) == 1:
+            return self._follow(evidence, renamed[0])
+        fix = nearest(missing, known)
         if fix is None:
             return []
         pattern = re.compile(rf"(?<![\w.]){re.escape(missing)}(?!\w)")
@@ -69,6 +84,27 @@ class FixMacroStrategy(FixIt):
                     )
                 ]
         return []
+
+    def _follow(self, evidence: Evidence, rename: Rename) -> list[PatchCandidate]:
+        """Every call of the old name in the project's SQL: the macro is gone, so each one
+        fails, and dbt reports only the nodes it compiled."""
+        edits = []
+        for rel in project_files(evidence):
+            text = read_repo_file(evidence, rel)
+            if text is None or rename.old not in text:
+                continue
+            after = rewrite_jinja(text, call_pattern(rename.old), rename.new, None)
+            if after != text:
+                edits.append(derive_edit(rel, text, after))
+        if not edits:
+            return []
+        files = ", ".join(e.path for e in edits)
+        why = (
+            f"the breaking change renamed the macro '{rename.old}' to '{rename.new}' "
+            f"({rename.path}); the calls still using the old name follow it ({files})"
+        )
+        return [PatchCandidate(strategy=self.name, tag=self.tag, tier=self.tier, edits=edits,
+                               rationale=why, confidence=0.9)]  # fmt: skip
 
     def _files_to_try(self, evidence: Evidence, message: str, missing: str) -> list[str]:
         paths = []

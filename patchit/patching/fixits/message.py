@@ -40,9 +40,11 @@ from patchit.evidence.similarity import DEFAULT_MIN_RATIO, name_ratio, normalise
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import (
+    call_pattern,
     error_text,
-    project_prefix,
+    project_files,
     read_repo_file,
+    rewrite_jinja,
     scan_index,
     sub_in_regions,
 )
@@ -81,9 +83,7 @@ _DUCKDB = re.compile(
 _UNDEFINED = re.compile(
     r"'(?P<old>\w+)' is undefined\. This can happen when calling a macro that does not exist"
 )
-_JINJA_STRING = r"'[^'\n]*'|\"[^\"\n]*\""
 _SQL_SUFFIXES = (".sql",)
-_SKIP_DIRS = {"dbt_packages", "target", "logs", ".git"}
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ class FollowMessageStrategy(FixIt):
             if len({normalise_name(m) for m in near}) != 1:
                 return []
             msg = _Message("undefined macro", found["old"], sorted(near)[0], known)
-            return self._sql_rename(evidence, msg, _call_pattern(msg.old), "jinja")
+            return self._sql_rename(evidence, msg, call_pattern(msg.old), "jinja")
         return []
 
     # -- dbt and DuckDB ---------------------------------------------------------------------
@@ -169,13 +169,13 @@ class FollowMessageStrategy(FixIt):
         if new.rpartition(".")[2] not in macros or old == new:
             return []  # the named replacement is not installed here: not for this code
         msg = _Message("replaced", old, new)
-        pattern = _call_pattern(old)
+        pattern = call_pattern(old)
         edits = []
-        for rel in _project_sql_files(evidence):
+        for rel in project_files(evidence):
             text = read_repo_file(evidence, rel)
             if text is None or old not in text:
                 continue
-            after = _rewrite_jinja(text, pattern, new, None)
+            after = rewrite_jinja(text, pattern, new, None)
             if after != text:
                 edits.append((rel, text, after))
         return self._candidate(evidence, msg, edits, "every call in the project")
@@ -211,7 +211,7 @@ class FollowMessageStrategy(FixIt):
             if text is None:
                 continue
             if region == "jinja":
-                after = _rewrite_jinja(text, pattern, msg.new, lines)
+                after = rewrite_jinja(text, pattern, msg.new, lines)
             else:
                 after, _ = sub_in_regions(text, pattern, lambda _m: msg.new, "sql", lines)
             if after != text:
@@ -322,33 +322,6 @@ def _python_message(evidence: Evidence) -> str:
 
 def _frozen(names: set[str] | frozenset[str] | None) -> frozenset[str] | None:
     return frozenset(names) if names is not None else None
-
-
-def _call_pattern(old: str) -> re.Pattern[str]:
-    """A Jinja use of `old` (`{{ old(...) }}`, `dbt_utils.old`), or a string literal or a
-    macro definition, which `_rewrite_jinja` leaves as they are."""
-    return re.compile(
-        rf"(?P<keep>{_JINJA_STRING}|\bmacro\s+{re.escape(old)}\b)|(?<![\w.]){re.escape(old)}(?!\w)"
-    )
-
-
-def _rewrite_jinja(text: str, pattern: re.Pattern[str], new: str, lines: set[int] | None) -> str:
-    def repl(match: re.Match[str]) -> str:
-        return match.group(0) if match.group("keep") else new
-
-    return sub_in_regions(text, pattern, repl, "jinja", lines)[0]
-
-
-def _project_sql_files(evidence: Evidence) -> list[str]:
-    """The dbt project's own SQL files (models, macros, tests, snapshots), repo-relative."""
-    root = Path(evidence.repo_root)
-    project = root / project_prefix(evidence)
-    found = []
-    for path in sorted(project.rglob("*.sql")):
-        parts = path.relative_to(project).parts
-        if path.is_file() and not _SKIP_DIRS.intersection(parts):
-            found.append(path.relative_to(root).as_posix())
-    return found
 
 
 @functools.cache

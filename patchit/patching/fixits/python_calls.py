@@ -7,7 +7,9 @@ The function must be defined exactly once in the repository code the task runs (
 the failing file and the modules they import); its parameters are the candidates. When it is
 not (a handler picked from a dict at run time, two definitions), the parameters of the very
 function the call reached, recorded with the failing frame's locals (`runtime_locals`), are.
-The keyword is renamed at the failing call only.
+The keyword is renamed at the failing call only; except when the breaking change itself
+renamed that parameter (`def f(a, rates)` -> `def f(a, eur_rates)`): then the new name is the
+fix whatever its spelling, at every call of the function in that code still passing the old.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import ClassVar
 
 from patchit.evidence.model import Evidence
 from patchit.evidence.similarity import nearest
+from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits.python_common import (
     failing_frame,
@@ -32,6 +35,7 @@ from patchit.patching.fixits.python_common import (
     runtime_locals,
     runtime_value,
 )
+from patchit.patching.renames import Rename, breaking_renames
 
 _UNEXPECTED = re.compile(r"(?P<func>[\w.]+)\(\) got an unexpected keyword argument '(?P<kw>\w+)'")
 _MISSING = re.compile(
@@ -94,6 +98,9 @@ class FixCallStrategy(FixIt):
             qualname, unexpected, missing = found["func"], None, re.findall(r"'(\w+)'", found[2])
         else:
             return []
+        rename = _renamed_parameter(evidence, qualname, unexpected) if unexpected else None
+        if rename is not None and (followed := self._follow(evidence, rename)):
+            return followed
         source = read_source(evidence, frame.path)
         if source is None:
             return []
@@ -138,3 +145,48 @@ class FixCallStrategy(FixIt):
             f"({', '.join(params)}); renamed {shown}"
         )
         return make_candidate(self, frame.path, text, replace_spans(text, spans), rationale, 0.85)
+
+    def _follow(self, evidence: Evidence, rename: Rename) -> list[PatchCandidate]:
+        """`old=` -> `new=` in every call of the function in the task's repository code that
+        still passes the old keyword (and not the new one)."""
+        if repo_function(evidence, rename.owner) is None:
+            return []  # two functions by that name: a call by name may reach the other one
+        leaf = rename.owner.rpartition(".")[2]
+        edits = []
+        for rel, text in repo_sources(evidence).items():
+            tree = parse_python(text)
+            spans = []
+            for call in ast.walk(tree) if tree else []:
+                if not isinstance(call, ast.Call) or _called_name(call) != leaf:
+                    continue
+                passed = {k.arg for k in call.keywords}
+                if rename.new in passed:
+                    continue
+                spans += [
+                    (k.lineno, k.col_offset, k.lineno, k.col_offset + len(k.arg.encode()),
+                     rename.new)
+                    for k in call.keywords if k.arg == rename.old
+                ]  # fmt: skip
+            after = replace_spans(text, spans) if spans else text
+            if after != text and parse_python(after) is not None:
+                edits.append(derive_edit(rel, text, after))
+        if not edits:
+            return []
+        files = ", ".join(e.path for e in edits)
+        why = (
+            f"the breaking change renamed {rename.owner}()'s parameter {rename.old} to "
+            f"{rename.new} ({rename.path}); calls passing {rename.old}= follow it ({files})"
+        )
+        return [PatchCandidate(strategy=self.name, tag=self.tag, tier=self.tier, edits=edits,
+                               rationale=why, confidence=0.9)]  # fmt: skip
+
+
+def _renamed_parameter(evidence: Evidence, qualname: str, keyword: str) -> Rename | None:
+    """The breaking change's rename of `keyword` in the function the error names (Python
+    names it by `__qualname__`, so a method is `Class.method`)."""
+    found = [
+        r for r in breaking_renames(evidence)
+        if r.kind == "parameter" and r.old == keyword
+        and (r.owner == qualname or r.owner.rpartition(".")[2] == qualname)
+    ]  # fmt: skip
+    return found[0] if len(found) == 1 else None

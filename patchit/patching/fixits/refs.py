@@ -1,5 +1,9 @@
 """ref()/source() to a node that does not exist, and a model that refs itself -> near name.
 
+When the breaking change renamed the missing node's file (`stg_invoices.sql` ->
+`stg_billing_invoices.sql`), the new name is the fix whatever its spelling, and every ref to
+the old name in the project is followed to it, not only the one dbt reported.
+
 The dbt 1.11 parse-time messages (no manifest exists for the failing commit):
 
     Model 'model.shop.orders' (models/marts/orders.sql) depends on a node named 'stg_order'
@@ -23,10 +27,12 @@ from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import (
     error_text,
     model_files,
+    project_files,
     read_repo_file,
     scan_index,
     to_repo_path,
 )
+from patchit.patching.renames import Rename, breaking_renames
 
 _MISSING = re.compile(
     r"\b[A-Z][\w ]*? '(?P<uid>[^']+)' \((?P<path>[^)]+)\) depends on a (?P<what>node|source) "
@@ -35,6 +41,8 @@ _MISSING = re.compile(
 _CYCLE = re.compile(r"Found a cycle: (?P<cycle>[^\n]+)")
 _REF_ARG = r"(?P<pre>\bref\(\s*(?:['\"][\w.]+['\"]\s*,\s*)?['\"]){name}(?=['\"])"
 _SOURCE_ARGS = r"(?P<pre>\bsource\(\s*['\"]){src}(?P<mid>['\"]\s*,\s*['\"]){tbl}(?=['\"])"
+_NODE_SUFFIXES = (".sql", ".py", ".csv")  # models, seeds, snapshots
+_REF_SUFFIXES = (".sql", ".py", ".yml", ".yaml")  # what can call ref(): models, tests, YAML
 _REFS = re.compile(r"\bref\(\s*(?:['\"][\w.]+['\"]\s*,\s*)?['\"](?P<name>\w+)['\"]")
 
 
@@ -79,6 +87,8 @@ class FixRefStrategy(FixIt):
         if found.group("what") == "node":
             own = found.group("uid").split(".")[-1]
             names = [n for n in (*index.models, *index.seeds, *index.snapshots) if n != own]
+            if renamed := _renamed_node(evidence, missing, names):
+                return self._follow(evidence, path, renamed)
             fix = nearest(missing, names)
             if fix is None:
                 return []
@@ -94,6 +104,37 @@ class FixRefStrategy(FixIt):
         after = pattern.sub(lambda m: f"{m.group('pre')}{new_src}{m.group('mid')}{new_tbl}", text)
         why = f"source('{src}', '{tbl}') is not declared; '{fix}' is the only near source table"
         return _candidate(self, path, text, after, why)
+
+    def _follow(self, evidence: Evidence, failing: str, rename: Rename) -> list[PatchCandidate]:
+        """ref('old') -> ref('new') in every project file that still refs the old name: the
+        rename broke them all, and dbt names only the first it meets."""
+        edits = []
+        for rel in dict.fromkeys([failing, *project_files(evidence, _REF_SUFFIXES)]):
+            text = read_repo_file(evidence, rel)
+            if text is not None and rename.old in text:
+                after = _renamed_ref(text, rename.old, rename.new)
+                if after != text:
+                    edits.append(derive_edit(rel, text, after))
+        if not edits:
+            return []
+        files = ", ".join(e.path for e in edits)
+        why = (
+            f"the breaking change renamed {rename.old_path} to {rename.path}; "
+            f"ref('{rename.old}') -> ref('{rename.new}') where it is still used ({files})"
+        )
+        return [PatchCandidate(strategy=self.name, tag=self.tag, tier=self.tier, edits=edits,
+                               rationale=why, confidence=0.9)]  # fmt: skip
+
+
+def _renamed_node(evidence: Evidence, missing: str, names: list[str]) -> Rename | None:
+    """The file rename of the breaking change that took the missing node's name away, when
+    the new name is a node of the project."""
+    found = [
+        r for r in breaking_renames(evidence)
+        if r.kind == "file" and r.old == missing and r.new in names
+        and r.path.endswith(_NODE_SUFFIXES)
+    ]  # fmt: skip
+    return found[0] if len(found) == 1 else None
 
 
 class SelfRefCycleStrategy(FixIt):
