@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchit.context import Context, build_context
+from patchit.delivery.track import track
 from patchit.errors import BadInputError, MemoryStoreError, PatchitError, SpoolError
 from patchit.events.model import FailureSource, UniversalFailureEvent, validate_event
 from patchit.inputs import parse_json
@@ -44,6 +45,7 @@ NO_REPO = (
 Say = Callable[[str], None]
 MakeContext = Callable[..., Context]
 SWEEP_EVERY_S = 60.0
+TRACK_EVERY_S = 600.0  # outcome tracking of merged fixes (`patchit track`) while idle
 
 
 @dataclass
@@ -119,6 +121,7 @@ class Worker:
         # warm harness (dbt worker, Airflow parent) serves every batch, not just one
         self._contexts: dict[str, Context] = {}
         self._swept_at = 0.0
+        self._tracked_at = 0.0
 
     def run(
         self, once: bool, poll_s: float = 2.0, stop: Callable[[], bool] = lambda: False
@@ -155,6 +158,14 @@ class Worker:
         for incident in memory.abandoned_incidents():
             self._resume(incident, memory)
 
+    def track(self, memory: Memory) -> None:
+        """One pass of outcome tracking; a failure of it never stops the worker."""
+        self._tracked_at = time.monotonic()
+        try:
+            track(memory, self.say)
+        except PatchitError as exc:
+            self.say(f"outcome tracking skipped: {exc}")
+
     def _run_batches(
         self, spool: Spool, memory: Memory, once: bool, poll_s: float, stop: Callable[[], bool]
     ) -> None:
@@ -162,9 +173,12 @@ class Worker:
             if self.run_batch(spool, memory):
                 continue
             if once:
+                self.track(memory)
                 break
             if time.monotonic() - self._swept_at > SWEEP_EVERY_S:
                 self.recover(memory)  # a sibling worker may have died meanwhile
+            if time.monotonic() - self._tracked_at > TRACK_EVERY_S:
+                self.track(memory)
             deadline = time.monotonic() + poll_s
             while not stop() and time.monotonic() < deadline:
                 time.sleep(min(0.2, poll_s))

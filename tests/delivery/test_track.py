@@ -116,3 +116,18 @@ def test_a_new_failure_where_the_fix_first_ran_is_a_regression(
     assert outcome.outcome == "regression" and "export_total" in outcome.detail
     reopened = memory.get_incident(incident.id)
     assert reopened.status == "open" and outcome.fix_commit[:12] in reopened.summary
+
+
+def test_the_worker_tracks_outcomes(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    from patchit.worker import Worker
+
+    repo = Path(event.repo_path or "")
+    incident = healed(event, memory, _patchit_home)
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge", incident.branch or "")
+    ran(memory, repo, "total", True)
+    said: list[str] = []
+    Worker(_patchit_home, say=said.append).run(once=True)
+    assert memory.get_incident(incident.id).outcome == "fixed"
+    assert any(f"incident {incident.id}: fixed" in s for s in said), said
