@@ -74,12 +74,17 @@ def make_case(shop_repo: Path, _patchit_home: Path, tmp_path: Path) -> Iterator[
             scratch=_patchit_home / "sandboxes" / incident / f"{kind}-{len(roots)}",
             snapshot=snapshot.parent,
         )
+        event = shop_event(shop_repo, unit_id)
+        # the failing run's manifest: the screen resolves refs with it
+        event.artifacts["manifest"] = str(shop_repo / "target" / "manifest.json")
         return HarnessCase(
             user_repo=shop_repo,
             workspace=workspace,
-            event=shop_event(shop_repo, unit_id),
+            event=event,
             expected_error=expected,
             protected_files=[shop_repo / "shop.duckdb"],
+            changed=["models/marts/orders.sql"],
+            screened_out=kind == "broken",  # `o.statuss` does not bind: DuckDB's binder knows
         )
 
     yield make
