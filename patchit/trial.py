@@ -183,7 +183,7 @@ def _screen(bench: Bench, workspace: Workspace, files: list[str]) -> Screening:
         update={"reason": redact(screening.reason, secrets),
                 "output": redact(screening.output, secrets)}
     )  # fmt: skip
-    if screening.passed and screening.screened:
+    if screening.passed and (screening.screened or screening.skipped):
         bench.ctx.say(f"  {screening.summary()} in {screening.duration_ms} ms")
     return screening
 

@@ -130,7 +130,7 @@ class FakeHarness:
     ) -> Screening:
         started = time.monotonic()
         if self.screener is None:
-            result = Screening.nothing("the fake harness has no screener", FAKE_CHECK)
+            result = Screening(check=f"{FAKE_CHECK} (no screener: nothing judged)")
         else:
             answer = self.screener(workspace, event, list(changed))
             if isinstance(answer, Screening):

@@ -36,6 +36,7 @@ from ruamel.yaml.error import YAMLError
 
 from patchit.errors import PatchitError
 from patchit.events.model import UniversalFailureEvent
+from patchit.sandbox.dbt_profile import resolve_dbt_target
 from patchit.screen.clone import BindError, SchemaClone
 from patchit.screen.model import Screening
 from patchit.screen.python import compile_python
@@ -64,7 +65,7 @@ class Where:
 
 
 @dataclass
-class Incident:
+class Prepared:
     """What every candidate of one incident shares: the manifest's index and the clone."""
 
     clone: SchemaClone
@@ -127,7 +128,7 @@ class DbtScreen:
     """Screens dbt candidates for one harness; `close()` drops the incident's clone."""
 
     def __init__(self) -> None:
-        self._incident: Incident | None = None
+        self._prepared: Prepared | None = None
         self._key: tuple[str, ...] | None = None
         self._lock = threading.Lock()
         self.clone_ms = 0  # what the latest incident's manifest index and clone cost
@@ -153,9 +154,9 @@ class DbtScreen:
 
     def close(self) -> None:
         with self._lock:
-            if self._incident is not None:
-                self._incident.close()
-            self._incident, self._key = None, None
+            if self._prepared is not None:
+                self._prepared.close()
+            self._prepared, self._key = None, None
 
     # -- the SQL part ----------------------------------------------------------------------
 
@@ -166,34 +167,32 @@ class DbtScreen:
             files = _project_files(where, changed)
             if not any(f.endswith(".sql") for f in files):
                 return Screening(check=SQL_CHECK)
-            incident = self._prepare(where, event)
+            prepared = self._prepare(where, event)
         except Unsure as exc:
             return Screening.nothing(str(exc), SQL_CHECK)
-        return _bind_changed(incident, where, event, files)
+        return _bind_changed(prepared, where, event, files)
 
-    def _prepare(self, where: Where, event: UniversalFailureEvent) -> Incident:
+    def _prepare(self, where: Where, event: UniversalFailureEvent) -> Prepared:
         manifest = str(event.artifacts.get("manifest") or "")
         if not manifest or not Path(manifest).is_file():
             raise Unsure("no manifest from the failing run to resolve refs with")
         if where.snapshot is None:
             raise Unsure("no warehouse snapshot for this incident")
         key = (str(where.snapshot), manifest, str(Path(manifest).stat().st_mtime_ns))
-        if self._incident is not None and self._key == key:
-            return self._incident
-        if self._incident is not None:
-            self._incident.close()
-            self._incident, self._key = None, None
+        if self._prepared is not None and self._key == key:
+            return self._prepared
+        if self._prepared is not None:
+            self._prepared.close()
+            self._prepared, self._key = None, None
         started = time.monotonic()
-        self._incident = _index(Path(manifest), _snapshot_file(where.snapshot, event))
+        self._prepared = _index(Path(manifest), _snapshot_file(where.snapshot, event))
         self._key = key
         self.clone_ms = int((time.monotonic() - started) * 1000)
-        return self._incident
+        return self._prepared
 
 
 def _snapshot_file(snapshot_dir: Path, event: UniversalFailureEvent) -> Path:
     """The incident's copy of the target's DuckDB file (same name as the user's)."""
-    from patchit.sandbox.dbt_profile import resolve_dbt_target
-
     try:
         target = resolve_dbt_target(event)
     except PatchitError as exc:
@@ -206,7 +205,7 @@ def _snapshot_file(snapshot_dir: Path, event: UniversalFailureEvent) -> Path:
     return path
 
 
-def _index(manifest_path: Path, snapshot: Path) -> Incident:
+def _index(manifest_path: Path, snapshot: Path) -> Prepared:
     try:
         data = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -231,7 +230,7 @@ def _index(manifest_path: Path, snapshot: Path) -> Incident:
         for s in (data.get("sources") or {}).values()
     }
     project = str((data.get("metadata") or {}).get("project_name") or "")
-    return Incident(
+    return Prepared(
         clone=SchemaClone(snapshot),
         manifest_path=str(manifest_path),
         project_name=project,
@@ -283,7 +282,7 @@ def _shaping_yaml(path: Path) -> str:
 
 
 def _bind_changed(
-    incident: Incident, where: Where, event: UniversalFailureEvent, files: list[str]
+    prepared: Prepared, where: Where, event: UniversalFailureEvent, files: list[str]
 ) -> Screening:
     screened: list[str] = []
     skipped: list[str] = []
@@ -291,7 +290,7 @@ def _bind_changed(
     modified: list[str] = []  # every node the candidate changes: the run rebuilds them
     for inner in files:
         label = (where.project / inner).as_posix()
-        node = incident.by_path.get(inner)
+        node = prepared.by_path.get(inner)
         if node is not None:
             modified.append(str(node["unique_id"]))
         if not inner.endswith(".sql"):
@@ -304,20 +303,20 @@ def _bind_changed(
             )
         uid = str(node["unique_id"])
         try:
-            _check_faithful(incident, node)
+            _check_faithful(prepared, node)
             text = (where.root / label).read_text(encoding="utf-8")
-            rendered[uid] = render_model(text, _resolver(incident, node))
+            rendered[uid] = render_model(text, _resolver(prepared, node))
         except (Unsure, OSError, UnicodeDecodeError) as exc:
             skipped.append(f"{label}: {exc}")
-    labels = {uid: (where.project / incident.nodes[uid]["original_file_path"]).as_posix()
+    labels = {uid: (where.project / prepared.nodes[uid]["original_file_path"]).as_posix()
               for uid in rendered}  # fmt: skip
-    rebuilt = incident.descendants(
+    rebuilt = prepared.descendants(
         [event.unit_id, *map(str, event.context.get("related_units") or []), *modified]
     )
     readers = {p for r in rendered.values() for p in r.parents}
     shaped: set[str] = set()  # changed models whose new columns the clone now has
     reshapes = bool(readers & rendered.keys())
-    with incident.clone.trial() if reshapes else nullcontext():
+    with prepared.clone.trial() if reshapes else nullcontext():
         for uid in _in_order(rendered):
             model = rendered[uid]
             stale = [p for p in model.parents if p in rebuilt and p not in shaped]
@@ -325,7 +324,7 @@ def _bind_changed(
                 skipped.append(f"{labels[uid]}: reads {stale[0]}, which the run rebuilds")
                 continue
             try:
-                query = incident.clone.bind(model.sql)
+                query = prepared.clone.bind(model.sql)
             except BindError as exc:
                 return Screening(
                     passed=False,
@@ -341,43 +340,43 @@ def _bind_changed(
             screened.append(labels[uid])
             if uid in readers and not model.moves_relation:
                 try:
-                    incident.clone.replace(_qualified(incident, uid), query)
+                    prepared.clone.replace(_qualified(prepared, uid), query)
                     shaped.add(uid)
                 except Unsure as exc:
                     skipped.append(f"{labels[uid]}: {exc}")
     return Screening(check=SQL_CHECK, screened=screened, skipped=skipped)
 
 
-def _check_faithful(incident: Incident, node: dict[str, Any]) -> None:
+def _check_faithful(prepared: Prepared, node: dict[str, Any]) -> None:
     """Unsure unless the light render reproduces dbt's own compiled SQL of this node as the
     failing run compiled it (when it did): a project whose `ref` renders otherwise is not
     screened."""
     uid = str(node["unique_id"])
-    if uid not in incident.faithful:
+    if uid not in prepared.faithful:
         why = ""
         raw, compiled = node.get("raw_code"), node.get("compiled_code")
         if isinstance(raw, str) and isinstance(compiled, str):
             try:
-                ours = render_model(raw, _resolver(incident, node)).sql
+                ours = render_model(raw, _resolver(prepared, node)).sql
             except Unsure as exc:
                 why = str(exc)
             else:
                 if ours.split() != compiled.split():
                     why = "the light render differs from dbt's compiled SQL for it"
-        incident.faithful[uid] = why
-    if incident.faithful[uid]:
-        raise Unsure(incident.faithful[uid])
+        prepared.faithful[uid] = why
+    if prepared.faithful[uid]:
+        raise Unsure(prepared.faithful[uid])
 
 
-def _resolver(incident: Incident, node: dict[str, Any]) -> Resolver:
+def _resolver(prepared: Prepared, node: dict[str, Any]) -> Resolver:
     """ref() and source() as `node` sees them (its own package first)."""
-    return partial(incident.resolve, package=str(node.get("package_name") or incident.project_name))
+    return partial(prepared.resolve, package=str(node.get("package_name") or prepared.project_name))
 
 
-def _qualified(incident: Incident, uid: str) -> str:
-    node = incident.nodes[uid]
+def _qualified(prepared: Prepared, uid: str) -> str:
+    node = prepared.nodes[uid]
     name = str(node.get("alias") or node.get("name"))
-    return incident.clone.relation(node.get("database"), str(node.get("schema")), name)
+    return prepared.clone.relation(node.get("database"), str(node.get("schema")), name)
 
 
 def _in_order(rendered: dict[str, Rendered]) -> list[str]:

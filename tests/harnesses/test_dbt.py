@@ -99,6 +99,23 @@ def warm_harness() -> Iterator[DbtHarness]:
         yield harness
 
 
+def test_the_screen_binds_without_dbt_and_keeps_one_clone_per_incident(
+    make_case: MakeCase,
+) -> None:
+    with DbtHarness(warm=True) as harness:
+        broken = make_case("broken")
+        screening = harness.screen(broken.workspace, broken.event, broken.changed)
+        assert not screening.passed
+        assert screening.reason.startswith("models/marts/orders.sql: Binder Error")
+        assert '"statuss"' in screening.reason
+        assert harness.worker_pid is None  # no dbt process started for it
+        incident = harness.screener._prepared
+        good = make_case("good")  # the same incident's next candidate
+        assert harness.screen(good.workspace, good.event, good.changed).passed
+        assert harness.screener._prepared is incident
+    assert harness.screener._prepared is None  # close() dropped the clone
+
+
 class TestWarmDbtHarness(HarnessContract):
     @pytest.fixture
     def harness(self, warm_harness: DbtHarness) -> DbtHarness:

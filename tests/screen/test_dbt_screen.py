@@ -152,12 +152,12 @@ def test_a_model_that_binds_passes_and_the_clone_is_made_once(project: Project) 
     assert first.screened == ["models/marts/orders.sql"]
     assert first.skipped == []
     assert "EXPLAIN" in first.check
-    clone_ms, incident = project.screen.clone_ms, project.screen._incident
+    clone_ms, incident = project.screen.clone_ms, project.screen._prepared
     again = project.run(
         project.edit("models/marts/orders.sql", "o.amount,", "o.amount * 2 as amount,")
     )
     assert again.passed, again.reason
-    assert project.screen._incident is incident and project.screen.clone_ms == clone_ms
+    assert project.screen._prepared is incident and project.screen.clone_ms == clone_ms
 
 
 def test_a_binder_error_rejects_with_duckdbs_message(project: Project) -> None:
@@ -223,9 +223,9 @@ def test_changed_models_are_bound_in_order_with_their_new_columns(project: Proje
     # and the clone is back to the snapshot's shapes for the next candidate
     project.write(daily, DAILY)
     project.write(orders, ORDERS)
-    assert project.screen._incident is not None
+    assert project.screen._prepared is not None
     with pytest.raises(Exception, match="region"):
-        project.screen._incident.clone.bind('select region from "shop"."main"."orders"')
+        project.screen._prepared.clone.bind('select region from "shop"."main"."orders"')
 
 
 @pytest.mark.parametrize(
