@@ -198,7 +198,7 @@ def _why_none(proposed: int, problems: list[str], trials: list[Trial]) -> str:
         return NEEDS_REVIEW
     if reviewed := [t for t in trials if t.needs_review]:
         return CANDIDATE_NEEDS_REVIEW.format(review=reviewed[0].candidate.review)
-    return f"none of the {proposed} candidate(s) passed pre-check and verification"
+    return f"none of the {proposed} candidate(s) passed pre-check, screen and verification"
 
 
 def _diff_size(diff: str) -> tuple[int, int]:

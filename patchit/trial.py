@@ -1,6 +1,7 @@
 """One candidate's trial: a fresh worktree at the failing commit, the pre-check (policy,
-memory), the harness, and, where the harness passed, the data-aware check against the
-baseline; the attempt is recorded whatever happens. The winner lands on `patchit/<id>`.
+memory), the harness's screen (milliseconds: a SQL binder, a compiler), the harness, and,
+where the harness passed, the data-aware check against the baseline; the attempt is recorded
+whatever happens. The winner lands on `patchit/<id>`.
 
 A verified attempt is recorded with its candidate, verification and data check before it
 lands, and marked landed once its branch exists: a run killed in between leaves the next run
@@ -12,16 +13,18 @@ from __future__ import annotations
 import json
 import shutil
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchit.context import Context
+from patchit.errors import PatchitWarning
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.model import Evidence
 from patchit.evidence.redact import profile_secrets, redact
 from patchit.faults import checkpoint
 from patchit.fidelity import DataCheck, check_candidate
-from patchit.harnesses.base import Harness, Verification, Workspace
+from patchit.harnesses.base import Harness, Screening, Verification, Workspace
 from patchit.memory.records import AttemptRecord
 from patchit.patching.apply import EditError, apply_edits, preview_edits
 from patchit.patching.base import PatchCandidate
@@ -57,7 +60,8 @@ class Trial:
     diff: str
     result: Verification | None = None
     data: DataCheck | None = None
-    refusal: str = ""  # why the pre-check (or the edit check) refused it
+    screening: Screening | None = None
+    refusal: str = ""  # why the pre-check (or the edit check, or the screen) refused it
     stop: str = ""  # why no candidate can be verified at all (e.g. it needs the network)
     attempt_id: int | None = None  # its row in memory, once verified
 
@@ -152,11 +156,15 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         record_refusal(bench, candidate, diff, refusal)
         trial.refusal = refusal
         return trial
-    apply_edits(worktree, candidate.edits)
+    files = apply_edits(worktree, candidate.edits)
     scratch.mkdir(parents=True, exist_ok=True)
+    workspace = Workspace(root=worktree, scratch=scratch, snapshot=bench.snapshot_dir)
+    trial.screening = _screen(bench, workspace, files)
+    if not trial.screening.passed:
+        _screened_out(bench, trial, trial.screening)
+        return trial
     ctx.say(f"  verifying with the {bench.harness.name} harness")
     started = time.monotonic()
-    workspace = Workspace(root=worktree, scratch=scratch, snapshot=bench.snapshot_dir)
     trial.result = _redacted(bench.event, bench.harness.verify(workspace, bench.event))
     if trial.result.passed:
         trial.data = _data_check(bench, workspace, trial.result)
@@ -181,10 +189,52 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
     return trial
 
 
+def _screen(bench: Bench, workspace: Workspace, files: list[str]) -> Screening:
+    """The harness's screen of the patched worktree; one that raises has judged nothing."""
+    try:
+        screening = bench.harness.screen(workspace, bench.event, files)
+    except Exception as exc:  # a faulty screen must not keep a candidate from its verify
+        warnings.warn(
+            f"the {bench.harness.name} harness's screen failed on {bench.event.short()}: {exc!r}",
+            PatchitWarning,
+            stacklevel=2,
+        )
+        return Screening.nothing(f"the screen failed: {exc!r}")
+    secrets = _secrets(bench.event)
+    screening = screening.model_copy(
+        update={"reason": redact(screening.reason, secrets),
+                "output": redact(screening.output, secrets)}
+    )  # fmt: skip
+    if screening.passed and (screening.screened or screening.skipped):
+        bench.ctx.say(f"  {screening.summary()} in {screening.duration_ms} ms")
+    return screening
+
+
+def _screened_out(bench: Bench, trial: Trial, screening: Screening) -> None:
+    """Certain to fail without a run: recorded (its diff is never tried again for this
+    fingerprint), shown in the report, not counted against the attempts a harness spends."""
+    trial.refusal = f"screened out: {screening.reason}"
+    bench.ctx.memory.record_attempt(
+        bench.incident_id,
+        bench.fingerprint,
+        trial.candidate,
+        trial.diff,
+        "screened_out",
+        f"screen: {screening.reason}",
+        verification_output=f"$ screen: {screening.check}\n{screening.output}",
+        duration_ms=screening.duration_ms,
+    )
+    bench.ctx.say(f"  screened out in {screening.duration_ms} ms: {screening.reason}")
+
+
+def _secrets(event: UniversalFailureEvent) -> list[str]:
+    raw_vars = event.dbt.replay_vars() if event.dbt else None
+    return profile_secrets(raw_vars) if raw_vars else []
+
+
 def _redacted(event: UniversalFailureEvent, result: Verification) -> Verification:
     """The sandbox ran with the verbatim --vars; nothing stored or shown may carry them."""
-    raw_vars = event.dbt.replay_vars() if event.dbt else None
-    secrets = profile_secrets(raw_vars) if raw_vars else []
+    secrets = _secrets(event)
     return result.model_copy(
         update={
             "command": redact(result.command, secrets),

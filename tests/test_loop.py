@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import ClassVar
 
@@ -10,6 +11,7 @@ import pytest
 from patchit.config import PatchitConfig
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.model import Evidence
+from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt import DbtHarness
 from patchit.intake.dbt import build_dbt_args, events_from_run, now_utc, run_dbt
 from patchit.loop import Context, heal
@@ -53,7 +55,8 @@ def failing_event(repo: Path) -> UniversalFailureEvent:
     commit_all(repo, "daily_revenue: sum revenue per day")
     args = build_dbt_args(["build"], repo, str(repo), None)
     started = now_utc()
-    code, record = run_dbt(args, repo.parent / "runs")
+    with contextlib.chdir(repo):  # where the user runs dbt: the profile's relative DuckDB path
+        code, record = run_dbt(args, repo.parent / "runs")
     assert code == 1
     [event] = events_from_run(record, args, repo, repo, head_commit(repo), started)
     return event
@@ -75,7 +78,8 @@ def test_memory_rejects_repeats_and_failed_buckets(shop_repo: Path, _patchit_hom
     wrong = candidate("sum(voucher_amount)", "rename_column")  # binds, but...
     strategy = Scripted(
         [
-            candidate("sum(amount_typo)", "rename_column"),  # does not bind: fails verification
+            # binds (so the screen passes it on), fails in dbt: a failed verification
+            candidate("sum(cast(status as integer))", "rename_column"),
             candidate("sum(orders)", "rename_column"),  # same failed bucket: refused
             candidate("sum(amount)", "fix_ref"),  # a new idea: verified
             wrong,
@@ -90,7 +94,7 @@ def test_memory_rejects_repeats_and_failed_buckets(shop_repo: Path, _patchit_hom
     assert [a.outcome for a in attempts] == ["failed", "refused", "verified"]
     assert "already failed" in attempts[1].reason
     assert outcome.incident.status == "fixed"
-    assert "amount_typo" in attempts[0].verification_output  # dbt's own error is kept
+    assert "Could not convert" in attempts[0].verification_output  # dbt's own error is kept
     report = Path(outcome.incident.report_md or "").read_text()
     assert "already failed" in report and "sum(amount)" in report
 
@@ -99,8 +103,8 @@ def test_max_attempts_stops_with_a_report(shop_repo: Path, _patchit_home: Path) 
     event = failing_event(shop_repo)
     strategy = Scripted(
         [
-            candidate("sum(amount_a)", "tag_a"),
-            candidate("sum(amount_b)", "tag_b"),
+            candidate("sum(cast(status as integer))", "tag_a"),  # bind, then fail in dbt
+            candidate("sum(cast(status as bigint))", "tag_b"),
             candidate("sum(amount)", "tag_c"),  # would pass, but the budget is spent
         ]
     )
@@ -116,6 +120,52 @@ def test_max_attempts_stops_with_a_report(shop_repo: Path, _patchit_home: Path) 
     assert "max attempts (2)" in report
     assert git(shop_repo, "branch", "--list", "patchit/*") == ""
     assert git(shop_repo, "worktree", "list").count("\n") == 0
+
+
+class CountingDbtHarness(DbtHarness):
+    """The real dbt harness, counting the candidates it verified."""
+
+    def __init__(self) -> None:
+        super().__init__(timeout_s=300)
+        self.verified: list[str] = []
+
+    def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
+        self.verified.append((workspace.root / MODEL).read_text())
+        return super().verify(workspace, event)
+
+
+def test_a_candidate_that_does_not_bind_is_screened_out_before_dbt_runs(
+    shop_repo: Path, _patchit_home: Path
+) -> None:
+    event = failing_event(shop_repo)
+    harness = CountingDbtHarness()
+    strategy = Scripted(
+        [
+            candidate("sum(amount_typo)", "rename_column"),  # DuckDB's binder refuses it
+            candidate("sum(amount)", "rename_column"),  # same bucket: a screen-out bars none
+        ]
+    )
+    ctx = make_ctx(_patchit_home, strategy, max_attempts=1)
+    ctx.harnesses = [harness]
+    try:
+        outcome = heal(event, ctx)
+    finally:
+        ctx.close()
+    assert outcome.incident.status == "fixed"
+    attempts = ctx.memory.attempts_for(outcome.incident.id)
+    assert [a.outcome for a in attempts] == ["screened_out", "verified"]
+    screened = attempts[0]
+    assert screened.reason.startswith(f"screen: {MODEL}: Binder Error: Referenced column")
+    assert '"amount_typo"' in screened.reason
+    assert screened.verification_output.startswith("$ screen: DuckDB EXPLAIN")
+    assert screened.duration_ms < 2000  # milliseconds, not a dbt run
+    # dbt ran for the survivor (and the data check's baseline), never for the screened-out one
+    assert harness.verified and all("sum(amount) as" in text for text in harness.verified)
+    assert not any("amount_typo" in text for text in harness.verified)
+    branch = outcome.incident.branch or ""
+    assert "sum(amount) as revenue" in git(shop_repo, "show", f"{branch}:{MODEL}")
+    report = Path(outcome.incident.report_md or "").read_text()
+    assert "| screened_out |" in report and "amount_typo" in report
 
 
 def test_policy_refusal_escalates(shop_repo: Path, _patchit_home: Path) -> None:
@@ -140,7 +190,7 @@ def test_history_reaches_the_strategy_and_repeats_are_refused(
     shop_repo: Path, _patchit_home: Path
 ) -> None:
     event = failing_event(shop_repo)
-    strategy = Scripted([candidate("sum(amount_x)", "tag_x")])
+    strategy = Scripted([candidate("sum(cast(status as integer))", "tag_x")])
     ctx = make_ctx(_patchit_home, strategy)
     try:
         first = heal(event, ctx)
@@ -180,7 +230,8 @@ def test_one_harness_heals_two_incidents_in_a_row(shop_repo: Path, _patchit_home
         commit_all(shop_repo, "daily_revenue: fixed; tests reworked")
         args = build_dbt_args(["build"], shop_repo, str(shop_repo), None)
         started = now_utc()
-        code, record = run_dbt(args, shop_repo.parent / "runs")
+        with contextlib.chdir(shop_repo):
+            code, record = run_dbt(args, shop_repo.parent / "runs")
         assert code == 2
         [event] = events_from_run(
             record, args, shop_repo, shop_repo, head_commit(shop_repo), started

@@ -33,6 +33,7 @@ from patchit.patching.base import (
     Strategy,
 )
 from patchit.patching.fixits.python_keys import RenameKeyStrategy
+from patchit.policy.precheck import precheck
 from tests.conftest import git
 from tests.evidence.airflow_failures import init_repo, script_failure
 
@@ -154,6 +155,51 @@ def test_first_verified_candidate_lands_on_a_branch_and_the_user_tree_is_untouch
     report = Path(incident.report_md or "").read_text()
     assert "fake" in report and RIGHT in report
     assert any(c.startswith("git") for c in outcome.commands)
+
+
+def test_a_screened_out_candidate_never_reaches_the_harness_nor_spends_an_attempt(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    wrong = 'row["amout_cents"]'
+    harness = FakeHarness.passing_when(JOB, RIGHT)
+    harness.screener = FakeHarness.screening_out(JOB, wrong)
+    # one bucket, one attempt: a screen-out bars neither the bucket nor the budget
+    strategy = Scripted([edit(wrong, "rename_key"), edit(RIGHT, "rename_key")])
+    ctx = make_ctx(_patchit_home, memory, [strategy], [harness], max_attempts=1)
+    outcome = run(ctx, event)
+    incident = outcome.incident
+    assert incident.status == "fixed"
+    attempts = memory.attempts_for(incident.id)
+    assert [a.outcome for a in attempts] == ["screened_out", "verified"]
+    assert attempts[0].reason == f"screen: {JOB}: {wrong!r} does not bind"
+    assert attempts[0].verification_output.startswith("$ screen: fake screen")
+    assert wrong in attempts[0].diff
+    assert [s.result.passed for s in harness.screens] == [False, True]
+    assert [RIGHT in c.files[JOB] for c in harness.calls] == [True]  # one verify: the survivor
+    assert memory.attempt_count(incident.fingerprint) == 1
+    # the screened-out diff is remembered: never tried again for this fingerprint
+    refusal = precheck(
+        edit(wrong, "rename_key"), attempts[0].diff, incident.fingerprint,
+        Path(event.repo_path or ""), ctx.config.policy, memory,
+    )  # fmt: skip
+    assert refusal is not None and refusal.startswith("repeated diff")
+    report = Path(incident.report_md or "").read_text()
+    assert "| screened_out |" in report and "does not bind" in report
+    assert "Attempt 1 screen output (`screen: fake screen`)" in report
+
+
+def test_a_screen_that_raises_is_reported_and_the_candidate_verified(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("screen bug")
+
+    harness = FakeHarness.passing_when(JOB, RIGHT)
+    harness.screener = broken
+    ctx = make_ctx(_patchit_home, memory, [Scripted([edit(RIGHT, "rename_key")])], [harness])
+    with pytest.warns(PatchitWarning, match="screen failed.*screen bug"):
+        outcome = run(ctx, event)
+    assert outcome.incident.status == "fixed" and len(harness.calls) == 1
 
 
 def test_memory_refuses_a_failed_bucket_and_feeds_history_to_the_next_round(

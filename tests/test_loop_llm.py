@@ -3,6 +3,7 @@ speaking the Messages API, candidates verified for real by the dbt and Airflow h
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,8 @@ def broken_event(repo: Path, *vars_args: str) -> UniversalFailureEvent:
     commit_all(repo, "customers: keep the last order status")
     args = build_dbt_args(["build", *vars_args], repo, str(repo), None)
     started = now_utc()
-    code, record = run_dbt(args, repo.parent / "runs")
+    with contextlib.chdir(repo):  # where the user runs dbt: the profile's relative DuckDB path
+        code, record = run_dbt(args, repo.parent / "runs")
     assert code == 1
     events = events_from_run(record, args, repo, repo, head_commit(repo), started)
     return next(e for e in events if e.unit_id.endswith(".customers"))
@@ -126,8 +128,9 @@ def test_wrong_answer_is_fed_back_and_the_second_round_fixes_it(
         second = json.dumps(server.requests[1].body)
     assert outcome.incident.status == "fixed"
     attempts = ctx.memory.attempts_for(outcome.incident.id)
-    assert [a.outcome for a in attempts] == ["failed", "verified"]
-    # the second request carries the first diff and what dbt said about it
+    # `status_code` does not bind: the screen refuses it without a dbt run
+    assert [a.outcome for a in attempts] == ["screened_out", "verified"]
+    # the second request carries the first diff and what DuckDB's binder said about it
     assert "status_code" in second and "not found" in second.lower()
 
 
@@ -150,7 +153,8 @@ def test_repeated_diff_is_refused_by_memory_without_verifying_again(
         ctx = llm_ctx(_patchit_home, server, DbtHarness(timeout_s=300), candidates_per_round=1)
         outcome = heal_with(event, ctx)
     attempts = ctx.memory.attempts_for(outcome.incident.id)
-    assert [a.outcome for a in attempts] == ["failed", "refused"]
+    # screened out, then the same diff again: refused from memory, neither one run by dbt
+    assert [a.outcome for a in attempts] == ["screened_out", "refused"]
     assert attempts[1].reason.startswith("repeated diff")
     assert outcome.incident.status == "failed"
 

@@ -4,6 +4,7 @@ intended new column and must end `needs_review`."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -97,7 +98,8 @@ def dbt_failure(repo: Path, old: str, new: str) -> UniversalFailureEvent:
     commit_all(repo, "daily_revenue: rework the columns")
     args = build_dbt_args(["build"], repo, str(repo), None)
     started = now_utc()
-    code, record = run_dbt(args, repo.parent / "runs")
+    with contextlib.chdir(repo):  # where the user runs dbt: the profile's relative DuckDB path
+        code, record = run_dbt(args, repo.parent / "runs")
     assert code == 1
     [event] = events_from_run(record, args, repo, repo, head_commit(repo), started)
     return event

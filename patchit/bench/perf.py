@@ -12,6 +12,11 @@ The baselines run in a checkout of the fix with its own copy of the database and
 partial-parse file, as a user re-running dbt would. Each run's copy of the fix carries a
 distinct trailing comment, so every run re-parses one changed file, as a new candidate does.
 The warm worker's start is paid once, timed on its own and left out of warm_verify.
+
+Then the screen before the harness (`DbtHarness.screen`: the changed model's SQL bound by
+DuckDB against a schema-only clone of the snapshot): its one-off clone, and its cost per
+candidate over `screen_candidates` candidates in one worktree, every other one with a column
+that does not exist (screened out), each one distinct.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ from patchit.sandbox.snapshot import (
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
 
 MEASURES = ("full_build", "select_build", "warm_verify", "fresh_verify")
+SCREEN_CANDIDATES = 50
+SCREEN_TARGET_MS = 10.0  # the design's budget per SQL candidate, after the one-off clone
 LABELS = {
     "full_build": "full build",
     "select_build": "select build",
@@ -69,6 +76,16 @@ class PerfResult:
     parse_modes: dict[str, list[str]] = field(default_factory=dict)
     worker_start_s: float = 0.0
     initial_build_s: float = 0.0
+    # the screen: ms per candidate (in run order), the first call (clone included), the
+    # clone alone, and how many candidates it rejected
+    screen_samples_ms: list[float] = field(default_factory=list)
+    screen_first_ms: float = 0.0
+    screen_clone_ms: float = 0.0
+    screen_rejected: int = 0
+
+    @property
+    def screen_median_ms(self) -> float:
+        return statistics.median(self.screen_samples_ms) if self.screen_samples_ms else 0.0
 
     def median_s(self, measure: str) -> float:
         return statistics.median(self.samples_s[measure])
@@ -82,6 +99,7 @@ class PerfResult:
         data["median_s"] = {m: round(self.median_s(m), 3) for m in MEASURES}
         data["ratio_to_full_build"] = {m: round(self.ratio(m), 4) for m in MEASURES}
         data["speedup"] = {m: round(1 / self.ratio(m), 2) for m in MEASURES}
+        data["screen_median_ms"] = round(self.screen_median_ms, 2)
         return data
 
 
@@ -104,6 +122,20 @@ def format_report(result: PerfResult) -> str:
     lines.append(
         f"{'worker start:'.ljust(14)}{result.worker_start_s:7.2f} s (one-off, not in warm verify)"
     )
+    if result.screen_samples_ms:
+        n = len(result.screen_samples_ms)
+        per_verify = result.median_s("warm_verify") * 1000 / max(result.screen_median_ms, 1e-3)
+        within = "within" if result.screen_median_ms <= SCREEN_TARGET_MS else "OVER"
+        lines.append(
+            f"{'screen:'.ljust(14)}{result.screen_median_ms:7.2f} ms per SQL candidate (median "
+            f"of {n}, {result.screen_rejected} screened out; {within} the "
+            f"{SCREEN_TARGET_MS:g} ms target) vs {result.median_s('warm_verify'):.2f} s for one "
+            f"warm verify ({per_verify:,.0f}x)"
+        )
+        lines.append(
+            f"{'screen clone:'.ljust(14)}{result.screen_clone_ms / 1000:7.2f} s (one-off per "
+            f"incident; first candidate {result.screen_first_ms:.1f} ms with it)"
+        )
     return "\n".join(lines)
 
 
@@ -214,12 +246,39 @@ class _Bench:
             raise HarnessError(f"the right fix did not verify:\n{result.output[-3000:]}")
         return seconds, harness.last_parse_mode
 
+    def screen(self, harness: DbtHarness, candidates: int, result: PerfResult) -> None:
+        """Screen `candidates` distinct candidates in one worktree, every other one wrong; the
+        first call builds the incident's clone."""
+        root = create_worktree(self.repo, "HEAD", worktrees_home() / "bench-screen")
+        workspace = Workspace(root=root, scratch=resolve_home() / "sandboxes" / "bench-screen",
+                              snapshot=self.snapshot.parent)  # fmt: skip
+        changed = [self.fix_path.as_posix()]
+        try:
+            for number in range(candidates + 1):
+                wrong = number % 2 == 1
+                text = self.good.replace("a.amount", f"a.amount_{number}" if wrong else "a.amount")
+                (root / self.fix_path).write_text(f"{text}-- candidate {number}\n", "utf-8")
+                started = time.perf_counter()
+                screening = harness.screen(workspace, self.event, changed)
+                elapsed_ms = (time.perf_counter() - started) * 1000
+                if screening.passed == wrong or screening.skipped:
+                    raise HarnessError(f"the screen misjudged candidate {number}: {screening}")
+                if number == 0:
+                    result.screen_first_ms = round(elapsed_ms, 2)
+                    result.screen_clone_ms = harness.screener.clone_ms
+                    continue
+                result.screen_samples_ms.append(round(elapsed_ms, 3))
+                result.screen_rejected += wrong
+        finally:
+            remove_worktree(self.repo, root)
+
 
 def run_perf(
     n_models: int = 200,
     runs: int = 3,
     workdir: Path | None = None,
     say: Callable[[str], None] = lambda _: None,
+    screen_candidates: int = SCREEN_CANDIDATES,
 ) -> PerfResult:
     """Generate, break and time as the module docstring says; the temp dir is removed after
     unless `workdir` is given."""
@@ -229,13 +288,16 @@ def run_perf(
     work.mkdir(parents=True, exist_ok=True)
     try:
         with _patchit_home(work / "home"):
-            return _measure(_Bench(work.resolve(), n_models, say), runs, say)
+            bench = _Bench(work.resolve(), n_models, say)
+            return _measure(bench, runs, say, screen_candidates)
     finally:
         if workdir is None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _measure(bench: _Bench, runs: int, say: Callable[[str], None]) -> PerfResult:
+def _measure(
+    bench: _Bench, runs: int, say: Callable[[str], None], screen_candidates: int
+) -> PerfResult:
     initial_s = bench.setup()
     project = bench.project
     result = PerfResult(
@@ -264,6 +326,9 @@ def _measure(bench: _Bench, runs: int, say: Callable[[str], None]) -> PerfResult
                 seconds, parse_mode = bench.verify(harness)
                 samples[measure].append(round(seconds, 3))
                 result.parse_modes[measure].append(parse_mode)
+        if screen_candidates:
+            say(f"screening {screen_candidates} candidates")
+            bench.screen(warm, screen_candidates, result)
     return result
 
 

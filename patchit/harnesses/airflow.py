@@ -15,6 +15,9 @@ per candidate (`airflow_fork`): no DagBag or user module survives between candid
 Either runs in the sandbox `self.sandbox` configures (`patchit.sandbox.isolation`): the warm
 parent is started inside it with patchit's worktrees, sandboxes and cache writable, and its
 forks inherit it; a task stopped by a limit is reported with `limit_hit`, not as a failure.
+
+`screen()` compiles the changed `.py` files and, with the warm parent, imports the DAG file in
+a fork of it (an import-only request: no task runs) before the candidate is verified.
 """
 
 from __future__ import annotations
@@ -34,13 +37,16 @@ from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.airflow_fork import ForkParent
 from patchit.harnesses.airflow_home import airflow_env, prepare_airflow_home
-from patchit.harnesses.base import Verification, Workspace
+from patchit.harnesses.base import Screening, Verification, Workspace
 from patchit.harnesses.warm import kill_process_group, popen_sandboxed
 from patchit.sandbox.envrefs import referenced_env_names
 from patchit.sandbox.isolation import Sandbox, make_sandbox, patchit_areas
+from patchit.screen.python import compile_python
 
 OUTPUT_TAIL_LINES = 60
 LINE_MAX_CHARS = 400
+SCREEN_TIMEOUT_S = 60.0  # a DAG file that takes longer to import is left to verify
+IMPORT_CHECK = "the DAG file imported in a fork of the warm Airflow parent"
 
 
 def _within(path: Path, parent: Path) -> bool:
@@ -145,6 +151,69 @@ class AirflowHarness:
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
         return event.source is FailureSource.AIRFLOW
+
+    def screen(
+        self, workspace: Workspace, event: UniversalFailureEvent, changed: list[str]
+    ) -> Screening:
+        """Changed `.py` files compiled; then, when one of them changed and the harness is
+        warm, the DAG file imported in a fork of the warm parent (as verify's first step, but
+        no task runs). A broken DAG file's own event is left to verify, whose whole test is
+        that import; a cold harness would pay seconds of Airflow imports, so it only compiles."""
+        started = time.monotonic()
+        compiled = compile_python(workspace.root, changed)
+        if not compiled.passed or not compiled.screened:
+            return compiled
+        if not self.warm or event.status == "import_error":
+            why = "cold harness" if not self.warm else "the import is verify's whole test here"
+            return compiled.model_copy(
+                update={"skipped": [*compiled.skipped, f"DAG import: left to verify ({why})"]}
+            )
+        imported = self._screen_import(workspace, event)
+        return Screening(
+            passed=imported.passed,
+            check=f"{compiled.check}; {imported.check}",
+            screened=[*compiled.screened, *imported.screened],
+            skipped=[*compiled.skipped, *imported.skipped],
+            reason=imported.reason,
+            output=imported.output,
+            duration_ms=max(1, int((time.monotonic() - started) * 1000)),
+        )
+
+    def _screen_import(self, workspace: Workspace, event: UniversalFailureEvent) -> Screening:
+        try:
+            dag_file, dags_folder = locate_dag(workspace, event)
+            scratch = workspace.scratch.resolve() / "screen"
+            (scratch / "home").mkdir(parents=True, exist_ok=True)
+            home, db, _ = prepare_airflow_home(scratch)
+            env = airflow_env(home, db, dags_folder, scratch / "home",
+                              python_path(dags_folder, workspace, event))  # fmt: skip
+            request = {"dag_file": str(dag_file), "dags_folder": str(dags_folder),
+                       "dag_id": event.pipeline_id, "task_id": event.unit_id,
+                       "import_only": True}  # fmt: skip
+            paths = {k: scratch / f"airflow_{k}.json" for k in ("request", "result")}
+            log_path = scratch / "airflow_output.log"
+            paths["request"].write_text(json.dumps(request), encoding="utf-8")
+            job = {"request": str(paths["request"]), "result": str(paths["result"]),
+                   "log": str(log_path), "cwd": str(workspace.root), "env": env}  # fmt: skip
+            with self._lock:
+                parent = self._ensure_parent((workspace.root, scratch))
+                timed_out = parent.run(job, min(self.timeout_s, SCREEN_TIMEOUT_S))
+        except (HarnessError, OSError) as exc:
+            return Screening.nothing(f"DAG import: {exc}", IMPORT_CHECK)
+        if timed_out:
+            return Screening.nothing(
+                f"DAG import: still running after {SCREEN_TIMEOUT_S:g} s", IMPORT_CHECK
+            )
+        result = self._read_result(paths["result"], False, log_path)
+        label = dag_file.relative_to(workspace.root).as_posix()
+        error = result.get("import_error")
+        if result.get("stage") == "crash" or not error:
+            return Screening(check=IMPORT_CHECK, screened=[label])
+        last = [line for line in str(error).splitlines() if line.strip()][-1:] or [""]
+        return Screening(
+            passed=False, check=IMPORT_CHECK, screened=[label],
+            reason=f"{label}: {last[0].strip()}", output=f"DAG import failed:\n{error}",
+        )  # fmt: skip
 
     def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
         started = time.monotonic()

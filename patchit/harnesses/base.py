@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from patchit.config import PatchitConfig
 from patchit.events.model import UniversalFailureEvent
+from patchit.screen.model import Screening as Screening  # re-exported: a harness answers it
 
 
 class Workspace(BaseModel):
@@ -52,6 +53,11 @@ class Harness(Protocol):
     - `warm_up()`: start the runtime in the background while evidence is gathered (may do
       nothing); never raises: a runtime that cannot start is the next verify's answer;
     - `applies_to(event, repo)`: whether it can re-run this unit;
+    - `screen(workspace, event, changed)`: a cheap look at the patched worktree before
+      `verify` (`changed`: the repo-relative files the candidate edits). It rejects only what
+      is certain to fail (a SQL binder error, a SyntaxError) and passes on whatever it cannot
+      judge; it never raises. A harness with nothing cheap to check returns
+      `Screening.nothing(why)`. Only survivors are verified: the screen never replaces verify;
     - `verify(workspace, event)`: a failing pipeline is `Verification(passed=False)`; raise
       `HarnessError` only when the harness could not run at all;
     - `close()`: stop what it started (idempotent).
@@ -64,6 +70,10 @@ class Harness(Protocol):
     def warm_up(self) -> None: ...
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool: ...
+
+    def screen(
+        self, workspace: Workspace, event: UniversalFailureEvent, changed: list[str]
+    ) -> Screening: ...
 
     def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification: ...
 

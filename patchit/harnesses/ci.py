@@ -26,11 +26,12 @@ from patchit.config import PatchitConfig, SandboxConfig
 from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import environment_secrets, redact
-from patchit.harnesses.base import Verification, Workspace
+from patchit.harnesses.base import Screening, Verification, Workspace
 from patchit.harnesses.ci_workflow import SHELLS, CiJob, CiStep, find_job, workflow_files
 from patchit.harnesses.process import RunResult, run_sandboxed, scrubbed_env, tail
 from patchit.sandbox.envrefs import names_in_text, referenced_env_names
 from patchit.sandbox.isolation import Sandbox, make_sandbox
+from patchit.screen.python import compile_for
 
 
 def configured_job(commands: list[str]) -> CiJob:
@@ -65,6 +66,12 @@ class CiHarness:
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
         return event.source is FailureSource.CI and bool(self.commands or workflow_files(repo))
+
+    def screen(
+        self, workspace: Workspace, event: UniversalFailureEvent, changed: list[str]
+    ) -> Screening:
+        """The changed `.py` files compiled, when the unit runs under patchit's own Python."""
+        return compile_for(workspace.root, changed, event.context.get("python"))
 
     def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
         started = time.monotonic()

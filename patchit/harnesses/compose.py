@@ -33,7 +33,7 @@ from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import environment_secrets, redact
 from patchit.harnesses.airflow import locate_dag
-from patchit.harnesses.base import Verification, Workspace
+from patchit.harnesses.base import Screening, Verification, Workspace
 from patchit.harnesses.compose_plan import ComposePlan, build_plan, find_compose_file
 from patchit.harnesses.process import tail
 
@@ -146,6 +146,13 @@ class ComposeHarness:
             event=event, dag_file=dag_file.resolve(), dags_folder=dags_folder.resolve(),
             project_name=self.project_name, service=self.service,
         )  # fmt: skip
+
+    def screen(
+        self, workspace: Workspace, event: UniversalFailureEvent, changed: list[str]
+    ) -> Screening:
+        """Nothing: the runtime is the container's, with its own Python and Airflow, and
+        judging its code with patchit's could refuse what it accepts."""
+        return Screening.nothing("the runtime is the compose stack's, not patchit's Python")
 
     def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
         started = time.monotonic()

@@ -18,6 +18,10 @@ re-parses only the files the candidate changed; dbt checks everything else itsel
 
 The worker (or the fresh `dbt`) runs in the sandbox `self.sandbox` configures
 (`patchit.sandbox.isolation`); a worker whose sandbox cannot write a workspace is replaced.
+
+Before that, `screen()` binds each changed model's SQL with DuckDB against a schema-only clone
+of the incident's warehouse snapshot (`patchit.screen.dbt`, milliseconds): a candidate that
+does not bind never reaches dbt.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from patchit.config import PatchitConfig, SandboxConfig, resolve_home
@@ -39,7 +43,7 @@ from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.project_index import node_names
 from patchit.evidence.redact import MASK
-from patchit.harnesses.base import Verification, Workspace
+from patchit.harnesses.base import Screening, Verification, Workspace
 from patchit.harnesses.dbt_units import (
     DbtOutcome,
     DbtSandbox,
@@ -75,6 +79,7 @@ from patchit.sandbox.snapshot import (
     warehouse_relations,
 )
 from patchit.sandbox.worktree import carry_packages
+from patchit.screen.dbt import DbtScreen, Where
 
 
 class DbtHarness:
@@ -95,6 +100,7 @@ class DbtHarness:
         # dbt's parse holds rendered vars (secrets too) and patchit keeps none at rest.
         self._parse_dir: Path | None = None
         self.last_parse_mode = "unknown"  # how the last verify's dbt parsed (read_parse_mode)
+        self.screener = DbtScreen()  # one incident's schema-only clone, kept until close()
 
     @property
     def worker_pid(self) -> int | None:
@@ -140,6 +146,19 @@ class DbtHarness:
         project = Path(event.dbt.project_dir) if event.dbt else repo
         return (project / "dbt_project.yml").is_file()
 
+    def screen(
+        self, workspace: Workspace, event: UniversalFailureEvent, changed: list[str]
+    ) -> Screening:
+        """Changed Python files compiled, changed models' SQL bound by DuckDB (`EXPLAIN`)
+        against a schema-only clone of the incident's snapshot; no dbt process."""
+        try:
+            project_dir, _ = self._sandbox_paths(workspace, event)
+        except HarnessError as exc:
+            return Screening.nothing(str(exc))
+        project = PurePosixPath(project_dir.relative_to(workspace.root).as_posix())
+        return self.screener.screen(Where(workspace.root, project, workspace.snapshot), event,
+                                    changed)  # fmt: skip
+
     def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
         started = time.monotonic()
         project_dir, cwd = self._sandbox_paths(workspace, event)
@@ -184,6 +203,7 @@ class DbtHarness:
         )
 
     def close(self) -> None:
+        self.screener.close()
         with self._lock:
             if self._parse_dir is not None:
                 shutil.rmtree(self._parse_dir, ignore_errors=True)

@@ -12,6 +12,14 @@ patched, exactly as a real harness would:
 
 The handler answers a `Verification`, or a bool that is turned into one. It runs under the
 harness's time limit like any runtime: one that does not return in time is a `time` limit.
+
+A `screener(workspace, event, changed)` stands in for the harness's screen before verify: it
+answers a `Screening`, a reason string (rejected), or None (passed). By default nothing is
+screened. `FakeHarness.screening_out(path, text)` rejects a candidate whose `path` contains
+`text` without a verify, as a binder would reject a column that does not exist:
+
+    harness = FakeHarness.passing_when("models/x.sql", "amount")
+    harness.screener = FakeHarness.screening_out("models/x.sql", "amout_cents")
 """
 
 from __future__ import annotations
@@ -25,9 +33,11 @@ from typing import ClassVar
 
 from patchit.config import PatchitConfig
 from patchit.events.model import UniversalFailureEvent
-from patchit.harnesses.base import Verification, Workspace
+from patchit.harnesses.base import Screening, Verification, Workspace
 
 Handler = Callable[[Workspace, UniversalFailureEvent], "Verification | bool"]
+Screener = Callable[[Workspace, UniversalFailureEvent, list[str]], "Screening | str | None"]
+FAKE_CHECK = "fake screen"
 
 
 @dataclass
@@ -38,6 +48,16 @@ class FakeCall:
     root: Path
     result: Verification
     files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class FakeScreen:
+    """One screen: the files the candidate changed and what the screener said."""
+
+    event: UniversalFailureEvent
+    root: Path
+    changed: list[str]
+    result: Screening
 
 
 def _never(_workspace: Workspace, _event: UniversalFailureEvent) -> bool:
@@ -56,12 +76,15 @@ class FakeHarness:
         applies: bool = True,
         watch: tuple[str, ...] = (),
         timeout_s: float = 600,
+        screener: Screener | None = None,
     ) -> None:
         self.handler = handler
+        self.screener = screener
         self.applies = applies
         self.watch = watch  # repo-relative files whose text each call records
         self.timeout_s = timeout_s
         self.calls: list[FakeCall] = []
+        self.screens: list[FakeScreen] = []
         self.config: PatchitConfig | None = None
         self.warm_ups = 0
         self.closed = 0
@@ -79,6 +102,19 @@ class FakeHarness:
 
         return cls(handler, watch=(path,), timeout_s=timeout_s)
 
+    @staticmethod
+    def screening_out(path: str, text: str) -> Screener:
+        """A screener that rejects when the worktree's `path` contains `text`."""
+
+        def screener(
+            workspace: Workspace, event: UniversalFailureEvent, changed: list[str]
+        ) -> str | None:
+            target = workspace.root / path
+            body = target.read_text() if target.is_file() else ""
+            return f"{path}: {text!r} does not bind" if text in body else None
+
+        return screener
+
     def configure(self, config: PatchitConfig) -> None:
         self.config = config
         self.timeout_s = config.loop.harness_timeout_s
@@ -88,6 +124,28 @@ class FakeHarness:
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
         return self.applies
+
+    def screen(
+        self, workspace: Workspace, event: UniversalFailureEvent, changed: list[str]
+    ) -> Screening:
+        started = time.monotonic()
+        if self.screener is None:
+            result = Screening(check=f"{FAKE_CHECK} (no screener: nothing judged)")
+        else:
+            answer = self.screener(workspace, event, list(changed))
+            if isinstance(answer, Screening):
+                result = answer
+            elif answer:
+                result = Screening(
+                    passed=False, check=FAKE_CHECK, screened=list(changed), reason=answer,
+                    output=answer,
+                )  # fmt: skip
+            else:
+                result = Screening(check=FAKE_CHECK, screened=list(changed))
+        duration_ms = max(1, int((time.monotonic() - started) * 1000))
+        result = result.model_copy(update={"duration_ms": result.duration_ms or duration_ms})
+        self.screens.append(FakeScreen(event, workspace.root, list(changed), result))
+        return result
 
     def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
         started = time.monotonic()

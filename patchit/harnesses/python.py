@@ -35,10 +35,11 @@ from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import environment_secrets, redact
 from patchit.harnesses.airflow import repo_relative
-from patchit.harnesses.base import Verification, Workspace
+from patchit.harnesses.base import Screening, Verification, Workspace
 from patchit.harnesses.process import run_sandboxed, scrubbed_env
 from patchit.sandbox.envrefs import referenced_env_names
 from patchit.sandbox.isolation import make_sandbox
+from patchit.screen.python import compile_for
 
 CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 MODULE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*$")
@@ -132,6 +133,12 @@ class PythonHarness:
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
         return event.source is FailureSource.PYTHON
+
+    def screen(
+        self, workspace: Workspace, event: UniversalFailureEvent, changed: list[str]
+    ) -> Screening:
+        """The changed `.py` files compiled, when the unit runs under patchit's own Python."""
+        return compile_for(workspace.root, changed, event.context.get("python"))
 
     def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
         unit = parse_unit(event)

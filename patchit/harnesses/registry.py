@@ -26,7 +26,7 @@ from patchit.plugins import load_plugins
 from patchit.sandbox.git import run_git
 
 ENTRY_POINT_GROUP = "patchit.harnesses"
-NEEDS = "name, configure, warm_up, applies_to, verify and close"
+NEEDS = "name, configure, warm_up, applies_to, screen, verify and close"
 
 BY_PLATFORM: dict[FailureSource, tuple[str, ...]] = {
     FailureSource.DBT: ("dbt",),

@@ -14,6 +14,9 @@ from patchit.redaction import environment_secrets, redact
 
 TRIED_OUTCOMES = ("verified", "failed", "needs_review")
 _TRIED = ", ".join("?" * len(TRIED_OUTCOMES))
+# a diff the screen rejected is known to fail just as well: it is never tried again
+SEEN_OUTCOMES = (*TRIED_OUTCOMES, "screened_out")
+_SEEN = ", ".join("?" * len(SEEN_OUTCOMES))
 
 
 class CandidateEdit(Protocol):
@@ -104,7 +107,8 @@ class AttemptStore(SqliteStore):
 
     def attempt_count(self, fingerprint: str) -> int:
         """Attempts on this fingerprint that reached verification (a harness limit does not
-        count: it says nothing about the candidate)."""
+        count: it says nothing about the candidate; nor does a screened-out one: it cost
+        milliseconds, not a run)."""
         rows = self._rows(
             f"select count(*) as n from attempts where fingerprint = ? and outcome in ({_TRIED})",
             (fingerprint, *TRIED_OUTCOMES),
@@ -122,15 +126,16 @@ class AttemptStore(SqliteStore):
         return [PriorAttempt.model_validate(r) for r in rows]
 
     def seen_diff(self, fingerprint: str, diff_hash: str) -> bool:
-        """Whether this normalised diff already went to verification for this fingerprint.
+        """Whether this normalised diff already went to verification, or was screened out,
+        for this fingerprint.
 
         A diff that verified but never landed (its run died first) is not a repeat: it may
         be verified again and land."""
         rows = self._rows(
             "select 1 from attempts where fingerprint = ? and diff_hash = ?"
-            f" and outcome in ({_TRIED})"
+            f" and outcome in ({_SEEN})"
             " and not (outcome = 'verified' and landed_branch is null) limit 1",
-            (fingerprint, diff_hash, *TRIED_OUTCOMES),
+            (fingerprint, diff_hash, *SEEN_OUTCOMES),
         )
         return bool(rows)
 
@@ -150,7 +155,9 @@ class AttemptStore(SqliteStore):
             db.execute("update attempts set landed_branch = ? where id = ?", (branch, attempt_id))
 
     def failed_tags(self, fingerprint: str) -> set[str]:
-        """Strategy buckets whose candidates failed verification on this fingerprint."""
+        """Strategy buckets whose candidates failed verification on this fingerprint (a
+        screened-out candidate bars its diff, not its bucket: the bucket's next candidate
+        costs a screen, not a run)."""
         rows = self._rows(
             "select distinct tag from attempts where fingerprint = ? and outcome = ?",
             (fingerprint, AttemptOutcome.FAILED.value),

@@ -22,6 +22,7 @@ class AttemptOutcome(StrEnum):
     REFUSED = "refused"
     HARNESS_LIMIT = "harness_limit"
     NEEDS_REVIEW = "needs_review"  # the run passed, the data check found unmeant differences
+    SCREENED_OUT = "screened_out"  # the harness's screen was certain it fails: never verified
 
 
 class Incident(BaseModel):

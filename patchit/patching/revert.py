@@ -9,7 +9,8 @@ candidate sets; this strategy walks them round by round, one candidate a round, 
 outcome of the previous ones from the attempt history (matched by their normalised diff
 hash, made exactly as the trial makes it).
 
-Budget: at most `MAX_RUNS` harness runs of its own, and never past the fingerprint's
+Budget: at most `MAX_RUNS` harness runs of its own (a candidate the harness's screen rejects
+costs none, and counts as failed for the search), and never past the fingerprint's
 `loop.max_attempts`; a diff already in the history is never proposed again. Each candidate's
 tag is a sub-bucket `partial_revert:<hash>`: memory refuses a tag that failed once, and each
 reverted set is a new experiment, not a variant (a set reverting less than one that failed,
@@ -53,7 +54,11 @@ MAX_RUNS = 4  # harness runs this strategy spends on one fingerprint
 MAX_ROUNDS = 24  # a hard stop whatever the history says
 MAX_PLAN = 60  # candidate sets considered (the budget reaches a handful of them)
 _TRIED = ("verified", "failed", "needs_review")
-_OUTCOME: dict[str, Outcome] = {"verified": "passed", "needs_review": "passed", "failed": "failed"}
+# a set the harness's screen rejected (it does not bind, does not compile) failed as surely as
+# one the harness ran, and cost no run: it takes part in the search, not in MAX_RUNS
+_OUTCOME: dict[str, Outcome] = {
+    "verified": "passed", "needs_review": "passed", "failed": "failed", "screened_out": "failed",
+}  # fmt: skip
 _QUOTED = re.compile(r"""["'`]([^"'`\n]{1,80})["'`]""")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SECRET = re.compile(r"(^|/)(\.env[^/]*|[^/]*\.env|[^/]*secret[^/]*|[^/]*credential[^/]*)$", re.I)

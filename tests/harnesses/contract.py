@@ -2,7 +2,9 @@
 
 Four properties, whatever the runtime: it passes a good unit; it fails a broken one with the
 error captured in its output; it honours its time limit; it leaves the user's tree alone. And
-the loop drives it only through its protocol: configure, warm up, verify, close.
+the loop drives it only through its protocol: configure, warm up, screen, verify, close. Its
+screen never rejects a good unit, rejects a broken one only where the case says this harness's
+screen can be sure of it (with the runtime's error), and writes nothing in the user's tree.
 
 A harness's test module subclasses `HarnessContract` and provides three fixtures:
 `harness` (a ready instance), `slow_harness` (the same harness with `timeout_s=3`), and
@@ -35,6 +37,8 @@ class HarnessCase:
     event: UniversalFailureEvent
     expected_error: str = ""
     protected_files: list[Path] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)  # what the case edits, repo-relative
+    screened_out: bool = False  # the harness's screen is sure the (broken) case fails
 
 
 MakeCase = Callable[[str], HarnessCase]
@@ -75,6 +79,28 @@ class HarnessContract:
         harness.warm_up()  # never raises; a runtime that cannot start is verify's answer
         harness.close()
         harness.close()  # idempotent
+
+    def test_screen_passes_a_good_unit_on(self, harness: Harness, make_case: MakeCase) -> None:
+        case = make_case("good")
+        screening = harness.screen(case.workspace, case.event, case.changed)
+        assert screening.passed, screening.output
+        assert screening.reason == ""
+        assert screening.check
+        assert screening.duration_ms >= 0
+
+    def test_screen_rejects_only_what_it_is_sure_of(
+        self, harness: Harness, make_case: MakeCase
+    ) -> None:
+        case = make_case("broken")
+        assert case.changed, "a broken case names the files it edits"
+        before = user_state(case)
+        screening = harness.screen(case.workspace, case.event, case.changed)
+        assert screening.passed is not case.screened_out, screening
+        if not screening.passed:
+            assert screening.reason
+            assert case.expected_error in screening.output
+            assert set(screening.screened) & set(case.changed)
+        assert user_state(case) == before
 
     def test_passes_a_good_unit(self, harness: Harness, make_case: MakeCase) -> None:
         case = make_case("good")

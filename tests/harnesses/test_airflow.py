@@ -92,6 +92,8 @@ def make_case(tmp_path: Path, seeded_home: Path) -> Iterator[MakeCase]:
             event=airflow_event(repo, dag_id, task_id, dag_file),
             expected_error=expected,
             protected_files=[repo / REPORTS_DAG],
+            changed=[dag_file],
+            screened_out=kind == "import_error",  # the DAG file does not import: sure to fail
         )
 
     yield make
@@ -155,6 +157,34 @@ class TestWarmAirflowHarness(HarnessContract):
         assert "DAG import failed" in result.output
         assert case.expected_error in result.output
         assert "ImportError" in result.output
+
+    def test_screen_imports_the_dag_file_in_a_fork_of_the_warm_parent(
+        self, harness: AirflowHarness, make_case: MakeCase
+    ) -> None:
+        case = make_case("import_error")
+        pid = harness.parent_pid
+        screening = harness.screen(case.workspace, case.event, case.changed)
+        assert not screening.passed
+        assert "imported in a fork of the warm Airflow parent" in screening.check
+        assert case.expected_error in screening.output and "ImportError" in screening.reason
+        assert screening.reason.startswith("examples/airflow/dags/shop_orders.py: ")
+        assert harness.parent_pid == pid  # served by the running parent
+        # a broken DAG file's own event: importing is verify's whole test, not the screen's
+        own = case.event.model_copy(update={"status": "import_error"})
+        left = harness.screen(case.workspace, own, case.changed)
+        assert left.passed and "left to verify" in left.skipped[-1]
+
+    def test_screen_compiles_before_anything_is_imported(
+        self, harness: AirflowHarness, make_case: MakeCase
+    ) -> None:
+        case = make_case("good")
+        dag = case.workspace.root / REPORTS_DAG
+        dag.write_text(dag.read_text().replace("def write_report(", "def write_report(("))
+        screening = harness.screen(case.workspace, case.event, case.changed)
+        assert not screening.passed
+        assert screening.check == "compile() of the changed .py files"
+        assert screening.reason.startswith("SyntaxError")
+        assert not (case.workspace.scratch / "screen").exists()  # no fork, no Airflow home
 
     def test_reuses_the_template_db(
         self, harness: AirflowHarness, make_case: MakeCase, seeded_home: Path

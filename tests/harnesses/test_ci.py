@@ -38,6 +38,7 @@ def make_case(user_repo: Path, _patchit_home: Path) -> Iterator[MakeCase]:
             event=python_event(user_repo, "slow" if kind == "slow" else "test", source="ci",
                                context={"workflow": ".github/workflows/ci.yml"}),
             expected_error=expected,
+            changed=["shop/jobs.py"],
         )  # fmt: skip
 
     yield make

@@ -120,6 +120,7 @@ def make_case(compose_repo: Path, _patchit_home: Path) -> Iterator[MakeCase]:
             workspace=Workspace(root=root, scratch=scratch),
             event=airflow_event(compose_repo, dag_id, task_id, dag_file),
             expected_error=expected,
+            changed=[dag_file],
         )
 
     yield make

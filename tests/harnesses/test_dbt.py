@@ -74,12 +74,17 @@ def make_case(shop_repo: Path, _patchit_home: Path, tmp_path: Path) -> Iterator[
             scratch=_patchit_home / "sandboxes" / incident / f"{kind}-{len(roots)}",
             snapshot=snapshot.parent,
         )
+        event = shop_event(shop_repo, unit_id)
+        # the failing run's manifest: the screen resolves refs with it
+        event.artifacts["manifest"] = str(shop_repo / "target" / "manifest.json")
         return HarnessCase(
             user_repo=shop_repo,
             workspace=workspace,
-            event=shop_event(shop_repo, unit_id),
+            event=event,
             expected_error=expected,
             protected_files=[shop_repo / "shop.duckdb"],
+            changed=["models/marts/orders.sql"],
+            screened_out=kind == "broken",  # `o.statuss` does not bind: DuckDB's binder knows
         )
 
     yield make
@@ -92,6 +97,23 @@ def warm_harness() -> Iterator[DbtHarness]:
     """One warm harness for the module: its worker serves every test, as in one incident."""
     with DbtHarness(warm=True) as harness:
         yield harness
+
+
+def test_the_screen_binds_without_dbt_and_keeps_one_clone_per_incident(
+    make_case: MakeCase,
+) -> None:
+    with DbtHarness(warm=True) as harness:
+        broken = make_case("broken")
+        screening = harness.screen(broken.workspace, broken.event, broken.changed)
+        assert not screening.passed
+        assert screening.reason.startswith("models/marts/orders.sql: Binder Error")
+        assert '"statuss"' in screening.reason
+        assert harness.worker_pid is None  # no dbt process started for it
+        incident = harness.screener._prepared
+        good = make_case("good")  # the same incident's next candidate
+        assert harness.screen(good.workspace, good.event, good.changed).passed
+        assert harness.screener._prepared is incident
+    assert harness.screener._prepared is None  # close() dropped the clone
 
 
 class TestWarmDbtHarness(HarnessContract):

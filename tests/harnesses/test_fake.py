@@ -9,12 +9,21 @@ import pytest
 
 from patchit.config import PatchitConfig
 from patchit.events.model import UniversalFailureEvent
-from patchit.harnesses.base import Harness, Verification, Workspace
+from patchit.harnesses.base import Harness, Screening, Verification, Workspace
 from patchit.harnesses.fake import FakeHarness, fake_verification
 from tests.conftest import commit_all, git
 from tests.harnesses.contract import SLOW_TIMEOUT_S, HarnessCase, HarnessContract, MakeCase
 
 JOB = "jobs/report.py"
+
+
+def screen_job(
+    workspace: Workspace, event: UniversalFailureEvent, changed: list[str]
+) -> str | None:
+    """The fake's screen: sure that a job raising at import fails, as a compiler is sure of a
+    SyntaxError."""
+    text = (workspace.root / JOB).read_text()
+    return "KeyError: 'amout' (raised at import)" if "raise" in text else None
 
 
 def run_job(workspace: Workspace, event: UniversalFailureEvent) -> Verification:
@@ -40,7 +49,7 @@ def user_repo(tmp_path: Path) -> Path:
 class TestFakeHarnessContract(HarnessContract):
     @pytest.fixture
     def harness(self) -> FakeHarness:
-        return FakeHarness(run_job)
+        return FakeHarness(run_job, screener=screen_job)
 
     @pytest.fixture
     def slow_harness(self) -> FakeHarness:
@@ -58,7 +67,10 @@ class TestFakeHarnessContract(HarnessContract):
             )
             workspace = Workspace(root=root, scratch=tmp_path / f"scratch-{kind}")
             expected = "KeyError: 'amout'" if kind == "broken" else ""
-            return HarnessCase(user_repo, workspace, event, expected_error=expected)
+            return HarnessCase(
+                user_repo, workspace, event, expected_error=expected, changed=[JOB],
+                screened_out=kind == "broken",
+            )  # fmt: skip
 
         return make
 
@@ -96,3 +108,31 @@ def test_a_handler_that_raises_raises_in_the_caller(tmp_path: Path) -> None:
     event = UniversalFailureEvent(source="python", pipeline_id="jobs", unit_id="report")
     with pytest.raises(RuntimeError, match="runtime is missing"):
         FakeHarness(broken).verify(Workspace(root=tmp_path, scratch=tmp_path), event)
+
+
+def test_the_screener_answers_a_reason_none_or_a_screening(tmp_path: Path) -> None:
+    event = UniversalFailureEvent(source="python", pipeline_id="jobs", unit_id="report")
+    workspace = Workspace(root=tmp_path, scratch=tmp_path / "scratch")
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / JOB).write_text('row["amout_cents"]\n')
+
+    nothing = FakeHarness().screen(workspace, event, [JOB])
+    assert nothing.passed and nothing.screened == [] and "nothing judged" in nothing.check
+
+    harness = FakeHarness.passing_when(JOB, "amount")
+    harness.screener = FakeHarness.screening_out(JOB, "amout_cents")
+    rejected = harness.screen(workspace, event, [JOB])
+    assert not rejected.passed
+    assert rejected.reason == f"{JOB}: 'amout_cents' does not bind"
+    assert rejected.screened == [JOB] and rejected.duration_ms >= 1
+    (tmp_path / JOB).write_text('row["amount"]\n')
+    passed = harness.screen(workspace, event, [JOB])
+    assert passed.passed and passed.screened == [JOB]
+    assert [(s.changed, s.result.passed) for s in harness.screens] == [
+        ([JOB], False),
+        ([JOB], True),
+    ]
+    assert harness.calls == []  # a screen is no verify
+
+    own = Screening(passed=False, check="mine", reason="no", duration_ms=5)
+    assert FakeHarness(screener=lambda *_: own).screen(workspace, event, []) == own

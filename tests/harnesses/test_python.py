@@ -37,6 +37,7 @@ def case_maker(repo: Path, home: Path, unit_for: UnitFor) -> tuple[MakeCase, lis
             workspace=Workspace(root=root, scratch=home / "scratch" / f"{kind}-{len(roots)}"),
             event=python_event(repo, unit_for(kind)),
             expected_error=expected,
+            changed=["shop/jobs.py"],
         )
 
     return make, roots

@@ -246,6 +246,24 @@ def test_attempts_are_recorded_and_queried_per_fingerprint(memory: Memory) -> No
         memory.record_attempt("no-such-incident", "fp", candidate(), diff, "failed")
 
 
+def test_a_screened_out_diff_is_seen_but_spends_no_attempt_and_bars_no_bucket(
+    memory: Memory,
+) -> None:
+    inc = memory.create_incident(event(), "fp", "ck")
+    diff = unified_diff("models/orders.sql", "select nme\n", "select nmae\n")
+    memory.record_attempt(
+        inc.id, "fp", candidate(replace="nmae"), diff, AttemptOutcome.SCREENED_OUT,
+        reason="screen: Binder Error", verification_output="$ screen: EXPLAIN", duration_ms=3,
+    )  # fmt: skip
+    assert memory.seen_diff("fp", diff_hash(diff))  # never tried twice
+    assert memory.attempt_count("fp") == 0  # it cost a screen, not a run
+    assert memory.failed_tags("fp") == set()  # the bucket's next candidate may still bind
+    assert [(h.outcome, h.reason) for h in memory.history("fp")] == [
+        ("screened_out", "screen: Binder Error")
+    ]
+    assert memory.attempts_for(inc.id)[0].outcome is AttemptOutcome.SCREENED_OUT
+
+
 def test_last_good_commit(memory: Memory) -> None:
     assert memory.last_good("shop") is None
     memory.record_last_good("shop", "a" * 40)

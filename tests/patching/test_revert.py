@@ -56,12 +56,13 @@ Oracle = Callable[[str], bool]
 
 def drive(
     strategy: Strategy, evidence: Evidence, oracle: Oracle, *, max_attempts: int = 6,
-    history: list[PriorAttempt] | None = None,
+    history: list[PriorAttempt] | None = None, screen: Oracle | None = None,
 ) -> tuple[list[PatchCandidate], list[PriorAttempt]]:  # fmt: skip
     """The loop in miniature: ask round after round, 'verify' each candidate with the oracle
-    on the reverted text, record the attempt the way memory does (diff hash of the trial's
-    diff, the run's error as its output), stop at the first pass, at max attempts, or when
-    the strategy wants no more."""
+    on the reverted text (unless `screen` rejects the text first: screened out, no run),
+    record the attempt the way memory does (diff hash of the trial's diff, the run's error
+    as its output), stop at the first pass, at max attempts, or when the strategy wants no
+    more."""
     history = list(history or [])
     config = PatchitConfig.model_validate({"loop": {"max_attempts": max_attempts}})
     root = Path(evidence.repo_root)
@@ -76,12 +77,14 @@ def drive(
             text = previews[JOB][1]
             passed = oracle(text)
             outcome = ("needs_review" if candidate.review else "verified") if passed else "failed"
+            if screen is not None and not screen(text):
+                outcome = "screened_out"
             history.append(PriorAttempt(diff_hash=diff_hash(diff), tag=candidate.tag,
                                         outcome=outcome, diff=diff,
                                         output=error_of(text)))  # fmt: skip
             if outcome == "verified":
                 return proposed, history
-            if sum(h.outcome != "refused" for h in history) >= max_attempts:
+            if sum(h.outcome not in ("refused", "screened_out") for h in history) >= max_attempts:
                 return proposed, history
         if not proposal.more:
             break
@@ -199,6 +202,27 @@ def test_the_result_is_one_minimal_and_no_diff_is_proposed_twice(tmp_path: Path)
     assert len(chosen) == 2 and len(proposed) <= MAX_RUNS
     for atom in chosen:
         assert not runs(revert_texts([change], chosen - {atom}).get(JOB, broken))
+
+
+def test_screened_out_sets_count_as_failed_and_cost_no_run(tmp_path: Path) -> None:
+    good = GOOD.replace("print(total(rows))", "unit = 100\nprint(total(rows) / unit)")
+    broken = (
+        good.replace('"amount"]', '"amout"]')
+        .replace("/ unit", "/ units")
+        .replace('"day": "mon"', '"day": "monday"')
+        .replace("def total(rows):", "def total(rows):  # sum of amounts")
+    )
+    evidence = failing_evidence(tmp_path, good, broken)
+
+    def screen(text: str) -> bool:  # as a binder would: `units` is bound nowhere
+        return "/ units" not in text
+
+    _, history = drive(PartialRevertStrategy(), evidence, runs, max_attempts=20, screen=screen)
+    assert history[-1].outcome == "verified"
+    outcomes = [h.outcome for h in history]
+    assert "screened_out" in outcomes
+    assert sum(o != "screened_out" for o in outcomes) <= MAX_RUNS  # only runs spend the budget
+    assert len({h.diff_hash for h in history}) == len(history)
 
 
 def test_the_run_budget_is_respected(evidence: Evidence) -> None:
