@@ -28,6 +28,7 @@ from patchit.examples import SHOP
 from tests import fast_tier as fast_tier_checks
 
 if TYPE_CHECKING:
+    from patchit.events.model import UniversalFailureEvent
     from tests.evidence.airflow_failures import Zoo
 
 # no phoning home from dbt runs in tests (these machines have no internet)
@@ -69,6 +70,27 @@ def run_dbt(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
     )
+
+
+def user_dbt_events(
+    repo: Path, cli_args: list[str], project: Path | None = None
+) -> tuple[int, list[UniversalFailureEvent]]:
+    """Run `dbt <cli_args>` through patchit's intake as the user would: from `project` (default
+    the repo root, where the example profile's relative DuckDB path points), with the failure
+    events recorded there too. Returns dbt's exit code and the events."""
+    import contextlib
+
+    from patchit.intake.dbt import build_dbt_args, events_from_run, now_utc
+    from patchit.intake.dbt import run_dbt as intake_run_dbt
+    from patchit.sandbox.git import head_commit
+
+    project = project or repo
+    args = build_dbt_args(cli_args, project, str(project), None)
+    started = now_utc()
+    with contextlib.chdir(project):
+        code, record = intake_run_dbt(args, repo.parent / "runs")
+        events = events_from_run(record, args, project, repo, head_commit(repo), started)
+    return code, events
 
 
 # --- tiers ---------------------------------------------------------------------------------

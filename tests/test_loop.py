@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import ClassVar
 
@@ -13,12 +12,10 @@ from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.model import Evidence
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt import DbtHarness
-from patchit.intake.dbt import build_dbt_args, events_from_run, now_utc, run_dbt
 from patchit.loop import Context, heal
 from patchit.memory import Memory
 from patchit.patching.base import Edit, FixIt, PatchCandidate, PriorAttempt
-from patchit.sandbox.git import head_commit
-from tests.conftest import commit_all, git
+from tests.conftest import commit_all, git, user_dbt_events
 
 pytestmark = pytest.mark.slow
 
@@ -53,12 +50,8 @@ def failing_event(repo: Path) -> UniversalFailureEvent:
     model = repo / MODEL
     model.write_text(model.read_text().replace("sum(amount) as revenue", "sum(amout) as revenue"))
     commit_all(repo, "daily_revenue: sum revenue per day")
-    args = build_dbt_args(["build"], repo, str(repo), None)
-    started = now_utc()
-    with contextlib.chdir(repo):  # where the user runs dbt: the profile's relative DuckDB path
-        code, record = run_dbt(args, repo.parent / "runs")
+    code, [event] = user_dbt_events(repo, ["build"])
     assert code == 1
-    [event] = events_from_run(record, args, repo, repo, head_commit(repo), started)
     return event
 
 
@@ -228,14 +221,8 @@ def test_one_harness_heals_two_incidents_in_a_row(shop_repo: Path, _patchit_home
             )
         )
         commit_all(shop_repo, "daily_revenue: fixed; tests reworked")
-        args = build_dbt_args(["build"], shop_repo, str(shop_repo), None)
-        started = now_utc()
-        with contextlib.chdir(shop_repo):
-            code, record = run_dbt(args, shop_repo.parent / "runs")
+        code, [event] = user_dbt_events(shop_repo, ["build"])
         assert code == 2
-        [event] = events_from_run(
-            record, args, shop_repo, shop_repo, head_commit(shop_repo), started
-        )
         second = heal(event, ctx)
     finally:
         ctx.close()

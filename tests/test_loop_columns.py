@@ -13,13 +13,12 @@ import pytest
 from patchit.config import PatchitConfig
 from patchit.context import Context
 from patchit.harnesses.dbt import DbtHarness
-from patchit.intake.dbt import build_dbt_args, events_from_run, now_utc, run_dbt
 from patchit.loop import heal
 from patchit.memory import Memory
 from patchit.patching.fixits.columns import RenameColumnStrategy
 from patchit.patching.revert import PartialRevertStrategy
 from patchit.sandbox.git import head_commit
-from tests.conftest import commit_all, git
+from tests.conftest import commit_all, git, user_dbt_events
 
 pytestmark = pytest.mark.slow
 
@@ -45,11 +44,8 @@ def test_an_upstream_rename_lands_read_under_the_old_name(
     good = head_commit(shop_repo)
     _edit(shop_repo / STAGING, "    first_name,\n", "    first_name as given_name,\n")
     commit_all(shop_repo, "stg_customers: given_name")
-    args = build_dbt_args(["build"], shop_repo, str(shop_repo), None)
-    started = now_utc()
-    code, record = run_dbt(args, shop_repo.parent / "runs")
+    code, events = user_dbt_events(shop_repo, ["build"])
     assert code == 1
-    events = events_from_run(record, args, shop_repo, shop_repo, head_commit(shop_repo), started)
     [event] = [e for e in events if e.unit_id == "model.shop.customers"]
     assert 'Values list "c" does not have a column named "first_name"' in event.error_message
     assert "Candidate" not in event.error_message

@@ -3,7 +3,6 @@ speaking the Messages API, candidates verified for real by the dbt and Airflow h
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -14,14 +13,13 @@ from patchit.config import PatchitConfig
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.airflow import AirflowHarness
 from patchit.harnesses.dbt import DbtHarness
-from patchit.intake.dbt import build_dbt_args, events_from_run, now_utc, run_dbt
 from patchit.loop import Context, heal
 from patchit.memory import Memory
 from patchit.memory.ledger import Ledger
 from patchit.patching.llm.server import ReplayServer
 from patchit.patching.llm.strategy import LlmStrategy
 from patchit.sandbox.git import head_commit
-from tests.conftest import commit_all, git
+from tests.conftest import commit_all, git, user_dbt_events
 from tests.evidence.airflow_failures import Zoo
 
 pytestmark = pytest.mark.slow
@@ -63,12 +61,8 @@ def broken_event(repo: Path, *vars_args: str) -> UniversalFailureEvent:
     model = repo / MODEL
     model.write_text(model.read_text().replace(GOOD, BROKEN))
     commit_all(repo, "customers: keep the last order status")
-    args = build_dbt_args(["build", *vars_args], repo, str(repo), None)
-    started = now_utc()
-    with contextlib.chdir(repo):  # where the user runs dbt: the profile's relative DuckDB path
-        code, record = run_dbt(args, repo.parent / "runs")
+    code, events = user_dbt_events(repo, ["build", *vars_args])
     assert code == 1
-    events = events_from_run(record, args, repo, repo, head_commit(repo), started)
     return next(e for e in events if e.unit_id.endswith(".customers"))
 
 

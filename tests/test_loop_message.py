@@ -11,12 +11,11 @@ import pytest
 from patchit.config import PatchitConfig
 from patchit.context import Context
 from patchit.harnesses.dbt import DbtHarness
-from patchit.intake.dbt import build_dbt_args, events_from_run, now_utc, run_dbt
 from patchit.loop import heal
 from patchit.memory import Memory
 from patchit.patching.fixits.message import FollowMessageStrategy
 from patchit.sandbox.git import head_commit
-from tests.conftest import commit_all, git
+from tests.conftest import commit_all, git, user_dbt_events
 
 pytestmark = pytest.mark.slow
 
@@ -38,11 +37,8 @@ def test_a_replaced_macro_lands_renamed_at_its_calls(
     monkeypatch.chdir(shop_repo)  # where the user runs dbt: the profile's relative DuckDB path
     (shop_repo / "macros" / "cents_to_dollars.sql").write_text(MACROS)
     commit_all(shop_repo, "macros: cents_to_dollars is now to_dollars")
-    args = build_dbt_args(["build"], shop_repo, str(shop_repo), None)
-    started = now_utc()
-    code, record = run_dbt(args, shop_repo.parent / "runs")
+    code, [event] = user_dbt_events(shop_repo, ["build"])
     assert code == 2  # dbt renders the stub while parsing
-    [event] = events_from_run(record, args, shop_repo, shop_repo, head_commit(shop_repo), started)
     assert "`cents_to_dollars` has been replaced by `to_dollars`" in event.error_message
     before = git(shop_repo, "status", "--porcelain", "--ignored"), head_commit(shop_repo)
 

@@ -14,12 +14,11 @@ from patchit.config import PatchitConfig
 from patchit.context import Context
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.dbt import DbtHarness
-from patchit.intake.dbt import build_dbt_args, events_from_run, now_utc, run_dbt
 from patchit.loop import heal
 from patchit.memory import Memory
 from patchit.patching.fixits.refs import FixRefStrategy
 from patchit.sandbox.git import head_commit
-from tests.conftest import commit_all, git
+from tests.conftest import commit_all, git, user_dbt_events
 
 pytestmark = pytest.mark.slow
 
@@ -33,11 +32,8 @@ def rename_and_fail(repo: Path) -> UniversalFailureEvent:
         schema.read_text().replace("- name: stg_customers", "- name: stg_crm_customers")
     )
     commit_all(repo, "staging: name customer models by their source system")
-    args = build_dbt_args(["build"], repo, str(repo), None)
-    started = now_utc()
-    code, record = run_dbt(args, repo.parent / "runs")
+    code, [event] = user_dbt_events(repo, ["build"])
     assert code == 2  # a parse error: no node ran
-    [event] = events_from_run(record, args, repo, repo, head_commit(repo), started)
     assert "depends on a node named 'stg_customers' which was not found" in event.error_message
     return event
 

@@ -4,7 +4,6 @@ intended new column and must end `needs_review`."""
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import pytest
@@ -15,12 +14,10 @@ from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt import DbtHarness
 from patchit.harnesses.fake import FakeHarness, fake_verification
-from patchit.intake.dbt import build_dbt_args, events_from_run, now_utc, run_dbt
 from patchit.loop import HealOutcome, heal
 from patchit.memory import Memory
 from patchit.patching.revert import PartialRevertStrategy
-from patchit.sandbox.git import head_commit
-from tests.conftest import commit_all, git
+from tests.conftest import commit_all, git, user_dbt_events
 from tests.evidence.airflow_failures import init_repo, run_script, script_failure
 from tests.patching.test_revert import GOOD, JOB, SCALED
 
@@ -96,12 +93,8 @@ def dbt_failure(repo: Path, old: str, new: str) -> UniversalFailureEvent:
     assert text.count(old) == 1
     model.write_text(text.replace(old, new))
     commit_all(repo, "daily_revenue: rework the columns")
-    args = build_dbt_args(["build"], repo, str(repo), None)
-    started = now_utc()
-    with contextlib.chdir(repo):  # where the user runs dbt: the profile's relative DuckDB path
-        code, record = run_dbt(args, repo.parent / "runs")
+    code, [event] = user_dbt_events(repo, ["build"])
     assert code == 1
-    [event] = events_from_run(record, args, repo, repo, head_commit(repo), started)
     return event
 
 

@@ -45,7 +45,7 @@ from patchit.sandbox.git import run_git
 from patchit.sandbox.snapshot import (
     PARTIAL_PARSE_FILE,
     copy_for_candidate,
-    seed_partial_parse,
+    rebase_partial_parse,
     snapshot_database,
 )
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
@@ -209,7 +209,9 @@ class _Bench:
         self.snapshot = snapshot_database(repo / self.project.db_file, self.work / "snapshot")
         self.baseline = create_worktree(repo, "HEAD", self.work / "baseline")
         copy_for_candidate(self.snapshot, self.baseline)
-        seed_partial_parse(repo / "target" / PARTIAL_PARSE_FILE, self.baseline / "target")
+        rebase_partial_parse(
+            repo / "target" / PARTIAL_PARSE_FILE, self.baseline / "target", self.baseline
+        )
         return initial_s
 
     def _commit(self, message: str) -> None:

@@ -49,6 +49,12 @@ SCREEN_TIMEOUT_S = 60.0  # a DAG file that takes longer to import is left to ver
 IMPORT_CHECK = "the DAG file imported in a fork of the warm Airflow parent"
 
 
+def _referenced(paths: list[Path], workspace: Workspace) -> set[str]:
+    """The variables the code on the run's Python path (inside the worktree) reads: passed to
+    the import and the task, with no others beyond the allowlist."""
+    return referenced_env_names(p for p in paths if _within(p, workspace.root))
+
+
 def _within(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
 
@@ -185,8 +191,9 @@ class AirflowHarness:
             scratch = workspace.scratch.resolve() / "screen"
             (scratch / "home").mkdir(parents=True, exist_ok=True)
             home, db, _ = prepare_airflow_home(scratch)
-            env = airflow_env(home, db, dags_folder, scratch / "home",
-                              python_path(dags_folder, workspace, event))  # fmt: skip
+            paths_in = python_path(dags_folder, workspace, event)
+            env = airflow_env(home, db, dags_folder, scratch / "home", paths_in,
+                              _referenced(paths_in, workspace))  # fmt: skip
             request = {"dag_file": str(dag_file), "dags_folder": str(dags_folder),
                        "dag_id": event.pipeline_id, "task_id": event.unit_id,
                        "import_only": True}  # fmt: skip
@@ -224,8 +231,8 @@ class AirflowHarness:
         home, db, migrate_ms = prepare_airflow_home(scratch)
         copied = time.monotonic()
         paths = python_path(dags_folder, workspace, event)
-        referenced = referenced_env_names(p for p in paths if _within(p, workspace.root))
-        env = airflow_env(home, db, dags_folder, scratch / "home", paths, referenced)
+        env = airflow_env(home, db, dags_folder, scratch / "home", paths,
+                          _referenced(paths, workspace))  # fmt: skip
         request = {
             "dag_file": str(dag_file),
             "dags_folder": str(dags_folder),

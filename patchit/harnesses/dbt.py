@@ -73,6 +73,7 @@ from patchit.sandbox.snapshot import (
     keep_partial_parse,
     parse_cache_key,
     read_parse_mode,
+    rebase_partial_parse,
     seed_partial_parse,
     user_parse_file,
     wal_path,
@@ -317,6 +318,7 @@ class DbtHarness:
             target_dir=scratch / "target",
             # dbt's parse keeps absolute paths (seed files): reuse it only in the same worktree
             parse_key=parse_cache_key(event, target, path_text, workspace.root),
+            project_dir=project_dir,
             user_parse_file=user_parse_file(event, target, path_text),
         )
 
@@ -345,7 +347,10 @@ class DbtHarness:
         """This instance's last parse of the lineage, else the one the user's failing run
         wrote; dbt re-parses what differs (or everything, saying why)."""
         kept = self._parse_file(box.parse_key)
-        seed_partial_parse(kept if kept.is_file() else box.user_parse_file, box.target_dir)
+        if kept.is_file():
+            seed_partial_parse(kept, box.target_dir)
+        elif box.user_parse_file is not None:
+            rebase_partial_parse(box.user_parse_file, box.target_dir, box.project_dir)
 
     def _keep_parse(self, box: DbtSandbox) -> None:
         self.last_parse_mode = read_parse_mode(box.log_path.parent / "logs")

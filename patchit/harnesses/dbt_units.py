@@ -46,6 +46,7 @@ class DbtSandbox:
     log_path: Path
     target_dir: Path
     parse_key: str
+    project_dir: Path
     user_parse_file: Path | None = None
 
 

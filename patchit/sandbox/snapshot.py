@@ -97,6 +97,74 @@ def seed_partial_parse(source: Path | None, target_dir: Path) -> bool:
     return True
 
 
+def rebase_partial_parse(source: Path, target_dir: Path, project_dir: Path) -> bool:
+    """Copy the user's partial-parse file into a run's target dir, re-rooted at `project_dir`.
+
+    dbt keeps the project's absolute root in its parse (`project_root` of every file, and
+    `root_path` of every seed, read when the seed is loaded) and does not notice when it moves:
+    carried verbatim, a sandbox run would load the user's seed files, not the worktree's (or
+    fail where the sandbox hides them). False when there is nothing usable to carry.
+    """
+    import msgpack  # dbt's own dependency: only reached when dbt wrote the file
+
+    try:
+        data = msgpack.unpackb(
+            source.read_bytes(), raw=False, strict_map_key=False, ext_hook=msgpack.ExtType
+        )
+        old_root = _root_project_dir(data)
+        if old_root is None:
+            return False
+        new_root = str(project_dir)
+
+        def moved(path: object) -> object:
+            if isinstance(path, str) and (path == old_root or path.startswith(old_root + "/")):
+                return new_root + path[len(old_root) :]
+            return path
+
+        for entry in (data.get("files") or {}).values():
+            where = entry.get("path") if isinstance(entry, dict) else None
+            if isinstance(where, dict) and "project_root" in where:
+                where["project_root"] = moved(where["project_root"])
+        for group in ("nodes", "disabled"):
+            for node in _node_dicts(data.get(group)):
+                if "root_path" in node:
+                    node["root_path"] = moved(node["root_path"])
+        packed = msgpack.packb(data, use_bin_type=True)
+    except (OSError, ValueError, TypeError, AttributeError, msgpack.UnpackException):
+        return False  # a parse not carried costs speed, never correctness
+    target_dir.mkdir(parents=True, exist_ok=True)
+    (target_dir / PARTIAL_PARSE_FILE).write_bytes(packed)
+    return True
+
+
+def _root_project_dir(data: dict[str, object]) -> str | None:
+    metadata = data.get("metadata")
+    name = metadata.get("project_name") if isinstance(metadata, dict) else None
+    files = data.get("files")
+    if not isinstance(name, str) or not isinstance(files, dict):
+        return None
+    prefix = f"{name}://"
+    for key, entry in files.items():
+        if isinstance(key, str) and key.startswith(prefix) and isinstance(entry, dict):
+            where = entry.get("path")
+            root = where.get("project_root") if isinstance(where, dict) else None
+            if isinstance(root, str) and root:
+                return root.rstrip("/") or None
+    return None
+
+
+def _node_dicts(group: object) -> list[dict[str, object]]:
+    """The node dicts of `nodes` (id -> node) or `disabled` (id -> [node, ...])."""
+    if not isinstance(group, dict):
+        return []
+    found: list[dict[str, object]] = []
+    for value in group.values():
+        for node in value if isinstance(value, list) else [value]:
+            if isinstance(node, dict):
+                found.append(node)
+    return found
+
+
 def keep_partial_parse(target_dir: Path, dest: Path) -> bool:
     """Save the partial-parse file a run wrote, atomically (readers never see half a file)."""
     source = target_dir / PARTIAL_PARSE_FILE
