@@ -9,9 +9,11 @@ reason that ends in the Root Cause Report. Nothing below this module imports it.
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from patchit.classify.classifier import classify_failure
@@ -25,7 +27,7 @@ from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence
 from patchit.faults import checkpoint
-from patchit.harnesses.base import Harness
+from patchit.harnesses.base import Harness, Workspace
 from patchit.harnesses.registry import select_harness
 from patchit.memory import Incident, IncidentStatus
 from patchit.memory.fingerprint import cause_key, error_fingerprint
@@ -33,6 +35,7 @@ from patchit.memory.ledger import Ledger, LlmPurpose
 from patchit.patching.llm import BudgetExhausted, LlmUnavailable, llm_enabled, second_opinion
 from patchit.reports.build import build_report
 from patchit.reports.model import LlmSummary
+from patchit.reports.refresh import refresh_report
 from patchit.reports.render import write_report
 from patchit.sandbox.dbt_profile import resolve_dbt_target
 from patchit.sandbox.git import dirty_tracked_files, head_commit
@@ -42,6 +45,7 @@ from patchit.search import Search, recorded_search, search_fix
 from patchit.trial import LEASE_TTL_S, Bench, Landing, Trial, land
 
 NOT_CODE = "classified as {cls}: patchit only patches code bugs"
+REANCHORED = "reanchored_from"  # an event's context key: the commit it was first seen at
 
 
 @dataclass
@@ -80,6 +84,8 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
             snapshot = snapshot or _snapshot(event, sandbox, ctx)
             bench = Bench(ctx, event, incident.id, fingerprint, evidence, repo, harness,
                           snapshot.parent if snapshot else None, sandbox, last_good)  # fmt: skip
+            if (gone := _no_longer_fails(bench)) is not None:
+                return _finish(ctx, event, incident, created, "escalated", gone, evidence, verdict)
             # a fix an earlier run verified but was killed before landing lands now
             search = recorded_search(bench) or search_fix(bench, ctx.strategies)
             landing = land(bench, search.winner) if search.winner is not None else None
@@ -110,6 +116,8 @@ def heal_group(
         by_key.setdefault(key or cause_key(other), []).append((other, error_fingerprint(other)))
     for group_key, attached in by_key.items():
         ctx.memory.attach_events(outcome.incident.id, attached, group_key)
+    if by_key:
+        refresh_report(ctx.memory, outcome.incident.id)
     return outcome
 
 
@@ -138,6 +146,7 @@ def project_key(event: UniversalFailureEvent) -> str:
 def _not_ours(incident: Incident, created: bool, ctx: Context) -> HealOutcome | None:
     """Why this run must not heal the incident (finished, or leased elsewhere), else None."""
     if not created and incident.status != "open":
+        refresh_report(ctx.memory, incident.id)  # its events, the latest commit
         ctx.say(
             f"recurrence of incident {incident.id} ({incident.status}): event attached, "
             "no new attempt"
@@ -193,6 +202,53 @@ def _snapshot(event: UniversalFailureEvent, sandbox: Path, ctx: Context) -> Path
     if target.db_path is None or not target.db_path.is_file():
         return None
     return snapshot_database(target.db_path, sandbox / "snapshot")
+
+
+def at_head(event: UniversalFailureEvent, repo: Path) -> UniversalFailureEvent:
+    """The failure as it stands now: when the repository moved on from the event's commit, a
+    fresh event on HEAD (the old one stays in the incident's timeline), which the loop first
+    reproduces. The same event when HEAD is its commit (or it has none)."""
+    if event.commit is None:
+        return event
+    try:
+        head = head_commit(repo)
+    except VcsError:
+        return event
+    if head == event.commit:
+        return event
+    return event.model_copy(
+        update={
+            "event_id": uuid.uuid4().hex,
+            "commit": head,
+            "created_utc": datetime.now(UTC),
+            "context": {**event.context, REANCHORED: event.commit},
+        }
+    )
+
+
+def _no_longer_fails(bench: Bench) -> str | None:
+    """For an event moved to today's commit (`at_head`): run the unit unchanged there. Why the
+    heal stops when it passes (nothing to fix: every candidate would pass too), else None."""
+    old = bench.event.context.get(REANCHORED)
+    if not old or bench.event.commit is None:
+        return None
+    commit = bench.event.commit
+    dest = bench.ctx.home / "worktrees" / f"{bench.incident_id}-reproduce"
+    worktree = create_worktree(bench.repo, commit, dest)
+    try:
+        scratch = bench.sandbox / "reproduce"
+        scratch.mkdir(parents=True, exist_ok=True)
+        workspace = Workspace(root=worktree, scratch=scratch, snapshot=bench.snapshot_dir)
+        bench.ctx.say(f"reproducing the failure at {commit[:12]} (it was seen at {old[:12]})")
+        result = bench.harness.verify(workspace, bench.event)
+    finally:
+        remove_worktree(bench.repo, worktree)
+    if not result.passed:
+        return None
+    return (
+        f"the failure no longer reproduces at {commit[:12]} ({result.command} passes there; "
+        f"it was seen at {str(old)[:12]}): nothing to heal"
+    )
 
 
 @contextmanager
@@ -297,9 +353,9 @@ def _finish(
     )
     md, js = write_report(report, ctx.home / "reports")
     checkpoint("finished")
-    incident = ctx.memory.update_incident(
+    incident = ctx.memory.transition(
         incident.id,
-        status=status,
+        status,  # the trigger is named as the state it leads to (lifecycle.TRANSITIONS)
         branch=branch,
         report_md=str(md),
         report_json=str(js),

@@ -36,6 +36,7 @@ from patchit.loop import heal_group
 from patchit.memory import Incident, Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.recovery import sweep_dead_runs
+from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import repo_root, run_git
 
 NO_REPO = (
@@ -262,6 +263,8 @@ class Worker:
         first = events[0]
         incident, created = memory.open_or_attach(first, error_fingerprint(first), key)
         memory.attach_events(incident.id, [(e, error_fingerprint(e)) for e in events[1:]], key)
+        if not created:
+            refresh_report(memory, incident.id)  # its events, the latest commit
         self.stats.incidents.add(incident.id)
         cls = storm_class(first)
         if incident.status == "open":

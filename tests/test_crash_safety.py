@@ -310,7 +310,7 @@ def test_a_landed_fix_whose_branch_is_gone_is_not_landed_again_unverified(
     first = run(make_ctx(_patchit_home, memory, [Scripted([edit(RIGHT)])], [harness]), event)
     repo = Path(event.repo_path or "")
     git(repo, "branch", "-D", f"patchit/{first.incident.id}")  # the user threw it away
-    memory.update_incident(first.incident.id, status="open", branch=None)
+    memory.transition(first.incident.id, "reopened", branch=None)
     again = run(make_ctx(_patchit_home, memory, [Scripted()], [harness]), event)
     assert again.incident.status == "failed" and again.incident.branch is None
     assert git(repo, "branch", "--list", "patchit/*") == ""

@@ -189,7 +189,7 @@ def test_history_reaches_the_strategy_and_repeats_are_refused(
         first = heal(event, ctx)
         assert first.incident.status == "failed"
         # the same failure, still open for healing (e.g. after a crash): history is handed over
-        ctx.memory.update_incident(first.incident.id, status="open")
+        ctx.memory.transition(first.incident.id, "retry")
         heal(event.model_copy(update={"event_id": "second"}), ctx)
     finally:
         ctx.close()

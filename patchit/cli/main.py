@@ -131,8 +131,9 @@ def schema() -> None:
 def heal_cmd(ctx: click.Context, target: str) -> None:
     """Heal one event file (or retry incident ID). Exit 0 fixed, 1 not fixed, 2 bad input.
 
-    TARGET is an event JSON file, or the id of an incident to try again (its latest event;
-    attempts already made for the fingerprint still count against the limit). A fixed incident
+    TARGET is an event JSON file, or the id of an incident to try again (its latest event, on
+    today's HEAD when the repository moved on: reproduced there first; attempts already made
+    for the fingerprint still count against the limit). A fixed incident
     stays fixed: its branch is named and the exit is 0. An open incident whose run was stopped
     is resumed; a fix that run verified lands without a new verification.
     """
@@ -140,7 +141,8 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
     from patchit.events.model import load_event
     from patchit.inputs import input_exists
     from patchit.intake.validate import check_healable
-    from patchit.loop import heal
+    from patchit.loop import at_head, heal
+    from patchit.memory.lifecycle import Trigger
     from patchit.recovery import sweep_dead_runs
 
     path = Path(target)
@@ -151,10 +153,17 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
             say(f"incident {incident.id} is already fixed: nothing to heal")
             print_outcome(incident.id, "fixed", incident.branch, incident.report_md, [])
             sys.exit(0)
-        event = memory.events_for(incident.id)[-1]
-        repo = check_healable(event, f"incident {target}")
-        if incident.status != "open":
-            memory.update_incident(incident.id, status="open")
+        latest = memory.latest_event(incident.id)
+        if latest is None:
+            raise BadInputError(
+                f"incident {target}: no event is recorded; heal an event file instead"
+            )
+        repo = check_healable(latest, f"incident {target}")
+        event = at_head(latest, repo)
+        if event is not latest:
+            say(f"incident {target}: the repository moved on from {str(latest.commit)[:12]}; "
+                f"healing the failure as it stands at {str(event.commit)[:12]}")  # fmt: skip
+        memory.transition(incident.id, Trigger.RETRY)
     else:
         event = load_event(path)
         repo = check_healable(event, str(path))

@@ -19,9 +19,11 @@ from patchit.config import DeliveryConfig, PatchitConfig
 from patchit.delivery.deliver import ForgeFactory, deliver, github_forge
 from patchit.errors import BadInputError, PatchitError
 from patchit.memory import Memory
+from patchit.memory.lifecycle import Trigger
 from patchit.memory.records import AttemptOutcome, Incident, IncidentStatus
 from patchit.policy.policy import match_glob
 from patchit.reports.model import RootCauseReport
+from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import run_git
 
 Say = Callable[[str], None]
@@ -129,9 +131,11 @@ def reject(incident_id: str, memory: Memory, why: str) -> Incident:
         repo, ref = Path(incident.repo_path), f"refs/heads/{incident.branch}"
         if run_git(repo, "rev-parse", "--verify", "--quiet", ref, check=False).strip():
             run_git(repo, "branch", "-M", incident.branch, f"{incident.branch}-rejected")
-    return memory.update_incident(
-        incident_id, status=IncidentStatus.FAILED.value, needs_human=True, branch=None
+    rejected_incident = memory.transition(
+        incident_id, Trigger.REJECTED, needs_human=True, branch=None
     )
+    refresh_report(memory, incident_id)
+    return rejected_incident
 
 
 def _who() -> str:

@@ -20,8 +20,7 @@ from patchit.memory import Memory
 from patchit.memory.deliveries import Delivery
 from patchit.memory.records import Incident, IncidentStatus
 from patchit.policy.policy import check_path
-from patchit.reports.model import RootCauseReport
-from patchit.reports.render import write_report
+from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import run_git
 
 TOKEN_ENV = "GITHUB_TOKEN"
@@ -78,7 +77,7 @@ def deliver(
         Delivery(incident_id, delivery.provider, delivery.repo, pull.number, pull.url,
                  pull.state, branch, pull.base)
     )  # fmt: skip
-    _rerender(incident, pull)
+    refresh_report(memory, incident_id)  # the report names its pull request from now on
     return pull
 
 
@@ -163,13 +162,3 @@ def _body(incident: Incident) -> str:
         "verified in a sandbox. Inspect it locally: "
         f"`git worktree add ../patchit-{incident.id} {incident.branch}`.\n"
     )
-
-
-def _rerender(incident: Incident, pull: PullRequest) -> None:
-    """The report names its pull request from now on."""
-    if not incident.report_json or not Path(incident.report_json).is_file():
-        return
-    path = Path(incident.report_json)
-    report = RootCauseReport.model_validate_json(path.read_text(encoding="utf-8"))
-    report = report.model_copy(update={"pull_request": pull.url})
-    write_report(report, path.parent)

@@ -20,8 +20,10 @@ from pathlib import Path
 from patchit.config import load_config
 from patchit.errors import PatchitError
 from patchit.memory import Memory
+from patchit.memory.lifecycle import Trigger
 from patchit.memory.outcomes import Outcome, UnitRun
 from patchit.memory.records import Incident, IncidentStatus
+from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import is_ancestor, run_git
 
 Say = Callable[[str], None]
@@ -44,6 +46,7 @@ def track(memory: Memory, say: Say = lambda _m: None) -> list[Outcome]:
         memory.record_outcome(outcome)
         if outcome.outcome in ("no_effect", "regression"):
             _reopen(incident, outcome, memory)
+        refresh_report(memory, incident.id)
         say(f"incident {incident.id}: {outcome.outcome} ({outcome.detail})")
         found.append(outcome)
     return found
@@ -93,9 +96,7 @@ def _reopen(incident: Incident, outcome: Outcome, memory: Memory) -> None:
         f"reopened: the merged fix {outcome.fix_commit[:12]} ({incident.branch}) had "
         f"{outcome.outcome.replace('_', ' ')}: {outcome.detail}"
     )
-    memory.update_incident(
-        incident.id, status=IncidentStatus.OPEN.value, needs_human=True, summary=note
-    )
+    memory.transition(incident.id, Trigger.REOPENED, needs_human=True, summary=note)
 
 
 def _unit(run: UnitRun) -> str:

@@ -21,6 +21,7 @@ from patchit.events.model import UniversalFailureEvent
 from patchit.liveness import owner_is_dead
 from patchit.memory.attempts import AttemptStore
 from patchit.memory.deliveries import DeliveryStore
+from patchit.memory.lifecycle import Trigger, next_status
 from patchit.memory.outcomes import OutcomeStore
 from patchit.memory.records import Incident, IncidentStatus
 from patchit.memory.sqlite import DB_RELATIVE_PATH as DB_RELATIVE_PATH  # re-exported
@@ -28,7 +29,7 @@ from patchit.memory.sqlite import now_utc
 from patchit.redaction import environment_secrets, redact
 
 _UPDATABLE = {
-    "fingerprint", "status", "classification", "branch", "report_md", "report_json",
+    "fingerprint", "classification", "branch", "report_md", "report_json",
     "summary", "needs_human", "repo_path",
 }  # fmt: skip
 _INCIDENT_SELECT = """
@@ -164,18 +165,29 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         db.table("events").insert_all(rows, ignore=True, batch_size=500)
 
     def update_incident(self, incident_id: str, **fields: Any) -> Incident:
+        """Change an incident's fields; its status changes only through `transition`."""
+        return self._update(incident_id, None, fields)
+
+    def transition(self, incident_id: str, trigger: Trigger | str, **fields: Any) -> Incident:
+        """Fire `trigger` (lifecycle.TRANSITIONS decides the next status, or refuses it) and
+        change `fields`, in one transaction."""
+        return self._update(incident_id, Trigger(trigger), fields)
+
+    def _update(
+        self, incident_id: str, trigger: Trigger | None, fields: dict[str, Any]
+    ) -> Incident:
         unknown = set(fields) - _UPDATABLE
         if unknown:
             raise TypeError(f"update_incident: not updatable: {', '.join(sorted(unknown))}")
         secrets = environment_secrets()
         values = {k: redact(v, secrets) if isinstance(v, str) else v for k, v in fields.items()}
-        if "status" in values:
-            values["status"] = IncidentStatus(values["status"]).value
         if "needs_human" in values:
             values["needs_human"] = int(bool(values["needs_human"]))
         values["updated_utc"] = _now().isoformat()
         with self._write() as db:
-            self.get_incident(incident_id)
+            current = self.get_incident(incident_id)
+            if trigger is not None:
+                values["status"] = next_status(current.status, trigger).value
             db.table("incidents").update(incident_id, values)
         return self.get_incident(incident_id)
 
@@ -202,6 +214,15 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
             (incident_id,),
         )
         return [UniversalFailureEvent.model_validate_json(row["json"]) for row in rows]
+
+    def latest_event(self, incident_id: str) -> UniversalFailureEvent | None:
+        """The incident's newest event (one row, however many it has)."""
+        rows = self._rows(
+            "select json from events where incident_id = ? "
+            "order by created_utc desc, rowid desc limit 1",
+            (incident_id,),
+        )
+        return UniversalFailureEvent.model_validate_json(rows[0]["json"]) if rows else None
 
     # -- last good commits -----------------------------------------------------------------
 

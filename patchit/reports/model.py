@@ -61,6 +61,13 @@ class RootCauseReport(BaseModel):
     repo_path: str | None = None
     commit: str | None = None
     events: int = 1
+    latest_commit: str | None = Field(
+        default=None, description="the commit of the newest event, when it is not `commit`"
+    )
+    last_seen_utc: datetime | None = Field(default=None, description="the newest event's time")
+    outcome: str | None = Field(
+        default=None, description="after merge (`patchit track`): fixed, no_effect, regression"
+    )
     related_units: list[str] = Field(default_factory=list)
     attempts: list[AttemptLine] = Field(default_factory=list)
     tiers_run: list[str] = Field(default_factory=list)

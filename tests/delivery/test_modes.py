@@ -119,7 +119,7 @@ def test_reject_feeds_memory_and_the_retry_uses_another_fix(
     with pytest.raises(BadInputError, match="only a verified fix"):
         approve(incident_id, memory)
     other = 'row["amount"] * 1'
-    memory.update_incident(incident_id, status="open")  # what `patchit heal ID` does
+    memory.transition(incident_id, "retry")  # what `patchit heal ID` does
     ctx = Context(_patchit_home, memory, PatchitConfig(),
                   [Scripted([edit(RIGHT, "rename_key"), edit(other, "scale")])],
                   [FakeHarness.passing_when(JOB, RIGHT)])  # fmt: skip

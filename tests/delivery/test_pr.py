@@ -59,9 +59,7 @@ def _fixed_incident(repo: Path, memory: Memory, home: Path) -> str:
     )  # fmt: skip
     memory.record_attempt(incident.id, "fp1", candidate, "-amout\n+amount", "verified")
     md, js = write_report(report, home / "reports")
-    memory.update_incident(
-        incident.id, status="fixed", branch=branch, report_md=str(md), report_json=str(js)
-    )
+    memory.transition(incident.id, "fixed", branch=branch, report_md=str(md), report_json=str(js))
     return incident.id
 
 
@@ -122,8 +120,8 @@ def test_closed_pr_is_reopened_not_duplicated(setup: Setup) -> None:
 
 
 def test_refused_unless_verified(setup: Setup) -> None:
-    setup.memory.update_incident(setup.incident_id, status="escalated")
-    with pytest.raises(BadInputError, match="is escalated: only a verified fix"):
+    setup.memory.transition(setup.incident_id, "rejected")
+    with pytest.raises(BadInputError, match="is failed: only a verified fix"):
         deliver(setup.incident_id, setup.memory)
     assert setup.github.requests == []
     assert "patchit/" not in git(setup.remote, "branch", "--list")

@@ -83,9 +83,13 @@ def test_the_same_failure_after_passing_with_the_fix_is_a_regression(
     git(repo, "merge", "-q", "--no-ff", "-m", "merge", incident.branch or "")
     ran(memory, repo, "total", True)
     assert [o.outcome for o in track(memory)] == ["fixed"]
+    assert "| after merge | **fixed** |" in Path(incident.report_md or "").read_text()
     ran(memory, repo, "total", False, incident.fingerprint)
     assert [o.outcome for o in track(memory)] == ["regression"]
     assert memory.get_incident(incident.id).status == "open"
+    report = Path(incident.report_md or "").read_text()  # re-rendered on every change
+    assert "| after merge | **regression** |" in report and "incident " in report
+    assert report.startswith(f"# patchit incident {incident.id}: OPEN")
 
 
 def test_a_later_commits_new_failure_is_not_blamed_on_the_fix(

@@ -40,7 +40,7 @@ def attempt(
 
 def other_incident(memory: Memory, repo: Path, status: str, name: str) -> str:
     incident = memory.create_incident(make_event(repo, unit_id=f"model.shop.{name}"), name, name)
-    memory.update_incident(incident.id, status=status)
+    memory.transition(incident.id, status)
     return incident.id
 
 

@@ -33,7 +33,7 @@ def memory(tmp_path: Path) -> Iterator[Memory]:
 def incident(memory: Memory, name: str, status: str = "open") -> str:
     found = memory.create_incident(event(name), f"fp-{name}", f"cause-{name}")
     if status != "open":
-        memory.update_incident(found.id, status=status)
+        memory.transition(found.id, status)
     return found.id
 
 
@@ -102,7 +102,7 @@ def test_failed_streak(memory: Memory) -> None:
     # newest first: open (passed over), failed, escalated (passed over), failed, fixed (stop)
     assert ledger.failed_streak(exclude=current) == 2
     assert ledger.failed_streak() == 2  # the current one is open: passed over as well
-    memory.update_incident(current, status="failed")
+    memory.transition(current, "failed")
     assert ledger.failed_streak() == 3
 
 

@@ -189,7 +189,7 @@ def test_a_storm_attaches_in_one_batch_and_redelivery_is_ignored(memory: Memory)
 
 def test_recurrence_after_the_window_opens_a_new_incident(memory: Memory) -> None:
     old = memory.create_incident(event(), "fp", "ck")
-    memory.update_incident(old.id, status="fixed")
+    memory.transition(old.id, "fixed")
     assert memory.find_incident("ck", "/srv/shop") == memory.get_incident(old.id)  # any status
     stale = (datetime.now(UTC) - timedelta(days=20)).isoformat()
     memory.db.execute("update incidents set updated_utc = ? where id = ?", [stale, old.id])
@@ -202,16 +202,18 @@ def test_recurrence_after_the_window_opens_a_new_incident(memory: Memory) -> Non
 def test_update_get_and_list_incidents(memory: Memory) -> None:
     a = memory.create_incident(event("a"), "fa", "ca")
     b = memory.create_incident(event("b"), "fb", "cb")
-    updated = memory.update_incident(
-        a.id, status="escalated", classification="data_issue", needs_human=True, summary="dupes"
+    updated = memory.transition(
+        a.id, "escalated", classification="data_issue", needs_human=True, summary="dupes"
     )
     assert updated.status is IncidentStatus.ESCALATED and updated.needs_human
     assert updated.updated_utc >= a.updated_utc
     assert [i.id for i in memory.list_incidents()] == [b.id, a.id]
     with pytest.raises(TypeError, match="created_utc"):
         memory.update_incident(a.id, created_utc="x")
+    with pytest.raises(TypeError, match="status"):
+        memory.update_incident(b.id, status="fixed")  # only through the lifecycle's table
     with pytest.raises(ValueError):
-        memory.update_incident(a.id, status="sort of fixed")
+        memory.transition(b.id, "sort of fixed")
     with pytest.raises(BadInputError, match=r"'20000101-000000'.*patchit incidents"):
         memory.get_incident("20000101-000000")
     with pytest.raises(BadInputError):
