@@ -137,6 +137,11 @@ def parse_json(text: str, where: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
+        if not text[exc.pos :].strip():  # it stops mid-value: a file cut short
+            raise BadInputError(
+                f"{where}: not valid JSON: truncated (it ends in the middle of a value at line "
+                f"{exc.lineno}; was its writer killed?)"
+            ) from exc
         raise BadInputError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
     except RecursionError as exc:
         raise BadInputError(f"{where}: not valid JSON (nested too deep)") from exc

@@ -57,7 +57,7 @@ def test_event_file_not_json(tmp_path: Path) -> None:
     res = patchit("heal", str(bad))
     assert res.returncode == 2
     line = one_error_line(res.stderr)
-    assert str(bad) in line and "not valid JSON" in line
+    assert str(bad) in line and "not valid JSON: truncated" in line
     assert incidents() == []
 
 

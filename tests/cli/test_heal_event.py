@@ -76,7 +76,7 @@ def test_truncated_manifest_named_by_event_is_bad_input(shop_repo: Path, tmp_pat
     event_file.write_text(json.dumps(event))
     res = patchit("heal", str(event_file))
     assert res.returncode == 2
-    assert str(manifest) in res.stderr and "truncated JSON" in res.stderr
+    assert str(manifest) in res.stderr and "not valid JSON: truncated" in res.stderr
     assert incidents() == []
 
 

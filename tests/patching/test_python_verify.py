@@ -69,7 +69,9 @@ def test_all_candidates_applied_make_the_patched_tasks_pass_in_airflow(
 def test_harness_verifies_the_key_and_directory_fixes_on_worktrees(
     zoo: Zoo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ZOO_OUT", str(tmp_path / "out"))
+    # relative: the task writes under its cwd, the worktree (the sandbox lets a candidate write
+    # only its worktree and scratch; an absolute path elsewhere is refused, as it should be)
+    monkeypatch.setenv("ZOO_OUT", "out")
     candidates = _candidates(zoo)
     roots: list[Path] = []
     try:
