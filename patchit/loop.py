@@ -9,11 +9,9 @@ reason that ends in the Root Cause Report. Nothing below this module imports it.
 from __future__ import annotations
 
 import shutil
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from patchit.classify.classifier import classify_failure
@@ -27,12 +25,13 @@ from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence
 from patchit.faults import checkpoint
-from patchit.harnesses.base import Harness, Workspace
+from patchit.harnesses.base import Harness
 from patchit.harnesses.registry import select_harness
 from patchit.memory import Incident, IncidentStatus
 from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.memory.ledger import Ledger, LlmPurpose
 from patchit.patching.llm import BudgetExhausted, LlmUnavailable, llm_enabled, second_opinion
+from patchit.recurrence import needs_recheck, new_cause, no_longer_fails
 from patchit.reports.build import build_report
 from patchit.reports.model import LlmSummary
 from patchit.reports.refresh import refresh_report
@@ -45,7 +44,6 @@ from patchit.search import Search, recorded_search, search_fix
 from patchit.trial import LEASE_TTL_S, Bench, Landing, Trial, land
 
 NOT_CODE = "classified as {cls}: patchit only patches code bugs"
-REANCHORED = "reanchored_from"  # an event's context key: the commit it was first seen at
 
 
 @dataclass
@@ -59,6 +57,8 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
     """Heal one failure; `key` groups it with others (an outage storm), else its cause key."""
     fingerprint = error_fingerprint(event)
     incident, created = ctx.memory.open_or_attach(event, fingerprint, key or cause_key(event))
+    if not created and needs_recheck(incident, event, ctx.memory):
+        incident, created = _split_new_cause(incident, event, fingerprint, key, ctx)
     if (busy := _not_ours(incident, created, ctx)) is not None:
         return busy
     repo = Path(event.repo_path or ".")
@@ -84,7 +84,7 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
             snapshot = snapshot or _snapshot(event, sandbox, ctx)
             bench = Bench(ctx, event, incident.id, fingerprint, evidence, repo, harness,
                           snapshot.parent if snapshot else None, sandbox, last_good)  # fmt: skip
-            if (gone := _no_longer_fails(bench)) is not None:
+            if (gone := no_longer_fails(bench)) is not None:
                 return _finish(ctx, event, incident, created, "escalated", gone, evidence, verdict)
             # a fix an earlier run verified but was killed before landing lands now
             search = recorded_search(bench) or search_fix(bench, ctx.strategies)
@@ -204,51 +204,32 @@ def _snapshot(event: UniversalFailureEvent, sandbox: Path, ctx: Context) -> Path
     return snapshot_database(target.db_path, sandbox / "snapshot")
 
 
-def at_head(event: UniversalFailureEvent, repo: Path) -> UniversalFailureEvent:
-    """The failure as it stands now: when the repository moved on from the event's commit, a
-    fresh event on HEAD (the old one stays in the incident's timeline), which the loop first
-    reproduces. The same event when HEAD is its commit (or it has none)."""
-    if event.commit is None:
-        return event
+def _split_new_cause(
+    incident: Incident,
+    event: UniversalFailureEvent,
+    fingerprint: str,
+    key: str | None,
+    ctx: Context,
+) -> tuple[Incident, bool]:
+    """Classify a recurrence from a new commit (rules only); when its class is not the
+    finished incident's, it becomes an incident of its own: (incident, created)."""
+    repo = Path(event.repo_path or ".")
     try:
-        head = head_commit(repo)
-    except VcsError:
-        return event
-    if head == event.commit:
-        return event
-    return event.model_copy(
-        update={
-            "event_id": uuid.uuid4().hex,
-            "commit": head,
-            "created_utc": datetime.now(UTC),
-            "context": {**event.context, REANCHORED: event.commit},
-        }
-    )
-
-
-def _no_longer_fails(bench: Bench) -> str | None:
-    """For an event moved to today's commit (`at_head`): run the unit unchanged there. Why the
-    heal stops when it passes (nothing to fix: every candidate would pass too), else None."""
-    old = bench.event.context.get(REANCHORED)
-    if not old or bench.event.commit is None:
-        return None
-    commit = bench.event.commit
-    dest = bench.ctx.home / "worktrees" / f"{bench.incident_id}-reproduce"
-    worktree = create_worktree(bench.repo, commit, dest)
-    try:
-        scratch = bench.sandbox / "reproduce"
-        scratch.mkdir(parents=True, exist_ok=True)
-        workspace = Workspace(root=worktree, scratch=scratch, snapshot=bench.snapshot_dir)
-        bench.ctx.say(f"reproducing the failure at {commit[:12]} (it was seen at {old[:12]})")
-        result = bench.harness.verify(workspace, bench.event)
-    finally:
-        remove_worktree(bench.repo, worktree)
-    if not result.passed:
-        return None
-    return (
-        f"the failure no longer reproduces at {commit[:12]} ({result.command} passes there; "
-        f"it was seen at {str(old)[:12]}): nothing to heal"
-    )
+        with _failing_tree(ctx, event, repo, f"{incident.id}-recheck") as tree:
+            evidence = _gather_evidence(event, tree, ctx, ctx.memory.last_good(project_key(event)),
+                                        None)  # fmt: skip
+    except PatchitError as exc:
+        ctx.say(f"could not re-examine the recurrence ({exc}): attached to {incident.id}")
+        return incident, False
+    verdict = classify_failure(evidence)
+    if not new_cause(incident, verdict.cls.value):
+        return incident, False
+    fresh = ctx.memory.split_event(incident.id, event, fingerprint, key or cause_key(event))
+    refresh_report(ctx.memory, incident.id)  # one event fewer
+    ctx.say(f"{event.short()}: the same failure as incident {incident.id} "
+            f"({incident.classification}) but now {verdict.cls.value} at "
+            f"{str(event.commit)[:12]}: a new incident {fresh.id}")  # fmt: skip
+    return fresh, True
 
 
 @contextmanager

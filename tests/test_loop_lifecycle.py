@@ -11,11 +11,12 @@ import pytest
 
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.fake import FakeHarness
-from patchit.loop import REANCHORED, at_head
-from patchit.memory import Memory
+from patchit.memory import IncidentStatus, Memory
 from patchit.memory.lifecycle import Trigger
-from tests.conftest import commit_all
-from tests.evidence.airflow_failures import init_repo, script_failure
+from patchit.patching.base import Edit, PatchCandidate
+from patchit.recurrence import REANCHORED, at_head
+from tests.conftest import commit_all, git
+from tests.evidence.airflow_failures import init_repo, run_script, script_failure
 from tests.test_loop_fast import JOB, RIGHT, SOURCE, Scripted, edit, make_ctx, run, user_tree
 
 
@@ -113,3 +114,91 @@ def test_a_recurrence_re_renders_the_report(
     assert report["status"] == "fixed" and report["commit"] == event.commit
     markdown = Path(again.incident.report_md or "").read_text()
     assert "| events | 2, the last on " in markdown and head[:12] in markdown
+
+
+LOADER = "dags/load.py"
+LOADER_SOURCE = """\
+import csv
+from pathlib import Path
+
+
+def load():
+    with open(Path(__file__).parent / "orders.csv") as f:
+        return [int(row["{column}"]) for row in csv.DictReader(f)]
+
+
+print(sum(load()))
+"""
+
+
+def failing_now(repo: Path) -> UniversalFailureEvent:
+    """Run the loader as committed at HEAD (real Python) and return its failure as an event."""
+    from patchit.intake.airflow_scan import split_error
+
+    proc = run_script(repo, LOADER)
+    assert proc.returncode == 1, proc.stdout
+    error_type, message = split_error(proc.stderr)
+    return UniversalFailureEvent(
+        source="airflow", pipeline_id="scripts", unit_id="load", unit_path=LOADER,
+        error_type=error_type, error_message=message, traceback=proc.stderr,
+        repo_path=str(repo), commit=git(repo, "rev-parse", "HEAD"),
+    )  # fmt: skip
+
+
+def test_a_recurrence_with_another_class_opens_a_new_incident(
+    tmp_path: Path, memory: Memory, _patchit_home: Path
+) -> None:
+    repo = init_repo(tmp_path / "repo")
+    (repo / "dags").mkdir()
+    (repo / "dags" / "orders.csv").write_text("amount,day\n12,mon\n30,tue\n")
+    script_failure_ok = LOADER_SOURCE.replace("{column}", "amount")
+    (repo / LOADER).write_text(script_failure_ok)
+    commit_all(repo, "loader")
+    # 1. bad data: a value that is not an int, the code unchanged -> data_issue, escalated
+    (repo / "dags" / "orders.csv").write_text("amount,day\n12,mon\n3O,tue\n")
+    commit_all(repo, "orders: new export")
+    bad_data = failing_now(repo)
+    harness = FakeHarness.passing_when(LOADER, '"amount"')
+    first = run(make_ctx(_patchit_home, memory, [Scripted()], [harness]), bad_data)
+    assert (first.incident.status, first.incident.classification) == ("escalated", "data_issue")
+
+    # 2. the data is fixed, but a code change now reads the wrong column: the same error
+    (repo / "dags" / "orders.csv").write_text("amount,day\n12,mon\n30,tue\n")
+    (repo / LOADER).write_text(LOADER_SOURCE.replace("{column}", "day"))
+    commit_all(repo, "loader: by day")
+    code_bug = failing_now(repo)
+    assert "invalid literal for int()" in code_bug.error_message
+    strategy = Scripted(
+        [PatchCandidate(strategy="scripted", tag="other", rationale="the amount column",
+                        edits=[Edit(path=LOADER, search='row["day"]', replace='row["amount"]')])]
+    )  # fmt: skip
+    second = run(make_ctx(_patchit_home, memory, [strategy], [harness]), code_bug)
+
+    assert second.created and second.incident.id != first.incident.id
+    assert (second.incident.status, second.incident.classification) == ("fixed", "code_bug")
+    assert [e.event_id for e in memory.events_for(first.incident.id)] == [bad_data.event_id]
+    assert [e.event_id for e in memory.events_for(second.incident.id)] == [code_bug.event_id]
+    old = memory.get_incident(first.incident.id)
+    assert (old.status, old.classification) == (IncidentStatus.ESCALATED, "data_issue")
+
+
+def test_a_recurrence_of_the_same_class_stays_attached(
+    tmp_path: Path, memory: Memory, _patchit_home: Path
+) -> None:
+    repo = init_repo(tmp_path / "repo")
+    (repo / "dags").mkdir()
+    source = LOADER_SOURCE.replace("{column}", "amount")
+    (repo / LOADER).write_text(source)
+    (repo / "dags" / "orders.csv").write_text("amount\n12\n")
+    commit_all(repo, "loader")
+    (repo / "dags" / "orders.csv").write_text("amount\n1x\n")
+    commit_all(repo, "orders: export 1")
+    first_event = failing_now(repo)
+    harness = FakeHarness.passing_when(LOADER, '"amount"')
+    first = run(make_ctx(_patchit_home, memory, [Scripted()], [harness]), first_event)
+    assert first.incident.classification == "data_issue"
+    (repo / "dags" / "orders.csv").write_text("amount\n1x\n5\n")  # bad again, a new commit
+    commit_all(repo, "orders: export 2")
+    again = run(make_ctx(_patchit_home, memory, [Scripted()], [harness]), failing_now(repo))
+    assert not again.created and again.incident.id == first.incident.id
+    assert again.incident.events == 2

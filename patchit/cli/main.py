@@ -141,9 +141,10 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
     from patchit.events.model import load_event
     from patchit.inputs import input_exists
     from patchit.intake.validate import check_healable
-    from patchit.loop import at_head, heal
+    from patchit.loop import heal
     from patchit.memory.lifecycle import Trigger
     from patchit.recovery import sweep_dead_runs
+    from patchit.recurrence import at_head
 
     path = Path(target)
     if not input_exists(path) and _INCIDENT_ID.fullmatch(target):

@@ -215,6 +215,28 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         )
         return [UniversalFailureEvent.model_validate_json(row["json"]) for row in rows]
 
+    def event_commits(self, incident_id: str, besides: str | None = None) -> set[str]:
+        """The commits the incident's events (other than `besides`) came from."""
+        rows = self._rows(
+            "select distinct json_extract(json, '$.commit') as sha from events "
+            "where incident_id = ? and event_id is not ?",
+            (incident_id, besides),
+        )
+        return {str(row["sha"]) for row in rows if row["sha"]}
+
+    def split_event(
+        self, incident_id: str, event: UniversalFailureEvent, fingerprint: str, cause_key: str
+    ) -> Incident:
+        """Move `event` out of `incident_id` into a new incident of its own (another cause than
+        the one it was attached to), in one transaction."""
+        with self._write() as db:
+            db.execute(
+                "delete from events where event_id = ? and incident_id = ?",
+                [event.event_id, incident_id],
+            )
+            db.table("incidents").update(incident_id, {"updated_utc": _now().isoformat()})
+            return self.create_incident(event, fingerprint, cause_key)
+
     def latest_event(self, incident_id: str) -> UniversalFailureEvent | None:
         """The incident's newest event (one row, however many it has)."""
         rows = self._rows(
