@@ -70,6 +70,10 @@ LAZY_COMMANDS = {
         "patchit.cli.demo_cmd:demo",
         "Break the example dbt project, heal it, escalate a data failure, heal a broken DAG.",
     ),
+    "inspect": LazyCommand(
+        "patchit.cli.inspect_cmd:inspect",
+        "Check out a fix in a worktree outside your checkout; re-run it on a fresh warehouse copy.",
+    ),
     "pr": LazyCommand(
         "patchit.cli.pr_cmd:pr",
         "Push a verified fix's branch and open (or update) its pull request.",

@@ -72,14 +72,9 @@ def landed_commit(repo: Path, incident_id: str) -> str | None:
 
 
 def inspect_commands(repo: Path, branch: str, event: UniversalFailureEvent) -> list[str]:
-    """What the engineer types to look at the fix and re-run the failed invocation on it."""
-    commands = [f"git -C {shlex.quote(str(repo))} show {branch}"]
-    if event.dbt is not None:
-        cwd = shlex.quote(event.dbt.cwd)
-        commands.append(
-            f"cd {cwd} && git -C {shlex.quote(str(repo))} switch {branch} && "
-            f"dbt {shlex.join(event.dbt.args)}"
-        )
-    else:
-        commands.append(f"git -C {shlex.quote(str(repo))} switch {branch}")
-    return commands
+    """What the engineer types to look at the fix and re-run it, without leaving their branch:
+    `patchit inspect` checks it out in a worktree of its own and re-runs the failed unit there
+    on a fresh copy of the warehouse."""
+    del event  # the same two commands for every runtime
+    incident_id = branch.removeprefix("patchit/")
+    return [f"git -C {shlex.quote(str(repo))} show {branch}", f"patchit inspect {incident_id}"]
