@@ -72,7 +72,7 @@ LAZY_COMMANDS = {
     ),
     "inspect": LazyCommand(
         "patchit.cli.inspect_cmd:inspect",
-        "Check out a fix in a worktree outside your checkout; re-run it on a fresh warehouse copy.",
+        "Check out a fix's branch in a worktree outside your checkout and re-run it there.",
     ),
     "pr": LazyCommand(
         "patchit.cli.pr_cmd:pr",
