@@ -191,10 +191,28 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of objects).")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(["open", "fixed", "escalated", "failed"]),
+    help="Only incidents in this state (repeat for several).",
+)
+@click.option("--repo", type=click.Path(file_okay=False), help="Only this repository's incidents.")
+@click.option("--since", help="Only incidents active since: 7d, 24h, 30m, or a date / ISO time.")
 @click.pass_context
-def incidents(ctx: click.Context, as_json: bool) -> None:
+def incidents(
+    ctx: click.Context,
+    as_json: bool,
+    statuses: tuple[str, ...],
+    repo: str | None,
+    since: str | None,
+) -> None:
     """List incidents, newest first."""
+    from patchit.cli.incidents_view import keep, parse_since, table
     from patchit.memory.ledger import Ledger
+
+    after = parse_since(since) if since else None
 
     memory = _open_memory(ctx)
     for line in _damage_notes(_home(ctx), said=memory.notices):
@@ -203,6 +221,8 @@ def incidents(ctx: click.Context, as_json: bool) -> None:
     rows = []
     for incident in memory.list_incidents():
         row = incident.model_dump(mode="json", include=set(INCIDENT_FIELDS))
+        if not keep(row, statuses, repo, after):
+            continue
         usage = ledger.incident_totals(incident.id)
         row.update(tokens=usage.tokens, cost_usd=round(usage.cost_usd, 6))
         rows.append(row)
@@ -212,20 +232,9 @@ def incidents(ctx: click.Context, as_json: bool) -> None:
     if not rows:
         click.echo("no incidents")
         return
-    click.echo(
-        f"{'id':<16} {'status':<10} {'class':<17} {'tries':>5} {'tokens':>7} {'cost':>8}  "
-        f"{'branch':<25} {'pr':<12} summary"
-    )
-    for r in rows:
-        cost = f"${r['cost_usd']:.4f}"
-        pull = (
-            f"#{r['pr_url'].rstrip('/').rsplit('/', 1)[-1]} {r['pr_state']}" if r["pr_url"] else "-"
-        )
-        click.echo(
-            f"{r['id']:<16} {r['status']:<10} {r['classification'] or '-':<17} "
-            f"{r['attempts']:>5} {r['tokens']:>7} {cost:>8}  "
-            f"{r['branch'] or '-':<25} {pull:<12} {(r['summary'] or '')[:80]}"
-        )
+    live = {r["id"] for r in rows if r["status"] == "open" and memory.lease_is_live(r["id"])}
+    for line in table(rows, live):
+        click.echo(line)
 
 
 @cli.command()
