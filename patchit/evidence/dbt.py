@@ -368,7 +368,9 @@ def gather_dbt_evidence(
         evidence.conversion = find_conversion(evidence, repo_root, db_snapshot)
     compiled = evidence.compiled_code
     if event.status == "fail" and compiled and db_snapshot is not None:
-        evidence.failing_rows, note = sample_failing_rows(compiled, db_snapshot)
+        evidence.failing_rows, note = sample_failing_rows(
+            compiled, db_snapshot, column=evidence.tested_column
+        )
         if note:
             notes.append(note)
     if manifest is None:

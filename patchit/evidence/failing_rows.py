@@ -1,7 +1,10 @@
 """A sample of the rows a failing data test found, read from the warehouse snapshot.
 
 The test's compiled SQL is run read-only against the incident's copy of the database (never the
-user's file), so a report on a `not_null`/`unique` failure shows the offending rows.
+user's file), so a report on a `not_null`/`unique` failure shows the offending rows. A test
+that selects only the tested column from one relation (`not_null`, many singular tests) is
+widened to the whole row, and the sample keeps the row's key columns (`id`, `*_id`) first, so
+a reader can find the row: `| customer_id | country |`, not `| country |`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from pathlib import Path
 
 SAMPLE_ROWS = 5
 SAMPLE_TIMEOUT_S = 10.0
+MAX_COLUMNS = 6
 
 
 def sample_failing_rows(
@@ -18,13 +22,63 @@ def sample_failing_rows(
     db_snapshot: Path,
     limit: int = SAMPLE_ROWS,
     timeout_s: float = SAMPLE_TIMEOUT_S,
+    column: str | None = None,
 ) -> tuple[list[dict[str, str]], str | None]:
-    """Up to `limit` rows of the test query, as strings; (rows, note when it could not run)."""
+    """Up to `limit` rows of the test query, as strings; (rows, note when it could not run).
+    With the tested `column` known, whole rows where the query allows it, keys first."""
+    sql = compiled_sql.strip().rstrip(";")
+    wide = whole_rows(sql) if column else None
+    if wide is not None and column:
+        rows, note = _sample(wide, db_snapshot, limit, timeout_s)
+        if note is None and rows and any(k.lower() == column.lower() for k in rows[0]):
+            return [_keyed(row, column) for row in rows], None
+    return _sample(sql, db_snapshot, limit, timeout_s)
+
+
+def whole_rows(sql: str) -> str | None:
+    """The query with `*` for its columns, when it is one plain select from one relation (no
+    grouping, aggregate, join, set operation or distinct); else None."""
+    try:
+        import sqlglot
+        from sqlglot import exp
+    except ImportError:
+        return None
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.ParseError:
+        return None
+    def part(name: str) -> object:  # sqlglot names some parts with a trailing `_`
+        return tree.args.get(name) or tree.args.get(f"{name}_")
+
+    if not isinstance(tree, exp.Select) or part("with"):
+        return None
+    if any(part(k) for k in ("group", "having", "joins", "distinct", "qualify")):
+        return None
+    if any(e.find(exp.AggFunc, exp.Window) for e in tree.expressions):
+        return None
+    if part("from") is None:
+        return None
+    wide = tree.copy()
+    wide.set("expressions", [exp.Star()])
+    return str(wide.sql(dialect="duckdb"))
+
+
+def _keyed(row: dict[str, str], column: str) -> dict[str, str]:
+    """The row's key columns, the tested column, then others, at most MAX_COLUMNS."""
+    names = list(row)
+    keys = [n for n in names if n.lower() == "id" or n.lower().endswith("_id")][:2] or names[:1]
+    tested = [n for n in names if n.lower() == column.lower()]
+    order = list(dict.fromkeys([*keys, *tested, *names]))[: max(MAX_COLUMNS, len(keys) + 1)]
+    return {n: row[n] for n in order}
+
+
+def _sample(
+    sql: str, db_snapshot: Path, limit: int, timeout_s: float
+) -> tuple[list[dict[str, str]], str | None]:
     try:
         import duckdb
     except ImportError:
         return [], "duckdb is not installed; failing rows not sampled"
-    sql = compiled_sql.strip().rstrip(";")
     try:
         with duckdb.connect(str(db_snapshot), read_only=True) as con:
             # a test query over a big table must not stall the heal: interrupt it
