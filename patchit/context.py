@@ -7,7 +7,8 @@ skipped with a warning naming it), each harness configured with the repo's setti
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from patchit.patching.base import Strategy
 from patchit.patching.registry import load_strategies
 
 Say = Callable[[str], None]
+# A long step (a verification, the data check): says `message` as it starts; a terminal may show
+# it with its elapsed time while it runs.
+Step = Callable[[str], AbstractContextManager[None]]
 
 
 def _quiet(_message: str) -> None:
@@ -29,6 +33,17 @@ def _quiet(_message: str) -> None:
 def default_owner() -> str:
     """Who holds an incident's lease: this host and process (pid and start time)."""
     return run_owner()
+
+
+def say_step(say: Say) -> Step:
+    """The plain Step: one line as the step starts (logs and pipes stay line-oriented)."""
+
+    @contextmanager
+    def step(message: str) -> Iterator[None]:
+        say(message)
+        yield
+
+    return step
 
 
 @dataclass
@@ -42,6 +57,10 @@ class Context:
     harnesses: list[Harness]
     say: Say = field(default=_quiet)
     owner: str = field(default_factory=default_owner)
+    step: Step | None = None  # None: a plain line through `say`
+
+    def long_step(self, message: str) -> AbstractContextManager[None]:
+        return (self.step or say_step(self.say))(message)
 
     def close(self) -> None:
         """Stop what the plugins started (warm runtimes, model sessions)."""
@@ -58,6 +77,7 @@ def build_context(
     memory: Memory | None = None,
     say: Say = _quiet,
     owner: str | None = None,
+    step: Step | None = None,
 ) -> Context:
     """The context for healing `repo`'s failures, plugins loaded and configured."""
     config = load_config(repo)
@@ -73,4 +93,5 @@ def build_context(
         harnesses=configure_harnesses(load_harnesses(), config),
         say=say,
         owner=owner or default_owner(),
+        step=step,
     )

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from patchit.context import build_context
+from patchit.context import Step, build_context
 from patchit.dbt_args import is_full_build
 from patchit.events.model import UniversalFailureEvent
 from patchit.intake.dbt import events_from_run
@@ -51,6 +51,7 @@ def heal_dbt_run(
     memory: Memory,
     say: Say,
     on_outcome: Callable[[HealOutcome], None] = lambda _outcome: None,
+    step: Step | None = None,
 ) -> list[HealOutcome]:
     """Apply the policy above to `run`; heal what it allows, each outcome as it comes."""
     if run.exit_code == 0:
@@ -73,7 +74,7 @@ def heal_dbt_run(
         record_only(events, memory)
         say(f"recorded, not healing: {_why_not(run)}")
         return []
-    ctx = build_context(home, run.repo, memory=memory, say=say)
+    ctx = build_context(home, run.repo, memory=memory, say=say, step=step)
     if line := sweep_dead_runs(home, memory, ctx.owner).summary():
         say(line)
     outcomes = []

@@ -163,9 +163,10 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
     if not trial.screening.passed:
         _screened_out(bench, trial, trial.screening)
         return trial
-    ctx.say(f"  verifying with the {bench.harness.name} harness")
     started = time.monotonic()
-    trial.result = _redacted(bench.event, bench.harness.verify(workspace, bench.event))
+    with ctx.long_step(f"  verifying with the {bench.harness.name} harness"):
+        verified = bench.harness.verify(workspace, bench.event)
+    trial.result = _redacted(bench.event, verified)
     if trial.result.passed:
         trial.data = _data_check(bench, workspace, trial.result)
     duration_ms = int((time.monotonic() - started) * 1000)
@@ -245,17 +246,17 @@ def _redacted(event: UniversalFailureEvent, result: Verification) -> Verificatio
 
 def _data_check(bench: Bench, workspace: Workspace, result: Verification) -> DataCheck:
     ctx = bench.ctx
-    ctx.say("  data check: comparing outputs with the baseline")
-    check = check_candidate(
-        bench.event,
-        bench.evidence,
-        bench.repo,
-        bench.harness,
-        workspace,
-        result,
-        baseline_commit=bench.last_good,
-        work=bench.sandbox / "baseline",
-    )
+    with ctx.long_step("  data check: comparing outputs with the baseline"):
+        check = check_candidate(
+            bench.event,
+            bench.evidence,
+            bench.repo,
+            bench.harness,
+            workspace,
+            result,
+            baseline_commit=bench.last_good,
+            work=bench.sandbox / "baseline",
+        )
     ctx.say(f"  data check: {check.summary}")
     return check
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +27,37 @@ def say(message: str) -> None:
     console.print(f"[bold cyan]patchit[/]: {message}", markup=True, soft_wrap=True)
 
 
+@contextmanager
+def step(message: str) -> Iterator[None]:
+    """A long step: in a terminal, a live status with its elapsed time, then one line with the
+    time it took; elsewhere (logs, pipes, CI) just the line as it starts."""
+    if not console.is_terminal:
+        say(message)
+        yield
+        return
+    started = time.monotonic()
+
+    def text() -> str:
+        elapsed = time.monotonic() - started
+        return f"[bold cyan]patchit[/]: {message.strip()} [dim]({elapsed:.0f} s)[/]"
+
+    done = threading.Event()
+    with console.status(text()) as status:
+
+        def tick() -> None:
+            while not done.wait(0.5):
+                status.update(text())
+
+        ticker = threading.Thread(target=tick, daemon=True)
+        ticker.start()
+        try:
+            yield
+        finally:
+            done.set()
+            ticker.join()
+    say(f"{message} [dim]({time.monotonic() - started:.1f} s)[/]")
+
+
 def home_of(ctx: click.Context) -> Path:
     return resolve_home(ctx.obj.get("home") if ctx.obj else None)
 
@@ -37,7 +72,7 @@ def make_context(home: Path, repo: Path | None) -> Context:
     """The loop's context for `repo`, speaking through `say`."""
     from patchit.context import build_context
 
-    return build_context(home, repo, say=say)
+    return build_context(home, repo, say=say, step=step)
 
 
 def print_healed(outcome: HealOutcome) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from patchit.cli.context import console, home_of, open_memory, print_healed, say
+from patchit.cli.context import console, home_of, open_memory, print_healed, say, step
 from patchit.errors import BadInputError, PatchitError, VcsError
 from patchit.intake.dbt import (
     build_dbt_args,
@@ -78,7 +78,7 @@ def dbt(
         exit_code, record, args, project, repo, commit, started, dirty, no_heal or bool(cannot_heal)
     )
     try:
-        heal_dbt_run(run, home, memory, say, on_outcome=print_healed)
+        heal_dbt_run(run, home, memory, say, on_outcome=print_healed, step=step)
     except PatchitError as exc:
         say(f"could not heal: {exc}")
     except Exception:  # never turn dbt's exit code into a patchit crash

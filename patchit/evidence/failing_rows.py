@@ -47,6 +47,7 @@ def whole_rows(sql: str) -> str | None:
         tree = sqlglot.parse_one(sql, read="duckdb")
     except sqlglot.errors.ParseError:
         return None
+
     def part(name: str) -> object:  # sqlglot names some parts with a trailing `_`
         return tree.args.get(name) or tree.args.get(f"{name}_")
 
