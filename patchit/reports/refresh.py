@@ -39,5 +39,8 @@ def refresh_report(memory: Memory, incident_id: str) -> bool:
     }
     if incident.branch or incident.status.value != "fixed":
         update["branch"] = incident.branch
-    write_report(report.model_copy(update=update), path.parent)
+    try:
+        write_report(report.model_copy(update=update), path.parent)
+    except OSError:
+        return False  # a stale report is not worth failing what changed the incident
     return True

@@ -6,6 +6,8 @@ outputs and diffs, and a report is what gets pasted into tickets.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -36,7 +38,14 @@ def write_report(report: RootCauseReport, reports_dir: Path) -> tuple[Path, Path
     md = reports_dir / f"{report.incident_id}.md"
     js = reports_dir / f"{report.incident_id}.json"
     for path, text in ((md, render_markdown(report)), (js, report.model_dump_json(indent=2))):
-        tmp = path.with_suffix(path.suffix + ".part")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        # a name of its own: two workers may re-render one incident's report at once
+        fd, name = tempfile.mkstemp(dir=reports_dir, prefix=f".{path.name}.", suffix=".part")
+        tmp = Path(name)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            tmp.replace(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     return md, js

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 import string
+import threading
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -302,3 +304,33 @@ def test_why_is_never_empty_for_any_class_and_stop(stop: str, cls: FailureClass,
 @pytest.mark.parametrize("sig", [*SIGNATURES, *AIRFLOW_SIGNATURES], ids=lambda s: s.name)
 def test_every_signatures_reason_says_something_even_with_blank_fields(sig: Any) -> None:
     assert _Blank().format(sig.reason).strip(" .;:(),'")
+
+
+def test_reports_rewritten_at_once_by_several_workers_never_fail(tmp_path: Path) -> None:
+    """Two workers re-render one incident's report at the same time (a recurrence each): each
+    write goes through a temporary file of its own, so neither loses its rename."""
+    from patchit.reports.render import write_report
+
+    event = _dbt_event()
+    report = _report(event, _evidence(event), _verdict())
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            for i in range(40):
+                write_report(report.model_copy(update={"events": n * 100 + i}), tmp_path)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{report.incident_id}.json",
+                                                          f"{report.incident_id}.md"]  # fmt: skip
+    final = RootCauseReport.model_validate_json(
+        (tmp_path / f"{report.incident_id}.json").read_text()
+    )
+    assert final.events % 100 == 39  # whole, and some writer's last write (each ends at 39)
