@@ -16,6 +16,7 @@ from pathlib import Path
 
 from patchit.context import Context
 from patchit.errors import BadInputError, PatchitError
+from patchit.events.model import UniversalFailureEvent
 from patchit.fidelity.check import check_candidate
 from patchit.fidelity.model import DataCheck
 from patchit.harnesses.base import Verification, Workspace
@@ -58,8 +59,11 @@ def open_inspection(incident_id: str, ctx: Context, rerun: bool = True) -> Inspe
     created, detached = _worktree(repo, path, incident.branch or "")
     inspection = Inspection(incident, path, created, detached)
     if rerun:
-        inspection.verification, inspection.check = _rerun(incident, repo, path, ctx)
-        inspection.warehouse = _warehouse_copy(incident, repo, path, ctx)
+        event = ctx.memory.latest_event(incident.id)
+        if event is None:
+            raise BadInputError(f"incident {incident.id}: no event is recorded to re-run")
+        inspection.verification, inspection.check = _rerun(incident, event, repo, path, ctx)
+        inspection.warehouse = _warehouse_copy(event, repo, path)
     return inspection
 
 
@@ -119,11 +123,8 @@ def _scratch(home: Path, incident_id: str) -> Path:
 
 
 def _rerun(
-    incident: Incident, repo: Path, path: Path, ctx: Context
+    incident: Incident, event: UniversalFailureEvent, repo: Path, path: Path, ctx: Context
 ) -> tuple[Verification, DataCheck | None]:
-    event = ctx.memory.latest_event(incident.id)
-    if event is None:
-        raise BadInputError(f"incident {incident.id}: no event is recorded to re-run")
     scratch = _scratch(ctx.home, incident.id)
     shutil.rmtree(scratch, ignore_errors=True)  # a fresh copy of the warehouse every time
     scratch.mkdir(parents=True)
@@ -149,10 +150,9 @@ def _rerun(
     return result, check
 
 
-def _warehouse_copy(incident: Incident, repo: Path, path: Path, ctx: Context) -> Path | None:
+def _warehouse_copy(event: UniversalFailureEvent, repo: Path, path: Path) -> Path | None:
     """Where the re-run left its DuckDB copy (inside the worktree), if it did."""
-    event = ctx.memory.latest_event(incident.id)
-    if event is None or event.dbt is None:
+    if event.dbt is None:
         return None
     try:
         target = resolve_dbt_target(event)
