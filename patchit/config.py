@@ -148,6 +148,20 @@ class NotifyConfig(BaseModel):
     max_queue: int = Field(default=1000, ge=1, description="oldest undelivered dropped beyond")
 
 
+class AirflowConfig(BaseModel):
+    """The Airflow API server `patchit track` reads task runs from (Airflow incidents)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    api_url: str | None = Field(
+        default=None, description="e.g. http://airflow:8080; else PATCHIT_AIRFLOW_API_URL"
+    )
+    deploy_lag_s: float = Field(
+        default=0.0, ge=0, description="how long a merge takes to reach the DAG folder"
+    )
+    timeout_s: float = Field(default=30.0, gt=0)
+
+
 class PatchitConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -157,6 +171,7 @@ class PatchitConfig(BaseModel):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
+    airflow: AirflowConfig = Field(default_factory=AirflowConfig)
 
 
 def resolve_home(cli_home: str | os.PathLike[str] | None = None) -> Path:

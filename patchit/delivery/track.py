@@ -9,15 +9,21 @@ by the dbt wrapper (each node's result). Among the runs at commits that contain 
   `regression` (the fix broke something), and the incident is reopened with a link to the fix
   (later new failures have other causes as likely, and get their own incidents);
 - else the unit passed -> `fixed`; no run yet, or not merged -> `pending`.
+
+Airflow runs are read from the Airflow API server first (`airflow_runs`), when one is
+configured (`[airflow] api_url` or `PATCHIT_AIRFLOW_API_URL`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
 from patchit.config import load_config
+from patchit.delivery.airflow_runs import AirflowApi, record_airflow_runs, unit_key
 from patchit.errors import PatchitError
 from patchit.memory import Memory
 from patchit.memory.lifecycle import Trigger
@@ -30,26 +36,66 @@ Say = Callable[[str], None]
 TRACKED = (None, "pending", "fixed")
 
 
-def track(memory: Memory, say: Say = lambda _m: None) -> list[Outcome]:
-    """One pass over every landed fix not yet judged for good; returns the outcomes."""
+URL_ENV = "PATCHIT_AIRFLOW_API_URL"
+NO_API = f"set [airflow] api_url (or {URL_ENV}) so patchit reads the DAG's runs"
+
+
+def track(
+    memory: Memory, say: Say = lambda _m: None, airflow_api: str | None = None
+) -> list[Outcome]:
+    """One pass over every landed fix not yet judged for good; returns the outcomes.
+    `airflow_api` overrides the configured Airflow API server."""
     found = []
-    for incident in memory.list_incidents():
-        if incident.status is not IncidentStatus.FIXED or not incident.branch:
-            continue
-        if incident.outcome not in TRACKED or not incident.repo_path:
-            continue
-        try:
-            outcome = judge(incident, memory)
-        except PatchitError as exc:
-            say(f"incident {incident.id}: cannot track ({exc})")
-            continue
-        memory.record_outcome(outcome)
-        if outcome.outcome in ("no_effect", "regression"):
-            _reopen(incident, outcome, memory)
-        refresh_report(memory, incident.id)
-        say(f"incident {incident.id}: {outcome.outcome} ({outcome.detail})")
-        found.append(outcome)
+    apis: dict[str, AirflowApi] = {}
+    try:
+        for incident in memory.list_incidents():
+            if incident.status is not IncidentStatus.FIXED or not incident.branch:
+                continue
+            if incident.outcome not in TRACKED or not incident.repo_path:
+                continue
+            try:
+                blind = not read_airflow_runs(incident, memory, apis, airflow_api)
+                outcome = judge(incident, memory)
+                if blind and outcome.outcome == "pending" and outcome.merged_into:
+                    outcome = replace(outcome, detail=f"{outcome.detail}; {NO_API}")
+            except PatchitError as exc:
+                say(f"incident {incident.id}: cannot track ({exc})")
+                continue
+            found.append(_settle(incident, outcome, memory, say))
+    finally:
+        for api in apis.values():
+            api.close()
     return found
+
+
+def _settle(incident: Incident, outcome: Outcome, memory: Memory, say: Say) -> Outcome:
+    memory.record_outcome(outcome)
+    if outcome.outcome in ("no_effect", "regression"):
+        _reopen(incident, outcome, memory)
+    refresh_report(memory, incident.id)
+    say(f"incident {incident.id}: {outcome.outcome} ({outcome.detail})")
+    return outcome
+
+
+def read_airflow_runs(
+    incident: Incident, memory: Memory, apis: dict[str, AirflowApi], override: str | None
+) -> bool:
+    """Record the incident's DAG's runs from the Airflow API server, if one is configured;
+    False for an Airflow incident with none."""
+    event = memory.events_for(incident.id)[0]
+    if event.source.value != "airflow":
+        return True
+    repo = Path(incident.repo_path or "")
+    config = load_config(repo).airflow
+    url = override or config.api_url or os.environ.get(URL_ENV)
+    if not url:
+        return False
+    if url not in apis:
+        apis[url] = AirflowApi(url, timeout_s=config.timeout_s)
+    record_airflow_runs(
+        event, memory, apis[url], _base(repo), incident.fingerprint, config.deploy_lag_s
+    )
+    return True
 
 
 def judge(incident: Incident, memory: Memory) -> Outcome:
@@ -74,7 +120,7 @@ def judge(incident: Incident, memory: Memory) -> Outcome:
     runs = [r for r in memory.unit_runs(str(repo)) if _known(repo, r.commit)]
     before = {r.fingerprint for r in runs if not r.passed and not has_fix(r.commit)}
     after = [r for r in runs if has_fix(r.commit)]
-    unit = memory.events_for(incident.id)[0].unit_id
+    unit = unit_key(memory.events_for(incident.id)[0])
     again = [r for r in after if not r.passed and r.fingerprint == incident.fingerprint]
     if again:
         held = any(r.passed and r.unit_id == unit for r in after[: after.index(again[-1])])

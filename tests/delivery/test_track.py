@@ -15,6 +15,8 @@ from patchit.memory.outcomes import UnitRun
 from tests.conftest import git
 from tests.test_loop_fast import JOB, RIGHT, Scripted, edit, run
 
+UNIT = "scripts.total"  # an Airflow unit: <dag_id>.<task_id>
+
 
 def healed(event: UniversalFailureEvent, memory: Memory, home: Path) -> Incident:
     ctx = Context(home, memory, PatchitConfig(), [Scripted([edit(RIGHT, "rename_key")])],
@@ -34,7 +36,7 @@ def test_pending_until_merged_then_fixed_after_a_green_run(
 ) -> None:
     repo = Path(event.repo_path or "")
     incident = healed(event, memory, _patchit_home)
-    ran(memory, repo, "total", False, incident.fingerprint)  # the failure, before the merge
+    ran(memory, repo, UNIT, False, incident.fingerprint)  # the failure, before the merge
     said: list[str] = []
     found = track(memory, said.append)
     assert len(found) == 1, (said, memory.list_incidents())
@@ -42,8 +44,8 @@ def test_pending_until_merged_then_fixed_after_a_green_run(
     assert (outcome.outcome, outcome.detail) == ("pending", "not merged into main")
     git(repo, "merge", "-q", "--no-ff", "-m", "merge the fix", incident.branch or "")
     [outcome] = track(memory)
-    assert outcome.outcome == "pending" and "no run of total" in outcome.detail
-    ran(memory, repo, "total", True)
+    assert outcome.outcome == "pending" and "no run of scripts.total" in outcome.detail
+    ran(memory, repo, UNIT, True)
     [outcome] = track(memory)
     assert (outcome.outcome, outcome.merged_into) == ("fixed", "main")
     assert memory.get_incident(incident.id).outcome == "fixed"
@@ -56,7 +58,7 @@ def test_a_squash_merge_is_recognised(
     incident = healed(event, memory, _patchit_home)
     git(repo, "merge", "-q", "--squash", incident.branch or "")
     git(repo, "commit", "-q", "-m", "squashed: fix totals")
-    ran(memory, repo, "total", True)
+    ran(memory, repo, UNIT, True)
     assert [o.outcome for o in track(memory)] == ["fixed"]
 
 
@@ -66,7 +68,7 @@ def test_the_same_failure_after_merge_is_no_effect_and_reopens(
     repo = Path(event.repo_path or "")
     incident = healed(event, memory, _patchit_home)
     git(repo, "merge", "-q", "--no-ff", "-m", "merge", incident.branch or "")
-    ran(memory, repo, "total", False, incident.fingerprint)
+    ran(memory, repo, UNIT, False, incident.fingerprint)
     [outcome] = track(memory)
     assert outcome.outcome == "no_effect"
     reopened = memory.get_incident(incident.id)
@@ -81,10 +83,10 @@ def test_the_same_failure_after_passing_with_the_fix_is_a_regression(
     repo = Path(event.repo_path or "")
     incident = healed(event, memory, _patchit_home)
     git(repo, "merge", "-q", "--no-ff", "-m", "merge", incident.branch or "")
-    ran(memory, repo, "total", True)
+    ran(memory, repo, UNIT, True)
     assert [o.outcome for o in track(memory)] == ["fixed"]
     assert "| after merge | **fixed** |" in Path(incident.report_md or "").read_text()
-    ran(memory, repo, "total", False, incident.fingerprint)
+    ran(memory, repo, UNIT, False, incident.fingerprint)
     assert [o.outcome for o in track(memory)] == ["regression"]
     assert memory.get_incident(incident.id).status == "open"
     report = Path(incident.report_md or "").read_text()  # re-rendered on every change
@@ -98,7 +100,7 @@ def test_a_later_commits_new_failure_is_not_blamed_on_the_fix(
     repo = Path(event.repo_path or "")
     incident = healed(event, memory, _patchit_home)
     git(repo, "merge", "-q", "--no-ff", "-m", "merge", incident.branch or "")
-    ran(memory, repo, "total", True)
+    ran(memory, repo, UNIT, True)
     (repo / "later.txt").write_text("x")
     git(repo, "add", "later.txt")
     git(repo, "commit", "-q", "-m", "later work")
@@ -113,7 +115,7 @@ def test_a_new_failure_where_the_fix_first_ran_is_a_regression(
     incident = healed(event, memory, _patchit_home)
     ran(memory, repo, "downstream_total", False, "fp-old")  # failing before: not the fix's
     git(repo, "merge", "-q", "--no-ff", "-m", "merge", incident.branch or "")
-    ran(memory, repo, "total", True)
+    ran(memory, repo, UNIT, True)
     ran(memory, repo, "downstream_total", False, "fp-old")
     ran(memory, repo, "export_total", False, "fp-downstream")
     [outcome] = track(memory)
@@ -130,7 +132,7 @@ def test_the_worker_tracks_outcomes(
     repo = Path(event.repo_path or "")
     incident = healed(event, memory, _patchit_home)
     git(repo, "merge", "-q", "--no-ff", "-m", "merge", incident.branch or "")
-    ran(memory, repo, "total", True)
+    ran(memory, repo, UNIT, True)
     said: list[str] = []
     Worker(_patchit_home, say=said.append).run(once=True)
     assert memory.get_incident(incident.id).outcome == "fixed"
