@@ -1,6 +1,7 @@
 """The whole Airflow path on a real deployment (API server, scheduler, DAG processor): a task
 fails under the scheduler -> the callback spools it -> `patchit worker --once` lands a verified
-branch -> the branch is merged -> the next run, read back through the REST API by
+branch -> `patchit pr` (a bare remote and a local server speaking GitHub's pulls API) -> the
+branch is merged -> the next run, read back through the REST API by
 `patchit track`, is green: `fixed`. Then a later commit brings the bug back: the next run fails
 the same way, and the fix reads `regression`, reopened."""
 
@@ -18,11 +19,13 @@ import pytest
 from patchit.examples import AIRFLOW_PROJECT
 from tests.conftest import commit_all, git
 from tests.delivery.airflow_deployment import airflow_deployment
+from tests.delivery.github_server import FakeGitHub, serve
 
 pytestmark = pytest.mark.slow
 
 HELPER = "dags/shop_lib/transforms.py"
 CALLBACK = "from patchit.integrations.airflow import on_failure_callback\n"
+TOKEN = "ghp_" + "a" * 36
 
 
 def user_repo(dest: Path) -> Path:
@@ -50,9 +53,10 @@ def typo(repo: Path, old: str, new: str, message: str) -> None:
     commit_all(repo, message)
 
 
-def patchit(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def patchit(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "patchit", *args], env={**os.environ, "PATCHIT_HOME": str(home)},
+        [sys.executable, "-m", "patchit", *args],
+        env={**os.environ, "PATCHIT_HOME": str(home), **env},
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
 
@@ -67,7 +71,17 @@ def incident_of(home: Path) -> dict[str, object]:
 def test_a_merged_fix_is_tracked_through_the_airflow_api(tmp_path: Path) -> None:
     home = tmp_path / "patchit-home"
     repo = user_repo(tmp_path / "repo")
-    with airflow_deployment(repo / "dags", tmp_path / "airflow", home) as airflow:
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "main")
+    with (
+        airflow_deployment(repo / "dags", tmp_path / "airflow", home) as airflow,
+        serve(FakeGitHub("acme/dags", remote, TOKEN)) as github,
+    ):
+        (repo / ".patchit.toml").write_text(
+            f'[delivery]\nprovider = "github"\nrepo = "acme/dags"\napi_url = "{github.url}"\n'
+        )  # untracked: a committed one would move HEAD past the failure
         airflow.wait_for_dag("shop_orders")
         assert airflow.run_dag("shop_orders", "2024-01-02") == "failed"
 
@@ -77,6 +91,11 @@ def test_a_merged_fix_is_tracked_through_the_airflow_api(tmp_path: Path) -> None
         assert incident["status"] == "fixed", (incident, healed.stdout, healed.stderr)
         branch = str(incident["branch"])
         assert 'order["amount_cents"]' in git(repo, "show", branch, "--", HELPER)
+
+        opened = patchit(home, "pr", str(incident["id"]), GITHUB_TOKEN=TOKEN)
+        assert opened.returncode == 0, opened.stdout + opened.stderr
+        assert github.pulls[1]["head"]["ref"] == branch
+        assert "amount_cents" in github.pulls[1]["body"]
 
         pending = patchit(home, "track", "--airflow-api", airflow.url)
         assert f"{incident['id']}: pending (not merged into main)" in pending.stdout
