@@ -10,15 +10,17 @@ import shutil
 import struct
 import subprocess
 import zlib
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.evidence.model import ConversionFinding
 from patchit.memory import Memory
 from patchit.reports.html import render_html
-from patchit.reports.model import AttemptLine, RootCauseReport
+from patchit.reports.model import AttemptLine, LlmSummary, RootCauseReport
 from patchit.reports.render import html_path, render_markdown, write_report
 from tests.cli.helpers import patchit
 
@@ -149,6 +151,48 @@ def test_sections_diffs_and_timeline() -> None:
     assert "amout -> amount" in page.text("reason")
 
 
+def test_the_least_and_the_most_a_report_holds() -> None:
+    least = RootCauseReport(
+        incident_id="20261126-000000", status="escalated", classification="unknown",
+        signature="none", reason="it failed", fingerprint="fp", source="python",
+        pipeline_id="jobs", unit_id="report", error_type="", error_message="",
+    )  # fmt: skip
+    page = Page(render_html(least))
+    assert page.text("status-escalated") == ["escalated"]
+    assert {"fix", "verification", "data-check", "confidence"}.isdisjoint(page.ids)
+    assert "No patch was attempted." in render_html(least)
+
+    most = report().model_copy(
+        update={
+            "events": 3, "last_seen_utc": datetime(2026, 11, 26, 9, 30, tzinfo=UTC),
+            "latest_commit": "e" * 40, "related_units": ["model.shop.customers"],
+            "pull_request": "https://github.example/acme/shop/pull/7", "outcome": "no_effect",
+            "needs_review": True, "stop_reason": "the budget ran out",
+            "tiers_run": ["deterministic: 2 candidates"], "recent_history": ["`abc` renamed"],
+            "llm": LlmSummary(model="claude", rounds=1, calls=2, candidates=1, cost_usd=0.01),
+            "evidence_notes": ["no log"],
+            "conversion": ConversionFinding(value="n/a", target_type="INTEGER", column="amount",
+                                            relation="seeds/raw_orders.csv", samples=["n/a"]),
+        }
+    )  # fmt: skip
+    text = render_html(most)
+    page = Page(text)
+    assert {"recent-changes", "evidence-gaps"} <= page.ids
+    for shown in (
+        "2026-11-26 09:30 UTC",
+        "eeeeeeeeeeee",
+        "model.shop.customers",
+        "no effect",
+        "needs review",
+        "the budget ran out",
+        "claude",
+        "seeds/raw_orders.csv",
+        "https://github.example/acme/shop/pull/7",
+    ):
+        assert shown in text, shown
+    assert not any("href" in attrs for _, attrs in page.tags)  # the PR's address is text
+
+
 def test_the_html_is_written_and_redacted_like_the_markdown(tmp_path: Path) -> None:
     md, js = write_report(report(), tmp_path)
     html = html_path(md)
@@ -171,7 +215,7 @@ def test_the_html_is_written_and_redacted_like_the_markdown(tmp_path: Path) -> N
         "orders_total",
         "a1b2c3d4e5f6",
     ):
-        assert needed in text and needed in render_markdown(report()), needed  # fmt: skip
+        assert needed in text and needed in render_markdown(report()), needed
 
 
 def _write_incident(home: Path) -> str:
@@ -293,7 +337,7 @@ def test_a_reader_sees_the_report_in_chromium(tmp_path: Path) -> None:
         "Attempts",
         "Next actions",
     ):
-        assert heading in page.headings, (heading, page.headings)  # fmt: skip
+        assert heading in page.headings, (heading, page.headings)
 
     shot = tmp_path / "report.png"
     res = subprocess.run([*common, f"--screenshot={shot}", url], capture_output=True, timeout=60)
@@ -308,4 +352,4 @@ def test_a_reader_sees_the_report_in_chromium(tmp_path: Path) -> None:
         ("hunk header", (0xDD, 0xF4, 0xFF)),
         ("fixed badge", (0x1A, 0x7F, 0x37)),
     ):
-        assert rgb in colours, f"no {name} colour {rgb} in the screenshot"  # fmt: skip
+        assert rgb in colours, f"no {name} colour {rgb} in the screenshot"
