@@ -6,12 +6,8 @@ Chromium a reader sees the status, the coloured diffs and every section."""
 from __future__ import annotations
 
 import re
-import shutil
-import struct
 import subprocess
-import zlib
 from datetime import UTC, datetime
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -23,6 +19,7 @@ from patchit.reports.html import render_html
 from patchit.reports.model import AttemptLine, LlmSummary, RootCauseReport
 from patchit.reports.render import html_path, render_markdown, write_report
 from tests.cli.helpers import patchit
+from tests.reports.html_page import Page, chromium, png_pixels
 
 TOKEN = "ghp_" + "Q7w3" * 9
 ATTACK = "<script>alert(1)</script>"
@@ -71,46 +68,6 @@ def report(incident_id: str = "20261126-abcdef", status: str = "fixed") -> RootC
         next_actions=["git -C /srv/shop show patchit/x", f"patchit inspect {incident_id}",
                       "re-run it: cd /srv/shop && dbt build --select orders"],
     )  # fmt: skip
-
-
-class Page(HTMLParser):
-    """What a page holds: its tags' attributes, the text by element id and by class."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str]]] = []
-        self.by_class: dict[str, list[str]] = {}
-        self.ids: set[str] = set()
-        self.headings: list[str] = []
-        self._open: list[tuple[str, str]] = []  # (tag, class)
-        self.feed(text)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = {k: v or "" for k, v in attrs}
-        self.tags.append((tag, found))
-        if "id" in found:
-            self.ids.add(found["id"])
-        if tag not in ("meta", "br", "hr", "img", "input", "link"):
-            self._open.append((tag, found.get("class", "")))
-            if tag == "h2":
-                self.headings.append("")
-            for cls in found.get("class", "").split():
-                self.by_class.setdefault(cls, []).append("")
-
-    def text(self, cls: str) -> list[str]:
-        """The text of each element of class `cls`, without a diff line's closing newline."""
-        return [t.removesuffix("\n") for t in self.by_class.get(cls, [])]
-
-    def handle_endtag(self, tag: str) -> None:
-        while self._open and self._open.pop()[0] != tag:
-            pass
-
-    def handle_data(self, data: str) -> None:
-        for tag, classes in self._open:
-            if tag == "h2":
-                self.headings[-1] += data
-            for cls in classes.split():
-                self.by_class[cls][-1] += data
 
 
 def test_the_page_loads_nothing_and_runs_nothing() -> None:
@@ -261,55 +218,6 @@ def test_cli_html_without_any_report(_patchit_home: Path) -> None:
     assert res.returncode == 2 and res.stdout == ""
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and f"incident {incident_id}: no report yet" in lines[0]
-
-
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        pytest.fail(
-            "chromium is not installed: `make test` installs it (the Makefile's `chromium` "
-            "target; or apt-get install chromium). The HTML report's browser test needs it.",
-            pytrace=False,
-        )
-    return found
-
-
-def png_pixels(data: bytes) -> tuple[int, int, set[tuple[int, int, int]]]:
-    """Width, height and the set of RGB colours of an 8-bit RGB(A) PNG (what Chromium writes)."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    pos, chunks, idat = 8, {}, b""
-    while pos < len(data):
-        (size,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
-        body = data[pos + 8 : pos + 8 + size]
-        idat += body if kind == b"IDAT" else b""
-        chunks.setdefault(kind, body)
-        pos += 12 + size
-    width, height, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", chunks[b"IHDR"])
-    assert depth == 8 and ctype in (2, 6) and interlace == 0, (depth, ctype, interlace)
-    bpp = 4 if ctype == 6 else 3
-    raw, stride, prev = zlib.decompress(idat), width * bpp, bytearray(width * bpp)
-    colours = set()
-    for y in range(height):
-        start = y * (stride + 1)
-        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
-        if kind == 2 and not any(line):
-            continue  # the row above again (most of a page): same colours
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-            if kind == 1:
-                line[i] = (line[i] + a) & 0xFF
-            elif kind == 2:
-                line[i] = (line[i] + b) & 0xFF
-            elif kind == 3:
-                line[i] = (line[i] + (a + b) // 2) & 0xFF
-            elif kind == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
-        colours.update(zip(line[0::bpp], line[1::bpp], line[2::bpp], strict=True))
-        prev = line
-    return width, height, colours
 
 
 @pytest.mark.slow
