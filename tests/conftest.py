@@ -140,7 +140,7 @@ def _refuse(program: str) -> None:
     _started.append(f"started {program!r}")  # remembered in case the code swallows the error
     raise SlowInFastTier(
         f"this test started {program!r}: mark it slow (`pytest.mark.slow`) or use a fake; "
-        "the fast tier starts no dbt, Airflow, Postgres or docker process"
+        "the fast tier starts no dbt, Airflow, Postgres, docker or Chromium process"
     )
 
 

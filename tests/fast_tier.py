@@ -1,9 +1,9 @@
 """What makes a test slow, as the fast tier's guard sees it (stdlib only: child processes load
 this file too).
 
-A test is slow when it starts dbt, Airflow, Postgres or docker, in a child process, a child's
-child (the `patchit` CLI running dbt), or in-process. tests/conftest.py checks the test's own
-process; `watch_this_process()` runs in every Python child of a fast-tier test (through a
+A test is slow when it starts dbt, Airflow, Postgres, docker or Chromium, in a child process, a
+child's child (the `patchit` CLI running dbt), or in-process. tests/conftest.py checks the test's
+own process; `watch_this_process()` runs in every Python child of a fast-tier test (through a
 `sitecustomize` the conftest puts on PYTHONPATH) and appends what the child started, and
 whether it had imported dbt or Airflow when it exited, to the file named by
 PATCHIT_FAST_TIER_LOG, which the conftest reads after each test.
@@ -19,7 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 LOG_ENV = "PATCHIT_FAST_TIER_LOG"
-SLOW_PROGRAMS = frozenset({"dbt", "airflow", "postgres", "initdb", "pg_ctl", "docker"})
+# chromium: the HTML report's browser test (about 2 s a page)
+SLOW_PROGRAMS = frozenset(
+    {"dbt", "airflow", "postgres", "initdb", "pg_ctl", "docker", "chromium", "chromium-browser"}
+)
 SLOW_PACKAGES = ("dbt", "airflow")
 # dbt's namespace packages hold no dbt code: patchit locates dbt's bundled macros with
 # `find_spec("dbt.include")`, which imports `dbt` (a bare `extend_path`) and nothing else.

@@ -4,7 +4,7 @@ Inputs: the exception message (a `password=`, a GitHub token, an AWS key, a URL 
 rendered template field (`PGPASSWORD=`, an `X-Api-Key` header), a task log line, a secret-named
 environment variable, the dbt `--vars` and the dbt profile. Stores: the spool and the memory
 (their SQLite files dumped row by row and read raw, WAL included; the memory's events.json
-rows), the reports (.md and .json), the repository's branches, and the request bodies the
+rows), the reports (.md, .json and .html), the repository's branches, and the request bodies the
 model received (the local server speaking its API). This test drives the real callback, the
 dbt intake and the loop with a fake harness; tests/test_planted_secrets_real.py runs real
 Airflow and dbt through the command line.
@@ -82,7 +82,7 @@ def store_texts(home: Path, repos: list[Path], requests: list[RecordedRequest]) 
         texts[f"{db.name} rows"] = "\n".join(conn.iterdump())
         conn.close()
     for path in home.rglob("*"):
-        if path.is_file() and (".sqlite3" in path.name or path.suffix in (".md", ".json")):
+        if path.is_file() and (".sqlite3" in path.name or path.suffix in (".md", ".json", ".html")):
             texts[str(path.relative_to(home))] = path.read_bytes().decode("utf-8", "replace")
     for repo in repos:
         texts[f"git log of {repo.name}"] = git(repo, "log", "--all", "-p")
@@ -237,6 +237,7 @@ def test_no_store_holds_a_planted_secret(
     assert len(requests) >= 2  # the model was asked, and what it was sent is checked below
 
     texts = store_texts(home, [repo], requests)
+    assert any(name.endswith(".html") for name in texts)
     assert any(name.endswith(".md") for name in texts) and any("spool" in n for n in texts)
     assert leaks(texts) == []
     # the evidence still reached the model, with the secrets masked in place

@@ -242,22 +242,51 @@ def incidents(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["md", "json"]),
+    type=click.Choice(["md", "json", "html"]),
     default="md",
     show_default=True,
-    help="Which report to print: Markdown (md) or JSON (json).",
+    help="Which report: print the Markdown (md) or JSON (json), or the path of the "
+    "self-contained HTML page (html).",
 )
 @click.pass_context
 def report(ctx: click.Context, incident_id: str, fmt: str) -> None:
-    """Print the Root Cause Report of one incident."""
+    """Print the Root Cause Report of one incident (with --format html, its file's path)."""
     incident = _open_memory(ctx).get_incident(incident_id)
+    missing = BadInputError(
+        f"incident {incident_id}: no report yet (status {incident.status}); "
+        f"heal it with `patchit heal {incident_id}`"
+    )
+    if fmt == "html":
+        click.echo(_html_report(incident_id, incident.report_md, incident.report_json, missing))
+        return
     path = incident.report_md if fmt == "md" else incident.report_json
     if not path or not Path(path).is_file():
-        raise BadInputError(
-            f"incident {incident_id}: no report yet (status {incident.status}); "
-            f"heal it with `patchit heal {incident_id}`"
-        )
+        raise missing
     click.echo(Path(path).read_text(encoding="utf-8"), nl=False)
+
+
+def _html_report(
+    incident_id: str, report_md: str | None, report_json: str | None, missing: BadInputError
+) -> Path:
+    """The incident's HTML report; one written before patchit wrote HTML is rendered now from
+    its JSON, beside it."""
+    from patchit.reports.render import html_path, write_html_from_json
+
+    known = report_md or report_json
+    if not known:
+        raise missing
+    path = html_path(known)
+    if path.is_file():
+        return path
+    if not report_json or not Path(report_json).is_file():
+        raise missing
+    try:
+        return write_html_from_json(Path(report_json))
+    except (OSError, ValueError) as exc:
+        raise BadInputError(
+            f"incident {incident_id}: its report {report_json} cannot be rendered as HTML "
+            f"({exc.__class__.__name__}); heal it again with `patchit heal {incident_id}`"
+        ) from exc
 
 
 def _home(ctx: click.Context) -> Path:

@@ -3,7 +3,8 @@
 A report is built once, at the end of a heal, from the evidence of that run. What changes later
 is the incident's bookkeeping: its status (retried, rejected, reopened), its events (a
 recurrence), the pull request, the outcome after merge. `refresh_report` writes those into the
-report already on disk (Markdown and JSON, atomically); the rest of it stays as the run wrote it.
+report already on disk (Markdown, JSON and HTML, atomically); the rest of it stays as the run
+wrote it.
 """
 
 from __future__ import annotations

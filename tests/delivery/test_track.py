@@ -92,6 +92,9 @@ def test_the_same_failure_after_passing_with_the_fix_is_a_regression(
     report = Path(incident.report_md or "").read_text()  # re-rendered on every change
     assert "| after merge | **regression** |" in report and "incident " in report
     assert report.startswith(f"# patchit incident {incident.id}: OPEN")
+    html = Path(incident.report_md or "").with_suffix(".html").read_text()  # and the HTML one
+    assert "<th>after merge</th><td><strong>regression</strong>" in html
+    assert '<span class="badge status-open">open</span>' in html
 
 
 def test_a_later_commits_new_failure_is_not_blamed_on_the_fix(

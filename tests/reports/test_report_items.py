@@ -328,9 +328,11 @@ def test_reports_rewritten_at_once_by_several_workers_never_fail(tmp_path: Path)
     for thread in threads:
         thread.join()
     assert errors == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{report.incident_id}.json",
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{report.incident_id}.html",
+                                                          f"{report.incident_id}.json",
                                                           f"{report.incident_id}.md"]  # fmt: skip
     final = RootCauseReport.model_validate_json(
         (tmp_path / f"{report.incident_id}.json").read_text()
     )
     assert final.events % 100 == 39  # whole, and some writer's last write (each ends at 39)
+    assert (tmp_path / f"{report.incident_id}.html").read_text().rstrip().endswith("</html>")
