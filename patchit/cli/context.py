@@ -94,4 +94,5 @@ def print_outcome(
         for command in commands:
             console.print(f"    {command}", markup=False, soft_wrap=True)
     if report:
-        say(f"report: {report}")
+        html = Path(report).with_suffix(".html")
+        say(f"report: {report}" + (f" (HTML: {html})" if html.is_file() else ""))
