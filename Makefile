@@ -57,7 +57,7 @@ chromium:
 test: install bubblewrap chromium
 	$(BIN)/ruff check patchit tests
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q $(PYTEST_XDIST)
+	$(BIN)/python -m pytest -q $(PYTEST_XDIST) --durations=15
 
 test-fast: install bubblewrap
 	PATCHIT_FAST_TIER=1 $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_XDIST)

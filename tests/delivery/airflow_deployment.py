@@ -91,6 +91,7 @@ def airflow_deployment(dags: Path, scratch: Path, patchit_home: Path) -> Iterato
         AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
         AIRFLOW__API__PORT=str(port),
         AIRFLOW__API__HOST="127.0.0.1",
+        AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(_free_port()),  # not 8793: may be taken
         # one secret for all three processes: else each makes its own, and tasks' tokens fail
         AIRFLOW__API_AUTH__JWT_SECRET=secrets.token_urlsafe(32),
         AIRFLOW__API__SECRET_KEY=secrets.token_urlsafe(32),
