@@ -29,6 +29,7 @@ from tests import fast_tier as fast_tier_checks
 
 if TYPE_CHECKING:
     from patchit.events.model import UniversalFailureEvent
+    from tests.pg_cluster import PgCluster
     from tests.evidence.airflow_failures import Zoo
 
 # no phoning home from dbt runs in tests (these machines have no internet)
@@ -95,9 +96,9 @@ def user_dbt_events(
 
 # --- tiers ---------------------------------------------------------------------------------
 
-# Using any of these (directly or through another fixture) makes a test slow: they build dbt
-# or run Airflow.
-SLOW_FIXTURES = frozenset({"built_shop", "shop_repo", "zoo", "habits"})
+# Using any of these (directly or through another fixture) makes a test slow: they build dbt,
+# run Airflow, or start a PostgreSQL cluster.
+SLOW_FIXTURES = frozenset({"built_shop", "shop_repo", "zoo", "habits", "pg"})
 
 SITECUSTOMIZE = """# written by tests/conftest.py for the fast tier
 import importlib.util
@@ -249,6 +250,16 @@ def shop_repo(tmp_path: Path, built_shop: Path) -> Iterator[Path]:
     git(repo, "init", "-q", "-b", "main")
     commit_all(repo, "shop: initial models")
     yield repo
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[PgCluster]:
+    """A throw-away PostgreSQL 15 cluster (initdb + pg_ctl, about 1.3 s), one per worker that
+    asks for it; fails (never skips) when the server binaries are missing."""
+    from tests.pg_cluster import pg_cluster
+
+    with pg_cluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")
