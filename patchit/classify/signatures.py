@@ -225,7 +225,7 @@ SIGNATURES: tuple[Signature, ...] = (
               ("find the other writer: lsof {name}", "serialize jobs writing to this database",
                "re-run: " + _RERUN)),
     Signature("lock_conflict", _C.INFRA_ISSUE,
-              _rx(r"(deadlock detected|could not obtain lock on relation"
+              _rx(r"(deadlock detected|could not obtain lock on relation|due to lock timeout"
                   r"|could not serialize access due to concurrent update)"),
               "the warehouse aborted the statement on a lock conflict with another session "
               "({excerpt}).",

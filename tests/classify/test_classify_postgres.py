@@ -118,6 +118,8 @@ DEADLOCK = _db_error(
     "DETAIL:  Process 4242 waits for AccessExclusiveLock on relation 16384 of database 5; "
     "blocked by process 4243.",
 )  # fmt: skip
+LOCK_TIMEOUT = _db_error("orders", ORDERS, "canceling statement due to lock timeout")
+STATEMENT_TIMEOUT = _db_error("orders", ORDERS, "canceling statement due to statement timeout")
 
 C = FailureClass
 CASES: list[tuple[str, str, tuple[str, ...], FailureClass, str]] = [
@@ -143,6 +145,8 @@ CASES: list[tuple[str, str, tuple[str, ...], FailureClass, str]] = [
     ("password", PASSWORD, (), C.INFRA_ISSUE, "auth_rejected"),
     ("too many clients", TOO_MANY, (), C.INFRA_ISSUE, "too_many_connections"),
     ("deadlock", DEADLOCK, (ORDERS,), C.INFRA_ISSUE, "lock_conflict"),
+    ("lock timeout", LOCK_TIMEOUT, (), C.INFRA_ISSUE, "lock_conflict"),
+    ("statement timeout", STATEMENT_TIMEOUT, (), C.INFRA_ISSUE, "timeout"),
 ]
 
 
