@@ -143,7 +143,8 @@ _CONVERSION = (r"(Conversion Error|Could not convert string|invalid literal for 
 # Postgres: a value the SQL cannot take (a bad cast, a zero divisor, an overflow) or a row a
 # constraint refuses. Like a DuckDB cast, the data's fault unless the SQL that makes it changed.
 _PG_DATA = (
-    r"(invalid input syntax for type|division by zero|value too long for type"
+    r"(invalid input syntax for type|(?<!ZeroDivisionError: )division by zero"
+    r"|value too long for type"
     r"|numeric field overflow|out of range for type"
     r"|\b(?:small|big)?int(?:eger)? out of range|violates not-null constraint"
     r"|duplicate key value violates unique constraint|violates check constraint"
@@ -305,12 +306,12 @@ SIGNATURES: tuple[Signature, ...] = (
               "a cast failed on values in the data ({excerpt}) while {changed}.",
               ("query the offending column upstream of {select}", _RERUN)),
     Signature("pg_data_code_changed", _C.CODE_BUG, _rx(_PG_DATA),
-              "Postgres refused a value ({excerpt}) and {changed}, so the changed SQL likely "
+              "the warehouse refused a value ({excerpt}) and {changed}, so the changed SQL likely "
               "causes it.",
               (_READ_UNIT, "git diff {last_good}..{failing} -- {changed_paths}", _RERUN),
               when=_code_changed),
     Signature("pg_data", _C.DATA_ISSUE, _rx(_PG_DATA),
-              "Postgres refused a value in the data ({excerpt}) while {changed}.",
+              "the warehouse refused a value in the data ({excerpt}) while {changed}.",
               ("query the offending rows upstream of {select}", _RERUN)),
     # --- code: the fix belongs in this repository -----------------------------------------
     Signature("missing_node", _C.CODE_BUG,

@@ -180,3 +180,9 @@ def test_a_relation_far_from_every_project_name_is_not_the_project() -> None:
     far = RELATION.replace("analytics.ordrs", "analytics.ledger_entries")
     verdict = classify_failure(_evidence(far, unit_id="model.shop.daily_revenue", unit_path=DAILY))
     assert verdict.cls is C.ENV_MISMATCH
+
+
+def test_python_zero_division_in_a_dbt_python_model_is_not_a_warehouse_value() -> None:
+    message = "Runtime Error in model orders\n  ZeroDivisionError: division by zero"
+    verdict = classify_failure(_evidence(message, changed=(ORDERS,)))
+    assert verdict.signature not in ("pg_data", "pg_data_code_changed")
