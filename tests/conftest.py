@@ -3,8 +3,8 @@ shared by pytest-xdist workers; the `slow` marking; and the fast tier's guard.
 
 Tiers: `make test` runs everything; `make test-fast` runs `-m "not slow"`. A test is slow when
 it starts dbt, Airflow, Postgres or docker, in a child process or in-process. Tests that use
-`built_shop`, `shop_repo` or `zoo` (directly or through another fixture) are marked slow here;
-others say so with `pytestmark = pytest.mark.slow` or `@pytest.mark.slow`. In the fast tier
+`built_shop`, `shop_repo`, `zoo` or `pg` (directly or through another fixture) are marked slow
+here; others say so with `pytestmark = pytest.mark.slow` or `@pytest.mark.slow`. In the fast tier
 (`-m "not slow"` or PATCHIT_FAST_TIER=1) a test that starts one of those processes or imports
 `dbt`/`airflow` fails, so a slow test cannot slip into it unmarked.
 """
@@ -29,8 +29,8 @@ from tests import fast_tier as fast_tier_checks
 
 if TYPE_CHECKING:
     from patchit.events.model import UniversalFailureEvent
-    from tests.pg_cluster import PgCluster
     from tests.evidence.airflow_failures import Zoo
+    from tests.pg_cluster import PgCluster
 
 # no phoning home from dbt runs in tests (these machines have no internet)
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")

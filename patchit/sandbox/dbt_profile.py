@@ -221,7 +221,7 @@ def write_sandbox_profile(
     copy. Only this one target is written, so nothing in the sandbox can reach the user's
     other outputs."""
     if (unsupported := unsupported_sandbox(target)) is not None:
-        raise BadInputError(f"{unsupported}; the dbt sandbox supports DuckDB targets only")
+        raise BadInputError(unsupported)
     output = dict(target.output)
     if target.db_path is not None:
         output["path"] = path_text if path_text is not None else str(db_copy.resolve())

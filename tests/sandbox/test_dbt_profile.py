@@ -143,7 +143,7 @@ def test_write_sandbox_profile_points_at_the_copy_only(project: Path, tmp_path: 
         }
     }
     pg = resolve_dbt_target(make_event(project, project, target="pg"))
-    with pytest.raises(BadInputError, match="DuckDB targets only"):
+    with pytest.raises(BadInputError, match="Postgres sandboxes are not supported yet"):
         write_sandbox_profile(pg, copy, tmp_path / "pg")
 
 
