@@ -11,7 +11,7 @@ export PATCHIT_HOME ?= $(CURDIR)/var
 PYTEST_WORKERS ?= 4
 PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadfile
 
-.PHONY: demo test test-fast fuzz lint typecheck install bubblewrap chromium clean fault race
+.PHONY: demo test test-fast fuzz lint typecheck install bubblewrap chromium postgres clean fault race
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,7 +54,22 @@ chromium:
 	         "the HTML report's browser test needs it"; \
 	  fi; }
 
-test: install bubblewrap chromium
+# The Postgres tests start a throw-away PostgreSQL 15 cluster (initdb/pg_ctl, no Docker); as
+# root on Debian (CI) this installs the server. Elsewhere it only says what is missing.
+PG_INITDB := /usr/lib/postgresql/15/bin/initdb
+postgres:
+	@[ -x $(PG_INITDB) ] || { \
+	  SUDO=; [ "$$(id -u)" = 0 ] || { sudo -n true 2>/dev/null && SUDO="sudo -n"; }; \
+	  if { [ "$$(id -u)" = 0 ] || [ -n "$$SUDO" ]; } && command -v apt-get >/dev/null 2>&1; then \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    $$SUDO apt-get install -y -q postgresql-15 || \
+	      { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q postgresql-15; }; \
+	  else \
+	    echo "PostgreSQL 15 ($(PG_INITDB)) is missing: install it (apt-get install" \
+	         "postgresql-15); the Postgres tests need it"; \
+	  fi; }
+
+test: install bubblewrap chromium postgres
 	$(BIN)/ruff check patchit tests
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q $(PYTEST_XDIST) --durations=15

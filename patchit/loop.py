@@ -30,13 +30,14 @@ from patchit.harnesses.registry import select_harness
 from patchit.memory import Incident, IncidentStatus
 from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.memory.ledger import Ledger, LlmPurpose
+from patchit.patching.base import FixIt
 from patchit.patching.llm import BudgetExhausted, LlmUnavailable, llm_enabled, second_opinion
 from patchit.recurrence import needs_recheck, new_cause, no_longer_fails
 from patchit.reports.build import build_report
 from patchit.reports.model import LlmSummary
 from patchit.reports.refresh import refresh_report
 from patchit.reports.render import write_report
-from patchit.sandbox.dbt_profile import resolve_dbt_target
+from patchit.sandbox.dbt_profile import resolve_dbt_target, unsupported_sandbox
 from patchit.sandbox.git import dirty_tracked_files, head_commit
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree, remove_worktrees_under
@@ -69,8 +70,10 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
             _sandbox(ctx, repo, incident.id) as sandbox,
             _failing_tree(ctx, event, repo, incident.id) as tree,
         ):
+            unsupported = _unsupported_warehouse(event)
             # a fix verified by a killed run lands without the harness: do not warm it up
-            harness = _pick_harness(event, repo, ctx, warm=not ctx.memory.verified_for(incident.id))
+            warm = unsupported is None and not ctx.memory.verified_for(incident.id)
+            harness = _pick_harness(event, repo, ctx, warm=warm)
             ran = event.status in ("error", "fail")  # it read the warehouse: copy it now
             snapshot = _snapshot(event, sandbox, ctx) if ran else None
             last_good = ctx.memory.last_good(project_key(event))
@@ -78,6 +81,9 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
             verdict = _classify(evidence, ctx, incident.id)
             if verdict.cls is not FailureClass.CODE_BUG:
                 stop = NOT_CODE.format(cls=verdict.cls.value)
+                return _finish(ctx, event, incident, created, "escalated", stop, evidence, verdict)
+            if unsupported is not None:  # say what the fix-its suggest, verify nothing
+                stop = _unverified(unsupported, evidence, ctx)
                 return _finish(ctx, event, incident, created, "escalated", stop, evidence, verdict)
             if isinstance(harness, PatchitError):
                 raise harness  # no harness can verify a candidate: say why, with a report
@@ -188,6 +194,36 @@ def _pick_harness(
     if warm and event.status != "fail":  # a failing data test is rarely a code bug: no warm-up
         harness.warm_up()
     return harness
+
+
+def _unsupported_warehouse(event: UniversalFailureEvent) -> str | None:
+    """Why a dbt run's warehouse has no sandbox (a Postgres target), or None."""
+    if event.source is not FailureSource.DBT or event.dbt is None:
+        return None
+    try:
+        return unsupported_sandbox(resolve_dbt_target(event))
+    except PatchitError:
+        return None  # the harness says what is wrong with the profile, when it matters
+
+
+def _unverified(unsupported: str, evidence: Evidence, ctx: Context) -> str:
+    """The stop line for a warehouse without a sandbox, with the first deterministic fix-it's
+    candidate as an unverified suggestion."""
+    ctx.say(unsupported)
+    for strategy in ctx.strategies:
+        if not isinstance(strategy, FixIt):
+            continue
+        try:
+            candidates = strategy.fix(evidence, [])
+        except Exception as exc:  # a suggestion must not turn the escalation into a traceback
+            ctx.say(f"{strategy.name}: no suggestion ({type(exc).__name__}: {exc})")
+            continue
+        if candidates:
+            found = candidates[0]
+            suggestion = f"unverified suggestion ({found.strategy}): {found.rationale}"
+            ctx.say(suggestion)
+            return f"{unsupported}; {suggestion}"
+    return unsupported
 
 
 def _snapshot(event: UniversalFailureEvent, sandbox: Path, ctx: Context) -> Path | None:

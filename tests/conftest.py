@@ -3,8 +3,8 @@ shared by pytest-xdist workers; the `slow` marking; and the fast tier's guard.
 
 Tiers: `make test` runs everything; `make test-fast` runs `-m "not slow"`. A test is slow when
 it starts dbt, Airflow, Postgres or docker, in a child process or in-process. Tests that use
-`built_shop`, `shop_repo` or `zoo` (directly or through another fixture) are marked slow here;
-others say so with `pytestmark = pytest.mark.slow` or `@pytest.mark.slow`. In the fast tier
+`built_shop`, `shop_repo`, `zoo` or `pg` (directly or through another fixture) are marked slow
+here; others say so with `pytestmark = pytest.mark.slow` or `@pytest.mark.slow`. In the fast tier
 (`-m "not slow"` or PATCHIT_FAST_TIER=1) a test that starts one of those processes or imports
 `dbt`/`airflow` fails, so a slow test cannot slip into it unmarked.
 """
@@ -30,6 +30,7 @@ from tests import fast_tier as fast_tier_checks
 if TYPE_CHECKING:
     from patchit.events.model import UniversalFailureEvent
     from tests.evidence.airflow_failures import Zoo
+    from tests.pg_cluster import PgCluster
 
 # no phoning home from dbt runs in tests (these machines have no internet)
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
@@ -95,9 +96,9 @@ def user_dbt_events(
 
 # --- tiers ---------------------------------------------------------------------------------
 
-# Using any of these (directly or through another fixture) makes a test slow: they build dbt
-# or run Airflow.
-SLOW_FIXTURES = frozenset({"built_shop", "shop_repo", "zoo", "habits"})
+# Using any of these (directly or through another fixture) makes a test slow: they build dbt,
+# run Airflow, or start a PostgreSQL cluster.
+SLOW_FIXTURES = frozenset({"built_shop", "shop_repo", "zoo", "habits", "pg"})
 
 SITECUSTOMIZE = """# written by tests/conftest.py for the fast tier
 import importlib.util
@@ -249,6 +250,16 @@ def shop_repo(tmp_path: Path, built_shop: Path) -> Iterator[Path]:
     git(repo, "init", "-q", "-b", "main")
     commit_all(repo, "shop: initial models")
     yield repo
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[PgCluster]:
+    """A throw-away PostgreSQL 15 cluster (initdb + pg_ctl, about 1.3 s), one per worker that
+    asks for it; fails (never skips) when the server binaries are missing."""
+    from tests.pg_cluster import pg_cluster
+
+    with pg_cluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

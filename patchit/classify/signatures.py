@@ -121,13 +121,17 @@ _SUGGESTED = re.compile(r'\s*Did you mean "([^"]+)"\?')
 
 def _relation_in_project(evidence: Evidence, m: re.Match[str]) -> bool:
     """The missing relation is the project's, or DuckDB's `Did you mean "x"` names a project
-    relation near it (a misspelt table name is the SQL's fault, not the warehouse's)."""
-    table = m.group(1).rpartition(".")[2].strip('"').lower()
+    relation near it (a misspelt table name is the SQL's fault, not the warehouse's). Postgres
+    suggests nothing: there the one project relation nearest the name counts."""
+    name = next(g for g in m.groups() if g)
+    table = name.rpartition(".")[2].strip('"').lower()
     index = evidence.index
     names = index.models + index.seeds + index.snapshots + [t for _, t in index.sources]
     project = {n.lower() for n in names}
     if table in project:
         return True
+    if m.group(1) is None:  # Postgres: `relation "schema.x" does not exist`
+        return nearest(table, project) is not None
     said = _SUGGESTED.match(m.string, m.end() + 1)  # after the "!" that ends the sentence
     suggested = said.group(1).rpartition(".")[2].lower() if said else ""
     return suggested in project and nearest(table, [suggested]) == suggested
@@ -136,6 +140,29 @@ def _relation_in_project(evidence: Evidence, m: re.Match[str]) -> bool:
 # A value that does not fit its type: DuckDB's casts, Python's int()/float() on a string.
 _CONVERSION = (r"(Conversion Error|Could not convert string|invalid literal for int\(\)"
                r"|could not convert string to float)")  # fmt: skip
+# Postgres: a value the SQL cannot take (a bad cast, a zero divisor, an overflow) or a row a
+# constraint refuses. Like a DuckDB cast, the data's fault unless the SQL that makes it changed.
+_PG_DATA = (
+    r"(invalid input syntax for type|(?<!ZeroDivisionError: )division by zero"
+    r"|value too long for type"
+    r"|numeric field overflow|out of range for type"
+    r"|\b(?:small|big)?int(?:eger)? out of range|violates not-null constraint"
+    r"|duplicate key value violates unique constraint|violates check constraint"
+    r"|violates foreign key constraint|more than one row returned by a subquery)"
+)
+# Postgres: the SQL names what is not there, or does not parse (DuckDB's Binder/Parser Error)
+_PG_SQL = (
+    r"(column [\w.\"]+ does not exist|missing FROM-clause entry for table"
+    r"|function [^\n]+ does not exist|operator does not exist"
+    r"|must appear in the GROUP BY clause|column reference \"[^\"]+\" is ambiguous"
+    r"|each \w+ query must have the same number of columns|specified more than once"
+    r"|syntax error at end of input)"
+)
+# DuckDB's catalog error, or Postgres's (group 2: no "Did you mean" follows)
+_MISSING_RELATION = (
+    r"Catalog Error: (?:Table|View) with name ([\w.\"]+) does not exist"
+    r"|relation \"([^\"]+)\" does not exist"
+)
 _RERUN = "dbt build --select {select}{flags}"
 _PARSE = "dbt parse --project-dir {project_dir}{flags}"
 _READ_UNIT = "read {unit_path}"
@@ -198,11 +225,26 @@ SIGNATURES: tuple[Signature, ...] = (
               "another process held the database lock on {name} ({excerpt}).",
               ("find the other writer: lsof {name}", "serialize jobs writing to this database",
                "re-run: " + _RERUN)),
+    Signature("lock_conflict", _C.INFRA_ISSUE,
+              _rx(r"(deadlock detected|could not obtain lock on relation|due to lock timeout"
+                  r"|could not serialize access due to concurrent update)"),
+              "the warehouse aborted the statement on a lock conflict with another session "
+              "({excerpt}).",
+              ("check the warehouse's sessions and locks (pg_locks)",
+               "serialize jobs writing these relations", "re-run: " + _RERUN)),
     Signature("connection_failed", _C.INFRA_ISSUE,
               _rx(r"(connection refused|connection reset|could not connect to server"
-                  r"|server closed the connection|broken pipe|network is unreachable)"),
+                  r"|server closed the connection|broken pipe|network is unreachable"
+                  r"|the database system is (?:starting up|shutting down|in recovery mode)"
+                  r"|terminating connection due to administrator command)"),
               "the warehouse connection failed ({excerpt}).",
               ("check the warehouse/proxy is up", "dbt debug", "re-run: " + _RERUN)),
+    Signature("too_many_connections", _C.INFRA_ISSUE,
+              _rx(r"(too many clients already|too many connections"
+                  r"|remaining connection slots are reserved)"),
+              "the warehouse refused a new connection: its connection slots are full ({excerpt}).",
+              ("check the warehouse's open sessions (pg_stat_activity)",
+               "lower dbt's threads or add a connection pooler", "re-run: " + _RERUN)),
     Signature("dns_failure", _C.INFRA_ISSUE,
               _rx(r"(Name or service not known|Temporary failure in name resolution"
                   r"|getaddrinfo failed|nodename nor servname|Could not resolve host)"),
@@ -228,7 +270,8 @@ SIGNATURES: tuple[Signature, ...] = (
               ("check the service status", "re-run: " + _RERUN)),
     Signature("auth_rejected", _C.INFRA_ISSUE,
               _rx(r"(password authentication failed|\b401\b[^\n]*Unauthorized|invalid credentials"
-                  r"|authentication failed)"),
+                  r"|authentication failed|FATAL:\s+role \"[^\"]+\" does not exist"
+                  r"|no pg_hba\.conf entry)"),
               "the warehouse rejected the credentials ({excerpt}).",
               ("refresh the credentials in the secret store", "dbt debug")),
     # --- data tests: the data changed, or the code that makes it did ----------------------
@@ -262,6 +305,14 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("conversion_data", _C.DATA_ISSUE, _rx(_CONVERSION),
               "a cast failed on values in the data ({excerpt}) while {changed}.",
               ("query the offending column upstream of {select}", _RERUN)),
+    Signature("pg_data_code_changed", _C.CODE_BUG, _rx(_PG_DATA),
+              "the warehouse refused a value ({excerpt}) and {changed}, so the changed SQL likely "
+              "causes it.",
+              (_READ_UNIT, "git diff {last_good}..{failing} -- {changed_paths}", _RERUN),
+              when=_code_changed),
+    Signature("pg_data", _C.DATA_ISSUE, _rx(_PG_DATA),
+              "the warehouse refused a value in the data ({excerpt}) while {changed}.",
+              ("query the offending rows upstream of {select}", _RERUN)),
     # --- code: the fix belongs in this repository -----------------------------------------
     Signature("missing_node", _C.CODE_BUG,
               _rx(r"depends on a (?:node|source) named '([^']+)'[^\n]*(?:not found|was not found)"),
@@ -281,17 +332,16 @@ SIGNATURES: tuple[Signature, ...] = (
                   r"|Syntax error near line|is not of type|Additional properties are not allowed)"),
               "a YAML properties file is invalid ({excerpt}).",
               ("read {unit_path}", _PARSE)),
-    Signature("catalog_error_project", _C.CODE_BUG,
-              _rx(r"Catalog Error: (?:Table|View) with name ([\w.\"]+) does not exist"),
+    Signature("catalog_error_project", _C.CODE_BUG, _rx(_MISSING_RELATION),
               "the SQL reads {name}, a relation of this project that does not exist under that "
               "name ({excerpt}); {changed}.", (_READ_UNIT, _RERUN),
               when=_relation_in_project),
-    Signature("catalog_error_external", _C.ENV_MISMATCH,
-              _rx(r"Catalog Error: (?:Table|View) with name ([\w.\"]+) does not exist"),
+    Signature("catalog_error_external", _C.ENV_MISMATCH, _rx(_MISSING_RELATION),
               "the SQL reads {name}, which this project does not define and this environment "
               "lacks ({excerpt}).", ("check the relation exists in the target", _READ_UNIT)),
     Signature("sql_error", _C.CODE_BUG,
-              _rx(r"(Binder Error|Parser Error|Catalog Error|syntax error at or near)"),
+              _rx(r"(Binder Error|Parser Error|Catalog Error|syntax error at or near)|"
+                  + _PG_SQL),
               "the SQL of {unit} does not bind/parse ({excerpt}); {changed}.",
               (_READ_UNIT, "compare with the upstream columns in the evidence", _RERUN)),
     Signature("compilation_error", _C.CODE_BUG, _rx(r"(Compilation Error)"),

@@ -192,6 +192,27 @@ def sandbox_db_location(target: DbtTarget, cwd: Path, root: Path) -> tuple[Path,
     return (cwd / ".patchit" / name).resolve(), f".patchit/{name}"
 
 
+# The warehouses whose dbt sandbox patchit can build (docs/warehouses.md has the plan for the rest)
+SANDBOX_TYPES = ("duckdb",)
+_NAMES = {"postgres": "Postgres", "snowflake": "Snowflake", "bigquery": "BigQuery",
+          "databricks": "Databricks", "redshift": "Redshift"}  # fmt: skip
+
+
+def unsupported_sandbox(target: DbtTarget) -> str | None:
+    """One line naming the profile and target when patchit cannot verify a fix on their
+    warehouse (None for DuckDB)."""
+    kind = str(target.output.get("type") or "unknown")
+    if kind in SANDBOX_TYPES:
+        return None
+    where = f" in {target.profiles_file}" if target.profiles_file else ""
+    name = _NAMES.get(kind, kind)
+    return (
+        f"profile {target.profile!r}, target {target.target!r}{where} is a {kind} warehouse: "
+        f"{name} sandboxes are not supported yet (DuckDB only, see docs/warehouses.md), so no "
+        "fix can be verified"
+    )
+
+
 def write_sandbox_profile(
     target: DbtTarget, db_copy: Path, dest_dir: Path, path_text: str | None = None
 ) -> Path:
@@ -199,11 +220,8 @@ def write_sandbox_profile(
     `path:` replaced by `path_text` (relative to the sandbox run's cwd), or by the absolute
     copy. Only this one target is written, so nothing in the sandbox can reach the user's
     other outputs."""
-    if target.output.get("type") != "duckdb":
-        raise BadInputError(
-            f"{target.profiles_file}: target {target.target!r} is "
-            f"{target.output.get('type')!r}; the dbt sandbox supports DuckDB targets only"
-        )
+    if (unsupported := unsupported_sandbox(target)) is not None:
+        raise BadInputError(unsupported)
     output = dict(target.output)
     if target.db_path is not None:
         output["path"] = path_text if path_text is not None else str(db_copy.resolve())

@@ -13,6 +13,7 @@ from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.sandbox.dbt_profile import (
     resolve_dbt_target,
     sandbox_db_location,
+    unsupported_sandbox,
     user_target_dir,
     write_sandbox_profile,
 )
@@ -142,7 +143,7 @@ def test_write_sandbox_profile_points_at_the_copy_only(project: Path, tmp_path: 
         }
     }
     pg = resolve_dbt_target(make_event(project, project, target="pg"))
-    with pytest.raises(BadInputError, match="DuckDB targets only"):
+    with pytest.raises(BadInputError, match="Postgres sandboxes are not supported yet"):
         write_sandbox_profile(pg, copy, tmp_path / "pg")
 
 
@@ -181,3 +182,11 @@ def test_user_target_dir_follows_dbt(project: Path) -> None:
     assert user_target_dir(by_env) == Path("/abs/t")
     (project / "dbt_project.yml").write_text("name: shop\nprofile: shop\ntarget-path: build\n")
     assert user_target_dir(make_event(project, project)) == project / "build"
+
+
+def test_a_postgres_target_is_named_in_one_line_as_unsupported(project: Path) -> None:
+    assert unsupported_sandbox(resolve_dbt_target(make_event(project, project))) is None
+    said = unsupported_sandbox(resolve_dbt_target(make_event(project, project, target="pg")))
+    assert said is not None and "\n" not in said
+    assert said.startswith("profile 'shop', target 'pg' in ")
+    assert "Postgres sandboxes are not supported yet" in said

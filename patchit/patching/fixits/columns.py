@@ -1,4 +1,5 @@
-"""DuckDB binder errors on a misspelt column or table qualifier -> rename to the near name.
+"""DuckDB binder errors and Postgres "column does not exist" on a misspelt column or table
+qualifier -> rename to the near name.
 
 The DuckDB 2.0 messages dbt 1.11 reports (in run_results and the log):
 
@@ -9,6 +10,17 @@ The DuckDB 2.0 messages dbt 1.11 reports (in run_results and the log):
     Binder Error: Values list "o" does not have a column named "nme"      (no candidates)
     Binder Error: Referenced table "x" not found!
     Candidate tables: "o"
+
+Postgres (dbt-postgres 1.10, PostgreSQL 15) names the column, qualified as written, and hints
+at the nearest one it has when there is a single one:
+
+    column "amont" does not exist
+    HINT:  Perhaps you meant to reference the column "orders.amount".
+    column o.stauts does not exist
+    HINT:  Perhaps you meant to reference the column "o.status".
+
+The HINT is the candidate (an unqualified name stays unqualified); with no HINT, or one naming
+two columns, the near-name search below applies as it does for DuckDB.
 
 Candidates are the binder's own list plus the columns the qualifier really has: the alias is
 resolved in the compiled SQL (sqlglot, through CTEs and subqueries, see column_sources) to
@@ -42,7 +54,23 @@ _QUALIFIED = re.compile(
 _TABLE = re.compile(r'Referenced table "(?P<qual>[^"]+)" not found!')
 _BINDINGS = re.compile(r"Candidate (?:bindings|tables):(?P<list>[^\n]*)")
 _QUOTED = re.compile(r'"([^"]+)"')
+_PG_COLUMN = re.compile(
+    r'column (?:"(?P<col>[^"]+)"|(?P<qual>[^\s".]+)\.(?P<qcol>[^\s"]+)) does not exist'
+)
+_PG_HINT = re.compile(
+    r'HINT:\s+Perhaps you meant to reference the column "(?P<ref>[^"]+)"(?P<more> or the column)?'
+)
+_NEAR_PG = "the only near column of the relations it reads"
 _START, _END = "\x00", "\x01"  # mark a renamed span until the projection check has run
+
+
+def _pg_hint(message: str) -> tuple[str, str] | None:
+    """(qualifier, column) Postgres's HINT names, when it names exactly one column."""
+    found = _PG_HINT.search(message)
+    if found is None or found.group("more") or "." not in found.group("ref"):
+        return None
+    qual, _, col = found.group("ref").rpartition(".")
+    return qual, col
 
 
 def _listed_candidates(message: str) -> list[str]:
@@ -51,36 +79,78 @@ def _listed_candidates(message: str) -> list[str]:
 
 
 class RenameColumnStrategy(FixIt):
-    """Rename a misspelt column (or table qualifier) to the one near name DuckDB can bind."""
+    """Rename a misspelt column (or table qualifier) to the one near name DuckDB can bind, or
+    to the column Postgres's HINT names."""
 
     name: ClassVar[str] = "duckdb_rename_column"
     tag: ClassVar[str] = "rename_column"
 
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         message = error_text(evidence)
-        if "Binder Error" not in message or evidence.unit_path is None:
+        postgres = _PG_COLUMN.search(message)
+        if ("Binder Error" not in message and postgres is None) or evidence.unit_path is None:
             return []
         text = read_repo_file(evidence, evidence.unit_path)
         if text is None:
             return []
+        if "Binder Error" not in message and postgres is not None:
+            return self._postgres(evidence, text, postgres, message)
         if found := _TABLE.search(message):
             return self._rename_qualifier(evidence, text, found.group("qual"), message)
         if found := _QUALIFIED.search(message):
             qual, col = found.group("qual"), found.group("col")
-            source = alias_columns(evidence, text, qual, col)
-            pattern = (
-                rf'(?<![\w."])(?P<q>"?{re.escape(qual)}"?\s*\.\s*"?){re.escape(col)}(?P<e>"?)(?!\w)'
-            )
-            renamed = upstream_rename(evidence, source.tables, col, source.columns)
-            if renamed is not None:
-                model, new = renamed
-                why = f"{qual} reads {model}, which now selects {col} as {new}"
-                return self._candidate(evidence, text, pattern, col, new, f"{qual}.", why)
-            fix = nearest(col, [*_listed_candidates(message), *source.columns])
-            return self._candidate(evidence, text, pattern, col, fix, f"{qual}.")
+            return self._rename_qualified(evidence, text, qual, col, _listed_candidates(message))
         if found := _UNQUALIFIED.search(message):
             return self._rename_unqualified(evidence, text, found.group("col"), message)
         return []
+
+    def _postgres(
+        self, evidence: Evidence, text: str, found: re.Match[str], message: str
+    ) -> list[PatchCandidate]:
+        hint = _pg_hint(message)
+        qual, col = found.group("qual"), found.group("qcol")
+        if qual is not None:
+            hinted = [hint[1]] if hint is not None and hint[0] == qual else []
+            return self._rename_qualified(evidence, text, qual, col, hinted, "Postgres")
+        col = found.group("col")
+        pattern = rf'(?<![\w."])(?P<q>"?){re.escape(col)}(?![\w])'
+        if hint is not None:
+            # the HINT qualifies the name with its relation; the SQL named it bare
+            basis = f"the column Postgres's HINT names ({hint[0]}.{hint[1]})"
+            return self._candidate(evidence, text, pattern, col, hint[1], "", None, basis)
+        fix = nearest(col, alias_columns(evidence, text, None, col).columns)
+        return self._candidate(evidence, text, pattern, col, fix, "", None, _NEAR_PG)
+
+    def _rename_qualified(
+        self,
+        evidence: Evidence,
+        text: str,
+        qual: str,
+        col: str,
+        listed: list[str],
+        engine: str = "DuckDB",
+    ) -> list[PatchCandidate]:
+        source = alias_columns(evidence, text, qual, col)
+        pattern = (
+            rf'(?<![\w."])(?P<q>"?{re.escape(qual)}"?\s*\.\s*"?){re.escape(col)}(?P<e>"?)(?!\w)'
+        )
+        renamed = upstream_rename(evidence, source.tables, col, source.columns)
+        if renamed is not None:
+            model, new = renamed
+            why = f"{qual} reads {model}, which now selects {col} as {new}"
+            return self._candidate(
+                evidence, text, pattern, col, new, f"{qual}.", why, engine=engine
+            )
+        if engine == "Postgres":
+            if listed:
+                basis = f"the column Postgres's HINT names ({qual}.{listed[0]})"
+                return self._candidate(
+                    evidence, text, pattern, col, listed[0], f"{qual}.", None, basis
+                )
+            fix = nearest(col, source.columns)
+            return self._candidate(evidence, text, pattern, col, fix, f"{qual}.", None, _NEAR_PG)
+        fix = nearest(col, [*listed, *source.columns])
+        return self._candidate(evidence, text, pattern, col, fix, f"{qual}.")
 
     def _rename_unqualified(
         self, evidence: Evidence, text: str, col: str, message: str
@@ -115,7 +185,10 @@ class RenameColumnStrategy(FixIt):
         fix: str | None,
         shown: str,
         renamed_upstream: str | None = None,
+        basis: str | None = None,
+        engine: str = "DuckDB",
     ) -> list[PatchCandidate]:
+        """basis: why `fix` is the column (Postgres); None: DuckDB's binder can bind it."""
         if fix is None or evidence.unit_path is None:
             return []
         start, end = (_START, _END) if renamed_upstream else ("", "")
@@ -140,9 +213,12 @@ class RenameColumnStrategy(FixIt):
                 tier=self.tier,
                 edits=[derive_edit(evidence.unit_path, text, new_text)],
                 rationale=(
-                    f"DuckDB could not bind {shown}{old}; {renamed_upstream}: read {fix} as "
+                    f"{engine} could not bind {shown}{old}; {renamed_upstream}: read {fix} as "
                     f"{old} ({count} occurrence(s) in {evidence.unit_path})"
                     if renamed_upstream
+                    else f"Postgres has no column {shown}{old}; {fix} is {basis} (renamed "
+                    f"{count} occurrence(s) in {evidence.unit_path})"
+                    if basis
                     else f"DuckDB could not bind {shown}{old}; {fix} is the only near name it "
                     f"can bind (renamed {count} occurrence(s) in {evidence.unit_path})"
                 ),

@@ -1,0 +1,152 @@
+"""Real dbt-postgres against a throw-away PostgreSQL 15 cluster (tests/pg_cluster.py): its
+errors become events the way the wrapper makes them, are classified, and reach the column
+fix-it; and `patchit dbt -- build` on a Postgres target escalates (no sandbox there yet) with
+the user's schema untouched.
+
+The user's relations are written with SQL, not built by dbt: one dbt run per test."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from patchit.classify.classifier import classify_failure
+from patchit.classify.model import FailureClass
+from patchit.evidence.dbt import gather_dbt_evidence
+from patchit.examples import SHOP
+from patchit.patching.apply import apply_edits
+from patchit.patching.fixits.columns import RenameColumnStrategy
+from tests.cli.helpers import incidents, patchit_dbt
+from tests.conftest import commit_all, git, user_dbt_events
+from tests.pg_cluster import PgCluster
+
+pytestmark = pytest.mark.slow
+
+DAILY = "models/marts/daily_revenue.sql"
+_SCHEMAS = itertools.count()
+# Extra models, each broken one way, all reading the user's `orders` table.
+BROKEN_MODELS = {
+    "pg_relation": "select order_id from {{ target.schema }}.ordrs",
+    "pg_function": "select summ(amount) as total from {{ ref('orders') }}",
+    "pg_syntax": "select order_date, count(*) as n from {{ ref('orders') }} group order_date",
+    "pg_qualified": "select o.stauts from {{ ref('orders') }} as o",
+}
+
+
+def _user_schema(pg: PgCluster) -> str:
+    """A schema holding what the user's earlier green build left: orders with amounts."""
+    schema = f"analytics_{next(_SCHEMAS)}"
+    pg.execute(
+        f"create schema {schema};"
+        f"create table {schema}.orders as select g as order_id, g % 3 as customer_id,"
+        f" date '2024-01-01' + g % 5 as order_date,"
+        f" case when g % 4 = 0 then 'returned' else 'completed' end as status,"
+        f" (g * 7 % 50)::numeric(10, 2) as amount from generate_series(1, 40) as g;"
+        f"create table {schema}.customers as select g as customer_id from generate_series(0, 2) g"
+    )
+    return schema
+
+
+def _repo(tmp_path: Path, pg: PgCluster, schema: str, extra: dict[str, str]) -> Path:
+    """The shop project on Postgres in a git repo: one good commit, then daily_revenue reads
+    `amont` (and the extra models are added)."""
+    repo = tmp_path / "shop"
+    shutil.copytree(SHOP, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
+    profiles = {"shop": {"target": "pg", "outputs": {"pg": pg.profile(schema)}}}
+    (repo / "profiles.yml").write_text(yaml.safe_dump(profiles))
+    (repo / ".gitignore").write_text("target/\nlogs/\n")
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "shop on postgres")
+    daily = repo / DAILY
+    daily.write_text(daily.read_text().replace("sum(amount) as revenue", "sum(amont) as revenue"))
+    for name, sql in extra.items():
+        (repo / "models" / "marts" / f"{name}.sql").write_text(sql + "\n")
+    commit_all(repo, "daily_revenue: revenue per day")
+    return repo
+
+
+def _schema_state(pg: PgCluster, schema: str) -> dict[str, object]:
+    """Every relation of the user's schema with its row count and a checksum of its rows,
+    and the database's schemas (a sandbox schema left behind would show)."""
+    relations = pg.execute(
+        "select table_name, table_type from information_schema.tables "
+        f"where table_schema = '{schema}' order by 1"
+    )
+    state: dict[str, object] = {"relations": relations}
+    for name, _kind in relations:
+        state[str(name)] = pg.execute(
+            f"select count(*), md5(coalesce(string_agg(t::text, '|' order by t::text), '')) "
+            f"from {schema}.{name} as t"
+        )
+    state["schemas"] = pg.execute("select nspname from pg_namespace order by 1")
+    return state
+
+
+def test_real_postgres_errors_are_classified_and_the_hint_gives_the_rename(
+    pg: PgCluster, tmp_path: Path
+) -> None:
+    repo = _repo(tmp_path, pg, _user_schema(pg), BROKEN_MODELS)
+    select = ["daily_revenue", *BROKEN_MODELS]
+    code, events = user_dbt_events(repo, ["run", "--select", *select])
+    assert code == 1
+    by_unit = {e.unit_id.rpartition(".")[2]: e for e in events}
+    assert set(by_unit) == set(select)
+    verdicts = {}
+    for name, event in by_unit.items():
+        assert event.error_type == "Database Error", event.error_message
+        evidence = gather_dbt_evidence(event, repo)
+        verdicts[name] = (evidence, classify_failure(evidence))
+
+    said = {n: (v.cls, v.signature) for n, (_, v) in verdicts.items()}
+    code_bug = FailureClass.CODE_BUG
+    assert said == {
+        "daily_revenue": (code_bug, "sql_error"),
+        "pg_relation": (code_bug, "catalog_error_project"),
+        "pg_function": (code_bug, "sql_error"),
+        "pg_syntax": (code_bug, "sql_error"),
+        "pg_qualified": (code_bug, "sql_error"),
+    }
+    evidence, verdict = verdicts["daily_revenue"]
+    assert 'HINT:  Perhaps you meant to reference the column "orders.amount".' in evidence.error
+    assert '(column "amont" does not exist)' in verdict.reason
+    [candidate] = RenameColumnStrategy().fix(evidence, [])
+    assert candidate.strategy == "duckdb_rename_column"
+    apply_edits(repo, candidate.edits)
+    assert "sum(amount) as revenue" in (repo / DAILY).read_text()
+    [qualified] = RenameColumnStrategy().fix(verdicts["pg_qualified"][0], [])
+    assert "o.status" in qualified.edits[0].replace
+
+
+def test_patchit_dbt_on_postgres_escalates_and_leaves_the_schema_alone(
+    pg: PgCluster, tmp_path: Path
+) -> None:
+    schema = _user_schema(pg)
+    repo = _repo(tmp_path, pg, schema, {})
+    before = _schema_state(pg, schema)
+    res = patchit_dbt(repo, "build", "--select", "daily_revenue")
+    assert res.returncode == 1, res.stderr  # dbt's own exit code
+    assert 'column "amont" does not exist' in res.stdout
+    assert "Traceback" not in res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if "sandboxes are not supported yet" in ln]
+    assert lines == [
+        f"patchit: profile 'shop', target 'pg' in {repo / 'profiles.yml'} is a postgres "
+        "warehouse: Postgres sandboxes are not supported yet (DuckDB only, see "
+        "docs/warehouses.md), so no fix can be verified"
+    ], res.stderr
+    assert "unverified suggestion (duckdb_rename_column)" in res.stderr
+    [incident] = incidents()
+    assert incident["status"] == "escalated", res.stderr
+    assert incident["classification"] == "code_bug"
+    assert incident["branch"] is None and incident["attempts"] == 0
+    report = Path(incident["report_md"]).read_text()
+    assert "Postgres sandboxes are not supported yet" in report
+    assert "amount is the column Postgres's HINT names" in report
+    assert json.loads(Path(incident["report_json"]).read_text())
+    assert git(repo, "branch", "--list", "patchit/*") == ""
+    assert git(repo, "status", "--porcelain") == ""
+    assert _schema_state(pg, schema) == before
