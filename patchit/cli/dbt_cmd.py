@@ -1,17 +1,28 @@
 """`patchit dbt -- <dbt args>`: run dbt as the user asked, then `patchit.dbt_wrapper` heals
-what failed."""
+what failed.
+
+A green run must cost what `dbt` costs: before dbt starts this module asks git one question
+(the repository and its HEAD) and loads nothing of the healing machinery; while dbt runs,
+helper threads import the memory's store (the runs' part only) and ask git for uncommitted
+changes; after a green run, opening the memory and recording the nodes' results is all that
+is left. The loop, the harnesses and the console are imported only once dbt has failed (or
+there is something to say).
+"""
 
 from __future__ import annotations
 
 import sys
-import traceback
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import click
 
-from patchit.cli.context import console, home_of, open_memory, print_healed, say, step
-from patchit.errors import BadInputError, PatchitError, VcsError
-from patchit.intake.dbt import (
+from patchit.errors import BadInputError, PatchitError
+from patchit.home import resolve_home
+from patchit.intake.dbt_run import (
     build_dbt_args,
     check_dbt_installed,
     now_utc,
@@ -19,7 +30,13 @@ from patchit.intake.dbt import (
     resolve_project_dir,
     run_dbt,
 )
-from patchit.sandbox.git import dirty_tracked_files, head_commit, repo_root
+from patchit.sandbox.git import dirty_tracked_files, repo_and_head
+
+if TYPE_CHECKING:
+    from patchit.loop import HealOutcome
+    from patchit.memory.outcomes import OutcomeStore
+
+T = TypeVar("T")
 
 
 class StrictCommand(click.Command):
@@ -60,31 +77,93 @@ def dbt(
     check_dbt_installed()
     project = resolve_project_dir(list(dbt_args), project_dir)
     project_name(project)
-    repo = repo_root(project)
-    commit = _head_or_none(repo) if repo else None
+    repo, commit = repo_and_head(project)
     cannot_heal = _cannot_heal(project, repo, commit)
     if cannot_heal and not no_heal:
         # a drop-in for `dbt`: run it unchanged, and say once why nothing will be healed
-        say(f"not healing: {cannot_heal}; running dbt unchanged")
-    home = home_of(ctx)
-    memory = open_memory(home)
-    dirty = dirty_tracked_files(repo, under=project) if repo and commit else []
-    from patchit.dbt_wrapper import DbtRun, heal_dbt_run  # the loop loads once dbt has run
-
+        _say(f"not healing: {cannot_heal}; running dbt unchanged")
+    home = resolve_home(ctx.obj.get("home") if ctx.obj else None)
+    store = _Meanwhile(_store_class)
+    committed = repo if repo and commit else None
+    dirty = _Meanwhile(lambda: dirty_tracked_files(committed, project, True) if committed else [])
     args = build_dbt_args(list(dbt_args), project, profiles_dir, target)
     started = now_utc()
     exit_code, record = run_dbt(args, home / "runs", invocation=list(dbt_args))
-    run = DbtRun(
-        exit_code, record, args, project, repo, commit, started, dirty, no_heal or bool(cannot_heal)
-    )
     try:
-        heal_dbt_run(run, home, memory, say, on_outcome=print_healed, step=step)
+        from patchit.dbt_wrapper import DbtRun, heal_dbt_run
+
+        run = DbtRun(
+            exit_code, record, args, project, repo, commit, started, dirty.result(),
+            no_heal or bool(cannot_heal),
+        )  # fmt: skip
+        memory = store.result().open(home)  # a connection is used by the thread that made it
+        heal_dbt_run(run, home, memory, _say, on_outcome=_print_healed, step=_step)
     except PatchitError as exc:
-        say(f"could not heal: {exc}")
+        _say(f"could not heal: {exc}")
     except Exception:  # never turn dbt's exit code into a patchit crash
+        import traceback
+
+        from patchit.cli.context import console
+
         console.print(traceback.format_exc(), markup=False)
-        say("internal error while healing (traceback above); dbt's exit code is kept")
+        _say("internal error while healing (traceback above); dbt's exit code is kept")
     sys.exit(exit_code)
+
+
+class _Meanwhile(Generic[T]):
+    """`fn()` in a daemon thread while dbt runs; `result()` waits for it and re-raises."""
+
+    def __init__(self, fn: Callable[[], T]) -> None:
+        self._fn = fn
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="patchit-dbt-meanwhile", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn()
+        except BaseException as exc:  # handed to result()'s caller
+            self._error = exc
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
+def _store_class() -> type[OutcomeStore]:
+    """What recording a run needs, loaded while dbt runs: the wrapper's policy, the memory's
+    store and sqlite-utils' plugins (its first `Database` would look them up: ~0.1 s)."""
+    from sqlite_utils.plugins import ensure_plugins_loaded
+
+    import patchit.dbt_wrapper  # noqa: F401
+    from patchit.memory.outcomes import OutcomeStore
+
+    ensure_plugins_loaded()
+    return OutcomeStore
+
+
+# the console (rich) is imported only when patchit has something to say
+
+
+def _say(message: str) -> None:
+    from patchit.cli.context import say
+
+    say(message)
+
+
+def _step(message: str) -> AbstractContextManager[None]:
+    from patchit.cli.context import step
+
+    return step(message)
+
+
+def _print_healed(outcome: HealOutcome) -> None:
+    from patchit.cli.context import print_healed
+
+    print_healed(outcome)
 
 
 def _cannot_heal(project: Path, repo: Path | None, commit: str | None) -> str | None:
@@ -94,10 +173,3 @@ def _cannot_heal(project: Path, repo: Path | None, commit: str | None) -> str | 
     if commit is None:
         return f"the git repository {repo} has no commit yet (commit the project to be healed)"
     return None
-
-
-def _head_or_none(repo: Path) -> str | None:
-    try:
-        return head_commit(repo)
-    except VcsError:
-        return None

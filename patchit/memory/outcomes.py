@@ -1,9 +1,15 @@
 """Outcomes in the memory: each run of a unit the wrapper saw (passed, or failed with a
-fingerprint), and what became of a landed fix once merged (`patchit track`)."""
+fingerprint), each project's last good commit, and what became of a landed fix once merged
+(`patchit track`).
+
+Import-light (no event or incident models): a green `patchit dbt -- build` records its runs
+through `OutcomeStore` alone.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from patchit.memory.sqlite import SqliteStore, now_utc
 
@@ -28,7 +34,27 @@ class Outcome:
     detail: str
 
 
+def project_key_for(repo: Path | str | None, project: Path | str) -> str:
+    """Key of a project's last good commit in memory."""
+    return f"{repo}::{project}"
+
+
 class OutcomeStore(SqliteStore):
+    def record_last_good(self, project_key: str, commit: str) -> None:
+        with self._write() as db:
+            db.table("last_good").upsert(
+                {
+                    "project_key": project_key,
+                    "commit": commit,
+                    "updated_utc": now_utc().isoformat(),
+                },
+                pk="project_key",
+            )
+
+    def last_good(self, project_key: str) -> str | None:
+        rows = self._rows("select [commit] from last_good where project_key = ?", (project_key,))
+        return str(rows[0]["commit"]) if rows else None
+
     def record_unit_runs(self, runs: list[UnitRun]) -> None:
         now = now_utc().isoformat()
         rows = [{**r.__dict__, "passed": int(r.passed), "run_utc": r.run_utc or now} for r in runs]

@@ -101,6 +101,16 @@ class SqliteStore:
             ) from exc
         return cls(path, busy_timeout_s)
 
+    @classmethod
+    def sharing(cls, store: SqliteStore) -> Self:
+        """This class of store over `store`'s open connection: the file is opened and checked
+        once (the dbt wrapper opens `OutcomeStore` and needs the whole `Memory` on a failure)."""
+        if isinstance(store, cls):
+            return store
+        shared = cls.__new__(cls)
+        shared.__dict__.update(store.__dict__)
+        return shared
+
     def close(self) -> None:
         self.db.close()
 
