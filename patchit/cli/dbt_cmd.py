@@ -11,12 +11,13 @@ there is something to say).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
 
 import click
 
@@ -96,8 +97,9 @@ def dbt(
             exit_code, record, args, project, repo, commit, started, dirty.result(),
             no_heal or bool(cannot_heal),
         )  # fmt: skip
-        memory = store.result().open(home)  # a connection is used by the thread that made it
-        heal_dbt_run(run, home, memory, _say, on_outcome=_print_healed, step=_step)
+        # opened here: a SQLite connection is used by the thread that made it
+        with store.result().open(home) as memory:
+            heal_dbt_run(run, home, memory, _say, on_outcome=_print_healed, step=_step)
     except PatchitError as exc:
         _say(f"could not heal: {exc}")
     except Exception:  # never turn dbt's exit code into a patchit crash
@@ -107,7 +109,25 @@ def dbt(
 
         console.print(traceback.format_exc(), markup=False)
         _say("internal error while healing (traceback above); dbt's exit code is kept")
-    sys.exit(exit_code)
+    _exit(exit_code)
+
+
+def _exit(code: int) -> NoReturn:
+    """`sys.exit(code)`; but once healing has loaded its machinery (dbt, DuckDB: hundreds of
+    modules), the interpreter's teardown of them (half a second) is skipped: everything is
+    closed and committed by now, the atexit handlers run and the streams are flushed, then the
+    process ends. Not when the streams are not the process's own (click's test runner)."""
+    own = sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__
+    if own and "patchit.loop" in sys.modules:
+        import atexit
+        import os
+
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 class _Meanwhile(Generic[T]):
