@@ -68,3 +68,38 @@ def test_a_subcommand_is_imported_when_its_help_is_asked(tmp_path: Path) -> None
     assert code == 0 and "scan" in output
     assert "patchit.cli.airflow_cmd" in modules
     assert "patchit.cli.bench_cmd" not in modules
+
+
+GREEN_PROBE = """
+import json, sys
+from datetime import UTC, datetime
+from pathlib import Path
+import patchit.cli.dbt_cmd
+from patchit.dbt_wrapper import DbtRun, heal_dbt_run
+from patchit.memory.outcomes import OutcomeStore, project_key_for
+
+home, repo = Path(sys.argv[1]), Path(sys.argv[2])
+record = {"results": [{"unique_id": "model.shop.orders", "status": "success"}]}
+run = DbtRun(0, record, ["build"], repo, repo, "c0ffee", datetime.now(UTC))
+with OutcomeStore.open(home) as store:
+    assert heal_dbt_run(run, home, store, say=print) == []
+    last_good = store.last_good(project_key_for(repo, repo))
+    runs = len(store.unit_runs(str(repo)))
+print(json.dumps({"last_good": last_good, "runs": runs, "modules": sorted(sys.modules)}))
+"""
+
+
+def test_a_green_dbt_run_loads_nothing_of_the_healing_machinery(tmp_path: Path) -> None:
+    """What `patchit dbt -- build` runs on green: the command, the wrapper's policy and the
+    memory's store record the run, and nothing of the loop, the harnesses or the console loads."""
+    out = subprocess.run(
+        [sys.executable, "-c", GREEN_PROBE, str(tmp_path / "home"), str(tmp_path)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    data = json.loads(out.stdout)
+    assert (data["last_good"], data["runs"]) == ("c0ffee", 1)
+    modules = set(data["modules"])
+    heavy = (*HEAVY, "patchit.harnesses", "patchit.context", "patchit.sandbox.isolation",
+             "patchit.events", "patchit.cli.context", "rich", "pydantic")  # fmt: skip
+    assert loaded(modules, heavy) == []
+    assert "patchit.memory.store" not in modules and "patchit.intake.dbt" not in modules
