@@ -128,10 +128,10 @@ def dbt_build(repo: Path) -> float:
     return seconds
 
 
-def wrapped_build(repo: Path, home: Path) -> WrappedRun:
-    """`patchit dbt -- build` in `repo` with its state in `home`, under the launcher."""
+def wrapped_build(repo: Path, home: Path, *select: str) -> WrappedRun:
+    """`patchit dbt -- build [select]` in `repo` with its state in `home`, under the launcher."""
     argv = [sys.executable, "-m", "patchit", "dbt", "--project-dir", str(repo), "--",
-            "build", "--profiles-dir", str(repo)]  # fmt: skip
+            "build", *select, "--profiles-dir", str(repo)]  # fmt: skip
     env = _env() | {"PATCHIT_HOME": str(home)}
     started = time.monotonic()
     proc = subprocess.run(
@@ -163,10 +163,11 @@ def measure_green(
     return dbt_s, wrapper_s
 
 
-def measure_idle_tail(repo: Path, home: Path) -> WrappedRun:
-    """Commit a dropped comma in `repo` (built green) and time the wrapper's tail on it."""
+def measure_idle_tail(repo: Path, home: Path, *select: str) -> WrappedRun:
+    """Commit a dropped comma in `repo` (built green) and time the wrapper's tail on it
+    (`select`: dbt's selection, e.g. `--select orders`; default the whole build)."""
     drop_comma(repo)
-    run = wrapped_build(repo, home)
+    run = wrapped_build(repo, home, *select)
     if run.exit_code == 0 or run.tail_s is None:
         raise HarnessError(f"the dropped comma did not end in a report:\n{run.stderr[-3000:]}")
     return run

@@ -45,7 +45,7 @@ def test_a_failure_with_nothing_to_verify_exits_at_once_and_leaves_no_process(
 ) -> None:
     # a dropped comma: a syntax error no strategy fixes; the warm dbt worker started in the
     # background while evidence was gathered must be killed, not awaited, and not orphaned
-    run = measure_idle_tail(shop_repo, tmp_path / "home")
+    run = measure_idle_tail(shop_repo, tmp_path / "home", "--select", "orders")
     assert run.exit_code == 1, run.stderr[-3000:]
     assert "failed" in run.stderr
     assert run.leftover == []
