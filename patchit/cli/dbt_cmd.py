@@ -84,12 +84,17 @@ def dbt(
         # a drop-in for `dbt`: run it unchanged, and say once why nothing will be healed
         _say(f"not healing: {cannot_heal}; running dbt unchanged")
     home = resolve_home(ctx.obj.get("home") if ctx.obj else None)
-    store = _Meanwhile(_store_class)
-    committed = repo if repo and commit else None
-    dirty = _Meanwhile(lambda: dirty_tracked_files(committed, project, True) if committed else [])
     args = build_dbt_args(list(dbt_args), project, profiles_dir, target)
+    committed = repo if repo and commit else None
+    store = _Meanwhile(_store_class)
+    dirty = _Meanwhile(lambda: dirty_tracked_files(committed, project, True) if committed else [])
+
+    def meanwhile() -> None:  # once dbt has started: nothing of this delays it (git is asked
+        store.start()  # at once, while dbt still imports itself, before it writes anything)
+        dirty.start()
+
     started = now_utc()
-    exit_code, record = run_dbt(args, home / "runs", invocation=list(dbt_args))
+    exit_code, record = run_dbt(args, home / "runs", invocation=list(dbt_args), meanwhile=meanwhile)
     try:
         from patchit.dbt_wrapper import DbtRun, heal_dbt_run
 
@@ -131,13 +136,16 @@ def _exit(code: int) -> NoReturn:
 
 
 class _Meanwhile(Generic[T]):
-    """`fn()` in a daemon thread while dbt runs; `result()` waits for it and re-raises."""
+    """`fn()` in a daemon thread while dbt runs (`start()`); `result()` waits for it and
+    re-raises."""
 
     def __init__(self, fn: Callable[[], T]) -> None:
         self._fn = fn
         self._value: T | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="patchit-dbt-meanwhile", daemon=True)
+
+    def start(self) -> None:
         self._thread.start()
 
     def _run(self) -> None:

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,11 +79,15 @@ def build_dbt_args(
 
 
 def run_dbt(
-    args: list[str], work_dir: Path, invocation: list[str] | None = None
+    args: list[str],
+    work_dir: Path,
+    invocation: list[str] | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Run dbt in a child process; its output goes straight to our stdout/stderr.
 
     `invocation` is what the user typed after `dbt` (default `args`): dbt's artifacts record it.
+    `meanwhile` is called once dbt has started (work to do while it runs, off its start).
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix="dbt-run-", suffix=".json", dir=work_dir)
@@ -92,11 +97,16 @@ def run_dbt(
     try:
         # dbt records its own command line in run_results.json: the user's, not the child's
         env = {**os.environ, INVOCATION_ENV: json.dumps(list(invocation or args))}
-        proc = subprocess.run(
-            [sys.executable, "-m", "patchit.intake.dbt_child", str(out), *args],
-            check=False,
-            env=env,
-        )
+        with subprocess.Popen(
+            [sys.executable, "-m", "patchit.intake.dbt_child", str(out), *args], env=env
+        ) as proc:
+            try:
+                if meanwhile is not None:
+                    meanwhile()
+                proc.communicate()  # as subprocess.run waits (a Ctrl-C gives dbt its moment)
+            except BaseException:
+                proc.kill()
+                raise
         record: dict[str, Any] = {}
         if out.is_file():
             record = json.loads(out.read_text(encoding="utf-8"))
