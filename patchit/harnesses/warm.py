@@ -104,6 +104,8 @@ class WarmProcess:
     def kill(self) -> None:
         """Kill the child's process group now, from any thread; whoever reads its pipes sees
         them end, and `stop()` (by the thread that owns it) reaps it."""
+        if self._proc.returncode is not None:
+            return  # reaped already: its pid may name another process by now
         try:
             os.killpg(self._proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
