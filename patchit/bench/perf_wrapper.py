@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchit.errors import HarnessError
+from patchit.examples import SHOP
 from patchit.sandbox.git import run_git
 
 GREEN_TARGET = 1.05  # wrapper / dbt build, medians
 TAIL_TARGET_S = 0.2  # report line -> process exit
-SHOP = Path(__file__).resolve().parents[1] / "examples" / "shop"
 DROPPED_COMMA = ("models/marts/orders.sql", "    o.customer_id,\n", "    o.customer_id\n")
 _GIT_ID = ("-c", "user.name=patchit bench", "-c", "user.email=bench@localhost")
 
