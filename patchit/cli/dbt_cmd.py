@@ -3,10 +3,10 @@ what failed.
 
 A green run must cost what `dbt` costs: before dbt starts this module asks git one question
 (the repository and its HEAD) and loads nothing of the healing machinery; while dbt runs,
-helper threads import the memory's store (the runs' part only) and ask git for uncommitted
-changes; after a green run, opening the memory and recording the nodes' results is all that
-is left. The loop, the harnesses and the console are imported only once dbt has failed (or
-there is something to say).
+helper threads import the memory's run log (plain sqlite3) and ask git for uncommitted
+changes; after a green run, writing the nodes' results is all that is left. The loop, the
+harnesses and the console are imported only once dbt has failed (or there is something to
+say).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from patchit.sandbox.git import dirty_tracked_files, repo_and_head
 
 if TYPE_CHECKING:
     from patchit.loop import HealOutcome
-    from patchit.memory.outcomes import OutcomeStore
+    from patchit.memory.runlog import RunLog
 
 T = TypeVar("T")
 
@@ -102,9 +102,8 @@ def dbt(
             exit_code, record, args, project, repo, commit, started, dirty.result(),
             no_heal or bool(cannot_heal),
         )  # fmt: skip
-        # opened here: a SQLite connection is used by the thread that made it
-        with store.result().open(home) as memory:
-            heal_dbt_run(run, home, memory, _say, on_outcome=_print_healed, step=_step)
+        memory = store.result()(home)  # opens the file here: a connection stays in its thread
+        heal_dbt_run(run, home, memory, _say, on_outcome=_print_healed, step=_step)
     except PatchitError as exc:
         _say(f"could not heal: {exc}")
     except Exception:  # never turn dbt's exit code into a patchit crash
@@ -161,16 +160,14 @@ class _Meanwhile(Generic[T]):
         return self._value  # type: ignore[return-value]
 
 
-def _store_class() -> type[OutcomeStore]:
-    """What recording a run needs, loaded while dbt runs: the wrapper's policy, the memory's
-    store and sqlite-utils' plugins (its first `Database` would look them up: ~0.1 s)."""
-    from sqlite_utils.plugins import ensure_plugins_loaded
+def _store_class() -> type[RunLog]:
+    """What recording a run needs, loaded while dbt runs: the wrapper's policy and the
+    memory's run log (standard library sqlite3)."""
+    import patchit.dbt_wrapper
+    import patchit.memory.migrations  # noqa: F401  (the log checks the schema is current)
+    from patchit.memory.runlog import RunLog
 
-    import patchit.dbt_wrapper  # noqa: F401
-    from patchit.memory.outcomes import OutcomeStore
-
-    ensure_plugins_loaded()
-    return OutcomeStore
+    return RunLog
 
 
 # the console (rich) is imported only when patchit has something to say

@@ -2,26 +2,18 @@
 fingerprint), each project's last good commit, and what became of a landed fix once merged
 (`patchit track`).
 
-Import-light (no event or incident models): a green `patchit dbt -- build` records its runs
-through `OutcomeStore` alone.
+Import-light (no event or incident models). A green `patchit dbt -- build` records its runs
+through `patchit.memory.runlog`, which hands them here when the file needs creating, repairing
+or migrating.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
+from patchit.memory.runlog import UnitRun as UnitRun  # re-exported
+from patchit.memory.runlog import project_key_for as project_key_for  # re-exported
 from patchit.memory.sqlite import SqliteStore, now_utc
-
-
-@dataclass(frozen=True)
-class UnitRun:
-    repo_path: str
-    unit_id: str
-    commit: str
-    passed: bool
-    fingerprint: str = ""
-    run_utc: str = ""
 
 
 @dataclass(frozen=True)
@@ -34,12 +26,14 @@ class Outcome:
     detail: str
 
 
-def project_key_for(repo: Path | str | None, project: Path | str) -> str:
-    """Key of a project's last good commit in memory."""
-    return f"{repo}::{project}"
-
-
 class OutcomeStore(SqliteStore):
+    def record_green(self, runs: list[UnitRun], last_good: tuple[str, str] | None) -> None:
+        """A green run's record (`RunLog.record_green`) in one transaction."""
+        with self._write():
+            self.record_unit_runs(runs)
+            if last_good is not None:
+                self.record_last_good(*last_good)
+
     def record_last_good(self, project_key: str, commit: str) -> None:
         with self._write() as db:
             db.table("last_good").upsert(

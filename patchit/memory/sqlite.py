@@ -28,8 +28,7 @@ from patchit.dbfiles import (
 )
 from patchit.errors import BadInputError, MemoryStoreError
 from patchit.memory.migrations import apply_migrations
-
-DB_RELATIVE_PATH = Path("memory") / "attempts.sqlite3"
+from patchit.memory.runlog import DB_RELATIVE_PATH as DB_RELATIVE_PATH  # re-exported
 
 
 def now_utc() -> datetime:
