@@ -5,13 +5,13 @@ Read from `.patchit.toml` at the repository root when present; every key is opti
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from patchit.errors import BadInputError
+from patchit.home import resolve_home as resolve_home  # re-exported
 
 DEFAULT_DENY = [
     "*.env*",
@@ -172,17 +172,6 @@ class PatchitConfig(BaseModel):
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     airflow: AirflowConfig = Field(default_factory=AirflowConfig)
-
-
-def resolve_home(cli_home: str | os.PathLike[str] | None = None) -> Path:
-    """`--home`, else `PATCHIT_HOME`, else `$XDG_STATE_HOME/patchit` (`~/.local/state/patchit`)."""
-    if cli_home:
-        return Path(cli_home).expanduser().resolve()
-    env = os.environ.get("PATCHIT_HOME")
-    if env:
-        return Path(env).expanduser().resolve()
-    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return (Path(xdg).expanduser() / "patchit").resolve()
 
 
 def load_config(repo_root: Path | None) -> PatchitConfig:

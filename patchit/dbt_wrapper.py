@@ -15,17 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from patchit.context import Step, build_context
 from patchit.dbt_args import is_full_build
-from patchit.events.model import UniversalFailureEvent
-from patchit.intake.dbt import events_from_run
-from patchit.loop import HealOutcome, group_by_cause, heal_group, project_key_for
-from patchit.memory import Memory
-from patchit.memory.fingerprint import cause_key, error_fingerprint
-from patchit.memory.outcomes import UnitRun
-from patchit.recovery import sweep_dead_runs
+from patchit.memory.runlog import RunLog, UnitRun, project_key_for
+
+if TYPE_CHECKING:  # a green run loads none of these: they are imported once dbt has failed
+    from patchit.context import Step
+    from patchit.events.model import UniversalFailureEvent
+    from patchit.loop import HealOutcome
+    from patchit.memory import Memory
+    from patchit.memory.outcomes import OutcomeStore
 
 Say = Callable[[str], None]
 
@@ -48,22 +48,57 @@ class DbtRun:
 def heal_dbt_run(
     run: DbtRun,
     home: Path,
-    memory: Memory,
+    memory: RunLog | OutcomeStore,
     say: Say,
     on_outcome: Callable[[HealOutcome], None] = lambda _outcome: None,
     step: Step | None = None,
 ) -> list[HealOutcome]:
-    """Apply the policy above to `run`; heal what it allows, each outcome as it comes."""
+    """Apply the policy above to `run`; heal what it allows, each outcome as it comes.
+
+    `memory` may be the `RunLog` a green run writes to (no sqlite-utils, no models); a failure
+    opens the whole `Memory` (or shares an open store's connection)."""
     if run.exit_code == 0:
-        record_unit_runs(run, memory, [])
-        if run.repo and run.commit and not run.dirty and is_full_build(run.args):
-            memory.record_last_good(project_key_for(run.repo, run.project), run.commit)
+        good = run.repo and run.commit and not run.dirty and is_full_build(run.args)
+        last_good = (project_key_for(run.repo, run.project), str(run.commit)) if good else None
+        record_green(memory, unit_runs(run, []), last_good)
         return []
     if run.record.get("usage_error"):
         return []  # dbt printed its usage error; nothing ran, nothing to heal
     if not run.record:
         say(f"dbt exited {run.exit_code} without a result patchit could read; nothing to heal")
         return []
+    return _heal_failed(run, home, memory, say, on_outcome, step)
+
+
+def _heal_failed(
+    run: DbtRun,
+    home: Path,
+    store: RunLog | OutcomeStore,
+    say: Say,
+    on_outcome: Callable[[HealOutcome], None],
+    step: Step | None,
+) -> list[HealOutcome]:
+    from patchit.memory import Memory
+
+    if isinstance(store, RunLog):
+        with Memory.open(store.home, store.busy_timeout_s) as memory:
+            return _heal_events(run, home, memory, say, on_outcome, step)
+    return _heal_events(run, home, Memory.sharing(store), say, on_outcome, step)
+
+
+def _heal_events(
+    run: DbtRun,
+    home: Path,
+    memory: Memory,
+    say: Say,
+    on_outcome: Callable[[HealOutcome], None],
+    step: Step | None,
+) -> list[HealOutcome]:
+    from patchit.context import build_context
+    from patchit.intake.dbt import events_from_run
+    from patchit.loop import group_by_cause, heal_group
+    from patchit.recovery import sweep_dead_runs
+
     events = events_from_run(run.record, run.args, run.project, run.repo, run.commit, run.started)
     if not events:
         say(f"dbt exited {run.exit_code} but no node of this run failed; nothing to heal")
@@ -90,12 +125,36 @@ def heal_dbt_run(
 PASSED = {"success", "pass"}
 
 
-def record_unit_runs(run: DbtRun, memory: Memory, events: list[UniversalFailureEvent]) -> None:
-    """Each node's result at this commit, for outcome tracking (`patchit track`). Runs on
-    uncommitted changes say nothing about a commit and are not recorded."""
-    if run.repo is None or run.commit is None or run.dirty:
+def record_green(
+    memory: RunLog | OutcomeStore, runs: list[UnitRun], last_good: tuple[str, str] | None
+) -> None:
+    """A green run's record; through the whole store when the run log cannot write it."""
+    if isinstance(memory, RunLog):
+        if memory.record_green(runs, last_good):
+            return
+        from patchit.memory.outcomes import OutcomeStore
+
+        with OutcomeStore.open(memory.home, memory.busy_timeout_s) as store:
+            store.record_green(runs, last_good)
         return
-    failed = {e.unit_id: error_fingerprint(e) for e in events}
+    memory.record_green(runs, last_good)
+
+
+def record_unit_runs(run: DbtRun, memory: Memory, events: list[UniversalFailureEvent]) -> None:
+    """Each node's result at this commit, for outcome tracking (`patchit track`)."""
+    memory.record_unit_runs(unit_runs(run, events))
+
+
+def unit_runs(run: DbtRun, events: list[UniversalFailureEvent]) -> list[UnitRun]:
+    """Each node's result at this commit (`events`: the failed ones). Runs on uncommitted
+    changes say nothing about a commit and are not recorded."""
+    if run.repo is None or run.commit is None or run.dirty:
+        return []
+    failed: dict[str, str] = {}
+    if events:
+        from patchit.memory.fingerprint import error_fingerprint
+
+        failed = {e.unit_id: error_fingerprint(e) for e in events}
     runs = [
         UnitRun(
             str(run.repo), uid, run.commit, passed=status in PASSED, fingerprint=failed.get(uid, "")
@@ -108,11 +167,13 @@ def record_unit_runs(run: DbtRun, memory: Memory, events: list[UniversalFailureE
     runs += [
         UnitRun(str(run.repo), u, run.commit, False, f) for u, f in failed.items() if u not in seen
     ]
-    memory.record_unit_runs(runs)
+    return runs
 
 
 def record_only(events: list[UniversalFailureEvent], memory: Memory) -> None:
     """Open (or attach to) each failure's incident without healing it."""
+    from patchit.memory.fingerprint import cause_key, error_fingerprint
+
     for event in events:
         memory.open_or_attach(event, error_fingerprint(event), cause_key(event))
 

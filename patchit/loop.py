@@ -30,6 +30,7 @@ from patchit.harnesses.registry import select_harness
 from patchit.memory import Incident, IncidentStatus
 from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.memory.ledger import Ledger, LlmPurpose
+from patchit.memory.outcomes import project_key_for as project_key_for  # re-exported
 from patchit.patching.base import FixIt
 from patchit.patching.llm import BudgetExhausted, LlmUnavailable, llm_enabled, second_opinion
 from patchit.recurrence import needs_recheck, new_cause, no_longer_fails
@@ -133,11 +134,6 @@ def group_by_cause(events: Iterable[UniversalFailureEvent]) -> list[list[Univers
     for event in events:
         groups.setdefault(cause_key(event), []).append(event)
     return list(groups.values())
-
-
-def project_key_for(repo: Path | str | None, project: Path | str) -> str:
-    """Key of a project's last good commit in memory."""
-    return f"{repo}::{project}"
 
 
 def project_key(event: UniversalFailureEvent) -> str:

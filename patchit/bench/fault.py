@@ -44,7 +44,8 @@ from pathlib import Path
 from patchit.dbfiles import quarantined
 from patchit.examples import SHOP
 from patchit.faults import FAULT_ENV
-from patchit.intake.dbt import build_dbt_args, events_from_run, now_utc, run_dbt
+from patchit.intake.dbt import events_from_run
+from patchit.intake.dbt_run import build_dbt_args, now_utc, run_dbt
 from patchit.intake.spool import Spool, spool_path
 from patchit.memory import DB_RELATIVE_PATH, Memory
 from patchit.sandbox.git import head_commit, run_git

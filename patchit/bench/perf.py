@@ -13,6 +13,10 @@ partial-parse file, as a user re-running dbt would. Each run's copy of the fix c
 distinct trailing comment, so every run re-parses one changed file, as a new candidate does.
 The warm worker's start is paid once, timed on its own and left out of warm_verify.
 
+Then the wrapper's own cost on the example project (`patchit.bench.perf_wrapper`): a green
+`patchit dbt -- build` against `dbt build`, and the idle tail of a failure with nothing to
+verify (report line -> exit).
+
 Then the screen before the harness (`DbtHarness.screen`: the changed model's SQL bound by
 DuckDB against a schema-only clone of the snapshot): its one-off clone, and its cost per
 candidate over `screen_candidates` candidates in one worktree, every other one with a column
@@ -36,6 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from patchit.bench.genproject import GeneratedProject, break_model, generate_project
+from patchit.bench.perf_wrapper import format_lines, run_wrapper_perf
 from patchit.config import resolve_home
 from patchit.errors import HarnessError
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
@@ -82,6 +87,12 @@ class PerfResult:
     screen_first_ms: float = 0.0
     screen_clone_ms: float = 0.0
     screen_rejected: int = 0
+    # the wrapper (perf_wrapper): green `dbt build` and `patchit dbt -- build` seconds, in run
+    # order; the idle tail's seconds; processes the wrapped runs left behind
+    green_dbt_s: list[float] = field(default_factory=list)
+    green_wrapper_s: list[float] = field(default_factory=list)
+    idle_tail_s: list[float] = field(default_factory=list)
+    idle_leftover: int = 0
 
     @property
     def screen_median_ms(self) -> float:
@@ -100,6 +111,12 @@ class PerfResult:
         data["ratio_to_full_build"] = {m: round(self.ratio(m), 4) for m in MEASURES}
         data["speedup"] = {m: round(1 / self.ratio(m), 2) for m in MEASURES}
         data["screen_median_ms"] = round(self.screen_median_ms, 2)
+        if self.green_dbt_s and self.green_wrapper_s:
+            data["green_wrapper_ratio"] = round(
+                statistics.median(self.green_wrapper_s) / statistics.median(self.green_dbt_s), 4
+            )
+        if self.idle_tail_s:
+            data["idle_tail_median_s"] = round(statistics.median(self.idle_tail_s), 3)
         return data
 
 
@@ -136,6 +153,7 @@ def format_report(result: PerfResult) -> str:
             f"{'screen clone:'.ljust(14)}{result.screen_clone_ms / 1000:7.2f} s (one-off per "
             f"incident; first candidate {result.screen_first_ms:.1f} ms with it)"
         )
+    lines += format_lines(result.green_dbt_s, result.green_wrapper_s, result.idle_tail_s)
     return "\n".join(lines)
 
 
@@ -281,17 +299,25 @@ def run_perf(
     workdir: Path | None = None,
     say: Callable[[str], None] = lambda _: None,
     screen_candidates: int = SCREEN_CANDIDATES,
+    wrapper_runs: int | None = None,
 ) -> PerfResult:
     """Generate, break and time as the module docstring says; the temp dir is removed after
-    unless `workdir` is given."""
+    unless `workdir` is given. `wrapper_runs`: green pairs of the wrapper's measure (default
+    min(runs, 3); 0 leaves the wrapper out)."""
     if runs < 1:
         raise ValueError("runs must be at least 1")
+    wrapper_runs = min(runs, 3) if wrapper_runs is None else wrapper_runs
     work = Path(tempfile.mkdtemp(prefix="patchit-bench-")) if workdir is None else workdir
     work.mkdir(parents=True, exist_ok=True)
     try:
         with _patchit_home(work / "home"):
             bench = _Bench(work.resolve(), n_models, say)
-            return _measure(bench, runs, say, screen_candidates)
+            result = _measure(bench, runs, say, screen_candidates)
+        if wrapper_runs > 0:
+            wrapper = run_wrapper_perf(work.resolve() / "wrapper", wrapper_runs, say)
+            result.green_dbt_s, result.green_wrapper_s = wrapper.dbt_s, wrapper.wrapper_s
+            result.idle_tail_s, result.idle_leftover = wrapper.tail_s, wrapper.leftover
+        return result
     finally:
         if workdir is None:
             shutil.rmtree(work, ignore_errors=True)

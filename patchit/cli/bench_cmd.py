@@ -39,6 +39,10 @@ from patchit.cli.context import say
               show_default=True, help="Failure events in the alert storm (--airflow).")  # fmt: skip
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
               help="Runs of each verify measure; medians are reported.")  # fmt: skip
+@click.option("--wrapper-runs", type=click.IntRange(min=0), default=None,
+              help="Green runs of `patchit dbt -- build` against `dbt build` on the example "
+                   "project (--perf; default min(--runs, 3); 0 skips the wrapper's "
+                   "measures).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True,
               help='Print the measurements as JSON (with --perf --airflow: {"dbt": ..., '
                    '"airflow": ...}).')  # fmt: skip
@@ -57,6 +61,7 @@ def bench(
     calls: int,
     storm_events: int,
     runs: int,
+    wrapper_runs: int | None,
     as_json: bool,
     workdir: Path | None,
 ) -> None:
@@ -78,7 +83,9 @@ def bench(
         from patchit.bench import perf as dbt_perf
 
         dbt_dir = workdir / "dbt" if both and workdir else workdir
-        result = dbt_perf.run_perf(n_models=n_models, runs=runs, workdir=dbt_dir, say=say)
+        result = dbt_perf.run_perf(
+            n_models=n_models, runs=runs, workdir=dbt_dir, say=say, wrapper_runs=wrapper_runs
+        )
         reports["dbt"], data["dbt"] = dbt_perf.format_report(result), result.to_json()
     if airflow:
         from patchit.bench import perf_airflow

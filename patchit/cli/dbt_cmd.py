@@ -1,17 +1,29 @@
 """`patchit dbt -- <dbt args>`: run dbt as the user asked, then `patchit.dbt_wrapper` heals
-what failed."""
+what failed.
+
+A green run must cost what `dbt` costs: before dbt starts this module asks git one question
+(the repository and its HEAD) and loads nothing of the healing machinery; while dbt runs,
+helper threads import the memory's run log (plain sqlite3) and ask git for uncommitted
+changes; after a green run, writing the nodes' results is all that is left. The loop, the
+harnesses and the console are imported only once dbt has failed (or there is something to
+say).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import sys
-import traceback
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
 
 import click
 
-from patchit.cli.context import console, home_of, open_memory, print_healed, say, step
-from patchit.errors import BadInputError, PatchitError, VcsError
-from patchit.intake.dbt import (
+from patchit.errors import BadInputError, PatchitError
+from patchit.home import resolve_home
+from patchit.intake.dbt_run import (
     build_dbt_args,
     check_dbt_installed,
     now_utc,
@@ -19,7 +31,13 @@ from patchit.intake.dbt import (
     resolve_project_dir,
     run_dbt,
 )
-from patchit.sandbox.git import dirty_tracked_files, head_commit, repo_root
+from patchit.sandbox.git import dirty_tracked_files, repo_and_head
+
+if TYPE_CHECKING:
+    from patchit.loop import HealOutcome
+    from patchit.memory.runlog import RunLog
+
+T = TypeVar("T")
 
 
 class StrictCommand(click.Command):
@@ -60,31 +78,117 @@ def dbt(
     check_dbt_installed()
     project = resolve_project_dir(list(dbt_args), project_dir)
     project_name(project)
-    repo = repo_root(project)
-    commit = _head_or_none(repo) if repo else None
+    repo, commit = repo_and_head(project)
     cannot_heal = _cannot_heal(project, repo, commit)
     if cannot_heal and not no_heal:
         # a drop-in for `dbt`: run it unchanged, and say once why nothing will be healed
-        say(f"not healing: {cannot_heal}; running dbt unchanged")
-    home = home_of(ctx)
-    memory = open_memory(home)
-    dirty = dirty_tracked_files(repo, under=project) if repo and commit else []
-    from patchit.dbt_wrapper import DbtRun, heal_dbt_run  # the loop loads once dbt has run
-
+        _say(f"not healing: {cannot_heal}; running dbt unchanged")
+    home = resolve_home(ctx.obj.get("home") if ctx.obj else None)
     args = build_dbt_args(list(dbt_args), project, profiles_dir, target)
+    committed = repo if repo and commit else None
+    store = _Meanwhile(_store_class)
+    dirty = _Meanwhile(lambda: dirty_tracked_files(committed, project, True) if committed else [])
+
+    def meanwhile() -> None:  # once dbt has started: nothing of this delays it (git is asked
+        store.start()  # at once, while dbt still imports itself, before it writes anything)
+        dirty.start()
+
     started = now_utc()
-    exit_code, record = run_dbt(args, home / "runs", invocation=list(dbt_args))
-    run = DbtRun(
-        exit_code, record, args, project, repo, commit, started, dirty, no_heal or bool(cannot_heal)
-    )
+    exit_code, record = run_dbt(args, home / "runs", invocation=list(dbt_args), meanwhile=meanwhile)
     try:
-        heal_dbt_run(run, home, memory, say, on_outcome=print_healed, step=step)
+        from patchit.dbt_wrapper import DbtRun, heal_dbt_run
+
+        run = DbtRun(
+            exit_code, record, args, project, repo, commit, started, dirty.result(),
+            no_heal or bool(cannot_heal),
+        )  # fmt: skip
+        memory = store.result()(home)  # opens the file here: a connection stays in its thread
+        heal_dbt_run(run, home, memory, _say, on_outcome=_print_healed, step=_step)
     except PatchitError as exc:
-        say(f"could not heal: {exc}")
+        _say(f"could not heal: {exc}")
     except Exception:  # never turn dbt's exit code into a patchit crash
+        import traceback
+
+        from patchit.cli.context import console
+
         console.print(traceback.format_exc(), markup=False)
-        say("internal error while healing (traceback above); dbt's exit code is kept")
-    sys.exit(exit_code)
+        _say("internal error while healing (traceback above); dbt's exit code is kept")
+    _exit(exit_code)
+
+
+def _exit(code: int) -> NoReturn:
+    """`sys.exit(code)`; but once healing has loaded its machinery (dbt, DuckDB: hundreds of
+    modules), the interpreter's teardown of them (half a second) is skipped: everything is
+    closed and committed by now, the atexit handlers run and the streams are flushed, then the
+    process ends. Not when the streams are not the process's own (click's test runner)."""
+    own = sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__
+    if own and "patchit.loop" in sys.modules:
+        import atexit
+        import os
+
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+class _Meanwhile(Generic[T]):
+    """`fn()` in a daemon thread while dbt runs (`start()`); `result()` waits for it and
+    re-raises."""
+
+    def __init__(self, fn: Callable[[], T]) -> None:
+        self._fn = fn
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="patchit-dbt-meanwhile", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn()
+        except BaseException as exc:  # handed to result()'s caller
+            self._error = exc
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
+def _store_class() -> type[RunLog]:
+    """What recording a run needs, loaded while dbt runs: the wrapper's policy and the
+    memory's run log (standard library sqlite3)."""
+    import patchit.dbt_wrapper
+    import patchit.memory.migrations  # noqa: F401  (the log checks the schema is current)
+    from patchit.memory.runlog import RunLog
+
+    return RunLog
+
+
+# the console (rich) is imported only when patchit has something to say
+
+
+def _say(message: str) -> None:
+    from patchit.cli.context import say
+
+    say(message)
+
+
+def _step(message: str) -> AbstractContextManager[None]:
+    from patchit.cli.context import step
+
+    return step(message)
+
+
+def _print_healed(outcome: HealOutcome) -> None:
+    from patchit.cli.context import print_healed
+
+    print_healed(outcome)
 
 
 def _cannot_heal(project: Path, repo: Path | None, commit: str | None) -> str | None:
@@ -94,10 +198,3 @@ def _cannot_heal(project: Path, repo: Path | None, commit: str | None) -> str | 
     if commit is None:
         return f"the git repository {repo} has no commit yet (commit the project to be healed)"
     return None
-
-
-def _head_or_none(repo: Path) -> str | None:
-    try:
-        return head_commit(repo)
-    except VcsError:
-        return None

@@ -97,6 +97,7 @@ class DbtHarness:
         self._worker: WarmDbtWorker | None = None
         self._worker_config: SandboxConfig | None = None  # the config the worker started with
         self._lock = threading.Lock()
+        self._cancel = threading.Event()  # set by close(): a background start gives up
         # This instance's latest parse per lineage: in a private dir removed by close(), since
         # dbt's parse holds rendered vars (secrets too) and patchit keeps none at rest.
         self._parse_dir: Path | None = None
@@ -118,14 +119,17 @@ class DbtHarness:
     def start_in_background(self) -> threading.Thread:
         """Spawn the worker now and let it import dbt while, e.g., evidence is gathered;
         verify() waits for it. A worker that cannot start is reported by the next verify(),
-        which tries again. The spawn happens in this thread (see WarmDbtWorker.spawn)."""
+        which tries again. The spawn happens in this thread (see WarmDbtWorker.spawn).
+        close() does not wait for the start: it kills a worker still importing dbt."""
+        cancel = self._cancel = threading.Event()
         if self.warm:
             with self._lock:
                 self._ensure_worker((), wait=False)
 
         def run() -> None:
-            with contextlib.suppress(HarnessError):
-                self.start()
+            with contextlib.suppress(HarnessError), self._lock:
+                if self.warm and not cancel.is_set():
+                    self._ensure_worker(())
 
         thread = threading.Thread(target=run, name="patchit-dbt-worker-start", daemon=True)
         thread.start()
@@ -204,6 +208,12 @@ class DbtHarness:
         )
 
     def close(self) -> None:
+        """Stop the worker and drop the caches. A worker still importing dbt (a background
+        start nothing needed: no candidate reached verify) is killed at once, not awaited."""
+        self._cancel.set()
+        worker = self._worker
+        if worker is not None and worker.starting:
+            worker.kill()  # the start's wait ends; it reaps the worker and lets the lock go
         self.screener.close()
         with self._lock:
             if self._parse_dir is not None:

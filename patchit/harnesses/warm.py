@@ -96,6 +96,21 @@ class WarmProcess:
         """One JSON line from the child, or None on timeout or end of stream."""
         return self._lines.read(timeout_s)
 
+    @property
+    def starting(self) -> bool:
+        """Spawned, and its ready line not read yet."""
+        return self._ready is None
+
+    def kill(self) -> None:
+        """Kill the child's process group now, from any thread; whoever reads its pipes sees
+        them end, and `stop()` (by the thread that owns it) reaps it."""
+        if self._proc.returncode is not None:
+            return  # reaped already: its pid may name another process by now
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            self._proc.kill()
+
     def stop(self) -> None:
         if self.alive():
             kill_process_group(self._proc)

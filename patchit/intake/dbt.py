@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import re
-import subprocess
-import sys
-import tempfile
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from patchit.dbt_args import dbt_command, option_value
-from patchit.errors import BadInputError
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import (
     dbt_profile_secrets,
@@ -25,7 +19,16 @@ from patchit.evidence.redact import (
     redact,
 )
 from patchit.inputs import as_dict, as_list, as_path, as_str, is_regular_file
-from patchit.intake.dbt_child import INVOCATION_ENV
+
+# the wrapper's own part of the intake, re-exported for the callers of this module
+from patchit.intake.dbt_run import (  # noqa: F401
+    build_dbt_args,
+    check_dbt_installed,
+    now_utc,
+    project_name,
+    resolve_project_dir,
+    run_dbt,
+)
 
 FAILED_STATUSES = {"error", "fail", "runtime error"}
 # "Model 'model.shop.orders' (models/marts/orders.sql) depends on ..." and friends
@@ -54,47 +57,6 @@ _ERROR_KINDS = (
 _SECRET_ENV = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL", re.IGNORECASE)
 
 
-def check_dbt_installed() -> None:
-    if importlib.util.find_spec("dbt") is None or importlib.util.find_spec("dbt.cli") is None:
-        raise BadInputError(
-            "dbt: not installed in patchit's environment; "
-            "install it with `pip install 'patchit[dbt]'`"
-        )
-
-
-def resolve_project_dir(dbt_args: list[str], project_dir: str | None) -> Path:
-    """The dbt project the invocation runs, validated before dbt starts."""
-    given = option_value(dbt_args, "--project-dir")
-    env = os.environ.get("DBT_PROJECT_DIR")
-    if project_dir or given:
-        source = "--project-dir"
-    elif env:
-        source = "DBT_PROJECT_DIR"
-    else:
-        source = "the current directory"
-    path = Path(project_dir or given or env or ".").expanduser().resolve()
-    if not path.is_dir():
-        raise BadInputError(f"{source} {path}: does not exist; pass --project-dir of a dbt project")
-    if not (path / "dbt_project.yml").is_file():
-        raise BadInputError(
-            f"{source} {path}: not a dbt project (no dbt_project.yml); "
-            "pass --project-dir of a dbt project"
-        )
-    return path
-
-
-def project_name(project_dir: Path) -> str:
-    try:
-        data = yaml.safe_load((project_dir / "dbt_project.yml").read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise BadInputError(
-            f"{project_dir / 'dbt_project.yml'}: unreadable YAML ({exc}); fix it"
-        ) from exc
-    if not isinstance(data, dict) or not data.get("name"):
-        raise BadInputError(f"{project_dir / 'dbt_project.yml'}: has no `name:`; fix it")
-    return str(data["name"])
-
-
 def yaml_error_file(text: str, project_dir: Path) -> str | None:
     """The YAML file (relative to the project) a parse error is about, when it is a YAML
     error: that file, not a node, is the failing unit."""
@@ -116,49 +78,6 @@ def yaml_error_file(text: str, project_dir: Path) -> str | None:
     found = _FILE_IN_MESSAGE.search(text)
     path = (found.group("path") or found.group("p2")) if found else None
     return path if path and path.endswith((".yml", ".yaml")) else None
-
-
-def build_dbt_args(
-    dbt_args: list[str], project_dir: Path, profiles_dir: str | None, target: str | None
-) -> list[str]:
-    args = list(dbt_args)
-    if not args or args[0].startswith("-"):
-        return args  # `dbt --version`, `dbt --help`: no sub-command takes the options
-    if option_value(args, "--project-dir") is None:
-        args += ["--project-dir", str(project_dir)]
-    if profiles_dir and option_value(args, "--profiles-dir") is None:
-        args += ["--profiles-dir", str(Path(profiles_dir).expanduser().resolve())]
-    if target and option_value(args, "--target", "-t") is None:
-        args += ["--target", target]
-    return args
-
-
-def run_dbt(
-    args: list[str], work_dir: Path, invocation: list[str] | None = None
-) -> tuple[int, dict[str, Any]]:
-    """Run dbt in a child process; its output goes straight to our stdout/stderr.
-
-    `invocation` is what the user typed after `dbt` (default `args`): dbt's artifacts record it.
-    """
-    work_dir.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix="dbt-run-", suffix=".json", dir=work_dir)
-    os.close(fd)
-    out = Path(name)
-    out.unlink()
-    try:
-        # dbt records its own command line in run_results.json: the user's, not the child's
-        env = {**os.environ, INVOCATION_ENV: json.dumps(list(invocation or args))}
-        proc = subprocess.run(
-            [sys.executable, "-m", "patchit.intake.dbt_child", str(out), *args],
-            check=False,
-            env=env,
-        )
-        record: dict[str, Any] = {}
-        if out.is_file():
-            record = json.loads(out.read_text(encoding="utf-8"))
-        return proc.returncode, record
-    finally:
-        out.unlink(missing_ok=True)
 
 
 def _error_type(message: str, default: str) -> str:
@@ -298,10 +217,6 @@ def events_from_run(
             )
         )
     return events
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)
 
 
 def record_from_run_results(

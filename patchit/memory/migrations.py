@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from sqlite_utils import Database
+if TYPE_CHECKING:  # counting MIGRATIONS (patchit.memory.runlog) needs no sqlite-utils
+    from sqlite_utils import Database
 
-Migration = Callable[[Database], None]
+Migration = Callable[["Database"], None]
 
 
 def m001_initial(db: Database) -> None:

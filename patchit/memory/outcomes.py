@@ -1,21 +1,19 @@
 """Outcomes in the memory: each run of a unit the wrapper saw (passed, or failed with a
-fingerprint), and what became of a landed fix once merged (`patchit track`)."""
+fingerprint), each project's last good commit, and what became of a landed fix once merged
+(`patchit track`).
+
+Import-light (no event or incident models). A green `patchit dbt -- build` records its runs
+through `patchit.memory.runlog`, which hands them here when the file needs creating, repairing
+or migrating.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from patchit.memory.runlog import UnitRun as UnitRun  # re-exported
+from patchit.memory.runlog import project_key_for as project_key_for  # re-exported
 from patchit.memory.sqlite import SqliteStore, now_utc
-
-
-@dataclass(frozen=True)
-class UnitRun:
-    repo_path: str
-    unit_id: str
-    commit: str
-    passed: bool
-    fingerprint: str = ""
-    run_utc: str = ""
 
 
 @dataclass(frozen=True)
@@ -29,6 +27,28 @@ class Outcome:
 
 
 class OutcomeStore(SqliteStore):
+    def record_green(self, runs: list[UnitRun], last_good: tuple[str, str] | None) -> None:
+        """A green run's record (`RunLog.record_green`) in one transaction."""
+        with self._write():
+            self.record_unit_runs(runs)
+            if last_good is not None:
+                self.record_last_good(*last_good)
+
+    def record_last_good(self, project_key: str, commit: str) -> None:
+        with self._write() as db:
+            db.table("last_good").upsert(
+                {
+                    "project_key": project_key,
+                    "commit": commit,
+                    "updated_utc": now_utc().isoformat(),
+                },
+                pk="project_key",
+            )
+
+    def last_good(self, project_key: str) -> str | None:
+        rows = self._rows("select [commit] from last_good where project_key = ?", (project_key,))
+        return str(rows[0]["commit"]) if rows else None
+
     def record_unit_runs(self, runs: list[UnitRun]) -> None:
         now = now_utc().isoformat()
         rows = [{**r.__dict__, "passed": int(r.passed), "run_utc": r.run_utc or now} for r in runs]

@@ -28,8 +28,7 @@ from patchit.dbfiles import (
 )
 from patchit.errors import BadInputError, MemoryStoreError
 from patchit.memory.migrations import apply_migrations
-
-DB_RELATIVE_PATH = Path("memory") / "attempts.sqlite3"
+from patchit.memory.runlog import DB_RELATIVE_PATH as DB_RELATIVE_PATH  # re-exported
 
 
 def now_utc() -> datetime:
@@ -100,6 +99,16 @@ class SqliteStore:
                 "set PATCHIT_HOME or --home to a writable directory"
             ) from exc
         return cls(path, busy_timeout_s)
+
+    @classmethod
+    def sharing(cls, store: SqliteStore) -> Self:
+        """This class of store over `store`'s open connection: the file is opened and checked
+        once (the dbt wrapper opens `OutcomeStore` and needs the whole `Memory` on a failure)."""
+        if isinstance(store, cls):
+            return store
+        shared = cls.__new__(cls)
+        shared.__dict__.update(store.__dict__)
+        return shared
 
     def close(self) -> None:
         self.db.close()

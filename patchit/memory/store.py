@@ -248,17 +248,6 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
 
     # -- last good commits -----------------------------------------------------------------
 
-    def record_last_good(self, project_key: str, commit: str) -> None:
-        with self._write() as db:
-            db.table("last_good").upsert(
-                {"project_key": project_key, "commit": commit, "updated_utc": _now().isoformat()},
-                pk="project_key",
-            )
-
-    def last_good(self, project_key: str) -> str | None:
-        rows = self._rows("select [commit] from last_good where project_key = ?", (project_key,))
-        return str(rows[0]["commit"]) if rows else None
-
     # -- leases ----------------------------------------------------------------------------
 
     def claim_incident(self, incident_id: str, owner: str, ttl_s: float) -> bool:

@@ -90,20 +90,37 @@ def repo_root(path: Path) -> Path | None:
     return Path(out).resolve() if out else None
 
 
+def repo_and_head(path: Path) -> tuple[Path | None, str | None]:
+    """`repo_root(path)` and its HEAD commit in one git call: (None, None) outside git, (root,
+    None) in a repository with no commit yet."""
+    start = path if path.is_dir() else path.parent
+    if not start.exists():
+        return None, None
+    out = run_git(start, "rev-parse", "--show-toplevel", "--verify", "-q", "HEAD", check=False)
+    lines = [line.strip() for line in out.splitlines()]
+    if not lines or not lines[0]:
+        return None, None
+    return Path(lines[0]).resolve(), (lines[1] if len(lines) > 1 and lines[1] else None)
+
+
 def head_commit(repo: Path) -> str:
     """The full sha of HEAD."""
     return run_git(repo, "rev-parse", "--verify", "HEAD").strip()
 
 
-def dirty_tracked_files(repo: Path, under: Path | None = None) -> list[str]:
+def dirty_tracked_files(
+    repo: Path, under: Path | None = None, repo_is_root: bool = False
+) -> list[str]:
     """Tracked files with uncommitted changes (staged or not), relative to the repo root.
 
     Untracked files do not count: they are not part of any commit a worktree could reproduce,
-    and a build directory full of them must not make a repository look edited.
+    and a build directory full of them must not make a repository look edited. With
+    `repo_is_root` (`repo` is `repo_root`'s answer), `under` is placed without asking git.
     """
     pathspec: list[str] = []
     if under is not None:
-        root = Path(run_git(repo, "rev-parse", "--show-toplevel").strip()).resolve()
+        root = repo.resolve() if repo_is_root else None
+        root = root or Path(run_git(repo, "rev-parse", "--show-toplevel").strip()).resolve()
         rel = under.resolve().relative_to(root) if under.is_absolute() else under
         pathspec = ["--", str(rel) if str(rel) != "." else "."]
     out = run_git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=no", *pathspec)

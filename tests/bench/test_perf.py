@@ -27,7 +27,17 @@ def patchit(*args: str) -> subprocess.CompletedProcess[str]:
 def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     workdir = tmp_path_factory.mktemp("bench") / "work"
     res = patchit(
-        "bench", "--perf", "--models", "12", "--runs", "1", "--json", "--workdir", str(workdir)
+        "bench",
+        "--perf",
+        "--models",
+        "12",
+        "--runs",
+        "1",
+        "--wrapper-runs",
+        "0",
+        "--json",
+        "--workdir",
+        str(workdir),
     )
     assert res.returncode == 0, res.stderr[-3000:]
     data: dict[str, Any] = json.loads(res.stdout)

@@ -68,3 +68,65 @@ def test_a_subcommand_is_imported_when_its_help_is_asked(tmp_path: Path) -> None
     assert code == 0 and "scan" in output
     assert "patchit.cli.airflow_cmd" in modules
     assert "patchit.cli.bench_cmd" not in modules
+
+
+GREEN_PROBE = """
+import json, sys
+from datetime import UTC, datetime
+from pathlib import Path
+import patchit.cli.dbt_cmd
+from patchit.dbt_wrapper import DbtRun, heal_dbt_run
+from patchit.memory.runlog import RunLog
+
+home, repo = Path(sys.argv[1]), Path(sys.argv[2])
+record = {"results": [{"unique_id": "model.shop.orders", "status": "success"}]}
+run = DbtRun(0, record, ["build"], repo, repo, "c0ffee", datetime.now(UTC))
+assert heal_dbt_run(run, home, RunLog(home), say=print) == []
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_a_green_dbt_run_loads_nothing_of_the_healing_machinery(tmp_path: Path) -> None:
+    """What `patchit dbt -- build` runs on green: the command, the wrapper's policy and the
+    memory's run log record the run; nothing of the loop, the harnesses, the console or
+    sqlite-utils loads."""
+    from patchit.memory import Memory
+    from patchit.memory.outcomes import project_key_for
+
+    home = tmp_path / "home"
+    Memory.open(home).close()  # an existing memory: a first run creates it through the store
+    out = subprocess.run(
+        [sys.executable, "-c", GREEN_PROBE, str(home), str(tmp_path)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    modules = set(json.loads(out.stdout))
+    heavy = (*HEAVY, "patchit.harnesses", "patchit.context", "patchit.sandbox.isolation",
+             "patchit.events", "patchit.cli.context", "rich", "pydantic",
+             "sqlite_utils")  # fmt: skip
+    assert loaded(modules, heavy) == []
+    assert "patchit.memory.store" not in modules and "patchit.intake.dbt" not in modules
+    with Memory.open(home) as memory:
+        assert memory.last_good(project_key_for(tmp_path, tmp_path)) == "c0ffee"
+        [unit_run] = memory.unit_runs(str(tmp_path))
+    assert (unit_run.unit_id, unit_run.commit, unit_run.passed) == (
+        "model.shop.orders",
+        "c0ffee",
+        True,
+    )
+
+
+def test_a_green_run_creates_the_memory_when_there_is_none(tmp_path: Path) -> None:
+    from patchit.dbt_wrapper import record_green
+    from patchit.memory import Memory
+    from patchit.memory.runlog import RunLog, UnitRun
+
+    home = tmp_path / "home"
+    assert not RunLog(home).record_green([UnitRun("r", "model.a.b", "c0", True)], None)
+    record_green(RunLog(home), [UnitRun("r", "model.a.b", "c1", True)], ("r::p", "c1"))
+    assert RunLog(home).record_green([UnitRun("r", "model.a.b", "c2", False, "fp")], ("r::p", "c2"))
+    with Memory.open(home) as memory:
+        assert memory.last_good("r::p") == "c2"
+        assert [(u.commit, u.passed, u.fingerprint) for u in memory.unit_runs("r")] == [
+            ("c1", True, ""),
+            ("c2", False, "fp"),
+        ]

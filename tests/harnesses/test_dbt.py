@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,6 +115,28 @@ def test_the_screen_binds_without_dbt_and_keeps_one_clone_per_incident(
         assert harness.screen(good.workspace, good.event, good.changed).passed
         assert harness.screener._prepared is incident
     assert harness.screener._prepared is None  # close() dropped the clone
+
+
+@pytest.mark.slow  # spawns a dbt worker (killed before it has imported dbt)
+def test_close_kills_a_worker_still_starting_without_waiting_for_it() -> None:
+    # the loop warms the worker up while evidence is gathered; when no candidate reaches
+    # verify, closing must not wait the seconds the worker spends importing dbt
+    harness = DbtHarness(timeout_s=300, warm=True)
+    thread = harness.start_in_background()
+    pid = harness.worker_pid
+    assert pid is not None
+    deadline = time.monotonic() + 10
+    while not harness._lock.locked() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the start thread waits for the worker's ready line, as in the loop
+    started = time.monotonic()
+    harness.close()
+    elapsed = time.monotonic() - started
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert harness.worker_pid is None
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(pid, 0)
+    assert elapsed < 1.0  # importing dbt takes seconds; the kill, milliseconds
 
 
 class TestWarmDbtHarness(HarnessContract):

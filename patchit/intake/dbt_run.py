@@ -1,0 +1,119 @@
+"""Running dbt as the user asked: the part of the dbt intake the `patchit dbt` wrapper needs
+before and while dbt runs. Import-light (standard library and YAML): a green run loads
+nothing else; `patchit.intake.dbt` turns a failed run into events."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from patchit.dbt_args import option_value
+from patchit.errors import BadInputError
+from patchit.intake.dbt_child import INVOCATION_ENV
+
+
+def check_dbt_installed() -> None:
+    if importlib.util.find_spec("dbt") is None or importlib.util.find_spec("dbt.cli") is None:
+        raise BadInputError(
+            "dbt: not installed in patchit's environment; "
+            "install it with `pip install 'patchit[dbt]'`"
+        )
+
+
+def resolve_project_dir(dbt_args: list[str], project_dir: str | None) -> Path:
+    """The dbt project the invocation runs, validated before dbt starts."""
+    given = option_value(dbt_args, "--project-dir")
+    env = os.environ.get("DBT_PROJECT_DIR")
+    if project_dir or given:
+        source = "--project-dir"
+    elif env:
+        source = "DBT_PROJECT_DIR"
+    else:
+        source = "the current directory"
+    path = Path(project_dir or given or env or ".").expanduser().resolve()
+    if not path.is_dir():
+        raise BadInputError(f"{source} {path}: does not exist; pass --project-dir of a dbt project")
+    if not (path / "dbt_project.yml").is_file():
+        raise BadInputError(
+            f"{source} {path}: not a dbt project (no dbt_project.yml); "
+            "pass --project-dir of a dbt project"
+        )
+    return path
+
+
+def project_name(project_dir: Path) -> str:
+    try:
+        data = yaml.safe_load((project_dir / "dbt_project.yml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise BadInputError(
+            f"{project_dir / 'dbt_project.yml'}: unreadable YAML ({exc}); fix it"
+        ) from exc
+    if not isinstance(data, dict) or not data.get("name"):
+        raise BadInputError(f"{project_dir / 'dbt_project.yml'}: has no `name:`; fix it")
+    return str(data["name"])
+
+
+def build_dbt_args(
+    dbt_args: list[str], project_dir: Path, profiles_dir: str | None, target: str | None
+) -> list[str]:
+    args = list(dbt_args)
+    if not args or args[0].startswith("-"):
+        return args  # `dbt --version`, `dbt --help`: no sub-command takes the options
+    if option_value(args, "--project-dir") is None:
+        args += ["--project-dir", str(project_dir)]
+    if profiles_dir and option_value(args, "--profiles-dir") is None:
+        args += ["--profiles-dir", str(Path(profiles_dir).expanduser().resolve())]
+    if target and option_value(args, "--target", "-t") is None:
+        args += ["--target", target]
+    return args
+
+
+def run_dbt(
+    args: list[str],
+    work_dir: Path,
+    invocation: list[str] | None = None,
+    meanwhile: Callable[[], None] | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """Run dbt in a child process; its output goes straight to our stdout/stderr.
+
+    `invocation` is what the user typed after `dbt` (default `args`): dbt's artifacts record it.
+    `meanwhile` is called once dbt has started (work to do while it runs, off its start).
+    """
+    work_dir.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="dbt-run-", suffix=".json", dir=work_dir)
+    os.close(fd)
+    out = Path(name)
+    out.unlink()
+    try:
+        # dbt records its own command line in run_results.json: the user's, not the child's
+        env = {**os.environ, INVOCATION_ENV: json.dumps(list(invocation or args))}
+        with subprocess.Popen(
+            [sys.executable, "-m", "patchit.intake.dbt_child", str(out), *args], env=env
+        ) as proc:
+            try:
+                if meanwhile is not None:
+                    meanwhile()
+                proc.communicate()  # as subprocess.run waits (a Ctrl-C gives dbt its moment)
+            except BaseException:
+                proc.kill()
+                raise
+        record: dict[str, Any] = {}
+        if out.is_file():
+            record = json.loads(out.read_text(encoding="utf-8"))
+        return proc.returncode, record
+    finally:
+        out.unlink(missing_ok=True)
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
