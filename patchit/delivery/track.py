@@ -6,8 +6,10 @@ by the dbt wrapper (each node's result). Among the runs at commits that contain 
 - the incident's own failure again: `no_effect` if the unit never passed with the fix,
   `regression` if it passed with the fix first (the failure came back); either reopens it;
 - at the first commit with the fix that ran, a failure never seen at commits without it ->
-  `regression` (the fix broke something), and the incident is reopened with a link to the fix
-  (later new failures have other causes as likely, and get their own incidents);
+  `regression` (the fix broke something), and the incident is reopened with a link to the fix;
+  only when that commit changes nothing but the fix's own files since the fix (later new
+  failures, and those of a run that brought other changes too, have other causes as likely,
+  and get their own incidents);
 - else the unit passed -> `fixed`; no run yet, or not merged -> `pending`.
 
 Airflow runs are read from the Airflow API server first (`airflow_runs`), when one is
@@ -129,12 +131,22 @@ def judge(incident: Incident, memory: Memory) -> Outcome:
         return result("no_effect", again[-1].commit, f"{_unit(again[-1])} failed the same way")
     first = after[0].commit if after else ""  # the first run with the fix: only it blames it
     new = [r for r in after if r.commit == first and not r.passed and r.fingerprint not in before]
-    if new:
+    if new and _only_the_fix(repo, fix, first):
         return result("regression", new[-1].commit, f"{_unit(new[-1])} fails since the fix")
     passed = [r for r in after if r.passed and r.unit_id == unit]
     if passed:
         return result("fixed", passed[-1].commit, f"{unit} passed at {passed[-1].commit[:12]}")
     return result("pending", "", f"merged into {base}; no run of {unit} with the fix yet")
+
+
+def _only_the_fix(repo: Path, fix: str, commit: str) -> bool:
+    """Whether `commit` differs from the fix in none but the fix's own files: then a new
+    failure there can only be the fix's. A run that also brings other changes (more commits,
+    new seed data, main's work in the merge) does not blame the fix: such a failure gets an
+    incident of its own."""
+    fixed = set(run_git(repo, "diff", "--name-only", f"{fix}~1", fix, check=False).split())
+    since = set(run_git(repo, "diff", "--name-only", fix, commit, check=False).split())
+    return since <= fixed
 
 
 def _reopen(incident: Incident, outcome: Outcome, memory: Memory) -> None:

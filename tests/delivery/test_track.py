@@ -127,6 +127,23 @@ def test_a_new_failure_where_the_fix_first_ran_is_a_regression(
     assert reopened.status == "open" and outcome.fix_commit[:12] in reopened.summary
 
 
+def test_a_new_failure_in_a_first_run_that_brought_other_changes_is_not_the_fixs(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    # `make demo`'s sequence: the fix merged fast-forward, then new data committed; the first
+    # run with the fix is at that commit and a data test fails there: not the fix's doing
+    repo = Path(event.repo_path or "")
+    incident = healed(event, memory, _patchit_home)
+    git(repo, "merge", "-q", "--ff-only", incident.branch or "")
+    (repo / "seeds.csv").write_text("id,email\n7,\n")
+    git(repo, "add", "seeds.csv")
+    git(repo, "commit", "-q", "-m", "seeds: load March customers")
+    ran(memory, repo, UNIT, True)
+    ran(memory, repo, "not_null_email", False, "fp-data")
+    assert [o.outcome for o in track(memory)] == ["fixed"]
+    assert memory.get_incident(incident.id).status == "fixed"
+
+
 def test_the_worker_tracks_outcomes(
     event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
 ) -> None:
