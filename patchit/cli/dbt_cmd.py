@@ -87,19 +87,18 @@ def dbt(
     args = build_dbt_args(list(dbt_args), project, profiles_dir, target)
     committed = repo if repo and commit else None
     store = _Meanwhile(_store_class)
-    dirty = _Meanwhile(lambda: dirty_tracked_files(committed, project, True) if committed else [])
-
-    def meanwhile() -> None:  # once dbt has started: nothing of this delays it (git is asked
-        store.start()  # at once, while dbt still imports itself, before it writes anything)
-        dirty.start()
-
+    # before dbt, not beside it: dbt's own writes (a committed target/ or logs/) must not make
+    # the user's tree look changed
+    dirty = dirty_tracked_files(committed, project, True) if committed else []
     started = now_utc()
-    exit_code, record = run_dbt(args, home / "runs", invocation=list(dbt_args), meanwhile=meanwhile)
+    exit_code, record = run_dbt(
+        args, home / "runs", invocation=list(dbt_args), meanwhile=store.start
+    )
     try:
         from patchit.dbt_wrapper import DbtRun, heal_dbt_run
 
         run = DbtRun(
-            exit_code, record, args, project, repo, commit, started, dirty.result(),
+            exit_code, record, args, project, repo, commit, started, dirty,
             no_heal or bool(cannot_heal),
         )  # fmt: skip
         memory = store.result()(home)  # opens the file here: a connection stays in its thread
@@ -120,9 +119,11 @@ def _exit(code: int) -> NoReturn:
     """`sys.exit(code)`; but once healing has loaded its machinery (dbt, DuckDB: hundreds of
     modules), the interpreter's teardown of them (half a second) is skipped: everything is
     closed and committed by now, the atexit handlers run and the streams are flushed, then the
-    process ends. Not when the streams are not the process's own (click's test runner)."""
+    process ends. Only when patchit's entry point owns the process (`patchit`, `python -m
+    patchit`), never in a host that called the command itself, nor under click's test runner."""
     own = sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__
-    if own and "patchit.loop" in sys.modules:
+    entry = sys.modules.get("patchit.cli.main")  # the process is patchit's own, not a host's
+    if own and getattr(entry, "OWNS_PROCESS", False) and "patchit.loop" in sys.modules:
         import atexit
         import os
 
@@ -143,9 +144,11 @@ class _Meanwhile(Generic[T]):
         self._value: T | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="patchit-dbt-meanwhile", daemon=True)
+        self._started = False
 
     def start(self) -> None:
         self._thread.start()
+        self._started = True
 
     def _run(self) -> None:
         try:
@@ -154,7 +157,10 @@ class _Meanwhile(Generic[T]):
             self._error = exc
 
     def result(self) -> T:
-        self._thread.join()
+        if self._started:
+            self._thread.join()
+        else:  # it could not start beside dbt: do the work now
+            self._run()
         if self._error is not None:
             raise self._error
         return self._value  # type: ignore[return-value]

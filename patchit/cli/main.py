@@ -336,7 +336,14 @@ def one_line(message: object) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.splitlines()))
 
 
+# Set by `main()`, the console script and `python -m patchit`: the process is patchit's own,
+# so a command may end it without the interpreter's teardown (`dbt_cmd._exit`).
+OWNS_PROCESS = False
+
+
 def main() -> None:
+    global OWNS_PROCESS
+    OWNS_PROCESS = True
     signal.signal(signal.SIGTERM, _terminate)
     try:
         cli.main(standalone_mode=False)

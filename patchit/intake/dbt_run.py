@@ -4,6 +4,7 @@ nothing else; `patchit.intake.dbt` turns a failed run into events."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -89,8 +90,14 @@ def run_dbt(
     `invocation` is what the user typed after `dbt` (default `args`): dbt's artifacts record it.
     `meanwhile` is called once dbt has started (work to do while it runs, off its start).
     """
-    work_dir.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix="dbt-run-", suffix=".json", dir=work_dir)
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix="dbt-run-", suffix=".json", dir=work_dir)
+    except OSError as exc:
+        raise BadInputError(
+            f"{work_dir}: cannot create patchit's run directory ({exc.strerror or exc}); "
+            "set PATCHIT_HOME to a writable directory"
+        ) from exc
     os.close(fd)
     out = Path(name)
     out.unlink()
@@ -102,7 +109,9 @@ def run_dbt(
         ) as proc:
             try:
                 if meanwhile is not None:
-                    meanwhile()
+                    # work beside dbt must never stop dbt: what fails here is done after it
+                    with contextlib.suppress(Exception):
+                        meanwhile()
                 proc.communicate()  # as subprocess.run waits (a Ctrl-C gives dbt its moment)
             except BaseException:
                 proc.kill()
