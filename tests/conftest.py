@@ -81,8 +81,9 @@ def user_dbt_events(
     events recorded there too. Returns dbt's exit code and the events."""
     import contextlib
 
-    from patchit.intake.dbt import build_dbt_args, events_from_run, now_utc
-    from patchit.intake.dbt import run_dbt as intake_run_dbt
+    from patchit.intake.dbt import events_from_run
+    from patchit.intake.dbt_run import build_dbt_args, now_utc
+    from patchit.intake.dbt_run import run_dbt as intake_run_dbt
     from patchit.sandbox.git import head_commit
 
     project = project or repo

@@ -114,19 +114,23 @@ def drop_comma(repo: Path) -> None:
     commit_all(repo, "orders: a dropped comma")
 
 
+def _timed(argv: list[str], repo: Path, env: dict[str, str], what: str) -> float:
+    """Run `argv` in `repo`, a fresh process; its seconds (a failure is the benchmark's)."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        argv, cwd=repo, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    seconds = time.monotonic() - started
+    if proc.returncode != 0:
+        raise HarnessError(f"{what} failed in {repo}:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    return seconds
+
+
 def dbt_build(repo: Path) -> float:
     """`dbt build` in `repo` (profiles.yml inside), a fresh process; its seconds."""
     dbt = Path(sys.executable).parent / "dbt"
     executable = str(dbt) if dbt.is_file() else (shutil.which("dbt") or "dbt")
-    started = time.monotonic()
-    proc = subprocess.run(
-        [executable, "build", "--profiles-dir", str(repo)], cwd=repo, env=_env(),
-        capture_output=True, text=True, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    seconds = time.monotonic() - started
-    if proc.returncode != 0:
-        raise HarnessError(f"dbt build failed in {repo}:\n{(proc.stdout + proc.stderr)[-3000:]}")
-    return seconds
+    return _timed([executable, "build", "--profiles-dir", str(repo)], repo, _env(), "dbt build")
 
 
 def _wrapper_argv(repo: Path, select: tuple[str, ...]) -> list[str]:
@@ -137,15 +141,8 @@ def _wrapper_argv(repo: Path, select: tuple[str, ...]) -> list[str]:
 def green_build(repo: Path, home: Path) -> float:
     """`patchit dbt -- build` in `repo` (state in `home`), a fresh process as `dbt_build`'s;
     its seconds."""
-    started = time.monotonic()
-    proc = subprocess.run(
-        _wrapper_argv(repo, ()), cwd=repo, env=_env() | {"PATCHIT_HOME": str(home)},
-        capture_output=True, text=True, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    seconds = time.monotonic() - started
-    if proc.returncode != 0:
-        raise HarnessError(f"patchit dbt -- build failed on green:\n{proc.stderr[-3000:]}")
-    return seconds
+    env = _env() | {"PATCHIT_HOME": str(home)}
+    return _timed(_wrapper_argv(repo, ()), repo, env, "patchit dbt -- build on green")
 
 
 def wrapped_build(repo: Path, home: Path, *select: str) -> WrappedRun:

@@ -45,6 +45,16 @@ def _run(cmd: list[str], env: dict[str, str], log: Path, cwd: Path | None = None
     return proc.returncode
 
 
+def attach_callback(dag: Path) -> None:
+    """Make the example `shop_orders` DAG alert patchit when a task fails, no retries."""
+    dag.write_text(
+        dag.read_text()
+        .replace("from shop_lib.transforms", CALLBACK_IMPORT + "from shop_lib.transforms")
+        .replace("catchup=False)", 'catchup=False,\n     default_args={"on_failure_callback": '
+                 'on_failure_callback, "retries": 0})')
+    )  # fmt: skip
+
+
 def run_airflow_demo(
     base: Path, home: Path, log: Path, console: Console, git: Any, commit: Any
 ) -> dict[str, Any] | None:
@@ -52,13 +62,7 @@ def run_airflow_demo(
     repo = base / "pipelines"
     shutil.copytree(AIRFLOW_PROJECT, repo, ignore=shutil.ignore_patterns("output", "__pycache__"))
     (repo / ".gitignore").write_text("output/\n__pycache__/\n")
-    dag = repo / DAG_FILE
-    dag.write_text(
-        dag.read_text()
-        .replace("from shop_lib.transforms", CALLBACK_IMPORT + "from shop_lib.transforms")
-        .replace("catchup=False)", 'catchup=False,\n     default_args={"on_failure_callback": '
-                 'on_failure_callback, "retries": 0})')
-    )  # fmt: skip
+    attach_callback(repo / DAG_FILE)
     git(repo, "init", "-q", "-b", "main")
     commit(repo, "shop_orders: alert patchit when a task fails")
 

@@ -24,9 +24,10 @@ from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
-from patchit.config import load_config
+from patchit.config import PatchitConfig, load_config
 from patchit.delivery.airflow_runs import AirflowApi, record_airflow_runs, unit_key
 from patchit.errors import PatchitError
+from patchit.events.model import UniversalFailureEvent
 from patchit.memory import Memory
 from patchit.memory.lifecycle import Trigger
 from patchit.memory.outcomes import Outcome, UnitRun
@@ -56,8 +57,13 @@ def track(
             if incident.outcome not in TRACKED or not incident.repo_path:
                 continue
             try:
-                blind = not read_airflow_runs(incident, memory, apis, airflow_api)
-                outcome = judge(incident, memory)
+                repo = Path(incident.repo_path)
+                event = memory.events_for(incident.id)[0]
+                config = load_config(repo)
+                base = _base(repo, config)
+                blind = not read_airflow_runs(event, config, base, incident, memory, apis,
+                                              airflow_api)  # fmt: skip
+                outcome = judge(incident, memory, event, base)
                 if blind and outcome.outcome == "pending" and outcome.merged_into:
                     outcome = replace(outcome, detail=f"{outcome.detail}; {NO_API}")
             except PatchitError as exc:
@@ -80,33 +86,29 @@ def _settle(incident: Incident, outcome: Outcome, memory: Memory, say: Say) -> O
 
 
 def read_airflow_runs(
-    incident: Incident, memory: Memory, apis: dict[str, AirflowApi], override: str | None
-) -> bool:
+    event: UniversalFailureEvent, config: PatchitConfig, base: str, incident: Incident,
+    memory: Memory, apis: dict[str, AirflowApi], override: str | None,
+) -> bool:  # fmt: skip
     """Record the incident's DAG's runs from the Airflow API server, if one is configured;
     False for an Airflow incident with none."""
-    event = memory.events_for(incident.id)[0]
     if event.source.value != "airflow":
         return True
-    repo = Path(incident.repo_path or "")
-    config = load_config(repo).airflow
-    url = override or config.api_url or os.environ.get(URL_ENV)
+    airflow = config.airflow
+    url = override or airflow.api_url or os.environ.get(URL_ENV)
     if not url:
         return False
     if url not in apis:
-        apis[url] = AirflowApi(url, timeout_s=config.timeout_s)
-    record_airflow_runs(
-        event, memory, apis[url], _base(repo), incident.fingerprint, config.deploy_lag_s
-    )
+        apis[url] = AirflowApi(url, timeout_s=airflow.timeout_s)
+    record_airflow_runs(event, memory, apis[url], base, incident.fingerprint, airflow.deploy_lag_s)
     return True
 
 
-def judge(incident: Incident, memory: Memory) -> Outcome:
+def judge(incident: Incident, memory: Memory, event: UniversalFailureEvent, base: str) -> Outcome:
     repo = Path(incident.repo_path or "")
     branch = incident.branch or ""
     fix = _rev(repo, f"refs/heads/{branch}")
     if fix is None:
         raise PatchitError(f"branch {branch} no longer exists in {repo}")
-    base = _base(repo)
     tip = _rev(repo, f"refs/heads/{base}")
 
     @cache
@@ -122,7 +124,7 @@ def judge(incident: Incident, memory: Memory) -> Outcome:
     runs = [r for r in memory.unit_runs(str(repo)) if _known(repo, r.commit)]
     before = {r.fingerprint for r in runs if not r.passed and not has_fix(r.commit)}
     after = [r for r in runs if has_fix(r.commit)]
-    unit = unit_key(memory.events_for(incident.id)[0])
+    unit = unit_key(event)
     again = [r for r in after if not r.passed and r.fingerprint == incident.fingerprint]
     if again:
         held = any(r.passed and r.unit_id == unit for r in after[: after.index(again[-1])])
@@ -178,8 +180,8 @@ def _contains(repo: Path, commit: str, fix: str) -> bool:
     return any(line.startswith("-") for line in cherry.splitlines())
 
 
-def _base(repo: Path) -> str:
-    configured = load_config(repo).delivery.base
+def _base(repo: Path, config: PatchitConfig) -> str:
+    configured = config.delivery.base
     if configured:
         return configured
     head = run_git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False).strip()

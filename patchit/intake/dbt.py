@@ -1,4 +1,4 @@
-"""dbt intake: run dbt as the user asked, then turn this invocation's failures into events."""
+"""dbt intake: turn a dbt invocation's failures into events (running dbt is `dbt_run`)."""
 
 from __future__ import annotations
 
@@ -19,16 +19,7 @@ from patchit.evidence.redact import (
     redact,
 )
 from patchit.inputs import as_dict, as_list, as_path, as_str, is_regular_file
-
-# the wrapper's own part of the intake, re-exported for the callers of this module
-from patchit.intake.dbt_run import (  # noqa: F401
-    build_dbt_args,
-    check_dbt_installed,
-    now_utc,
-    project_name,
-    resolve_project_dir,
-    run_dbt,
-)
+from patchit.intake.dbt_run import project_name
 
 FAILED_STATUSES = {"error", "fail", "runtime error"}
 # "Model 'model.shop.orders' (models/marts/orders.sql) depends on ..." and friends

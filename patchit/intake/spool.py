@@ -41,6 +41,7 @@ from patchit.dbfiles import (
     quarantine,
     quick_check,
 )
+from patchit.home import resolve_home
 from patchit.liveness import owner_is_dead
 from patchit.redaction import clean_text, environment_secrets, redact, scrub
 
@@ -72,18 +73,7 @@ create table if not exists spool_imports (
 """
 
 
-def resolve_home_stdlib(cli_home: str | os.PathLike[str] | None = None) -> Path:
-    """The same rule as `patchit.config.resolve_home`, without importing pydantic.
-
-    Kept in step with it by tests/intake/test_spool.py.
-    """
-    if cli_home:
-        return Path(cli_home).expanduser().resolve()
-    env = os.environ.get("PATCHIT_HOME")
-    if env:
-        return Path(env).expanduser().resolve()
-    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return (Path(xdg).expanduser() / "patchit").resolve()
+resolve_home_stdlib = resolve_home  # the state dir rule, standard library only
 
 
 def spool_path(home: Path) -> Path:
@@ -435,7 +425,7 @@ def spool_event(event: dict[str, Any], home: Path | None = None) -> int | None:
     """Open the spool with the producer's short busy timeout, insert one event, close; its row
     id. When the spool is locked past that timeout, damaged or unwritable, the event goes to
     the fallback file instead (None): an event is never dropped."""
-    home = home or resolve_home_stdlib()
+    home = home or resolve_home()
     try:
         with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S) as spool:
             return spool.put(event)

@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from patchit.dbt_args import dbt_args_in_shell, option_value, runs_dbt_in_shell
+from patchit.home import resolve_home
 from patchit.intake.frame_locals import failing_frame_locals
 from patchit.intake.gitinfo import find_git_root, read_branch, read_head
-from patchit.intake.spool import resolve_home_stdlib, spool_event
+from patchit.intake.spool import spool_event
 from patchit.redaction import clean_text, redact
 
 DISABLE_ENV = "PATCHIT_CALLBACK_DISABLED"
@@ -309,7 +310,7 @@ def make_failure_callback(
             return
         try:
             event = build_event(context, repo_map, extra_ctx, capture_locals)
-            spool_event(event, resolve_home_stdlib(home))
+            spool_event(event, resolve_home(home))
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # never raise into Airflow: the task already failed

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from patchit.cli.demo_airflow import attach_callback
 from patchit.examples import AIRFLOW_PROJECT
 from tests.conftest import commit_all, git
 from tests.delivery.airflow_deployment import airflow_deployment
@@ -24,7 +25,6 @@ from tests.delivery.github_server import FakeGitHub, serve
 pytestmark = pytest.mark.slow
 
 HELPER = "dags/shop_lib/transforms.py"
-CALLBACK = "from patchit.integrations.airflow import on_failure_callback\n"
 TOKEN = "ghp_" + "a" * 36
 
 
@@ -32,13 +32,7 @@ def user_repo(dest: Path) -> Path:
     """The example DAGs in a git repo, shop_orders alerting patchit, then a typo committed."""
     shutil.copytree(AIRFLOW_PROJECT, dest, ignore=shutil.ignore_patterns("output", "__pycache__"))
     (dest / ".gitignore").write_text("output/\n__pycache__/\n")
-    dag = dest / "dags" / "shop_orders.py"
-    dag.write_text(
-        dag.read_text()
-        .replace("from shop_lib.transforms", CALLBACK + "from shop_lib.transforms")
-        .replace("catchup=False)", 'catchup=False,\n     default_args={"on_failure_callback": '
-                 'on_failure_callback, "retries": 0})')
-    )  # fmt: skip
+    attach_callback(dest / "dags" / "shop_orders.py")
     git(dest, "init", "-q", "-b", "main")
     commit_all(dest, "shop_orders: alert patchit when a task fails")
     typo(dest, '+ order["amount_cents"]', '+ order["amount_cent"]', "transforms: revenue in cents")
