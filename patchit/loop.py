@@ -188,7 +188,7 @@ def _pick_harness(
     except PatchitError as exc:
         return exc
     if warm and event.status != "fail":  # a failing data test is rarely a code bug: no warm-up
-        harness.warm_up()
+        harness.warm_up(event)
     return harness
 
 

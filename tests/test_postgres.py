@@ -8,7 +8,6 @@ The user's relations are written with SQL, not built by dbt: one dbt run per tes
 from __future__ import annotations
 
 import itertools
-import json
 import shutil
 from pathlib import Path
 
@@ -52,9 +51,12 @@ def _user_schema(pg: PgCluster) -> str:
     return schema
 
 
-def _repo(tmp_path: Path, pg: PgCluster, schema: str, extra: dict[str, str]) -> Path:
-    """The shop project on Postgres in a git repo: one good commit, then daily_revenue reads
-    `amont` (and the extra models are added)."""
+def _repo(
+    tmp_path: Path, pg: PgCluster, schema: str, extra: dict[str, str], green: bool = False
+) -> Path:
+    """The shop project on Postgres in a git repo: one good commit (with `green`, built by
+    dbt into `schema` as the user's last good run), then daily_revenue reads `amont` (and the
+    extra models are added)."""
     repo = tmp_path / "shop"
     shutil.copytree(SHOP, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
     profiles = {"shop": {"target": "pg", "outputs": {"pg": pg.profile(schema)}}}
@@ -62,6 +64,9 @@ def _repo(tmp_path: Path, pg: PgCluster, schema: str, extra: dict[str, str]) -> 
     (repo / ".gitignore").write_text("target/\nlogs/\n")
     git(repo, "init", "-q", "-b", "main")
     commit_all(repo, "shop on postgres")
+    if green:
+        code, events = user_dbt_events(repo, ["build"])
+        assert code == 0 and events == [], [e.error_message for e in events]
     daily = repo / DAILY
     daily.write_text(daily.read_text().replace("sum(amount) as revenue", "sum(amont) as revenue"))
     for name, sql in extra.items():
@@ -122,31 +127,31 @@ def test_real_postgres_errors_are_classified_and_the_hint_gives_the_rename(
     assert "o.status" in qualified.edits[0].replace
 
 
-def test_patchit_dbt_on_postgres_escalates_and_leaves_the_schema_alone(
+def _sandbox_schemas(pg: PgCluster) -> list[object]:
+    return pg.execute("select nspname from pg_namespace where nspname like 'patchit%'")
+
+
+def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
     pg: PgCluster, tmp_path: Path
 ) -> None:
-    schema = _user_schema(pg)
-    repo = _repo(tmp_path, pg, schema, {})
+    schema = f"analytics_{next(_SCHEMAS)}"
+    repo = _repo(tmp_path, pg, schema, {}, green=True)
     before = _schema_state(pg, schema)
     res = patchit_dbt(repo, "build", "--select", "daily_revenue")
     assert res.returncode == 1, res.stderr  # dbt's own exit code
     assert 'column "amont" does not exist' in res.stdout
     assert "Traceback" not in res.stderr
-    lines = [ln for ln in res.stderr.splitlines() if "sandboxes are not supported yet" in ln]
-    assert lines == [
-        f"patchit: profile 'shop', target 'pg' in {repo / 'profiles.yml'} is a postgres "
-        "warehouse: Postgres sandboxes are not supported yet (DuckDB only, see "
-        "docs/warehouses.md), so no fix can be verified"
-    ], res.stderr
-    assert "unverified suggestion (duckdb_rename_column)" in res.stderr
+    print(res.stderr)
     [incident] = incidents()
-    assert incident["status"] == "escalated", res.stderr
+    assert incident["status"] == "fixed", res.stderr
     assert incident["classification"] == "code_bug"
-    assert incident["branch"] is None and incident["attempts"] == 0
+    branch = incident["branch"]
+    assert branch == f"patchit/{incident['id']}"
+    fixed = git(repo, "show", f"{branch}:{DAILY}")
+    assert "sum(amount) as revenue" in fixed
     report = Path(incident["report_md"]).read_text()
-    assert "Postgres sandboxes are not supported yet" in report
-    assert "amount is the column Postgres's HINT names" in report
-    assert json.loads(Path(incident["report_json"]).read_text())
-    assert git(repo, "branch", "--list", "patchit/*") == ""
-    assert git(repo, "status", "--porcelain") == ""
+    assert "sandbox schema" not in report or "patchit_" in report
+    # The user's schema, its relations, rows and checksums: untouched; no sandbox left behind
     assert _schema_state(pg, schema) == before
+    assert _sandbox_schemas(pg) == []
+    assert git(repo, "status", "--porcelain") == ""

@@ -298,7 +298,7 @@ class AirflowHarness:
         self.timeout_s = config.loop.harness_timeout_s
         self.sandbox = config.sandbox
 
-    def warm_up(self) -> None:
+    def warm_up(self, event: UniversalFailureEvent | None = None) -> None:
         """Nothing to start ahead of the first verify."""
 
     def close(self) -> None:

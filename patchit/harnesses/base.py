@@ -50,7 +50,7 @@ class Harness(Protocol):
     """Re-runs one failed unit. Everything the loop calls on a harness is here:
 
     - `configure(config)`: the repo's settings (time limit, sandbox), before any verify;
-    - `warm_up()`: start the runtime in the background while evidence is gathered (may do
+    - `warm_up(event)`: start the runtime in the background while evidence is gathered (may do
       nothing); never raises: a runtime that cannot start is the next verify's answer;
     - `applies_to(event, repo)`: whether it can re-run this unit;
     - `screen(workspace, event, changed)`: a cheap look at the patched worktree before
@@ -67,7 +67,7 @@ class Harness(Protocol):
 
     def configure(self, config: PatchitConfig) -> None: ...
 
-    def warm_up(self) -> None: ...
+    def warm_up(self, event: UniversalFailureEvent | None = None) -> None: ...
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool: ...
 

@@ -61,7 +61,7 @@ class CiHarness:
         if config.sandbox.ci_commands is not None:
             self.commands = list(config.sandbox.ci_commands)
 
-    def warm_up(self) -> None:
+    def warm_up(self, event: UniversalFailureEvent | None = None) -> None:
         """Nothing to start ahead of the first verify."""
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:

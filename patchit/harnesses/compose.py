@@ -120,7 +120,7 @@ class ComposeHarness:
         """The repo's time limit (the stack's own isolation is the compose file's)."""
         self.timeout_s = config.loop.harness_timeout_s
 
-    def warm_up(self) -> None:
+    def warm_up(self, event: UniversalFailureEvent | None = None) -> None:
         """Nothing to start ahead of the first verify."""
 
     def engine_problem(self) -> str | None:

@@ -35,15 +35,17 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from patchit.config import PatchitConfig, SandboxConfig, resolve_home
-from patchit.errors import BadInputError, HarnessError
+from patchit.errors import BadInputError, HarnessError, PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.project_index import node_names
 from patchit.evidence.redact import MASK
 from patchit.harnesses.base import Screening, Verification, Workspace
+from patchit.harnesses.dbt_pg import PgSchemas, check_schemas, listing_args
 from patchit.harnesses.dbt_units import (
     DbtOutcome,
     DbtSandbox,
@@ -67,6 +69,7 @@ from patchit.sandbox.isolation import (
     make_sandbox,
     patchit_areas,
 )
+from patchit.sandbox.postgres import PASSWORD_ENV, is_postgres, password_of
 from patchit.sandbox.snapshot import (
     PARTIAL_PARSE_FILE,
     copy_for_candidate,
@@ -103,6 +106,8 @@ class DbtHarness:
         self._parse_dir: Path | None = None
         self.last_parse_mode = "unknown"  # how the last verify's dbt parsed (read_parse_mode)
         self.screener = DbtScreen()  # one incident's schema-only clone, kept until close()
+        self._pg = PgSchemas()  # a Postgres target's sandbox schemas, dropped by close()
+        self.notices: list[str] = []  # what close() could not clean up
 
     @property
     def worker_pid(self) -> int | None:
@@ -140,10 +145,19 @@ class DbtHarness:
         self.timeout_s = config.loop.harness_timeout_s
         self.sandbox = config.sandbox
 
-    def warm_up(self) -> None:
+    def warm_up(self, event: UniversalFailureEvent | None = None) -> None:
         """Start the dbt worker in the background (seconds of imports) while, e.g., evidence
-        is gathered."""
+        is gathered; with the network when `event`'s target is a server warehouse."""
+        if event is not None and event.dbt is not None:
+            with contextlib.suppress(PatchitError):  # verify() says what is wrong with it
+                self._allow_network_for(resolve_dbt_target(event).output)
         self.start_in_background()
+
+    def _allow_network_for(self, output: dict[str, object]) -> None:
+        """A server warehouse (Postgres) must be reachable from the run: the sandbox gets the
+        network (the run's code can then open other sockets too; the report says so)."""
+        if is_postgres(output) and not self.sandbox.network:
+            self.sandbox = self.sandbox.model_copy(update={"network": True})
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
         if event.source is FailureSource.DBT:
@@ -168,20 +182,28 @@ class DbtHarness:
         started = time.monotonic()
         project_dir, cwd = self._sandbox_paths(workspace, event)
         box = self._prepare(workspace, event, project_dir, cwd)
-        env = self._env(event, project_dir, workspace.scratch.resolve())
+        env = self._env(event, project_dir, workspace.scratch.resolve()) | box.env
         need = (workspace.root, workspace.scratch)
+        if box.pg_schema is not None:
+            self._allow_network_for({"type": "postgres"})
         with self._lock:
             self._seed_parse(box)
             if self.warm:
                 worker = self._ensure_worker(need)
                 sandbox = worker.sandbox
                 writable = sandbox.narrowed(*need) if sandbox.narrows else None
-                outcome = self._run_warm(box.args, box.cwd, env, box.log_path, writable)
+
+                def run(args: list[str], log: Path) -> DbtOutcome:
+                    return self._run_warm(args, box.cwd, env, log, writable)
             else:
                 sandbox = make_sandbox(self.sandbox, need)
-                outcome = self._run_fresh(
-                    box.args, box.cwd, env, box.log_path, box.target_dir, sandbox
-                )
+
+                def run(args: list[str], log: Path) -> DbtOutcome:
+                    return self._run_fresh(args, box.cwd, env, log, box.target_dir, sandbox)
+
+            if box.pg_schema is not None:
+                self._guard_schemas(box, run)
+            outcome = run(box.args, box.log_path)
             self._keep_parse(box)
         passed, failures = judge_outcome(outcome, event.unit_id)
         output = tail_lines(box.log_path)
@@ -215,6 +237,7 @@ class DbtHarness:
         if worker is not None and worker.starting:
             worker.kill()  # the start's wait ends; it reaps the worker and lets the lock go
         self.screener.close()
+        self.notices += self._pg.close()
         with self._lock:
             if self._parse_dir is not None:
                 shutil.rmtree(self._parse_dir, ignore_errors=True)
@@ -282,21 +305,32 @@ class DbtHarness:
         scratch = workspace.scratch.resolve()
         scratch.mkdir(parents=True, exist_ok=True)
         carry_packages(Path(event.dbt.project_dir), project_dir)
+        manifest = event.artifacts.get("manifest")
+        with_state = bool(manifest) and Path(str(manifest)).is_file()
+        env: dict[str, str] = {}
+        pg_schema: str | None = None
         try:
             target = resolve_dbt_target(event)
             path_text = str(target.output.get("path") or ":memory:")
             db_copy = scratch / "memory.duckdb"  # unused: an in-memory target has no file
-            warehouse: Path | None = None  # none: an in-memory target starts empty
-            if target.db_path is not None:
+            relations: set[str] | None = None  # none: an in-memory target starts empty
+            if is_postgres(target.output):
+                # A schema of its own; unselected refs read the user's relations (--defer)
+                pg_schema, relations = self._pg.place(target.output, scratch)
+                path_text = pg_schema
+                if (password := password_of(target.output)) is not None:
+                    env[PASSWORD_ENV] = password
+                if not with_state:
+                    relations = None  # nothing to defer to: build the whole upstream here
+            elif target.db_path is not None:
                 db_copy, path_text = sandbox_db_location(target, cwd, workspace.root)
                 warehouse = self._place_database(workspace, target.db_path, db_copy)
-            write_sandbox_profile(target, db_copy, scratch, path_text=path_text)
+                relations = warehouse_relations(warehouse)
+            write_sandbox_profile(target, db_copy, scratch, path_text=path_text, schema=pg_schema)
         except BadInputError as exc:
             raise HarnessError(f"cannot build the dbt sandbox: {exc}") from exc
 
-        manifest = event.artifacts.get("manifest")
-        with_state = bool(manifest) and Path(str(manifest)).is_file()
-        unbuilt = unbuilt_nodes(node_names(project_dir), warehouse_relations(warehouse))
+        unbuilt = unbuilt_nodes(node_names(project_dir), relations)
         selectors = select_units(event, with_state, unbuilt)
         args = ["build"]
         if selectors:
@@ -318,6 +352,8 @@ class DbtHarness:
             state_dir.mkdir(exist_ok=True)
             shutil.copyfile(str(manifest), state_dir / "manifest.json")
             args += ["--state", str(state_dir)]
+            if pg_schema is not None:
+                args.append("--defer")
         args += ["--target-path", str(scratch / "target"), "--log-path", str(scratch / "logs")]
         log_path = scratch / "dbt_output.log"
         log_path.unlink(missing_ok=True)
@@ -330,6 +366,8 @@ class DbtHarness:
             parse_key=parse_cache_key(event, target, path_text, workspace.root),
             project_dir=project_dir,
             user_parse_file=user_parse_file(event, target, path_text),
+            env=env,
+            pg_schema=pg_schema,
         )
 
     def _place_database(self, workspace: Workspace, user_db: Path, db_copy: Path) -> Path | None:
@@ -343,6 +381,18 @@ class DbtHarness:
         snapshot_dir = workspace.snapshot or user_db.parent
         copy_for_candidate(snapshot_dir / user_db.name, db_copy.parent)
         return db_copy
+
+    def _guard_schemas(self, box: DbtSandbox, run: Callable[[list[str], Path], DbtOutcome]) -> None:
+        """`dbt ls` first: every node the build would write must land in the sandbox schema."""
+        assert box.pg_schema is not None
+        log = box.log_path.with_name("dbt_ls.log")
+        log.unlink(missing_ok=True)
+        listed = run(listing_args(box.args), log)
+        listing = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+        if not listed.success:
+            tail = "\n".join(listing.strip().splitlines()[-5:])
+            raise HarnessError(f"dbt ls could not list the sandbox build's schemas: {tail}")
+        check_schemas(listing, box.pg_schema)
 
     # -- partial parsing ------------------------------------------------------------------
 

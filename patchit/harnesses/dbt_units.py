@@ -48,6 +48,8 @@ class DbtSandbox:
     parse_key: str
     project_dir: Path
     user_parse_file: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)  # on top of the run's environment
+    pg_schema: str | None = None  # a Postgres target's sandbox schema: guard the build
 
 
 @dataclass

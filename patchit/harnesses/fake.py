@@ -119,7 +119,7 @@ class FakeHarness:
         self.config = config
         self.timeout_s = config.loop.harness_timeout_s
 
-    def warm_up(self) -> None:
+    def warm_up(self, event: UniversalFailureEvent | None = None) -> None:
         self.warm_ups += 1
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:

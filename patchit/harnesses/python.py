@@ -128,7 +128,7 @@ class PythonHarness:
         self.timeout_s = config.loop.harness_timeout_s
         self.sandbox = config.sandbox
 
-    def warm_up(self) -> None:
+    def warm_up(self, event: UniversalFailureEvent | None = None) -> None:
         """Nothing to start ahead of the first verify."""
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:

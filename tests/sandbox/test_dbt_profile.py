@@ -39,6 +39,11 @@ shop:
     pg:
       type: postgres
       host: db.internal
+      password: "{{ env_var('PG_SECRET', 's3cret-pw') }}"
+      schema: analytics
+    sf:
+      type: snowflake
+      account: acme
 other:
   target: dev
   outputs:
@@ -142,9 +147,25 @@ def test_write_sandbox_profile_points_at_the_copy_only(project: Path, tmp_path: 
             "outputs": {"dev": {"type": "duckdb", "path": str(copy), "threads": 4}},
         }
     }
+    sf = resolve_dbt_target(make_event(project, project, target="sf"))
+    with pytest.raises(BadInputError, match="Snowflake sandboxes are not supported yet"):
+        write_sandbox_profile(sf, copy, tmp_path / "sf")
+
+
+def test_a_postgres_sandbox_profile_has_the_sandbox_schema_and_no_password(
+    project: Path, tmp_path: Path
+) -> None:
     pg = resolve_dbt_target(make_event(project, project, target="pg"))
-    with pytest.raises(BadInputError, match="Postgres sandboxes are not supported yet"):
-        write_sandbox_profile(pg, copy, tmp_path / "pg")
+    assert pg.output["password"] == "s3cret-pw"
+    with pytest.raises(BadInputError, match="needs its sandbox schema"):
+        write_sandbox_profile(pg, tmp_path / "unused", tmp_path / "pg")
+    written = write_sandbox_profile(pg, tmp_path / "unused", tmp_path / "pg", schema="patchit_x")
+    assert "s3cret-pw" not in written.read_text()
+    output = YAML(typ="safe").load(written.read_text())["shop"]["outputs"]["pg"]
+    assert output == {
+        "type": "postgres", "host": "db.internal", "schema": "patchit_x",
+        "password": "{{ env_var('PATCHIT_SANDBOX_PG_PASSWORD') }}",
+    }  # fmt: skip
 
 
 def test_sandbox_db_location_keeps_a_relative_path_inside_the_worktree(
@@ -184,9 +205,10 @@ def test_user_target_dir_follows_dbt(project: Path) -> None:
     assert user_target_dir(make_event(project, project)) == project / "build"
 
 
-def test_a_postgres_target_is_named_in_one_line_as_unsupported(project: Path) -> None:
+def test_a_snowflake_target_is_named_in_one_line_as_unsupported(project: Path) -> None:
     assert unsupported_sandbox(resolve_dbt_target(make_event(project, project))) is None
-    said = unsupported_sandbox(resolve_dbt_target(make_event(project, project, target="pg")))
+    assert unsupported_sandbox(resolve_dbt_target(make_event(project, project, target="pg"))) is None
+    said = unsupported_sandbox(resolve_dbt_target(make_event(project, project, target="sf")))
     assert said is not None and "\n" not in said
-    assert said.startswith("profile 'shop', target 'pg' in ")
-    assert "Postgres sandboxes are not supported yet" in said
+    assert said.startswith("profile 'shop', target 'sf' in ")
+    assert "Snowflake sandboxes are not supported yet (DuckDB and Postgres only" in said

@@ -1,0 +1,93 @@
+"""The dbt harness on a Postgres target: sandbox schemas per candidate, and the guard that
+keeps every build inside them (see `patchit.sandbox.postgres`).
+
+The guard lists, with `dbt ls`, the schema every selected model, seed and snapshot would be
+built into, before `dbt build` runs. A project whose `generate_schema_name` ignores the target's
+schema for some model (e.g. "custom schema as is") would otherwise build that model into the
+user's own schema: such a candidate is refused, and nothing is built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+from patchit.errors import HarnessError
+from patchit.sandbox.postgres import PgWarehouse, sandbox_schema
+
+BUILT = ("model", "seed", "snapshot")
+
+
+class PgSchemas:
+    """The sandbox schemas one harness made; close() drops them all."""
+
+    def __init__(self) -> None:
+        self._warehouses: dict[str, PgWarehouse] = {}
+        self._made: list[tuple[PgWarehouse, str]] = []
+
+    def warehouse(self, output: dict[str, Any]) -> PgWarehouse:
+        key = json.dumps(output, sort_keys=True, default=str)
+        if key not in self._warehouses:
+            self._warehouses[key] = PgWarehouse(output)
+        return self._warehouses[key]
+
+    def place(self, output: dict[str, Any], scratch: Path) -> tuple[str, set[str]]:
+        """An empty sandbox schema for the candidate whose scratch dir is `scratch`, and the
+        names of the user's relations (what `--defer` can resolve to)."""
+        warehouse = self.warehouse(output)
+        schema = sandbox_schema(scratch)
+        warehouse.reset(schema)
+        if (warehouse, schema) not in self._made:
+            self._made.append((warehouse, schema))
+        return schema, warehouse.relations()
+
+    def close(self) -> list[str]:
+        """Drop every schema made; returns a line per schema that could not be dropped."""
+        problems: list[str] = []
+        for warehouse, schema in self._made:
+            try:
+                warehouse.drop(schema)
+            except HarnessError as exc:
+                problems.append(f"sandbox schema {schema} was not dropped: {exc}")
+        self._made.clear()
+        for warehouse in self._warehouses.values():
+            with contextlib.suppress(Exception):
+                warehouse.close()
+        self._warehouses.clear()
+        return problems
+
+
+def listing_args(build_args: list[str]) -> list[str]:
+    """`dbt ls` over what `build_args` (a `dbt build ...` argv) selects, one JSON object per
+    model, seed and snapshot with its schema."""
+    assert build_args and build_args[0] == "build"
+    args = ["ls", *build_args[1:]]
+    for kind in BUILT:
+        args += ["--resource-type", kind]
+    return [*args, "--output", "json", "--output-keys", "unique_id", "schema"]
+
+
+def check_schemas(listing: str, schema: str) -> int:
+    """The number of nodes `dbt ls` listed, all of them in `schema` or one of dbt's
+    `<schema>_<custom>` schemas; HarnessError naming the first that is not."""
+    count = 0
+    for line in listing.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            node = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(node, dict) or "unique_id" not in node:
+            continue
+        count += 1
+        where = str(node.get("schema") or "")
+        if where != schema and not where.startswith(f"{schema}_"):
+            raise HarnessError(
+                f"{node['unique_id']} would be built into schema {where!r}, outside patchit's "
+                f"sandbox schema {schema!r} (a custom generate_schema_name?); refusing to build"
+            )
+    return count

@@ -1,0 +1,181 @@
+"""The Postgres sandbox: one schema per candidate in the user's database, read-only elsewhere.
+
+A candidate's dbt run gets a profile whose `schema:` is `patchit_<12 hex>` (named after the
+candidate's scratch dir, so the same workspace always gets the same schema, and two never
+share one). dbt builds the selected models there and resolves every unselected `ref()` to the
+user's relation through `--defer --state <the failing run's manifest>`: the user's relations are
+read, never written. A model whose custom `generate_schema_name` would route it out of the
+sandbox is refused before anything is built (`patchit.harnesses.dbt_pg`).
+
+patchit's own connection does three things only: create and drop sandbox schemas (names that
+match `SANDBOX_NAME`, and dbt's `<schema>_<custom>` schemas derived from them), list the
+relations of the user's database, and compare relations for the data check. The last two run
+in read-only transactions. The password is never written to disk: the sandbox profile reads it
+from an environment variable set only for the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from patchit.errors import HarnessError
+
+SANDBOX_PREFIX = "patchit_"
+SANDBOX_NAME = re.compile(r"^patchit_[0-9a-f]{12}$")
+PASSWORD_ENV = "PATCHIT_SANDBOX_PG_PASSWORD"
+CONNECT_TIMEOUT_S = 10
+# Schemas patchit never lists as the user's relations
+_SYSTEM = ("pg_catalog", "information_schema", "pg_toast")
+
+_KEYS = {"host": "host", "port": "port", "user": "user", "dbname": "dbname",
+         "database": "dbname", "sslmode": "sslmode", "sslcert": "sslcert", "sslkey": "sslkey",
+         "sslrootcert": "sslrootcert", "connect_timeout": "connect_timeout"}  # fmt: skip
+
+
+def is_postgres(output: dict[str, Any]) -> bool:
+    return str(output.get("type") or "") == "postgres"
+
+
+def sandbox_schema(scratch: Path) -> str:
+    """The candidate's schema: `patchit_` and 12 hex digits of its scratch dir's path."""
+    digest = hashlib.sha256(str(scratch.resolve()).encode()).hexdigest()
+    return f"{SANDBOX_PREFIX}{digest[:12]}"
+
+
+def password_of(output: dict[str, Any]) -> str | None:
+    value = output.get("password", output.get("pass"))
+    return None if value is None else str(value)
+
+
+def sandbox_output(output: dict[str, Any], schema: str) -> dict[str, Any]:
+    """The profile output a candidate's dbt run uses: the user's, with `schema:` the sandbox
+    schema and the password read from `PASSWORD_ENV` (never written into the file)."""
+    sandboxed = {k: v for k, v in output.items() if k not in ("password", "pass")}
+    sandboxed["schema"] = schema
+    if password_of(output) is not None:
+        sandboxed["password"] = "{{ env_var('" + PASSWORD_ENV + "') }}"
+    return sandboxed
+
+
+def connect_args(output: dict[str, Any]) -> dict[str, Any]:
+    """psycopg2.connect() keyword arguments for a dbt-postgres profile output."""
+    args: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "patchit"}
+    for key, name in _KEYS.items():
+        if output.get(key) not in (None, ""):
+            args[name] = output[key]
+    password = password_of(output)
+    if password:
+        args["password"] = password
+    return args
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _where(output: dict[str, Any]) -> str:
+    host = output.get("host") or "localhost"
+    port = output.get("port") or 5432
+    db = output.get("dbname") or output.get("database") or "?"
+    return f"postgres {host}:{port}/{db}"
+
+
+class PgWarehouse:
+    """patchit's own connection to the user's Postgres database (one per harness)."""
+
+    def __init__(self, output: dict[str, Any]) -> None:
+        self.output = output
+        self.where = _where(output)
+        self._conn: Any = None
+
+    def _connection(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            try:
+                import psycopg2
+            except ImportError as exc:  # dbt-postgres brings psycopg2
+                raise HarnessError(
+                    "a Postgres sandbox needs psycopg2: pip install 'patchit[dbt]'"
+                ) from exc
+            try:
+                self._conn = psycopg2.connect(**connect_args(self.output))
+            except psycopg2.Error as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc)
+                raise HarnessError(
+                    f"{self.where}: cannot connect for the sandbox ({first}); check the profile"
+                ) from exc
+            self._conn.autocommit = True
+        return self._conn
+
+    @contextmanager
+    def _cursor(self, read_only: bool) -> Iterator[Any]:
+        import psycopg2
+
+        conn = self._connection()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("begin read only" if read_only else "begin")
+                try:
+                    yield cur
+                except BaseException:
+                    cur.execute("rollback")
+                    raise
+                cur.execute("commit")
+        except psycopg2.Error as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise HarnessError(f"{self.where}: {first}") from exc
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """One read-only statement; its rows."""
+        with self._cursor(read_only=True) as cur:
+            cur.execute(sql, params)
+            return list(cur.fetchall()) if cur.description else []
+
+    def _sandbox_schemas(self, cur: Any, schema: str) -> list[str]:
+        """`schema` and dbt's `<schema>_<custom>` schemas, as they exist now."""
+        cur.execute(
+            "select nspname from pg_namespace where nspname = %s or nspname like %s",
+            (schema, schema.replace("_", r"\_") + r"\_%"),
+        )
+        return [str(r[0]) for r in cur.fetchall()]
+
+    def reset(self, schema: str) -> None:
+        """An empty sandbox schema `schema` (what an earlier run of it left is dropped)."""
+        self._check_name(schema)
+        with self._cursor(read_only=False) as cur:
+            for name in self._sandbox_schemas(cur, schema):
+                cur.execute(f"drop schema {_quote(name)} cascade")
+            cur.execute(f"create schema {_quote(schema)}")
+            cur.execute(
+                f"comment on schema {_quote(schema)} is "
+                "'patchit sandbox: dropped when the heal ends; safe to drop'"
+            )
+
+    def drop(self, schema: str) -> None:
+        self._check_name(schema)
+        with self._cursor(read_only=False) as cur:
+            for name in self._sandbox_schemas(cur, schema):
+                cur.execute(f"drop schema {_quote(name)} cascade")
+
+    def relations(self) -> set[str]:
+        """Names of the user's tables and views (not patchit's sandbox schemas)."""
+        rows = self.query(
+            "select table_name from information_schema.tables "
+            "where table_schema <> all(%s) and table_schema not like %s",
+            (list(_SYSTEM), SANDBOX_PREFIX.replace("_", r"\_") + "%"),
+        )
+        return {str(r[0]) for r in rows}
+
+    def close(self) -> None:
+        if self._conn is not None and not self._conn.closed:
+            self._conn.close()
+        self._conn = None
+
+    @staticmethod
+    def _check_name(schema: str) -> None:
+        if not SANDBOX_NAME.match(schema):  # never a name patchit did not make
+            raise HarnessError(f"refusing to touch schema {schema!r}: not a patchit sandbox")
