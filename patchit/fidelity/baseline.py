@@ -20,6 +20,7 @@ from patchit.errors import PatchitError, VcsError
 from patchit.events.model import UniversalFailureEvent
 from patchit.fidelity.outputs import dbt_outputs
 from patchit.harnesses.base import Harness, Verification, Workspace
+from patchit.sandbox.dbt_profile import resolve_dbt_target
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 
@@ -87,7 +88,7 @@ class BaselineRunner:
     def first(self, remembered: str | None) -> tuple[Baseline | None, str]:
         """The baseline with one green run, or (None, why there is none)."""
         state = self._load()
-        if state.get("commit"):
+        if state.get("commit") and self._outputs_exist(state):
             return self._from_state(state), ""
         if "none" in state:
             return None, str(state["none"])
@@ -113,6 +114,27 @@ class BaselineRunner:
         state["runs"] = [r.model_dump() for r in baseline.runs]
         self._save(state)
         return run
+
+    def _outputs_exist(self, state: dict[str, Any]) -> bool:
+        """Whether the remembered runs' outputs are still there: a Postgres sandbox schema
+        lives only as long as the harness that built it (a later heal builds it again)."""
+        schemas = [
+            str(r["outputs"]["pg_schema"])
+            for r in state.get("runs", [])
+            if (r.get("outputs") or {}).get("pg_schema")
+        ]
+        if not schemas:
+            return True
+        try:
+            from patchit.sandbox.postgres import PgWarehouse
+
+            warehouse = PgWarehouse(resolve_dbt_target(self.event).output)
+            try:
+                return warehouse.schemas_exist(schemas)
+            finally:
+                warehouse.close()
+        except PatchitError:
+            return False
 
     def _from_state(self, state: dict[str, Any]) -> Baseline:
         runs = [Verification.model_validate(r) for r in state.get("runs", [])]
@@ -143,7 +165,10 @@ class BaselineRunner:
     def _keep(self, workspace: Workspace, result: Verification) -> dict[str, str]:
         if self.event.dbt is not None and self.harness.name == "dbt":
             kept = dbt_outputs(workspace, self.event, result, keep=workspace.scratch / "outputs")
-            return {"duckdb": str(kept.duckdb), "target": str(workspace.scratch / "target")}
+            target = str(workspace.scratch / "target")
+            if kept.pg_schema is not None:  # in the database, not in the worktree
+                return {"pg_schema": kept.pg_schema, "target": target}
+            return {"duckdb": str(kept.duckdb), "target": target}
         return {"result": str(workspace.scratch / "airflow_result.json")}
 
 

@@ -21,6 +21,7 @@ from patchit.fidelity.model import DataCheck, OutputDiff
 from patchit.fidelity.outputs import airflow_outputs, dbt_outputs
 from patchit.harnesses.base import Harness, Verification, Workspace
 from patchit.sandbox.dbt_profile import resolve_dbt_target
+from patchit.sandbox.postgres import is_postgres
 
 MAX_NAMED = 6
 
@@ -82,7 +83,8 @@ def check_candidate(
 
 def _has_database(event: UniversalFailureEvent) -> bool:
     try:
-        return resolve_dbt_target(event).db_path is not None
+        target = resolve_dbt_target(event)
+        return target.db_path is not None or is_postgres(target.output)
     except PatchitError:
         return True  # the harness ran with it; let the check say what is wrong
 

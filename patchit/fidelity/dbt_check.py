@@ -14,13 +14,35 @@ what `state:modified+` added). A difference in a relation is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
+from patchit.errors import HarnessError
 from patchit.fidelity.dbt_data import RawDiff, WarehouseDiff
 from patchit.fidelity.meant import ALL, Meant
 from patchit.fidelity.model import OutputDiff
 from patchit.fidelity.outputs import BuiltNode, DbtOutputs
 
 ROWS = "(row count)"
+
+
+class Diff(Protocol):
+    def compare(self, schema: str, name: str) -> RawDiff: ...
+
+    def sample(self, diff: RawDiff, differing: list[str]) -> str: ...
+
+    def close(self) -> None: ...
+
+
+def open_diff(base: DbtOutputs, cand: DbtOutputs) -> Diff:
+    """The two runs' relations side by side: two DuckDB files attached read-only, or two
+    sandbox schemas of one Postgres database."""
+    if base.duckdb is not None and cand.duckdb is not None:
+        return WarehouseDiff(base.duckdb, cand.duckdb)
+    if base.pg_output and base.pg_schema and cand.pg_schema:
+        from patchit.fidelity.pg_data import PgWarehouseDiff
+
+        return PgWarehouseDiff(base.pg_output, base.pg_schema, cand.pg_schema)
+    raise HarnessError("the two runs' outputs are not in one kind of warehouse")
 
 
 @dataclass
@@ -34,18 +56,22 @@ class Compared:
 def compare_runs(base: DbtOutputs, cand: DbtOutputs) -> dict[str, Compared]:
     """Every relation either run built, compared in the warehouse."""
     found: dict[str, Compared] = {}
-    with WarehouseDiff(base.duckdb, cand.duckdb) as wh:
+    wh = open_diff(base, cand)
+    try:
         for uid in sorted(base.nodes.keys() | cand.nodes.keys()):
             node = cand.nodes.get(uid) or base.nodes[uid]
             raw = wh.compare(node.schema, node.name)
             found[uid] = Compared(node, base.nodes.get(uid), cand.nodes.get(uid), raw)
+    finally:
+        wh.close()
     return found
 
 
 def unstable_columns(first: DbtOutputs, second: DbtOutputs, uids: list[str]) -> dict[str, set[str]]:
     """Columns two runs of the baseline disagree on (all columns when their rows differ)."""
     found: dict[str, set[str]] = {}
-    with WarehouseDiff(first.duckdb, second.duckdb) as wh:
+    wh = open_diff(first, second)
+    try:
         for uid in uids:
             node = first.nodes.get(uid) or second.nodes.get(uid)
             if node is None:
@@ -56,6 +82,8 @@ def unstable_columns(first: DbtOutputs, second: DbtOutputs, uids: list[str]) -> 
                 cols |= raw.columns() | {ROWS}
             if cols:
                 found[uid] = cols
+    finally:
+        wh.close()
     return found
 
 
@@ -144,7 +172,8 @@ def add_samples(base: DbtOutputs, cand: DbtOutputs, diffs: list[OutputDiff]) -> 
     wanted = [d for d in diffs if d.verdict == "unexpected" and not d.missing_in]
     if not wanted:
         return
-    with WarehouseDiff(base.duckdb, cand.duckdb) as wh:
+    wh = open_diff(base, cand)
+    try:
         for diff in wanted:
             schema, name = diff.name.split(".", 1)
             raw = wh.compare(schema, name)
@@ -152,3 +181,5 @@ def add_samples(base: DbtOutputs, cand: DbtOutputs, diffs: list[OutputDiff]) -> 
             if not cols and ROWS in diff.unexpected:
                 cols = [c for c in raw.columns() if c not in diff.unstable]
             diff.sample = wh.sample(raw, cols)
+    finally:
+        wh.close()

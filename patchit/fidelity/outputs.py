@@ -37,8 +37,12 @@ class BuiltNode:
 
 @dataclass
 class DbtOutputs:
-    duckdb: Path
+    """Where one run's relations are: a DuckDB file, or a Postgres sandbox schema."""
+
+    duckdb: Path | None
     nodes: dict[str, BuiltNode]
+    pg_output: dict[str, Any] | None = None  # the user's profile output (Postgres)
+    pg_schema: str | None = None  # the run's sandbox schema (Postgres)
 
 
 def _worktree_cwd(workspace: Workspace, event: UniversalFailureEvent) -> tuple[Path, Path]:
@@ -103,6 +107,16 @@ def dbt_outputs(
     """The run's database and built nodes; `keep` moves the database there (out of a worktree
     about to be removed)."""
     assert event.dbt is not None and event.repo_path is not None
+    target = Path(result.outputs.get("target") or workspace.scratch / "target")
+    project_rel = Path(event.dbt.project_dir).resolve().relative_to(Path(event.repo_path).resolve())
+    if result.outputs.get("pg_schema"):  # it stays in the database until the harness closes
+        try:
+            output = resolve_dbt_target(event).output
+        except BadInputError as exc:
+            raise HarnessError(f"no dbt target to compare: {exc}") from exc
+        return DbtOutputs(
+            None, built_nodes(target, project_rel), output, result.outputs["pg_schema"]
+        )
     db = locate_duckdb(workspace, event, result)
     if not db.is_file():
         raise HarnessError(f"{db}: the run's database copy is missing")
@@ -112,8 +126,6 @@ def dbt_outputs(
             if part.is_file():
                 shutil.move(part, keep / part.name)
         db = keep / db.name
-    target = Path(result.outputs.get("target") or workspace.scratch / "target")
-    project_rel = Path(event.dbt.project_dir).resolve().relative_to(Path(event.repo_path).resolve())
     return DbtOutputs(duckdb=db, nodes=built_nodes(target, project_rel))
 
 

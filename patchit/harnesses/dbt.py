@@ -227,6 +227,7 @@ class DbtHarness:
             isolation=sandbox.describe(),
             fidelity="runtime",
             limit_hit=limit,
+            outputs={"pg_schema": box.pg_schema} if box.pg_schema else {},
         )
 
     def close(self) -> None:

@@ -170,6 +170,10 @@ class PgWarehouse:
         )
         return {str(r[0]) for r in rows}
 
+    def schemas_exist(self, schemas: list[str]) -> bool:
+        rows = self.query("select count(*) from pg_namespace where nspname = any(%s)", (schemas,))
+        return int(rows[0][0]) == len(set(schemas))
+
     def close(self) -> None:
         if self._conn is not None and not self._conn.closed:
             self._conn.close()

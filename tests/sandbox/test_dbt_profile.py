@@ -207,7 +207,8 @@ def test_user_target_dir_follows_dbt(project: Path) -> None:
 
 def test_a_snowflake_target_is_named_in_one_line_as_unsupported(project: Path) -> None:
     assert unsupported_sandbox(resolve_dbt_target(make_event(project, project))) is None
-    assert unsupported_sandbox(resolve_dbt_target(make_event(project, project, target="pg"))) is None
+    postgres = resolve_dbt_target(make_event(project, project, target="pg"))
+    assert unsupported_sandbox(postgres) is None
     said = unsupported_sandbox(resolve_dbt_target(make_event(project, project, target="sf")))
     assert said is not None and "\n" not in said
     assert said.startswith("profile 'shop', target 'sf' in ")
