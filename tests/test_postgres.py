@@ -52,13 +52,18 @@ def _user_schema(pg: PgCluster) -> str:
 
 
 def _repo(
-    tmp_path: Path, pg: PgCluster, schema: str, extra: dict[str, str], green: bool = False
+    tmp_path: Path,
+    pg: PgCluster,
+    schema: str,
+    extra: dict[str, str],
+    green: bool = False,
+    source: Path = SHOP,
 ) -> Path:
-    """The shop project on Postgres in a git repo: one good commit (with `green`, built by
-    dbt into `schema` as the user's last good run), then daily_revenue reads `amont` (and the
-    extra models are added)."""
+    """The shop project (or `source`) on Postgres in a git repo: one good commit (with
+    `green`, built by dbt into `schema` as the user's last good run), then daily_revenue reads
+    `amont` (and the extra models are added)."""
     repo = tmp_path / "shop"
-    shutil.copytree(SHOP, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
+    shutil.copytree(source, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
     profiles = {"shop": {"target": "pg", "outputs": {"pg": pg.profile(schema)}}}
     (repo / "profiles.yml").write_text(yaml.safe_dump(profiles))
     (repo / ".gitignore").write_text("target/\nlogs/\n")
@@ -153,3 +158,43 @@ def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
     assert _schema_state(pg, schema) == before
     assert _sandbox_schemas(pg) == []
     assert git(repo, "status", "--porcelain") == ""
+
+
+CUSTOM_SCHEMA_AS_IS = """\
+{% macro generate_schema_name(custom_schema_name, node) -%}
+    {%- if custom_schema_name is none -%}{{ target.schema }}
+    {%- else -%}{{ custom_schema_name | trim }}{%- endif -%}
+{%- endmacro %}
+"""
+
+
+def test_a_build_that_would_leave_the_sandbox_schema_is_refused(
+    pg: PgCluster, tmp_path: Path
+) -> None:
+    """A project whose generate_schema_name takes a custom schema as is would build marts into
+    the user's own `marts_<n>` schema from any target: patchit refuses to build at all."""
+    schema, marts = f"analytics_{next(_SCHEMAS)}", f"marts_{next(_SCHEMAS)}"
+    repo = tmp_path / "shop"
+    shutil.copytree(SHOP, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
+    (repo / "macros" / "schemas.sql").write_text(CUSTOM_SCHEMA_AS_IS)
+    project = repo / "dbt_project.yml"
+    project.write_text(project.read_text().replace(
+        "      +materialized: table", f"      +materialized: table\n      +schema: {marts}"
+    ))  # fmt: skip
+    tmp = tmp_path / "again"
+    tmp.mkdir()
+    shutil.move(repo, tmp / "shop")
+    repo = _repo(tmp_path, pg, schema, {}, green=True, source=tmp / "shop")
+    user = {name: _schema_state(pg, name) for name in (schema, marts)}
+    assert [r for r, _ in user[marts]["relations"]] == [  # type: ignore[index]
+        "customer_segments", "customers", "daily_revenue", "order_payments", "orders",
+    ]  # fmt: skip
+    res = patchit_dbt(repo, "build", "--select", "daily_revenue")
+    assert res.returncode == 1, res.stderr
+    assert f"would be built into schema '{marts}', outside patchit's sandbox schema" in (
+        res.stderr
+    ), res.stderr
+    [incident] = incidents()
+    assert incident["status"] == "failed" and incident["branch"] is None
+    assert {name: _schema_state(pg, name) for name in (schema, marts)} == user
+    assert _sandbox_schemas(pg) == []

@@ -1,0 +1,82 @@
+"""patchit's own connection to a real PostgreSQL 15 (tests/pg_cluster.py): sandbox schemas made
+and dropped by name only, the user's relations listed read-only, and the data check's
+comparison of two sandbox schemas inside the server."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from patchit.errors import HarnessError
+from patchit.fidelity.pg_data import PgWarehouseDiff
+from patchit.sandbox.postgres import PgWarehouse
+from tests.pg_cluster import PgCluster
+
+pytestmark = pytest.mark.slow
+_N = itertools.count()
+
+
+def _names(n: int) -> tuple[str, str, str]:
+    """A user schema and two sandbox schemas of its own for one test."""
+    return f"wh_user_{n}", f"patchit_{n:012x}", f"patchit_{n + 500:012x}"
+
+
+def _schemas(pg: PgCluster) -> set[str]:
+    return {str(r[0]) for r in pg.execute("select nspname from pg_namespace")}
+
+
+def test_sandbox_schemas_are_made_and_dropped_by_name_only(pg: PgCluster) -> None:
+    user, box, _ = _names(next(_N))
+    pg.execute(f"create schema {user}; create table {user}.orders as select 1 as id")
+    warehouse = PgWarehouse(pg.profile(user))
+    try:
+        warehouse.reset(box)
+        pg.execute(f"create schema {box}_marts; create table {box}.t as select 1 as x")
+        assert {box, f"{box}_marts"} <= _schemas(pg)
+        assert "orders" in warehouse.relations() and "t" not in warehouse.relations()
+        warehouse.reset(box)  # what a run left is dropped, the schema is empty again
+        assert f"{box}_marts" not in _schemas(pg)
+        assert pg.execute(f"select count(*) from pg_tables where schemaname = '{box}'") == [(0,)]
+        for name in (user, "public", "patchit_x", f"{box}_marts"):
+            with pytest.raises(HarnessError, match="not a patchit sandbox"):
+                warehouse.drop(name)
+        warehouse.drop(box)
+        assert box not in _schemas(pg) and user in _schemas(pg)
+        assert warehouse.schemas_exist([user]) and not warehouse.schemas_exist([box])
+    finally:
+        warehouse.close()
+
+
+def test_an_unreachable_server_is_one_line_naming_it(pg: PgCluster) -> None:
+    output = {**pg.profile("x"), "port": 1, "connect_timeout": 2}
+    with pytest.raises(HarnessError, match=r"postgres 127\.0\.0\.1:1/postgres: cannot connect"):
+        PgWarehouse(output).relations()
+
+
+def test_two_sandbox_schemas_are_compared_inside_the_server(pg: PgCluster) -> None:
+    user, base, cand = _names(next(_N))
+    rows = "select g as id, g * 10 as amount, 'x' || g as label from generate_series(1, 20) g"
+    changed = rows.replace("g * 10", "case when g = 7 then 71 else g * 10 end")
+    pg.execute(
+        f"create schema {base}; create schema {cand}; create schema {base}_marts;"
+        f"create schema {cand}_marts;"
+        f"create table {base}.orders as {rows}; create table {cand}.orders as {changed};"
+        f"create table {base}_marts.daily as {rows}; create table {cand}_marts.daily as {rows};"
+        f"create table {base}.gone as select 1 as id"
+    )
+    with PgWarehouseDiff(pg.profile(user), base, cand) as diff:
+        orders = diff.compare(cand, "orders")
+        assert orders.label == f"{user}.orders"
+        assert orders.differing == ["amount"] and orders.schema_changes == []
+        assert orders.base is not None and orders.base.rows == 20
+        sample = diff.sample(orders, ["amount"])
+        assert sample.splitlines()[0].split(" | ")[0].strip() == "side"
+        assert "baseline  | 7  | x7    | 70" in sample
+        assert "candidate | 7  | x7    | 71" in sample
+        # dbt's `<schema>_<custom>` schemas map to each other; by label as well as by name
+        daily = diff.compare(f"{base}_marts", "daily")
+        assert daily.label == f"{user}_marts.daily" and not daily.differs
+        assert not diff.compare(f"{user}_marts", "daily").differs
+        gone = diff.compare(base, "gone")
+        assert gone.base is not None and gone.cand is None and gone.differs
