@@ -174,6 +174,9 @@ class DbtHarness:
             project_dir, _ = self._sandbox_paths(workspace, event)
         except HarnessError as exc:
             return Screening.nothing(str(exc))
+        with contextlib.suppress(PatchitError):  # verify() says what is wrong with the profile
+            if is_postgres(resolve_dbt_target(event).output):
+                return Screening.nothing("a Postgres target has no local clone to bind SQL in")
         project = PurePosixPath(project_dir.relative_to(workspace.root).as_posix())
         return self.screener.screen(Where(workspace.root, project, workspace.snapshot), event,
                                     changed)  # fmt: skip

@@ -46,7 +46,8 @@ def test_check_schemas_accepts_the_sandbox_and_its_custom_schemas() -> None:
 @pytest.mark.parametrize("where", ["analytics", "marts", "patchit_0123456789abc", "patchit_x"])
 def test_check_schemas_refuses_a_build_outside_the_sandbox(where: str) -> None:
     listing = "\n".join([_line("model.shop.orders", SCHEMA), _line("model.shop.daily", where)])
-    with pytest.raises(HarnessError, match=f"model.shop.daily would be built into schema '{where}'"):
+    said = f"model.shop.daily would be built into schema '{where}'"
+    with pytest.raises(HarnessError, match=said):
         check_schemas(listing, SCHEMA)
 
 
