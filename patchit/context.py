@@ -66,6 +66,8 @@ class Context:
         """Stop what the plugins started (warm runtimes, model sessions)."""
         for harness in self.harnesses:
             harness.close()
+            for line in getattr(harness, "notices", ()):  # what it could not clean up
+                self.say(line)
         for strategy in self.strategies:
             strategy.close()
 

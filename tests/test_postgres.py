@@ -154,6 +154,9 @@ def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
     fixed = git(repo, "show", f"{branch}:{DAILY}")
     assert "sum(amount) as revenue" in fixed
     assert "data check: same as baseline" in res.stderr
+    report = Path(incident["report_md"]).read_text()
+    assert "; Postgres: built in schema patchit_" in report
+    assert "upstream read live from the user's relations (--defer)" in report
     # The user's schema, its relations, rows and checksums: untouched; no sandbox left behind
     assert _schema_state(pg, schema) == before
     assert _sandbox_schemas(pg) == []

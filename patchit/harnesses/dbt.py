@@ -227,7 +227,7 @@ class DbtHarness:
             output=output,
             failures=failures,
             duration_ms=int((time.monotonic() - started) * 1000),
-            isolation=sandbox.describe(),
+            isolation=sandbox.describe() + _warehouse_note(box),
             fidelity="runtime",
             limit_hit=limit,
             outputs={"pg_schema": box.pg_schema} if box.pg_schema else {},
@@ -512,3 +512,15 @@ class DbtHarness:
         results = read_run_results(run_results)
         exception = None if returncode in (0, 1) else f"dbt exited with code {returncode}"
         return DbtOutcome(success=returncode == 0, exception=exception, results=results)
+
+
+def _warehouse_note(box: DbtSandbox) -> str:
+    """What the isolation line adds for a server warehouse: where the run wrote and read."""
+    if box.pg_schema is None:
+        return ""
+    upstream = (
+        "read live from the user's relations (--defer)"
+        if "--defer" in box.args
+        else ("built in the sandbox schema too (no manifest to defer to)")
+    )
+    return f"; Postgres: built in schema {box.pg_schema}, dropped afterwards; upstream {upstream}"
