@@ -17,7 +17,9 @@ from typing import Any
 from patchit.errors import HarnessError
 from patchit.sandbox.postgres import PgWarehouse, sandbox_schema
 
-BUILT = ("model", "seed", "snapshot")
+# What the guard lists: what a build writes, and tests (their stored failures are written to
+# `<schema>_dbt_test__audit`, named by the same macro)
+BUILT = ("model", "seed", "snapshot", "test")
 
 
 class PgSchemas:
@@ -61,7 +63,7 @@ class PgSchemas:
 
 def listing_args(build_args: list[str]) -> list[str]:
     """`dbt ls` over what `build_args` (a `dbt build ...` argv) selects, one JSON object per
-    model, seed and snapshot with its schema."""
+    model, seed, snapshot and test with its schema."""
     assert build_args and build_args[0] == "build"
     args = ["ls", *build_args[1:]]
     for kind in BUILT:
@@ -71,7 +73,8 @@ def listing_args(build_args: list[str]) -> list[str]:
 
 def check_schemas(listing: str, schema: str) -> int:
     """The number of nodes `dbt ls` listed, all of them in `schema` or one of dbt's
-    `<schema>_<custom>` schemas; HarnessError naming the first that is not."""
+    `<schema>_<custom>` schemas; HarnessError naming the first that is not, or when it listed
+    nothing (the selection always holds the failed node: an empty listing was not read)."""
     count = 0
     for line in listing.splitlines():
         line = line.strip()
@@ -90,4 +93,6 @@ def check_schemas(listing: str, schema: str) -> int:
                 f"{node['unique_id']} would be built into schema {where!r}, outside patchit's "
                 f"sandbox schema {schema!r} (a custom generate_schema_name?); refusing to build"
             )
+    if count == 0:
+        raise HarnessError("dbt ls listed no node of the sandbox build; refusing to build blind")
     return count

@@ -27,7 +27,7 @@ def test_listing_args_list_what_the_build_selects() -> None:
     build = ["build", "--select", "orders+", "--defer", "--state", "/s", "--target-path", "/t"]
     args = listing_args(build)
     assert args[:7] == ["ls", "--select", "orders+", "--defer", "--state", "/s", "--target-path"]
-    assert args.count("--resource-type") == 3
+    assert args.count("--resource-type") == 4
     assert args[-5:] == ["--output", "json", "--output-keys", "unique_id", "schema"]
 
 
@@ -41,6 +41,8 @@ def test_check_schemas_accepts_the_sandbox_and_its_custom_schemas() -> None:
         ]
     )
     assert check_schemas(listing, SCHEMA) == 2
+    with pytest.raises(HarnessError, match="listed no node"):
+        check_schemas("20:01:02  Running with dbt=1.11.0\n", SCHEMA)
 
 
 @pytest.mark.parametrize("where", ["analytics", "marts", "patchit_0123456789abc", "patchit_x"])
