@@ -213,3 +213,12 @@ def test_a_snowflake_target_is_named_in_one_line_as_unsupported(project: Path) -
     assert said is not None and "\n" not in said
     assert said.startswith("profile 'shop', target 'sf' in ")
     assert "Snowflake sandboxes are not supported yet (DuckDB and Postgres only" in said
+
+
+def test_the_loop_escalates_only_the_warehouses_without_a_sandbox(project: Path) -> None:
+    from patchit.loop import _unsupported_warehouse
+
+    assert _unsupported_warehouse(make_event(project, project)) is None
+    assert _unsupported_warehouse(make_event(project, project, target="pg")) is None
+    said = _unsupported_warehouse(make_event(project, project, target="sf"))
+    assert said is not None and "Snowflake sandboxes are not supported yet" in said
