@@ -11,14 +11,23 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchit.bench.corpus_judge import ScenarioResult, judge
-from patchit.bench.corpus_model import AIRFLOW_KINDS, Scenario, load_corpus, projects_dir
+from patchit.bench.corpus_model import (
+    AIRFLOW_KINDS,
+    Scenario,
+    Warehouse,
+    load_corpus,
+    projects_dir,
+)
+from patchit.bench.corpus_pg import PgBench
 from patchit.bench.corpus_report import CorpusSummary, summarise, write_results
 from patchit.bench.corpus_run import run_scenario
 from patchit.bench.corpus_runtimes import migrate_airflow_template
+from patchit.bench.pg_server import pg_cluster
 from patchit.errors import BadInputError
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -50,16 +59,56 @@ def run_corpus(
     workdir: Path | None = None,
     results_dir: Path | None = None,
     say: Say = print,
+    warehouse: Warehouse = "duckdb",
 ) -> CorpusRun:
-    """Run the scenarios (all, or those named in `only`); write results when asked."""
+    """Run the scenarios (all, or those named in `only`); write results when asked. With
+    `warehouse="postgres"`, the dbt scenarios that make sense there run on a throw-away
+    PostgreSQL cluster (results `latest-postgres.*`)."""
     corpus = corpus_dir or default_corpus()
     scenarios = load_corpus(corpus, only)
     projects = projects_dir(corpus)
     for scenario in scenarios:
         if not (projects / scenario.project).is_dir():
             raise BadInputError(f"{scenario.path}: no base project {projects / scenario.project}")
+    if warehouse == "postgres":
+        scenarios = [s for s in scenarios if s.kind == "dbt" and "postgres" in s.warehouses]
+        if not scenarios:
+            raise BadInputError(
+                "none of the chosen scenarios runs on Postgres (dbt scenarios whose "
+                "`warehouses` list postgres); pick others with --only"
+            )
     base = workdir or Path(tempfile.mkdtemp(prefix="patchit-bench-"))
     base.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        pg = None
+        if warehouse == "postgres":
+            say("starting a throw-away PostgreSQL cluster for the dbt scenarios")
+            pg = PgBench(stack.enter_context(pg_cluster()))
+            projects = _retargeted(pg, projects, scenarios, base / "projects-postgres")
+        results = _run_all(scenarios, projects, base, workdir is None, say, pg)
+    summary = summarise(results)
+    json_path = md_path = None
+    if results_dir is not None:
+        stem = ("latest" if only is None else "subset") + ("" if pg is None else "-postgres")
+        json_path, md_path = write_results(results, summary, results_dir, stem)
+    return CorpusRun(results, summary, json_path, md_path)
+
+
+def _retargeted(pg: PgBench, projects: Path, scenarios: list[Scenario], dest: Path) -> Path:
+    for name in sorted({s.project for s in scenarios}):
+        if not (dest / name).is_dir():
+            pg.retarget(projects / name, dest / name)
+    return dest
+
+
+def _run_all(
+    scenarios: list[Scenario],
+    projects: Path,
+    base: Path,
+    throwaway: bool,
+    say: Say,
+    pg: PgBench | None,
+) -> list[ScenarioResult]:
     try:
         template = _airflow_template(scenarios, base, say)
         results = []
@@ -71,21 +120,16 @@ def run_corpus(
                 shutil.rmtree(work)
             work.mkdir()
             result = judge(run_scenario(scenario, projects / scenario.project, work, template,
-                                       good_cache))  # fmt: skip
+                                       good_cache, pg))  # fmt: skip
             say(f"    {result.outcome} {result.classification or '-'}: "
                 f"{'pass' if result.passed else 'FAIL'} ({result.reason})")  # fmt: skip
             results.append(result)
-            if workdir is None:
+            if throwaway:
                 _clean(work, keep=set(good_cache.values()))
     finally:
-        if workdir is None:
+        if throwaway:
             shutil.rmtree(base, ignore_errors=True)
-    summary = summarise(results)
-    json_path = md_path = None
-    if results_dir is not None:
-        stem = "latest" if only is None else "subset"
-        json_path, md_path = write_results(results, summary, results_dir, stem)
-    return CorpusRun(results, summary, json_path, md_path)
+    return results
 
 
 def _airflow_template(scenarios: list[Scenario], base: Path, say: Say) -> Path | None:

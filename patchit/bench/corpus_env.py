@@ -179,16 +179,18 @@ def tree_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
-def tree_state(repo: Path, user_data: Path) -> dict[str, object]:
+def tree_state(repo: Path, user_data: Path, data: str | None = None) -> dict[str, object]:
     """What "untouched" compares: status with ignored files, HEAD, branch, worktrees and the
-    user's data (database content or output files)."""
+    user's data (database content or output files; `data`: its hash, read elsewhere)."""
     main = str(repo.resolve())
     other_worktrees = [
         path
         for line in git(repo, "worktree", "list", "--porcelain").splitlines()
         if line.startswith("worktree ") and (path := line.split(" ", 1)[1]) != main
     ]
-    data = db_content_hash(user_data) if user_data.suffix == ".duckdb" else tree_hash(user_data)
+    if data is None:
+        duckdb = user_data.suffix == ".duckdb"
+        data = db_content_hash(user_data) if duckdb else tree_hash(user_data)
     return {
         "status": git(repo, "status", "--porcelain", "--ignored", "--untracked-files=all"),
         "head": git(repo, "rev-parse", "HEAD"),

@@ -19,6 +19,8 @@ from patchit.errors import BadInputError
 
 Kind = Literal["dbt", "airflow_callback", "airflow_scan"]
 Expect = Literal["fixed", "escalated", "refused"]
+Warehouse = Literal["duckdb", "postgres"]
+WAREHOUSES: tuple[Warehouse, ...] = ("duckdb", "postgres")
 FailureClassName = Literal[
     "code_bug", "env_mismatch", "dependency_issue", "infra_issue", "data_issue", "unknown"
 ]
@@ -85,6 +87,10 @@ class Scenario(BaseModel):
         default_factory=dict, description='for the broken runs only; "" unsets the variable'
     )
     hold_db_lock: bool = False
+    warehouses: list[Warehouse] = Field(
+        default_factory=lambda: list(WAREHOUSES),
+        description="where a dbt scenario makes sense (`bench --warehouse postgres`)",
+    )
     edits: list[Edit]
     check: HiddenCheck
     path: Path | None = None

@@ -101,19 +101,36 @@ def summary_lines(s: CorpusSummary) -> list[str]:
     ]
 
 
-def markdown(results: list[ScenarioResult], summary: CorpusSummary) -> str:
+def outcomes_in(path: Path) -> dict[str, str] | None:
+    """Each scenario's outcome in an earlier results file (None: there is none)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {str(s["name"]): str(s["outcome"]) for s in data["scenarios"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def markdown(
+    results: list[ScenarioResult],
+    summary: CorpusSummary,
+    duckdb: dict[str, str] | None = None,
+) -> str:
+    """The summary and a row per scenario; with `duckdb` (a Postgres run), a column with
+    each scenario's outcome on DuckDB (from latest.json) beside it."""
+    beside = " duckdb |" if duckdb is not None else ""
     head = (
-        "| scenario | kind | expected | outcome | class | attempts | tiers | tokens "
+        f"| scenario | kind | expected |{beside} outcome | class | attempts | tiers | tokens "
         "| time s | hidden check | untouched | pass |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|"
+        f"|---|---|---|{'---|' if beside else ''}---|---|---|---|---|---|---|---|---|"
     )
     rows = []
     for r in results:
         expected = r.expect if r.expect == "fixed" else f"{r.expect} {r.expect_class}"
         if r.trap:
             expected += " (trap)"
+        other = f" {duckdb.get(r.name, '-')} |" if duckdb is not None else ""
         rows.append(
-            f"| {r.name} | {r.kind} | {expected} | {r.outcome} | {r.classification or '-'} "
+            f"| {r.name} | {r.kind} | {expected} |{other} {r.outcome} | {r.classification or '-'} "
             f"| {r.attempts} | {','.join(map(str, r.tiers)) or '-'} | {r.tokens} "
             f"| {_fmt_s(r.time_to_final_s)} | {r.hidden_check} "
             f"| {'yes' if r.untouched else 'NO'} | {'yes' if r.passed else 'no'} |"

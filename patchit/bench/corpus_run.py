@@ -29,6 +29,7 @@ from patchit.bench.corpus_env import (
     tree_state,
 )
 from patchit.bench.corpus_model import Scenario, apply_edits
+from patchit.bench.corpus_pg import PgBench
 from patchit.bench.corpus_runtimes import BenchRuntime
 
 
@@ -93,14 +94,16 @@ def run_scenario(
     work: Path,
     airflow_template: Path | None,
     good_cache: GoodCache | None = None,
+    pg: PgBench | None = None,
 ) -> Observation:
     """Run `scenario` in `work` (a fresh directory); never raises for a scenario's failure.
 
     `good_cache` maps a good-run key to a good checkout already run (kept by the caller
-    for the whole corpus run); without it, the good run happens in `work`.
+    for the whole corpus run); without it, the good run happens in `work`. With `pg`, a dbt
+    scenario runs on Postgres (`project` is then the copy `PgBench.retarget` made).
     """
     obs = Observation(scenario)
-    runtime = BenchRuntime(scenario, work, airflow_template)
+    runtime = BenchRuntime(scenario, work, airflow_template, pg)
     try:
         _observe(obs, runtime, project, work, {} if good_cache is None else good_cache)
     except Exception as exc:  # one broken scenario must not stop the corpus
@@ -140,10 +143,14 @@ def _observe(
         plain = plain_future.result()
     obs.broken_fails = plain.code != 0
     obs.plain_tail = plain.tail(800)
-    obs.reference_state = tree_state(reference, runtime.user_data(reference))
+    obs.reference_state = tree_state(
+        reference, runtime.user_data(reference), runtime.data_hash(reference)
+    )
     obs.patchit_wall_s = sum(p.wall_s for p in procs)
     obs.patchit_tail = "\n".join(_describe(p) for p in procs)
-    obs.user_state = tree_state(user, runtime.user_data(user))  # before any worktree of ours
+    obs.user_state = tree_state(
+        user, runtime.user_data(user), runtime.data_hash(user)
+    )  # before any worktree of ours
     mine = str(user.resolve())
     obs.incidents = [i for i in incidents(home, work) if i.get("repo_path") == mine]
     for incident in obs.incidents:
@@ -152,6 +159,10 @@ def _observe(
         if incident.get("status") == "fixed" and incident.get("branch"):
             obs.branches.append(_check_branch(runtime, user, str(incident["branch"]),
                                               incident_id, work))  # fmt: skip
+
+
+def _state(runtime: BenchRuntime, repo: Path) -> dict[str, object]:
+    return tree_state(repo, runtime.user_data(repo), runtime.data_hash(repo))
 
 
 def _check_branch(

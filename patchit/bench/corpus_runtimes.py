@@ -20,21 +20,33 @@ import yaml
 
 from patchit.bench.corpus_env import Proc, base_env, duckdb_lock, run, tool
 from patchit.bench.corpus_model import AIRFLOW_KINDS, Scenario
+from patchit.bench.corpus_pg import PgBench
 
 
 class BenchRuntime:
     """Runs of one scenario in a scratch dir `work` (Airflow homes are made there)."""
 
-    def __init__(self, scenario: Scenario, work: Path, airflow_template: Path | None) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        work: Path,
+        airflow_template: Path | None,
+        pg: PgBench | None = None,
+    ) -> None:
         self.scenario = scenario
         self.work = work
         self.airflow_template = airflow_template
+        self.pg = pg  # dbt on Postgres: each checkout builds into its own schema
         self._homes = itertools.count(1)
 
     # -- environments ------------------------------------------------------------------
 
-    def env(self, broken: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
+    def env(
+        self, broken: bool, extra: dict[str, str] | None = None, repo: Path | None = None
+    ) -> dict[str, str]:
         values = dict(self.scenario.env)
+        if self.pg is not None and repo is not None:
+            values.update(self.pg.env(repo))
         if broken:
             values.update(self.scenario.broken_env)
         values.update(extra or {})
@@ -62,6 +74,8 @@ class BenchRuntime:
         """The user's database file (dbt) or output directory (Airflow)."""
         if self.scenario.kind in AIRFLOW_KINDS:
             return repo / "output"
+        if self.pg is not None:
+            return repo  # the data is in the checkout's schema: `data_hash` reads it
         profiles = yaml.safe_load((repo / "profiles.yml").read_text())
         profile = next(iter(profiles.values()))
         return repo / str(profile["outputs"][profile["target"]]["path"])
@@ -76,15 +90,16 @@ class BenchRuntime:
         if self.scenario.kind != "dbt":
             return None
         if home is None:
-            return run([tool("dbt"), "build"], self.env(broken=False), repo)
+            return run([tool("dbt"), "build"], self.env(broken=False, repo=repo), repo)
         cmd = [tool("patchit"), "dbt", "--", "build"]
-        return run(cmd, self.env(broken=False, extra={"PATCHIT_HOME": str(home)}), repo)
+        env = self.env(broken=False, extra={"PATCHIT_HOME": str(home)}, repo=repo)
+        return run(cmd, env, repo)
 
     def plain_run(self, repo: Path) -> Proc:
         """The broken commit run as a user runs it without patchit."""
         if self.scenario.kind == "dbt":
             with self._maybe_locked(repo):
-                return run([tool("dbt"), "build"], self.env(broken=True), repo)
+                return run([tool("dbt"), "build"], self.env(broken=True, repo=repo), repo)
         return self._dags_test(repo, broken=True, extra={"PATCHIT_CALLBACK_DISABLED": "1"})
 
     def patchit_run(self, repo: Path, home: Path) -> list[Proc]:
@@ -93,7 +108,7 @@ class BenchRuntime:
         if self.scenario.kind == "dbt":
             with self._maybe_locked(repo):
                 cmd = [tool("patchit"), "dbt", "--", "build"]
-                return [run(cmd, self.env(broken=True, extra=with_home), repo)]
+                return [run(cmd, self.env(broken=True, extra=with_home, repo=repo), repo)]
         procs: list[Proc] = []
         if self.scenario.kind == "airflow_callback":
             procs.append(self._dags_test(repo, broken=True, extra=with_home))
@@ -107,18 +122,28 @@ class BenchRuntime:
         return procs
 
     def run_from_scratch(self, checkout: Path, broken: bool) -> Proc:
-        """Run a checkout with no earlier state (fresh DuckDB file / AIRFLOW_HOME)."""
+        """Run a checkout with no earlier state (fresh DuckDB file or schema / AIRFLOW_HOME)."""
         if self.scenario.kind == "dbt":
-            return run([tool("dbt"), "build"], self.env(broken), checkout)
+            if self.pg is not None:
+                self.pg.drop(checkout)
+            return run([tool("dbt"), "build"], self.env(broken, repo=checkout), checkout)
         return self._dags_test(checkout, broken, extra={"PATCHIT_CALLBACK_DISABLED": "1"})
 
     def read_check(self, checkout: Path) -> Any:
         """The hidden check's value in a checkout that was run (None: no value)."""
         check = self.scenario.check
         if self.scenario.kind == "dbt":
+            if self.pg is not None:
+                return self.pg.query(checkout, check.sql or "")
             db = self.user_data(checkout)
             return query_rows(db, check.sql or "") if db.exists() else None
         return read_output(checkout / (check.file or ""))
+
+    def data_hash(self, repo: Path) -> str | None:
+        """The user's data as "untouched" compares it, when it is not a file here (Postgres)."""
+        if self.pg is not None and self.scenario.kind == "dbt":
+            return self.pg.content_hash(repo)
+        return None
 
     def migrate_needed(self) -> bool:
         return self.scenario.kind in AIRFLOW_KINDS

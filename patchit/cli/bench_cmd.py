@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from patchit.bench.corpus_model import Warehouse
 from patchit.cli.context import say
 
 
@@ -22,6 +23,11 @@ from patchit.cli.context import say
 @click.option("--results", "results_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where the corpus run writes latest.json/.md (subset.* with --only); "
                    "default: benchmarks/results beside the corpus.")  # fmt: skip
+@click.option("--warehouse", type=click.Choice(["duckdb", "postgres"]), default="duckdb",
+              show_default=True,
+              help="Where the corpus's dbt scenarios run: postgres runs those that make sense "
+                   "there on a throw-away PostgreSQL cluster (results latest-postgres.*), "
+                   "beside DuckDB's outcomes from latest.json.")  # fmt: skip
 @click.option("--memory", "memory_perf", is_flag=True,
               help="Time the repeat-diff lookup with --attempts attempts stored.")  # fmt: skip
 @click.option("--attempts", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
@@ -53,6 +59,7 @@ def bench(
     corpus_dir: Path | None,
     only: tuple[str, ...],
     results_dir: Path | None,
+    warehouse: str,
     memory_perf: bool,
     attempts: int,
     perf: bool,
@@ -74,7 +81,7 @@ def bench(
         _memory(attempts, runs, as_json, workdir)
         return
     if not perf and not airflow:
-        _corpus(corpus_dir, only, results_dir, as_json, workdir)
+        _corpus(corpus_dir, only, results_dir, as_json, workdir, warehouse)
         return
     both = perf and airflow
     reports: dict[str, str] = {}
@@ -109,16 +116,22 @@ def _corpus(
     results_dir: Path | None,
     as_json: bool,
     workdir: Path | None,
+    warehouse: str,
 ) -> None:
     from patchit.bench import corpus
-    from patchit.bench.corpus_report import markdown, summary_lines, to_json
+    from patchit.bench.corpus_report import markdown, outcomes_in, summary_lines, to_json
 
     names = [n.strip() for item in only for n in item.split(",") if n.strip()] or None
     source = corpus_dir or corpus.default_corpus()
     out = results_dir or source.parent / "results"
-    run = corpus.run_corpus(source, names, workdir=workdir, results_dir=out, say=say)
+    chosen: Warehouse = "postgres" if warehouse == "postgres" else "duckdb"
+    run = corpus.run_corpus(
+        source, names, workdir=workdir, results_dir=out, say=say, warehouse=chosen
+    )
     if as_json:
         click.echo(json.dumps(to_json(run.results, run.summary), indent=2))
+    elif chosen == "postgres":  # beside what DuckDB did with the same scenarios
+        click.echo(markdown(run.results, run.summary, outcomes_in(out / "latest.json")))
     else:
         click.echo(markdown(run.results, run.summary))
     for line in summary_lines(run.summary):
