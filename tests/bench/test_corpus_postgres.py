@@ -1,0 +1,35 @@
+"""The corpus on Postgres (`patchit bench --warehouse postgres`): two dbt scenarios through the
+real runner on a throw-away PostgreSQL cluster, one of each verdict. The full run is
+`patchit bench --warehouse postgres`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ON_POSTGRES = ("dbt_column_typo", "dbt_data_null_country")
+
+
+def test_a_fix_and_an_escalation_on_postgres_match_duckdb(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "patchit", "bench", "--warehouse", "postgres",
+         "--only", ",".join(ON_POSTGRES), "--json", "--results", str(results)],
+        capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {row["name"]: row for row in json.loads(proc.stdout)["scenarios"]}
+    fixed, escalated = rows["dbt_column_typo"], rows["dbt_data_null_country"]
+    assert (fixed["outcome"], fixed["hidden_check"]) == ("fixed", "match"), fixed["reason"]
+    assert (escalated["outcome"], escalated["classification"]) == ("escalated", "data_issue")
+    assert all(row["untouched"] and row["error"] is None for row in rows.values())
+    assert "starting a throw-away PostgreSQL cluster" in proc.stderr
+    assert (results / "subset-postgres.json").is_file()
+    assert not (results / "subset.json").exists()  # DuckDB's results are left alone
