@@ -175,6 +175,10 @@ def _sandbox(ctx: Context, repo: Path, incident_id: str) -> Iterator[Path]:
     try:
         yield sandbox
     finally:
+        for harness in ctx.harnesses:  # e.g. the incident's Postgres sandbox schemas
+            release = getattr(harness, "release", None)  # a plugin written before release()
+            if release is not None:
+                release(sandbox)
         shutil.rmtree(sandbox, ignore_errors=True)
 
 

@@ -301,6 +301,9 @@ class AirflowHarness:
     def warm_up(self, event: UniversalFailureEvent | None = None) -> None:
         """Nothing to start ahead of the first verify."""
 
+    def release(self, area: Path) -> None:
+        """Nothing outside the filesystem to release."""
+
     def close(self) -> None:
         with self._lock:
             if self._parent is not None:

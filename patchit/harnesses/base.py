@@ -60,6 +60,8 @@ class Harness(Protocol):
       `Screening.nothing(why)`. Only survivors are verified: the screen never replaces verify;
     - `verify(workspace, event)`: a failing pipeline is `Verification(passed=False)`; raise
       `HarnessError` only when the harness could not run at all;
+    - `release(area)`: the incident whose workspaces are under `area` is over: drop what was
+      made for them outside the filesystem (a Postgres sandbox schema); the runtime stays warm;
     - `close()`: stop what it started (idempotent).
     """
 
@@ -76,5 +78,7 @@ class Harness(Protocol):
     ) -> Screening: ...
 
     def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification: ...
+
+    def release(self, area: Path) -> None: ...
 
     def close(self) -> None: ...

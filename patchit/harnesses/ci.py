@@ -117,6 +117,9 @@ class CiHarness:
             limit_hit=None if passed else limit,
         )
 
+    def release(self, area: Path) -> None:
+        """Nothing outside the filesystem to release."""
+
     def close(self) -> None:
         """Nothing to release: every step is its own process."""
 

@@ -210,6 +210,9 @@ class ComposeHarness:
         with contextlib.suppress(DockerException):
             client.container.remove(container, force=True)
 
+    def release(self, area: Path) -> None:
+        """Nothing outside the filesystem to release."""
+
     def close(self) -> None:
         """Take down this harness's compose project (containers, network, volumes)."""
         plan, self._used = self._used, None

@@ -233,6 +233,11 @@ class DbtHarness:
             outputs={"pg_schema": box.pg_schema} if box.pg_schema else {},
         )
 
+    def release(self, area: Path) -> None:
+        """Drop the Postgres sandbox schemas of the workspaces under `area` (the incident is
+        over); the warm worker stays for the next incident."""
+        self.notices += self._pg.release(area)
+
     def close(self) -> None:
         """Stop the worker and drop the caches. A worker still importing dbt (a background
         start nothing needed: no candidate reached verify) is killed at once, not awaited."""

@@ -27,7 +27,7 @@ class PgSchemas:
 
     def __init__(self) -> None:
         self._warehouses: dict[str, PgWarehouse] = {}
-        self._made: list[tuple[PgWarehouse, str]] = []
+        self._made: list[tuple[PgWarehouse, str, Path]] = []  # and the scratch it is for
 
     def warehouse(self, output: dict[str, Any]) -> PgWarehouse:
         key = json.dumps(output, sort_keys=True, default=str)
@@ -41,19 +41,29 @@ class PgSchemas:
         warehouse = self.warehouse(output)
         schema = sandbox_schema(scratch)
         warehouse.reset(schema)
-        if (warehouse, schema) not in self._made:
-            self._made.append((warehouse, schema))
+        if all(made[1] != schema for made in self._made):
+            self._made.append((warehouse, schema, scratch.resolve()))
         return schema, warehouse.relations()
 
-    def close(self) -> list[str]:
-        """Drop every schema made; returns a line per schema that could not be dropped."""
+    def release(self, area: Path | None = None) -> list[str]:
+        """Drop the schemas made for scratch dirs under `area` (all: None); returns a line per
+        schema that could not be dropped."""
         problems: list[str] = []
-        for warehouse, schema in self._made:
+        kept: list[tuple[PgWarehouse, str, Path]] = []
+        for warehouse, schema, scratch in self._made:
+            if area is not None and not scratch.is_relative_to(area.resolve()):
+                kept.append((warehouse, schema, scratch))
+                continue
             try:
                 warehouse.drop(schema)
             except HarnessError as exc:
                 problems.append(f"sandbox schema {schema} was not dropped: {exc}")
-        self._made.clear()
+        self._made = kept
+        return problems
+
+    def close(self) -> list[str]:
+        """Drop every schema made; returns a line per schema that could not be dropped."""
+        problems = self.release()
         for warehouse in self._warehouses.values():
             with contextlib.suppress(Exception):
                 warehouse.close()

@@ -176,6 +176,9 @@ class FakeHarness:
         self.calls.append(FakeCall(event, workspace.root, result, files))
         return result
 
+    def release(self, area: Path) -> None:
+        """Nothing outside the filesystem to release."""
+
     def close(self) -> None:
         self.closed += 1
 

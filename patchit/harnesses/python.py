@@ -177,6 +177,9 @@ class PythonHarness:
             limit_hit=run.limit_hit,
         )
 
+    def release(self, area: Path) -> None:
+        """Nothing outside the filesystem to release."""
+
     def close(self) -> None:
         """Nothing to release: every run is its own process."""
 

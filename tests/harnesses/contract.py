@@ -2,9 +2,10 @@
 
 Four properties, whatever the runtime: it passes a good unit; it fails a broken one with the
 error captured in its output; it honours its time limit; it leaves the user's tree alone. And
-the loop drives it only through its protocol: configure, warm up, screen, verify, close. Its
-screen never rejects a good unit, rejects a broken one only where the case says this harness's
-screen can be sure of it (with the runtime's error), and writes nothing in the user's tree.
+the loop drives it only through its protocol: configure, warm up, screen, verify, release,
+close. Its screen never rejects a good unit, rejects a broken one only where the case says this
+harness's screen can be sure of it (with the runtime's error), and writes nothing in the user's
+tree.
 
 A harness's test module subclasses `HarnessContract` and provides three fixtures:
 `harness` (a ready instance), `slow_harness` (the same harness with `timeout_s=3`), and
@@ -74,9 +75,10 @@ class HarnessContract:
     def test_configure_warm_up_and_close_as_the_loop_calls_them(
         self, harness: Harness, make_case: MakeCase
     ) -> None:
-        make_case("good")
+        case = make_case("good")
         harness.configure(PatchitConfig.model_validate({"loop": {"harness_timeout_s": 120}}))
-        harness.warm_up()  # never raises; a runtime that cannot start is verify's answer
+        harness.warm_up(case.event)  # never raises: a runtime that cannot start is verify's answer
+        harness.release(case.user_repo.parent / "sandboxes" / "no-such-incident")  # nothing made
         harness.close()
         harness.close()  # idempotent
 

@@ -5,6 +5,7 @@ comparison of two sandbox schemas inside the server."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,19 @@ def test_two_sandbox_schemas_are_compared_inside_the_server(pg: PgCluster) -> No
         assert not diff.compare(f"{user}_marts", "daily").differs
         gone = diff.compare(base, "gone")
         assert gone.base is not None and gone.cand is None and gone.differs
+
+
+def test_an_incidents_schemas_are_dropped_when_it_ends_and_the_rest_on_close(
+    pg: PgCluster, tmp_path: Path
+) -> None:
+    from patchit.harnesses.dbt_pg import PgSchemas
+
+    user, _, _ = _names(next(_N))
+    schemas = PgSchemas()
+    one, _ = schemas.place(pg.profile(user), tmp_path / "sandboxes" / "inc-1" / "candidate-1")
+    two, _ = schemas.place(pg.profile(user), tmp_path / "sandboxes" / "inc-2" / "candidate-1")
+    assert {one, two} <= _schemas(pg)
+    assert schemas.release(tmp_path / "sandboxes" / "inc-1") == []
+    assert one not in _schemas(pg) and two in _schemas(pg)
+    assert schemas.close() == []
+    assert two not in _schemas(pg)
