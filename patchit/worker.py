@@ -29,7 +29,7 @@ from patchit.errors import BadInputError, MemoryStoreError, PatchitError, SpoolE
 from patchit.events.model import FailureSource, UniversalFailureEvent, validate_event
 from patchit.inputs import parse_json
 from patchit.intake.airflow_dbt import dbt_events_from_airflow
-from patchit.intake.spool import Spool, SpooledEvent, spool_path
+from patchit.intake.spool import Spool, SpooledEvent, spool_where
 from patchit.intake.storm import storm_class, storm_key
 from patchit.liveness import run_owner
 from patchit.loop import heal_group
@@ -38,6 +38,7 @@ from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.recovery import sweep_dead_runs
 from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import repo_root, run_git
+from patchit.state.pg import StateDbError
 
 NO_REPO = (
     "not healed: no git repository holding the failing commit is known for this task "
@@ -139,12 +140,14 @@ class Worker:
                     for ctx in self._contexts.values():
                         ctx.close()
                     self._contexts.clear()
-        except sqlite3.Error as exc:  # the memory's are MemoryStoreError: this is the spool's
+        except (sqlite3.Error, StateDbError) as exc:  # the memory's are MemoryStoreError
             raise SpoolError(
-                f"{spool_path(self.home)}: the spool could not be used ({exc}); "
+                f"{spool_where(self.home)}: the spool could not be used ({exc}); "
                 + (
                     "retry when the process holding it is done"
-                    if "locked" in str(exc)
+                    if "locked" in str(exc) or getattr(exc, "busy", False)
+                    else "check the state server, then retry"
+                    if isinstance(exc, StateDbError)
                     else "the next worker run checks it and moves it aside if it is damaged"
                 )
             ) from exc

@@ -195,7 +195,7 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         rows = self._rows(_INCIDENT_SELECT + "where i.id = ?", (incident_id,))
         if not rows:
             raise BadInputError(
-                f"incident {incident_id!r} not found in {self.path}; "
+                f"incident {incident_id!r} not found in {self.where}; "
                 "run `patchit incidents` to list them"
             )
         return Incident.model_validate(rows[0])
