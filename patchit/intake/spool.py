@@ -187,10 +187,10 @@ class Spool:
         cls, home: Path, busy_timeout_s: float = WORKER_BUSY_TIMEOUT_S, check: bool = False
     ) -> Spool:
         path = spool_path(home)
-        path.parent.mkdir(parents=True, exist_ok=True)
         url = state_url(home)
         if url is not None:
             return cls.on_postgres(url, path, busy_timeout_s)
+        path.parent.mkdir(parents=True, exist_ok=True)
         return cls(path, busy_timeout_s, check)
 
     @classmethod

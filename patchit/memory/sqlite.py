@@ -35,7 +35,7 @@ from patchit.errors import BadInputError, MemoryStoreError
 from patchit.memory.migrations import apply_migrations
 from patchit.memory.runlog import DB_RELATIVE_PATH as DB_RELATIVE_PATH  # re-exported
 from patchit.state.pg import MEMORY_LOCK_KEY, StateDbError
-from patchit.state.url import StateUrlError, mask_url, state_url
+from patchit.state.url import mask_url, state_url
 
 
 def now_utc() -> datetime:
@@ -100,10 +100,7 @@ class SqliteStore:
         """Open (creating directories and schema) `<home>/memory/attempts.sqlite3`, or the
         deployment's Postgres state when it has a state URL."""
         path = home / DB_RELATIVE_PATH
-        try:
-            url = state_url(home)
-        except StateUrlError as exc:
-            raise BadInputError(str(exc)) from exc
+        url = state_url(home)  # StateUrlError: a BadInputError, exit 2
         if url is not None:
             return cls.on_postgres(url, path, busy_timeout_s)
         try:

@@ -96,7 +96,7 @@ def connect(url: str, *, lock_timeout_s: float = 30.0,
     except psycopg2.Error as exc:
         why = " ".join(str(exc).split()) or type(exc).__name__
         raise StateUnavailableError(
-            f"state {mask_url(url)}: cannot connect ({why}); start the server or fix "
+            f"the state database {mask_url(url)}: cannot connect ({why}); start the server or fix "
             f"{STATE_URL_ENV} / [state] url in $PATCHIT_HOME/patchit.toml (unset both for the "
             "embedded SQLite state)"
         ) from exc

@@ -22,12 +22,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from patchit.errors import BadInputError
+
 STATE_URL_ENV = "PATCHIT_STATE_URL"
 DEPLOYMENT_FILE = "patchit.toml"
 SCHEMES = ("postgresql", "postgres")
 
 
-class StateUrlError(ValueError):
+class StateUrlError(BadInputError):
     """The state URL (or the deployment file holding it) is unusable; one line, masked."""
 
 
