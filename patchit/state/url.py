@@ -42,8 +42,8 @@ def read_deployment(home: Path) -> dict[str, Any]:
     path = deployment_file(home)
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
+    except (FileNotFoundError, NotADirectoryError):
+        return {}  # no file (an unusable home is reported by what opens it)
     except OSError as exc:
         raise StateUrlError(f"{path}: cannot read ({exc.strerror}); fix its permissions") from exc
     try:
