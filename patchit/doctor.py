@@ -208,8 +208,11 @@ def check_state(home: Path) -> Check:
                      "grant the role usage of the database and its schema")  # fmt: skip
     finally:
         raw.close()
-    tables = "spool and memory tables present" if memory and spool else "tables created by the "\
-        "first worker"
+    tables = (
+        "spool and memory tables present"
+        if memory and spool
+        else "tables created by the first worker"
+    )
     return Check("ok", "state", f"postgres {mask_url(url)} reachable (server {version}; {tables})")
 
 

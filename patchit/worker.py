@@ -29,6 +29,7 @@ from patchit.errors import BadInputError, MemoryStoreError, PatchitError, SpoolE
 from patchit.events.model import FailureSource, UniversalFailureEvent, validate_event
 from patchit.inputs import parse_json
 from patchit.intake.airflow_dbt import dbt_events_from_airflow
+from patchit.intake.checkouts import local_checkout
 from patchit.intake.spool import Spool, SpooledEvent, spool_where
 from patchit.intake.storm import storm_class, storm_key
 from patchit.liveness import run_owner
@@ -219,6 +220,11 @@ class Worker:
             batch.failed[row.id] = f"spool row {row.id}: {exc}"
             return
         try:
+            event = local_checkout(event, self.home)  # named by remote URL: this host's clone
+        except BadInputError as exc:
+            batch.failed[row.id] = str(exc)
+            return
+        try:
             converted = None
             if event.source is FailureSource.AIRFLOW:
                 converted = dbt_events_from_airflow(event)
@@ -325,6 +331,12 @@ class Worker:
         """Heal an open incident again whose run died, from its latest event."""
         events = memory.events_for(incident.id)
         event = events[-1] if events else None
+        if event is not None:
+            try:  # another host's worker may have stored it
+                event = local_checkout(event, self.home)
+            except BadInputError as exc:
+                self.say(f"incident {incident.id}: cannot resume here: {exc}")
+                return
         repo = event.repo_path if event else None
         if event is None or repo is None or not _has_commit(Path(repo), event.commit):
             if memory.claim_incident(incident.id, self.owner, ttl_s=60):

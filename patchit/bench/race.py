@@ -114,8 +114,11 @@ class RaceResult:
             f"{self.seconds:.1f} s: {self.spool.get('done', 0)} done, "
             f"{self.spool.get('bad', 0)} bad, {healed}/{self.causes} incidents healed once, "
             f"{dup} duplicate branches, {self.busy_errors} busy errors"
-            + (f", integrity {', '.join(f'{k} {v}' for k, v in self.integrity.items())}"
-               if self.integrity else "")
+            + (
+                f", integrity {', '.join(f'{k} {v}' for k, v in self.integrity.items())}"
+                if self.integrity
+                else ""
+            )
         )
 
 

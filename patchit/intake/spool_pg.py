@@ -125,4 +125,3 @@ def _requeue_dead(conn: PgConn, owner: str, is_dead: Callable[[str], bool]) -> i
         )
         requeued += cur.rowcount
     return requeued
-

@@ -73,9 +73,14 @@ def test_rows_insert_upsert_update_and_read_back(state_url: str) -> None:
         db.table("incidents").insert(incident)
         db.conn.execute("COMMIT")
         assert not db.conn.in_transaction
-        assert db.table("llm_calls").insert(
-            {"incident_id": "i1", "purpose": "propose", "outcome": "ok", "created_utc": "t"}
-        ).last_pk == 1
+        assert (
+            db.table("llm_calls")
+            .insert(
+                {"incident_id": "i1", "purpose": "propose", "outcome": "ok", "created_utc": "t"}
+            )
+            .last_pk
+            == 1
+        )
         db.table("last_good").upsert({"project_key": "p", "commit": "a", "updated_utc": "t"},
                                      pk="project_key")  # fmt: skip
         db.table("last_good").upsert({"project_key": "p", "commit": "b", "updated_utc": "t"},

@@ -103,9 +103,6 @@ def test_the_callback_module_never_imports_the_postgres_driver(
     _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATCHIT_STATE_URL", f"postgresql://127.0.0.1:{closed_port()}/patchit")
-    code = (
-        "import sys; import patchit.integrations.airflow as a; "
-        "print('psycopg2' in sys.modules)"
-    )
+    code = "import sys; import patchit.integrations.airflow as a; print('psycopg2' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
