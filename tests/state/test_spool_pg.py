@@ -105,3 +105,13 @@ def test_the_fallback_file_is_imported_into_postgres_once(pg_home: Path) -> None
         assert spool.import_fallback() == 2
         assert spool.import_fallback() == 0
         assert spool.counts() == {"pending": 1, "bad": 1}
+
+
+def test_the_airflow_callback_spools_into_postgres(pg_home: Path) -> None:
+    from patchit.integrations.airflow import make_failure_callback
+
+    make_failure_callback()({"exception": KeyError("amout")})
+    assert not (pg_home / "spool" / "fallback.jsonl").exists()
+    with Spool.open(pg_home) as spool:
+        [row] = spool.rows()
+    assert row["state"] == "pending" and '"error_type": "KeyError"' in row["payload"]
