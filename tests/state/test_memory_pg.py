@@ -1,11 +1,20 @@
 """The attempt memory's own tests, run again with the memory on Postgres.
 
-The tests below are the SQLite modules' tests that go through the `memory` fixture only;
-`tests/state/conftest.py` overrides that fixture with a memory on a fresh Postgres database.
-The SQLite-file tests (damage, WAL, killed writers, locked files) stay SQLite-only.
+The tests below are the SQLite modules' tests that go through the `memory` fixture (which
+`tests/state/conftest.py` overrides with a memory on a fresh Postgres database), and the
+racing-process tests, which open `Memory.open(home)` with `pg_home`'s PATCHIT_STATE_URL in
+their environment: six processes open one incident per cause, one of them heals it, and a
+fresh database is migrated once. The SQLite-file tests (damage, WAL, killed writers, locked
+files) stay SQLite-only.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.memory import test_concurrency
 
 from tests.memory.test_ledger import (  # noqa: F401
     test_day_totals_are_per_utc_day_over_all_incidents,
@@ -25,3 +34,15 @@ from tests.memory.test_store import (  # noqa: F401
     test_the_same_event_delivered_twice_is_stored_once,
     test_update_get_and_list_incidents,
 )
+
+
+@pytest.mark.usefixtures("pg_home")
+def test_racing_workers_open_one_incident_and_one_of_them_heals_it(tmp_path: Path) -> None:
+    test_concurrency.test_racing_workers_open_one_incident_and_one_of_them_heals_it(tmp_path)
+    assert not list(tmp_path.rglob("*.sqlite3"))  # they raced on Postgres
+
+
+@pytest.mark.usefixtures("pg_home")
+def test_racing_workers_on_a_fresh_database_migrate_it_once(tmp_path: Path) -> None:
+    test_concurrency.test_racing_workers_on_a_fresh_file_migrate_it_once(tmp_path)
+    assert not list(tmp_path.rglob("*.sqlite3"))
