@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from tests.memory import test_concurrency
-
 from tests.memory.test_ledger import (  # noqa: F401
     test_day_totals_are_per_utc_day_over_all_incidents,
     test_failed_streak,
