@@ -47,8 +47,9 @@ _CLAIMABLE = "state = 'pending' or (state = 'taken' and taken_utc < ?)"
 def open_pg_spool(url: str, busy_timeout_s: float) -> PgConn:
     """A connection to the state's spool, its tables created on first use (under the spool's
     lock: two first workers do not race on `create table`)."""
-    conn = PgConn(connect(url, lock_timeout_s=busy_timeout_s,
-                          connect_timeout_s=busy_timeout_s), SPOOL_LOCK_KEY)  # fmt: skip
+    timeouts = {"lock_timeout_s": busy_timeout_s, "connect_timeout_s": busy_timeout_s,
+                "statement_timeout_s": 2 * busy_timeout_s}  # fmt: skip
+    conn = PgConn(connect(url, **timeouts), SPOOL_LOCK_KEY)
     try:
         if conn.execute("select to_regclass('spool_imports')").fetchone()[0] is None:
             conn.execute("BEGIN IMMEDIATE")

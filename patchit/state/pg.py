@@ -79,8 +79,12 @@ def _numeric(value: str | None, _cursor: Any) -> int | float | None:
 
 
 def connect(url: str, *, lock_timeout_s: float = 30.0,
-            connect_timeout_s: float = CONNECT_TIMEOUT_S) -> Any:  # fmt: skip
-    """A psycopg2 connection (autocommit) to `url`, or StateUnavailableError."""
+            connect_timeout_s: float = CONNECT_TIMEOUT_S,
+            statement_timeout_s: float | None = None) -> Any:  # fmt: skip
+    """A psycopg2 connection (autocommit) to `url`, or StateUnavailableError. Waits on locks
+    past `lock_timeout_s` fail (SQLite's busy timeout); so do statements past
+    `statement_timeout_s` when given (a producer must not hang on a server that stopped
+    answering)."""
     try:
         import psycopg2
         import psycopg2.extensions
@@ -105,6 +109,9 @@ def connect(url: str, *, lock_timeout_s: float = 30.0,
     psycopg2.extensions.register_type(numeric, raw)
     with raw.cursor() as cur:
         cur.execute("set lock_timeout = %s", (f"{max(1, int(lock_timeout_s * 1000))}ms",))
+        if statement_timeout_s is not None:
+            ms = max(1, int(statement_timeout_s * 1000))
+            cur.execute("set statement_timeout = %s", (f"{ms}ms",))
     return raw
 
 
@@ -121,8 +128,6 @@ class PgConn:
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         word = sql.strip().upper()
-        if word.startswith("PRAGMA"):
-            return self._run("select 1", ())
         if word.startswith("BEGIN"):
             cur = self._run("begin", ())
             if self.lock_key is not None and "IMMEDIATE" in word:

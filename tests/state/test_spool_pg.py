@@ -9,7 +9,9 @@ from pathlib import Path
 
 import psycopg2
 
+from patchit.doctor import check_state
 from patchit.intake.spool import MAX_CLAIMS, Spool, append_fallback, spool_event
+from patchit.memory import Memory
 
 
 def test_put_claim_done_bad_and_release(pg_home: Path) -> None:
@@ -115,3 +117,12 @@ def test_the_airflow_callback_spools_into_postgres(pg_home: Path) -> None:
     with Spool.open(pg_home) as spool:
         [row] = spool.rows()
     assert row["state"] == "pending" and '"error_type": "KeyError"' in row["payload"]
+
+
+def test_doctor_reports_a_reachable_state(pg_home: Path) -> None:
+    first = check_state(pg_home)
+    assert first.status == "ok" and "reachable" in first.detail
+    assert "tables created by the first worker" in first.detail
+    Spool.open(pg_home).close()
+    Memory.open(pg_home).close()
+    assert "tables present" in check_state(pg_home).detail

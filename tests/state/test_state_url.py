@@ -106,3 +106,16 @@ def test_the_callback_module_never_imports_the_postgres_driver(
     code = "import sys; import patchit.integrations.airflow as a; print('psycopg2' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_doctor_says_which_state_is_used_and_whether_it_answers(
+    _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from patchit.doctor import check_state
+
+    embedded = check_state(_patchit_home)
+    assert embedded.status == "ok" and "embedded SQLite" in embedded.detail
+    monkeypatch.setenv("PATCHIT_STATE_URL", f"postgresql://bob:s3cret@127.0.0.1:{closed_port()}/p")
+    down = check_state(_patchit_home)
+    assert down.status == "fail" and "cannot connect" in down.detail
+    assert "s3cret" not in down.line() and "bob:***@" in down.line()
