@@ -135,3 +135,18 @@ def test_the_callback_names_the_repository_by_its_remote(
         [row] = spool.rows()
     event = UniversalFailureEvent.model_validate_json(row["payload"])
     assert event.repo_url == url and event.repo_path == str(a)
+
+
+def test_heal_of_an_event_from_a_clone_not_on_this_host_is_one_exit_2_line(
+    tmp_path: Path, _patchit_home: Path
+) -> None:
+    from tests.cli.helpers import patchit
+
+    a, _, url = clones(tmp_path)
+    event = failure(a, url).model_copy(update={"repo_path": str(tmp_path / "other-host")})
+    path = tmp_path / "event.json"
+    path.write_text(event.model_dump_json())
+    res = patchit("heal", str(path))
+    assert res.returncode == 2
+    [line] = res.stderr.splitlines()
+    assert f"repository {url} has no checkout on this host" in line and "[repos]" in line
