@@ -173,8 +173,20 @@ def check_home(home: Path) -> list[Check]:
                             "fix its permissions or set PATCHIT_HOME / --home"))  # fmt: skip
     else:
         checks.append(Check("ok", "PATCHIT_HOME", str(home)))
-    checks += [check_sqlite(path, home) for path in sqlite_files(home)]
+    # with a Postgres state the SQLite files are not used: only leftovers are checked
+    files = [p for p in sqlite_files(home) if p.exists() or not _uses_postgres(home)]
+    checks += [check_sqlite(path, home) for path in files]
     return checks
+
+
+def _uses_postgres(home: Path) -> bool:
+    from patchit.errors import BadInputError
+    from patchit.state.url import state_url
+
+    try:
+        return state_url(home) is not None
+    except BadInputError:
+        return True  # a URL was given, if a bad one: the state line says so
 
 
 def check_state(home: Path) -> Check:
