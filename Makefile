@@ -18,7 +18,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[dbt,airflow,llm,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dbt,airflow,llm,postgres,dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -86,7 +86,7 @@ fault: install bubblewrap
 
 # Racing workers: 4 worker processes x 1,000 spooled events; each incident healed once.
 race: install
-	$(BIN)/python -m patchit.bench.race --workers 4 --events 1000
+	$(BIN)/python -m patchit.bench.race --workers 4 --events 1000 $(RACE_ARGS)
 
 # hypothesis over every parser of outside input (events, spool rows, run_results, manifests,
 # Airflow contexts, logs, model answers): FUZZ_EXAMPLES inputs each, one process so the tallies

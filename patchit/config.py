@@ -1,6 +1,9 @@
 """Configuration: the state dir (`PATCHIT_HOME`), policy and loop limits.
 
 Read from `.patchit.toml` at the repository root when present; every key is optional.
+A deployment's own settings, chosen before any repository is known (where the shared state
+lives, where each repository is checked out on this host), are in `$PATCHIT_HOME/patchit.toml`
+(`DeploymentConfig`, read with the standard library by `patchit.state.url`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from patchit.errors import BadInputError
 from patchit.home import resolve_home as resolve_home  # re-exported
+from patchit.state.url import deployment_file, read_deployment
 
 DEFAULT_DENY = [
     "*.env*",
@@ -186,4 +190,36 @@ def load_config(repo_root: Path | None) -> PatchitConfig:
         msg = str(exc).splitlines()[0]
         raise BadInputError(
             f"{path}: invalid patchit config ({msg}); fix or remove the file"
+        ) from exc
+
+
+class StateConfig(BaseModel):
+    """Where the spool and the attempt memory live: SQLite files under `$PATCHIT_HOME`
+    (default), or one Postgres database that many workers share."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(
+        default=None,
+        description="postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME; PATCHIT_STATE_URL wins",
+    )
+
+
+class DeploymentConfig(BaseModel):
+    """`$PATCHIT_HOME/patchit.toml`: the state, and this host's checkout of each repository
+    named by its remote URL (`"github.com/acme/dags" = "/srv/dags"`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: StateConfig = Field(default_factory=StateConfig)
+    repos: dict[str, str] = Field(default_factory=dict)
+
+
+def load_deployment(home: Path) -> DeploymentConfig:
+    try:  # an unreadable file is a StateUrlError: a BadInputError already
+        return DeploymentConfig.model_validate(read_deployment(home))
+    except ValidationError as exc:
+        msg = str(exc).splitlines()[0]
+        raise BadInputError(
+            f"{deployment_file(home)}: invalid deployment config ({msg}); fix or remove the file"
         ) from exc

@@ -4,7 +4,8 @@ Each check is one `Check` line, `ok`, `warn` or `fail`, with the fix when it is 
 versions (patchit, Python, dbt, Airflow, anthropic), bubblewrap and which isolation layers it
 can enforce on this machine (the same probe the harnesses use), `$PATCHIT_HOME` and the
 integrity of patchit's SQLite files (memory and spool, opened read-only: `PRAGMA
-integrity_check`), and whether dbt and Airflow can be reached. Nothing is changed, and no
+integrity_check`), which state backend is in use (embedded SQLite, or the Postgres state URL:
+reachable or not), and whether dbt and Airflow can be reached. Nothing is changed, and no
 dbt or Airflow process is started unless `deep` asks for it.
 """
 
@@ -172,8 +173,59 @@ def check_home(home: Path) -> list[Check]:
                             "fix its permissions or set PATCHIT_HOME / --home"))  # fmt: skip
     else:
         checks.append(Check("ok", "PATCHIT_HOME", str(home)))
-    checks += [check_sqlite(path, home) for path in sqlite_files(home)]
+    # with a Postgres state the SQLite files are not used: only leftovers are checked
+    files = [p for p in sqlite_files(home) if p.exists() or not _uses_postgres(home)]
+    checks += [check_sqlite(path, home) for path in files]
     return checks
+
+
+def _uses_postgres(home: Path) -> bool:
+    from patchit.errors import BadInputError
+    from patchit.state.url import state_url
+
+    try:
+        return state_url(home) is not None
+    except BadInputError:
+        return True  # a URL was given, if a bad one: the state line says so
+
+
+def check_state(home: Path) -> Check:
+    """Which backend holds the spool and the memory, and whether a Postgres one answers
+    (read-only: a connection and two catalogue lookups)."""
+    from patchit.config import load_deployment
+    from patchit.errors import BadInputError
+    from patchit.state.pg import StateDbError, connect
+    from patchit.state.url import mask_url, state_url
+
+    try:
+        load_deployment(home)
+        url = state_url(home)
+    except BadInputError as exc:
+        return Check("fail", "state", str(exc), "fix the state URL or $PATCHIT_HOME/patchit.toml")
+    if url is None:
+        return Check("ok", "state", f"embedded SQLite under {home} (one host; set [state] url "
+                     "in patchit.toml to share it between workers)")  # fmt: skip
+    try:
+        raw = connect(url, connect_timeout_s=5.0)
+    except BadInputError as exc:
+        return Check("fail", "state", str(exc))  # the line says what to do
+    try:
+        cur = raw.cursor()
+        cur.execute("show server_version")
+        version = cur.fetchone()[0]
+        cur.execute("select to_regclass('incidents') is not null, to_regclass('spool') is not null")
+        memory, spool = cur.fetchone()
+    except Exception as exc:  # a server that accepts the login but not the reads
+        return Check("fail", "state", f"postgres {mask_url(url)}: {StateDbError(str(exc))}",
+                     "grant the role usage of the database and its schema")  # fmt: skip
+    finally:
+        raw.close()
+    tables = (
+        "spool and memory tables present"
+        if memory and spool
+        else "tables created by the first worker"
+    )
+    return Check("ok", "state", f"postgres {mask_url(url)} reachable (server {version}; {tables})")
 
 
 def _run(argv: list[str]) -> tuple[bool, str]:
@@ -220,6 +272,7 @@ def run_checks(home: Path, config: SandboxConfig, deep: bool = False) -> list[Ch
         *check_versions(),
         *check_bubblewrap(config),
         *check_home(home),
+        check_state(home),
         *check_runtimes(deep),
     ]
 

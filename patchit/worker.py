@@ -29,7 +29,8 @@ from patchit.errors import BadInputError, MemoryStoreError, PatchitError, SpoolE
 from patchit.events.model import FailureSource, UniversalFailureEvent, validate_event
 from patchit.inputs import parse_json
 from patchit.intake.airflow_dbt import dbt_events_from_airflow
-from patchit.intake.spool import Spool, SpooledEvent, spool_path
+from patchit.intake.checkouts import local_checkout
+from patchit.intake.spool import Spool, SpooledEvent, spool_where
 from patchit.intake.storm import storm_class, storm_key
 from patchit.liveness import run_owner
 from patchit.loop import heal_group
@@ -38,6 +39,7 @@ from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.recovery import sweep_dead_runs
 from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import repo_root, run_git
+from patchit.state.pg import StateDbError
 
 NO_REPO = (
     "not healed: no git repository holding the failing commit is known for this task "
@@ -139,12 +141,14 @@ class Worker:
                     for ctx in self._contexts.values():
                         ctx.close()
                     self._contexts.clear()
-        except sqlite3.Error as exc:  # the memory's are MemoryStoreError: this is the spool's
+        except (sqlite3.Error, StateDbError) as exc:  # the memory's are MemoryStoreError
             raise SpoolError(
-                f"{spool_path(self.home)}: the spool could not be used ({exc}); "
+                f"{spool_where(self.home)}: the spool could not be used ({exc}); "
                 + (
                     "retry when the process holding it is done"
-                    if "locked" in str(exc)
+                    if "locked" in str(exc) or getattr(exc, "busy", False)
+                    else "check the state server, then retry"
+                    if isinstance(exc, StateDbError)
                     else "the next worker run checks it and moves it aside if it is damaged"
                 )
             ) from exc
@@ -214,6 +218,11 @@ class Worker:
             event = parse_spooled(row)
         except ValueError as exc:
             batch.failed[row.id] = f"spool row {row.id}: {exc}"
+            return
+        try:
+            event = local_checkout(event, self.home)  # named by remote URL: this host's clone
+        except BadInputError as exc:
+            batch.failed[row.id] = str(exc)
             return
         try:
             converted = None
@@ -322,6 +331,12 @@ class Worker:
         """Heal an open incident again whose run died, from its latest event."""
         events = memory.events_for(incident.id)
         event = events[-1] if events else None
+        if event is not None:
+            try:  # another host's worker may have stored it
+                event = local_checkout(event, self.home)
+            except BadInputError as exc:
+                self.say(f"incident {incident.id}: cannot resume here: {exc}")
+                return
         repo = event.repo_path if event else None
         if event is None or repo is None or not _has_commit(Path(repo), event.commit):
             if memory.claim_incident(incident.id, self.owner, ttl_s=60):

@@ -224,6 +224,7 @@ def shared_build(factory: pytest.TempPathFactory, name: str, build: Callable[[Pa
 def _patchit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "patchit-home"
     monkeypatch.setenv("PATCHIT_HOME", str(home))
+    monkeypatch.delenv("PATCHIT_STATE_URL", raising=False)  # SQLite unless a test asks
     return home
 
 

@@ -10,10 +10,15 @@ say nothing more about racing).
 
 Checked afterwards, and printed: every event processed exactly once (N done, 0 bad, 0 left),
 K incidents, each fixed with exactly one verified attempt, exactly one `patchit/*` branch per
-repository, no SQLite busy or locked error surfaced by any worker, both files pass SQLite's
+repository, no busy or locked error surfaced by any worker, both SQLite files pass SQLite's
 integrity check, and every worker exited 0.
 
-    python -m patchit.bench.race --workers 4 --events 1000
+With `--state-url postgresql://...` (an empty database) the spool and the memory are that
+Postgres state instead (written to the race's `$PATCHIT_HOME/patchit.toml`, as a deployment
+does): claims take row locks with SKIP LOCKED, and the memory serialises its writes on an
+advisory lock.
+
+    python -m patchit.bench.race --workers 4 --events 1000 [--state-url URL]
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import re
 import sqlite3
 import subprocess
 import sys
@@ -33,6 +39,7 @@ from typing import Any
 
 from patchit.config import PatchitConfig
 from patchit.context import Context
+from patchit.errors import BadInputError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.fake import FakeHarness
 from patchit.intake.airflow_scan import split_error
@@ -40,6 +47,7 @@ from patchit.intake.spool import Spool, spool_path
 from patchit.memory import DB_RELATIVE_PATH, Memory
 from patchit.patching.fixits.python_keys import RenameKeyStrategy
 from patchit.sandbox.git import run_git
+from patchit.state.url import DEPLOYMENT_FILE
 
 JOB = "dags/totals.py"
 RIGHT = 'row["amount"]'
@@ -54,6 +62,8 @@ def total_{n}(rows):
 print(total_{n}(rows))
 """
 IDENTITY = ["user.name=Race Bench", "user.email=race@localhost"]
+# SQLite's "database is locked" / "busy"; Postgres' lock timeouts and deadlocks
+BUSY = re.compile(r"locked|busy|lock timeout|deadlock", re.IGNORECASE)
 
 
 @dataclass
@@ -69,6 +79,7 @@ class RaceResult:
     verified_per_incident: dict[str, int] = field(default_factory=dict)
     branches_per_repo: dict[str, int] = field(default_factory=dict)
     events_in_memory: int = 0
+    backend: str = "sqlite"
     busy_errors: int = 0
     exit_codes: list[int | None] = field(default_factory=list)
     integrity: dict[str, str] = field(default_factory=dict)
@@ -88,7 +99,7 @@ class RaceResult:
         if self.events_in_memory != self.events:
             problems.append(f"{self.events_in_memory} events in memory, not {self.events}")
         if self.busy_errors:
-            problems.append(f"{self.busy_errors} SQLite busy/locked errors surfaced")
+            problems.append(f"{self.busy_errors} busy/locked errors surfaced")
         if any(code != 0 for code in self.exit_codes):
             problems.append(f"worker exit codes {self.exit_codes}")
         problems += [f"{name}: {why}" for name, why in self.integrity.items() if why != "ok"]
@@ -98,11 +109,16 @@ class RaceResult:
         healed = sum(1 for n in self.verified_per_incident.values() if n == 1)
         dup = sum(1 for n in self.branches_per_repo.values() if n > 1)
         return (
-            f"race: {self.workers} workers x {self.events} events over {self.causes} causes in "
+            f"race ({self.backend}): {self.workers} workers x {self.events} events over "
+            f"{self.causes} causes in "
             f"{self.seconds:.1f} s: {self.spool.get('done', 0)} done, "
             f"{self.spool.get('bad', 0)} bad, {healed}/{self.causes} incidents healed once, "
-            f"{dup} duplicate branches, {self.busy_errors} busy errors, "
-            f"integrity {', '.join(f'{k} {v}' for k, v in self.integrity.items())}"
+            f"{dup} duplicate branches, {self.busy_errors} busy errors"
+            + (
+                f", integrity {', '.join(f'{k} {v}' for k, v in self.integrity.items())}"
+                if self.integrity
+                else ""
+            )
         )
 
 
@@ -157,12 +173,29 @@ def _work(home: str, log: str, start: Any) -> None:
             raise
 
 
+def use_state(home: Path, state_url: str) -> None:
+    """Point the race's deployment at a Postgres state, which must be empty."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / DEPLOYMENT_FILE).write_text(f"[state]\nurl = {json.dumps(state_url)}\n")
+    with Spool.open(home) as spool, Memory.open(home) as memory:
+        if spool.counts() or memory.list_incidents():
+            raise BadInputError(f"{spool.where}: not empty; race needs a fresh database")
+
+
 def run_race(
-    workdir: Path, workers: int = 4, events: int = 1000, causes: int = 20, say: Any = print
+    workdir: Path,
+    workers: int = 4,
+    events: int = 1000,
+    causes: int = 20,
+    say: Any = print,
+    state_url: str | None = None,
 ) -> RaceResult:
-    """Spool `events` over `causes` repositories, race `workers` on them, check the result."""
+    """Spool `events` over `causes` repositories, race `workers` on them, check the result
+    (on the SQLite files under the race's home, or on the Postgres state at `state_url`)."""
     home = workdir / "home"
-    result = RaceResult(workers, events, causes)
+    result = RaceResult(workers, events, causes, backend="postgres" if state_url else "sqlite")
+    if state_url:
+        use_state(home, state_url)
     say(f"race: {causes} repositories with a failing job, {events} events spooled")
     failures = [make_cause(workdir / "repos", n) for n in range(causes)]
     with Spool.open(home) as spool:
@@ -188,9 +221,7 @@ def run_race(
     result.seconds = time.monotonic() - began
     result.exit_codes = [proc.exitcode for proc in procs]
     text = "".join(log.read_text(encoding="utf-8") for log in logs if log.exists())
-    result.busy_errors = sum(
-        1 for line in text.splitlines() if "locked" in line.lower() or "busy" in line.lower()
-    )
+    result.busy_errors = sum(1 for line in text.splitlines() if BUSY.search(line))
     _collect(home, failures, result)
     return result
 
@@ -206,13 +237,14 @@ def _collect(home: Path, failures: list[UniversalFailureEvent], result: RaceResu
             result.verified_per_incident[incident.id] = sum(
                 1 for a in attempts if a.outcome == "verified"
             )
-        result.events_in_memory = next(iter(memory.db.query("select count(*) as n from events")))[
-            "n"
-        ]
+        [count] = memory.db.query("select count(*) as n from events")
+        result.events_in_memory = int(count["n"])
     for failure in failures:
         repo = Path(failure.repo_path or "")
         branches = run_git(repo, "branch", "--list", "patchit/*").split()
         result.branches_per_repo[repo.name] = len([b for b in branches if b.startswith("patchit/")])
+    if result.backend != "sqlite":
+        return  # Postgres keeps its own pages whole; the rows were checked above
     for name, path in (("memory", home / DB_RELATIVE_PATH), ("spool", spool_path(home))):
         conn = sqlite3.connect(str(path))
         try:
@@ -227,9 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=1000, help="events spooled")
     parser.add_argument("--causes", type=int, default=20, help="distinct failures (incidents)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument(
+        "--state-url", help="race on this Postgres state (an empty database) instead of SQLite"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="patchit-race-") as tmp:
-        result = run_race(Path(tmp), args.workers, args.events, args.causes)
+        result = run_race(
+            Path(tmp), args.workers, args.events, args.causes, state_url=args.state_url
+        )
     print(json.dumps(asdict(result), indent=2) if args.json else result.summary())
     problems = result.lost()
     for problem in problems:

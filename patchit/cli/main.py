@@ -144,6 +144,7 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
     from patchit.cli.context import make_context, print_outcome, say
     from patchit.events.model import load_event
     from patchit.inputs import input_exists
+    from patchit.intake.checkouts import local_checkout
     from patchit.intake.validate import check_healable
     from patchit.loop import heal
     from patchit.memory.lifecycle import Trigger
@@ -163,6 +164,7 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
             raise BadInputError(
                 f"incident {target}: no event is recorded; heal an event file instead"
             )
+        latest = local_checkout(latest, _home(ctx))  # this host's clone of its repository
         repo = check_healable(latest, f"incident {target}")
         event = at_head(latest, repo)
         if event is not latest:
@@ -170,7 +172,7 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
                 f"healing the failure as it stands at {str(event.commit)[:12]}")  # fmt: skip
         memory.transition(incident.id, Trigger.RETRY)
     else:
-        event = load_event(path)
+        event = local_checkout(load_event(path), _home(ctx))
         repo = check_healable(event, str(path))
     loop_ctx = make_context(_home(ctx), repo)
     try:

@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from patchit.errors import SpoolError
-from patchit.intake.spool import FALLBACK_NAME, IMPORTING_MARK, Spool, spool_path
+from patchit.intake.spool import FALLBACK_NAME, IMPORTING_MARK, Spool, spool_where
+from patchit.state.pg import StateDbError
 
 STATES = ("pending", "taken", "done", "bad")
 
@@ -27,8 +28,8 @@ def _open(ctx: click.Context) -> Iterator[Spool]:
             for notice in spool.notices:
                 click.echo(f"patchit: {notice}", err=True)
             yield spool
-    except sqlite3.Error as exc:
-        raise SpoolError(f"{spool_path(home)}: the spool could not be used ({exc})") from exc
+    except (sqlite3.Error, StateDbError) as exc:
+        raise SpoolError(f"{spool_where(home)}: the spool could not be used ({exc})") from exc
 
 
 def _what(payload: str) -> str:

@@ -169,6 +169,11 @@ class UniversalFailureEvent(Redacted):
     )
     repo_path: str | None = Field(default=None, description="git root holding the failing code")
     commit: str | None = Field(default=None, description="HEAD of repo_path when it failed")
+    repo_url: str | None = Field(
+        default=None,
+        description="the repository's normalised remote URL (`github.com/acme/dags`), when its "
+        "checkout has one: clones at other paths on other hosts share its incidents",
+    )
     dbt: DbtInvocation | None = None
     context: dict[str, Any] = Field(default_factory=dict, description="source-specific extras")
     runtime_locals: RuntimeFrame | None = Field(

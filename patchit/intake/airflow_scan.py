@@ -21,7 +21,7 @@ from typing import Any
 
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
-from patchit.intake.gitinfo import find_git_root, read_head
+from patchit.intake.gitinfo import find_git_root, read_head, read_remote_url
 
 SCAN_TIMEOUT_S = 300.0
 API_TIMEOUT_S = 30.0
@@ -145,6 +145,7 @@ def import_error_events(
                 traceback=trace,
                 repo_path=str(root) if root else None,
                 commit=read_head(root) if root else None,
+                repo_url=read_remote_url(root) if root else None,
                 context=context,
             )
         )

@@ -20,6 +20,7 @@ from patchit.evidence.redact import (
 )
 from patchit.inputs import as_dict, as_list, as_path, as_str, is_regular_file
 from patchit.intake.dbt_run import project_name
+from patchit.intake.gitinfo import read_remote_url
 
 FAILED_STATUSES = {"error", "fail", "runtime error"}
 # "Model 'model.shop.orders' (models/marts/orders.sql) depends on ..." and friends
@@ -153,6 +154,7 @@ def events_from_run(
         "run_id": record.get("invocation_id"),
         "repo_path": str(repo) if repo else None,
         "commit": commit,
+        "repo_url": read_remote_url(repo) if repo else None,
         "dbt": invocation,
         "artifacts": artifacts,
         "log_location": str(project_dir / "logs" / "dbt.log"),

@@ -97,3 +97,52 @@ def read_branch(root: Path) -> str | None:
         return None
     prefix = "ref: refs/heads/"
     return head[len(prefix) :] if head.startswith(prefix) else None
+
+
+_SECTION = re.compile(r'^\s*\[\s*remote\s+"([^"]+)"\s*\]\s*$')
+_URL = re.compile(r"^\s*url\s*=\s*(.+?)\s*$", re.IGNORECASE)
+_SCP = re.compile(r"^(?:[^@/\s]+@)?([^:/\s]+):(?!//)(.+)$")
+
+
+def read_remote_url(root: Path) -> str | None:
+    """The normalised URL of the checkout's `origin` remote (else its first remote); None
+    without one. Read from the git config file, no subprocess."""
+    git_dir = git_dir_of(root)
+    if git_dir is None:
+        return None
+    try:
+        lines = (_common_dir(git_dir) / "config").read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    urls: dict[str, str] = {}
+    remote: str | None = None
+    for line in lines:
+        if line.lstrip().startswith("["):
+            found = _SECTION.match(line)
+            remote = found.group(1) if found else None
+        elif remote is not None and (url := _URL.match(line)) and remote not in urls:
+            urls[remote] = url.group(1).strip('"')
+    raw = urls.get("origin") or next(iter(urls.values()), None)
+    return normalise_remote(raw) if raw else None
+
+
+def normalise_remote(url: str) -> str | None:
+    """One name for every spelling of a repository's remote: `git@github.com:Acme/dags.git`,
+    `https://user@github.com/Acme/dags` and `ssh://git@github.com:22/Acme/dags.git` are all
+    `github.com/Acme/dags` (the host lowercased; credentials, port and `.git` dropped). A local
+    path (or `file://` URL) stays a path. None for an empty URL."""
+    url = url.strip()
+    if not url:
+        return None
+    if "://" in url:
+        scheme, _, rest = url.partition("://")
+        if scheme.lower() == "file":
+            return rest.rstrip("/").removesuffix(".git") or None
+        host, _, path = rest.partition("/")
+        host = host.rpartition("@")[2].split(":")[0].lower()
+    elif (scp := _SCP.match(url)) and not url.startswith(("/", ".")):
+        host, path = scp.group(1).lower(), scp.group(2)
+    else:
+        return url.rstrip("/").removesuffix(".git") or None
+    path = path.strip("/").removesuffix(".git").strip("/")
+    return f"{host}/{path}" if path else host

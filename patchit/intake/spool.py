@@ -1,4 +1,5 @@
-"""The durable spool: failure events waiting for a worker, one SQLite file, standard library only.
+"""The durable spool: failure events waiting for a worker, one SQLite file (or the deployment's
+Postgres state), standard library only.
 
 `$PATCHIT_HOME/spool/spool.sqlite3` (WAL). Producers (the Airflow callback, `patchit airflow
 scan`) only INSERT a JSON event dict, with a short busy timeout, so they never wait long on a
@@ -16,21 +17,22 @@ worker (`patchit.dbfiles`), never emptied in place.
 Nothing reaches the file unredacted: every payload passes through `patchit.redaction` (with
 the secret-named environment values of the process that writes it), whoever the producer is.
 
+With a state URL (`patchit.state.url`) the same rows live in Postgres (`patchit.intake.spool_pg`:
+claims with `FOR UPDATE SKIP LOCKED`); a producer that cannot reach it appends to the fallback
+file on its own host, which a worker on that host imports.
+
 This module is imported by the Airflow callback inside the task process: it must import
 nothing but the standard library (no pydantic, no patchit.events).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import secrets
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from patchit.dbfiles import (
     create_atomically,
@@ -42,15 +44,23 @@ from patchit.dbfiles import (
     quick_check,
 )
 from patchit.home import resolve_home
+from patchit.intake.spool_files import BAD_AFTER_CLAIMS as BAD_AFTER_CLAIMS
+from patchit.intake.spool_files import FALLBACK_NAME as FALLBACK_NAME
+from patchit.intake.spool_files import IMPORTING_MARK as IMPORTING_MARK
+from patchit.intake.spool_files import MAX_CLAIMS as MAX_CLAIMS
+from patchit.intake.spool_files import SPOOL_RELATIVE_PATH as SPOOL_RELATIVE_PATH
+from patchit.intake.spool_files import append_fallback as append_fallback
+from patchit.intake.spool_files import fallback_batches, now_iso
+from patchit.intake.spool_files import fallback_path as fallback_path
+from patchit.intake.spool_files import spool_path as spool_path
+from patchit.intake.spool_files import spool_payload as spool_payload
 from patchit.liveness import owner_is_dead
-from patchit.redaction import clean_text, environment_secrets, redact, scrub
+from patchit.redaction import clean_text, environment_secrets, redact
+from patchit.state.pg import PgConn, StateDbError, StateUnavailableError
+from patchit.state.url import StateUrlError, mask_url, state_url
 
-SPOOL_RELATIVE_PATH = Path("spool") / "spool.sqlite3"
-FALLBACK_NAME = "fallback.jsonl"
-IMPORTING_MARK = ".importing-"
 PRODUCER_BUSY_TIMEOUT_S = 2.0
 WORKER_BUSY_TIMEOUT_S = 30.0
-MAX_CLAIMS = 5
 
 _SCHEMA = """
 create table if not exists spool (
@@ -76,18 +86,6 @@ create table if not exists spool_imports (
 resolve_home_stdlib = resolve_home  # the state dir rule, standard library only
 
 
-def spool_path(home: Path) -> Path:
-    return home / SPOOL_RELATIVE_PATH
-
-
-def fallback_path(home: Path) -> Path:
-    return spool_path(home).with_name(FALLBACK_NAME)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
 class SpoolDamaged(Exception):
     """The spool file is damaged; the producer spools to the fallback file instead."""
 
@@ -95,12 +93,6 @@ class SpoolDamaged(Exception):
 def _init_schema(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.executescript(_SCHEMA)
-
-
-def spool_payload(event: dict[str, Any], secrets: list[str] | None = None) -> str:
-    """The JSON a spool row holds for `event`: redacted, surrogate-free, size-capped."""
-    clean = scrub(event, environment_secrets() if secrets is None else secrets)
-    return json.dumps(clean, default=str)
 
 
 class SpooledEvent(NamedTuple):
@@ -114,16 +106,48 @@ class SpooledEvent(NamedTuple):
         return json.loads(self.payload)
 
 
+def spool_where(home: Path) -> str:
+    """What messages call the spool under `home`: its file, or the masked state URL."""
+    try:
+        url = state_url(home)
+    except StateUrlError:
+        url = None
+    return mask_url(url) if url else str(spool_path(home))
+
+
+class SpoolConn(Protocol):
+    """What the spool needs of a connection: sqlite3's, or `patchit.state.pg.PgConn`."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any: ...
+
+    def executemany(self, sql: str, parameters: Any, /) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+# what a producer catches to write the fallback file instead (the spool locked, damaged or
+# unwritable, or a Postgres state unreachable)
+PRODUCER_FAILURES = (
+    sqlite3.Error, SpoolDamaged, OSError, StateDbError, StateUnavailableError, StateUrlError,
+)  # fmt: skip
+
+
 class Spool:
-    """The spool file. `Spool.open(home)` creates directories and schema when missing.
+    """The spool. `Spool.open(home)` creates directories and schema when missing: the SQLite
+    file under `home`, or the tables of the deployment's Postgres state (`patchit.state`).
 
     `check=True` (workers, `patchit spool`) runs SQLite's quick check and moves a damaged file
     aside, starting a new one, with the one-line report in `notices`; producers leave that to
-    the worker and raise `SpoolDamaged`.
+    the worker and raise `SpoolDamaged`. `where` names the spool in messages (the file, or the
+    state URL with its password masked); `path`'s directory holds the fallback file either way.
     """
+
+    conn: SpoolConn
 
     def __init__(self, path: Path, busy_timeout_s: float, check: bool = False) -> None:
         self.path = path
+        self.where = str(path)
+        self.pg_conn: PgConn | None = None
         self.notices: list[str] = []
         if not path.exists():
             create_atomically(path, _init_schema)
@@ -163,8 +187,21 @@ class Spool:
         cls, home: Path, busy_timeout_s: float = WORKER_BUSY_TIMEOUT_S, check: bool = False
     ) -> Spool:
         path = spool_path(home)
+        url = state_url(home)
+        if url is not None:
+            return cls.on_postgres(url, path, busy_timeout_s)
         path.parent.mkdir(parents=True, exist_ok=True)
         return cls(path, busy_timeout_s, check)
+
+    @classmethod
+    def on_postgres(cls, url: str, path: Path, busy_timeout_s: float) -> Spool:
+        """The spool in the Postgres state at `url`; `path`'s directory keeps the fallback."""
+        from patchit.intake.spool_pg import open_pg_spool
+
+        spool = cls.__new__(cls)
+        spool.path, spool.where, spool.notices = path, mask_url(url), []
+        spool.conn = spool.pg_conn = open_pg_spool(url, busy_timeout_s)
+        return spool
 
     def close(self) -> None:
         self.conn.close()
@@ -181,10 +218,14 @@ class Spool:
         return self._insert(spool_payload(event, secrets), source)
 
     def _insert(self, payload: str, source: str, state: str = "pending", reason: str = "") -> int:
+        if self.pg_conn is not None:
+            from patchit.intake.spool_pg import insert_row
+
+            return insert_row(self.pg_conn, payload, source, state, reason)
         cur = self.conn.execute(
             "insert into spool (created_utc, source, payload, state, reason)"
             " values (?, ?, ?, ?, ?)",
-            (_now(), source, payload, state, reason or None),
+            (now_iso(), source, payload, state, reason or None),
         )
         return int(cur.lastrowid or 0)
 
@@ -209,6 +250,11 @@ class Spool:
     ) -> list[SpooledEvent]:
         """Take up to `limit` pending rows (or rows whose worker died or whose lease ran out),
         oldest first. A row whose workers died `MAX_CLAIMS` times is marked bad instead."""
+        if self.pg_conn is not None:
+            from patchit.intake.spool_pg import claim_rows
+
+            taken = claim_rows(self.pg_conn, owner, limit, lease_s, is_dead)
+            return [SpooledEvent(id=i, payload=p, claims=n + 1) for i, p, n in taken]
         expired = (datetime.now(UTC) - timedelta(seconds=lease_s)).isoformat()
         self.conn.execute("BEGIN IMMEDIATE")
         try:
@@ -217,12 +263,7 @@ class Spool:
                 "update spool set state = 'bad', reason = ? where claims >= ?"
                 " and (state = 'pending' or (state = 'taken' and taken_utc < ?))"
                 " and owner is not null",
-                (
-                    f"claimed {MAX_CLAIMS} times and never finished: its workers died "
-                    "(`patchit spool retry ID` to try again)",
-                    MAX_CLAIMS,
-                    expired,
-                ),
+                (BAD_AFTER_CLAIMS, MAX_CLAIMS, expired),
             )
             rows = self.conn.execute(
                 "select id, payload, claims from spool where state = 'pending'"
@@ -232,7 +273,7 @@ class Spool:
             self.conn.executemany(
                 "update spool set state = 'taken', owner = ?, taken_utc = ?,"
                 " claims = claims + 1 where id = ?",
-                [(owner, _now(), row[0]) for row in rows],
+                [(owner, now_iso(), row[0]) for row in rows],
             )
         except BaseException:
             self.conn.execute("ROLLBACK")
@@ -326,13 +367,7 @@ class Spool:
         """Move the events producers appended to `fallback.jsonl` into the spool, exactly once
         (a crash between the import and the file's removal does not import it twice); how many
         rows. A line that is not a JSON object is kept as a bad row, never dropped."""
-        fallback = self.path.with_name(FALLBACK_NAME)
-        if fallback.exists():
-            _take_fallback(fallback)
-        imported = 0
-        for batch in sorted(fallback.parent.glob(f"{FALLBACK_NAME}{IMPORTING_MARK}*")):
-            imported += self._import_batch(batch)
-        return imported
+        return sum(self._import_batch(batch) for batch in fallback_batches(self.path.parent))
 
     def _import_batch(self, batch: Path) -> int:
         lines = batch.read_bytes().splitlines()
@@ -349,7 +384,7 @@ class Spool:
                         count += 1
                 self.conn.execute(
                     "insert into spool_imports (name, imported_utc, rows) values (?, ?, ?)",
-                    (batch.name, _now(), count),
+                    (batch.name, now_iso(), count),
                 )
         except BaseException:
             self.conn.execute("ROLLBACK")
@@ -371,43 +406,6 @@ class Spool:
         self.put(event)
 
 
-def _take_fallback(fallback: Path) -> None:
-    """Rename the producers' file for import, under its lock (a producer waiting on the lock
-    sees the rename and appends to a new file)."""
-    try:
-        fd = os.open(fallback, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if inode_of(fallback) != os.fstat(fd).st_ino or os.fstat(fd).st_size == 0:
-            return
-        os.rename(fallback, fallback.with_name(f"{FALLBACK_NAME}{IMPORTING_MARK}"
-                                               f"{datetime.now(UTC):%Y%m%dT%H%M%S}-"
-                                               f"{secrets.token_hex(4)}"))  # fmt: skip
-    finally:
-        os.close(fd)
-
-
-def append_fallback(event: dict[str, Any], home: Path) -> Path:
-    """Append one event to the producers' fallback file (`spool/fallback.jsonl`), durably."""
-    path = fallback_path(home)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = (spool_payload(event) + "\n").encode("utf-8")  # redacted like a spool row
-    for _ in range(20):
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if inode_of(path) != os.fstat(fd).st_ino:
-                continue  # the worker took this file for import while we waited: reopen
-            os.write(fd, line)
-            os.fsync(fd)
-            return path
-        finally:
-            os.close(fd)
-    raise OSError(f"{path}: could not append (the file kept being replaced)")
-
-
 def spool_events(events: list[dict[str, Any]], home: Path) -> bool:
     """Spool several events in one transaction; False when they went to the fallback file
     instead (the spool locked past the producer's timeout, damaged or unwritable)."""
@@ -415,7 +413,7 @@ def spool_events(events: list[dict[str, Any]], home: Path) -> bool:
         with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S) as spool:
             spool.put_many(events)
         return True
-    except (sqlite3.Error, SpoolDamaged, OSError):
+    except PRODUCER_FAILURES:
         for event in events:
             append_fallback(event, home)
         return False
@@ -429,6 +427,6 @@ def spool_event(event: dict[str, Any], home: Path | None = None) -> int | None:
     try:
         with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S) as spool:
             return spool.put(event)
-    except (sqlite3.Error, SpoolDamaged, OSError):
+    except PRODUCER_FAILURES:
         append_fallback(event, home)
         return None

@@ -36,7 +36,7 @@ from typing import Any
 from patchit.dbt_args import dbt_args_in_shell, option_value, runs_dbt_in_shell
 from patchit.home import resolve_home
 from patchit.intake.frame_locals import failing_frame_locals
-from patchit.intake.gitinfo import find_git_root, read_branch, read_head
+from patchit.intake.gitinfo import find_git_root, read_branch, read_head, read_remote_url
 from patchit.intake.spool import spool_event
 from patchit.redaction import clean_text, redact
 
@@ -199,6 +199,8 @@ def _repo_fields(
     if root is None:
         return {}
     fields: dict[str, Any] = {"repo_path": str(root), "commit": read_head(root)}
+    if remote := read_remote_url(root):
+        fields["repo_url"] = remote  # other hosts' clones of it share its incidents
     if fileloc:
         try:
             fields["unit_path"] = Path(fileloc).resolve().relative_to(root).as_posix()

@@ -195,9 +195,16 @@ def m007_outcomes(db: Database) -> None:
     )  # fmt: skip
 
 
+def m008_repo_url(db: Database) -> None:
+    """The repository's normalised remote URL: clones of it at other paths (on other hosts)
+    group their failures into the same incidents."""
+    db.table("incidents").add_column("repo_url", str)
+    db.table("incidents").create_index(["cause_key", "repo_url"])
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial, m002_llm_calls, m003_landing, m004_deliveries, m005_reviews,
-    m006_notifications, m007_outcomes,
+    m006_notifications, m007_outcomes, m008_repo_url,
 ]  # fmt: skip
 
 

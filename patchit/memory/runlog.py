@@ -6,7 +6,8 @@ is two statements: `RunLog` writes them with plain sqlite3, without sqlite-utils
 and plugin lookup cost more than the writes), when the memory file is there, healthy and fully
 migrated; otherwise (a first run, a damaged file, an older schema) it writes nothing and says
 so, and the caller hands the same record to `OutcomeStore.record_green`, which creates,
-repairs or migrates the file as every other open does.
+repairs or migrates the file as every other open does. With a Postgres state (`patchit.state`)
+it writes nothing either: `OutcomeStore` writes the shared state.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from patchit.dbfiles import damage_of, quick_check
+from patchit.state.url import StateUrlError, state_url
 
 DB_RELATIVE_PATH = Path("memory") / "attempts.sqlite3"
 
@@ -50,6 +52,11 @@ class RunLog:
 
         if not runs and last_good is None:
             return True
+        try:
+            if state_url(self.home) is not None:
+                return False  # the memory is the shared Postgres state: OutcomeStore writes it
+        except StateUrlError:
+            return False  # the full store says what is wrong with it
         path = self.home / DB_RELATIVE_PATH
         if not path.is_file() or damage_of(path):
             return False

@@ -1,6 +1,11 @@
 """The SQLite plumbing under the attempt memory: opening (WAL, migrations), guarded reads and
 `BEGIN IMMEDIATE` writes, with every SQLite error turned into one clear MemoryStoreError.
 
+With a state URL (`patchit.state.url`) the same store runs on Postgres: `db` is then a
+`patchit.state.pgdb.PgDatabase` (the part of sqlite-utils' API the migrations and the mixins
+use, `?` SQL translated), and `BEGIN IMMEDIATE` takes the memory's advisory lock, so writes
+that read first (incident grouping, leases) stay one at a time across every host.
+
 A new memory file is built aside and linked into place (`patchit.dbfiles`), so a 0-byte or
 otherwise damaged file is never mistaken for a new one: it is moved aside with a timestamp,
 a new one is started, and `notices` carries the one line the caller reports.
@@ -13,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, cast
 
 from sqlite_utils import Database
 
@@ -29,6 +34,8 @@ from patchit.dbfiles import (
 from patchit.errors import BadInputError, MemoryStoreError
 from patchit.memory.migrations import apply_migrations
 from patchit.memory.runlog import DB_RELATIVE_PATH as DB_RELATIVE_PATH  # re-exported
+from patchit.state.pg import MEMORY_LOCK_KEY, StateDbError
+from patchit.state.url import mask_url, state_url
 
 
 def now_utc() -> datetime:
@@ -47,6 +54,7 @@ class SqliteStore:
 
     def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
         self.path = path
+        self.where = str(path)  # what messages name: the file, or the masked state URL
         self.busy_timeout_s = busy_timeout_s
         self.notices: list[str] = []
         with self._guard("open"):
@@ -89,8 +97,12 @@ class SqliteStore:
 
     @classmethod
     def open(cls, home: Path, busy_timeout_s: float = 30.0) -> Self:
-        """Open (creating directories and schema) `<home>/memory/attempts.sqlite3`."""
+        """Open (creating directories and schema) `<home>/memory/attempts.sqlite3`, or the
+        deployment's Postgres state when it has a state URL."""
         path = home / DB_RELATIVE_PATH
+        url = state_url(home)  # StateUrlError: a BadInputError, exit 2
+        if url is not None:
+            return cls.on_postgres(url, path, busy_timeout_s)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -99,6 +111,26 @@ class SqliteStore:
                 "set PATCHIT_HOME or --home to a writable directory"
             ) from exc
         return cls(path, busy_timeout_s)
+
+    @classmethod
+    def on_postgres(cls, url: str, path: Path, busy_timeout_s: float = 30.0) -> Self:
+        """The store in the Postgres state at `url`, migrated (`path` is the SQLite file this
+        deployment does not use). An unreachable server is a StateUnavailableError (exit 2)."""
+        from patchit.state.pgdb import PgDatabase
+
+        store = cls.__new__(cls)
+        store.path, store.where, store.busy_timeout_s = path, mask_url(url), busy_timeout_s
+        store.notices = []
+        pg = PgDatabase.connect(url, MEMORY_LOCK_KEY, busy_timeout_s)
+        # PgDatabase speaks the part of Database the memory uses (tests/state/test_pgdb.py)
+        store.db = cast(Database, pg)
+        try:
+            with store._guard("migrate"):
+                apply_migrations(store.db)
+        except BaseException:
+            pg.close()
+            raise
+        return store
 
     @classmethod
     def sharing(cls, store: SqliteStore) -> Self:
@@ -125,10 +157,22 @@ class SqliteStore:
     def _guard(self, action: str) -> Iterator[None]:
         try:
             yield
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, StateDbError) as exc:
             raise self._error(action, exc) from exc
 
-    def _error(self, action: str, exc: sqlite3.Error) -> MemoryStoreError:
+    def _error(self, action: str, exc: sqlite3.Error | StateDbError) -> MemoryStoreError:
+        if isinstance(exc, StateDbError):
+            if exc.busy:
+                hint = f"another worker held its lock longer than {self.busy_timeout_s:g} s; retry"
+            elif exc.integrity:
+                hint = "this is a patchit bug; please report it with this message"
+            elif exc.lost:
+                hint = "the state server went away: check it, then retry"
+            else:
+                hint = "check the state database and the role's privileges"
+            return MemoryStoreError(
+                f"{self.where}: attempt memory could not {action} ({exc}); {hint}"
+            )
         if "locked" in str(exc) or "busy" in str(exc):
             hint = f"another process held it longer than {self.busy_timeout_s:g} s; retry"
         elif isinstance(exc, sqlite3.IntegrityError):
@@ -137,7 +181,7 @@ class SqliteStore:
             hint = "the file is damaged: the next patchit run moves it aside and starts a new one"
         else:
             hint = "check the file's permissions and the disk, or restore a backup"
-        return MemoryStoreError(f"{self.path}: attempt memory could not {action} ({exc}); {hint}")
+        return MemoryStoreError(f"{self.where}: attempt memory could not {action} ({exc}); {hint}")
 
     @contextmanager
     def _write(self) -> Iterator[Database]:
@@ -163,6 +207,6 @@ class SqliteStore:
     def _require_incident(self, incident_id: str) -> None:
         if not self._rows("select 1 from incidents where id = ?", (incident_id,)):
             raise BadInputError(
-                f"incident {incident_id!r} not found in {self.path}; "
+                f"incident {incident_id!r} not found in {self.where}; "
                 "run `patchit incidents` to list them"
             )

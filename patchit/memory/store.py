@@ -58,14 +58,22 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
     # -- incidents and events --------------------------------------------------------------
 
     def find_incident(
-        self, cause_key: str, repo_path: str | None, window_days: int = 14
+        self,
+        cause_key: str,
+        repo_path: str | None,
+        window_days: int = 14,
+        repo_url: str | None = None,
     ) -> Incident | None:
-        """The most recently active incident of this cause and repository within the window."""
+        """The most recently active incident of this cause and repository within the window.
+
+        The repository is its remote URL when known (clones at other paths share incidents),
+        else its local path."""
         since = (_now() - timedelta(days=window_days)).isoformat()
+        repo = "i.repo_url = ?" if repo_url else "i.repo_url is null and i.repo_path is ?"
         rows = self._rows(
-            _INCIDENT_SELECT + "where i.cause_key = ? and i.repo_path is ? and i.updated_utc >= ?"
+            _INCIDENT_SELECT + f"where i.cause_key = ? and {repo} and i.updated_utc >= ?"
             " order by i.updated_utc desc, i.created_utc desc limit 1",
-            (cause_key, repo_path, since),
+            (cause_key, repo_url or repo_path, since),
         )
         return Incident.model_validate(rows[0]) if rows else None
 
@@ -83,6 +91,7 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
                     "fingerprint": fingerprint,
                     "cause_key": cause_key,
                     "repo_path": event.repo_path,
+                    "repo_url": event.repo_url,
                     "status": IncidentStatus.OPEN.value,
                     "summary": "",
                     "created_utc": now,
@@ -124,7 +133,7 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         Find and create run in one IMMEDIATE transaction, so concurrent workers agree.
         """
         with self._write():
-            found = self.find_incident(cause_key, event.repo_path, window_days)
+            found = self.find_incident(cause_key, event.repo_path, window_days, event.repo_url)
             if found is not None:
                 self.attach_event(found.id, event, fingerprint, cause_key)
                 incident, created = found.id, False
@@ -195,7 +204,7 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         rows = self._rows(_INCIDENT_SELECT + "where i.id = ?", (incident_id,))
         if not rows:
             raise BadInputError(
-                f"incident {incident_id!r} not found in {self.path}; "
+                f"incident {incident_id!r} not found in {self.where}; "
                 "run `patchit incidents` to list them"
             )
         return Incident.model_validate(rows[0])

@@ -1,0 +1,166 @@
+"""Connections to the shared Postgres state, standard library only until one is opened.
+
+psycopg2 is imported when a connection is made, never at import: the Airflow callback imports
+this module's users inside the task process. `PgConn` speaks the part of sqlite3's connection
+API that the spool and the memory use (`execute` with `?` placeholders, `BEGIN IMMEDIATE`,
+`COMMIT`, `ROLLBACK`, `in_transaction`), so their transaction code reads the same on both:
+- autocommit, with explicit transactions, like sqlite3 with `isolation_level=None`;
+- `BEGIN IMMEDIATE` begins and, when the connection has a `lock_key`, takes that transaction
+  advisory lock: the one writer at a time that SQLite's write lock gives, across hosts;
+- `lock_timeout` is the busy timeout: a wait past it fails, as SQLite's "database is locked".
+Every driver error comes out as `StateDbError`; a failed connect as `StateUnavailableError`
+(one line naming the URL, password masked, and what to do; exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any
+
+from patchit.errors import BadInputError
+from patchit.state.url import STATE_URL_ENV, mask_url
+
+CONNECT_TIMEOUT_S = 10
+MEMORY_LOCK_KEY = 0x7061_7463_6869_74  # "patchit": the memory's one-writer lock
+_TRANSLATIONS = [
+    (re.compile(r"%"), "%%"),
+    (re.compile(r"\bis\s+not\s+\?", re.IGNORECASE), "is distinct from ?"),
+    (re.compile(r"\bis\s+\?", re.IGNORECASE), "is not distinct from ?"),
+    (re.compile(r"\[(\w+)\]"), r'"\1"'),
+    (re.compile(r"json_extract\((\w+),\s*'\$\.(\w+)'\)"), r"(\1::jsonb ->> '\2')"),
+    (re.compile(r"\bmax\(([^(),]+),\s*([^(),]+)\)"), r"greatest(\1, \2)"),
+    (re.compile(r"\?"), "%s"),
+]
+
+
+class StateDbError(Exception):
+    """A Postgres error of the shared state, with what kind it is."""
+
+    def __init__(self, message: str, *, busy: bool = False, integrity: bool = False,
+                 lost: bool = False) -> None:  # fmt: skip
+        super().__init__(message)
+        self.busy = busy
+        self.integrity = integrity
+        self.lost = lost
+
+
+class StateUnavailableError(BadInputError):
+    """The state URL's server cannot be reached or refuses us (exit 2)."""
+
+
+@lru_cache(maxsize=512)
+def to_pg(sql: str) -> str:
+    """SQLite-flavoured SQL as the memory writes it, for Postgres: `?` placeholders, `is ?`,
+    `[name]` quoting, `json_extract(col, '$.key')`, two-argument `max`."""
+    for pattern, replacement in _TRANSLATIONS:
+        sql = pattern.sub(replacement, sql)
+    return sql
+
+
+def _wrap(exc: Exception) -> StateDbError:
+    code = str(getattr(exc, "pgcode", "") or "")
+    dropped = type(exc).__name__ in ("OperationalError", "InterfaceError") and not code
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return StateDbError(
+        first,
+        busy=code in ("55P03", "40P01", "57014"),  # lock timeout, deadlock, statement timeout
+        integrity=code.startswith("23"),
+        lost=code.startswith("08") or dropped,
+    )
+
+
+def _numeric(value: str | None, _cursor: Any) -> int | float | None:
+    """NUMERIC (what sum() of integers gives) as int or float, as SQLite returns them."""
+    if value is None:
+        return None
+    return float(value) if any(c in value for c in ".eEN") else int(value)
+
+
+def connect(url: str, *, lock_timeout_s: float = 30.0,
+            connect_timeout_s: float = CONNECT_TIMEOUT_S,
+            statement_timeout_s: float | None = None) -> Any:  # fmt: skip
+    """A psycopg2 connection (autocommit) to `url`, or StateUnavailableError. Waits on locks
+    past `lock_timeout_s` fail (SQLite's busy timeout); so do statements past
+    `statement_timeout_s` when given (a producer must not hang on a server that stopped
+    answering)."""
+    try:
+        import psycopg2
+        import psycopg2.extensions
+    except ImportError as exc:
+        raise StateUnavailableError(
+            f"{STATE_URL_ENV} {mask_url(url)}: psycopg2 is not installed; "
+            "pip install 'patchit[postgres]'"
+        ) from exc
+    try:
+        raw = psycopg2.connect(
+            url, connect_timeout=max(1, round(connect_timeout_s)), application_name="patchit"
+        )
+    except psycopg2.Error as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise StateUnavailableError(
+            f"the state database {mask_url(url)}: cannot connect ({why}); start the server or fix "
+            f"{STATE_URL_ENV} / [state] url in $PATCHIT_HOME/patchit.toml (unset both for the "
+            "embedded SQLite state)"
+        ) from exc
+    raw.autocommit = True
+    numeric = psycopg2.extensions.new_type((1700,), "PATCHIT_NUMERIC", _numeric)
+    psycopg2.extensions.register_type(numeric, raw)
+    with raw.cursor() as cur:
+        cur.execute("set lock_timeout = %s", (f"{max(1, int(lock_timeout_s * 1000))}ms",))
+        if statement_timeout_s is not None:
+            ms = max(1, int(statement_timeout_s * 1000))
+            cur.execute("set statement_timeout = %s", (f"{ms}ms",))
+    return raw
+
+
+class PgConn:
+    """A psycopg2 connection behind the sqlite3 calls the spool and the memory make."""
+
+    def __init__(self, raw: Any, lock_key: int | None = None) -> None:
+        self.raw = raw
+        self.lock_key = lock_key
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self.raw.info.transaction_status != 0)  # 0: TRANSACTION_STATUS_IDLE
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        word = sql.strip().upper()
+        if word.startswith("BEGIN"):
+            cur = self._run("begin", ())
+            if self.lock_key is not None and "IMMEDIATE" in word:
+                self._run("select pg_advisory_xact_lock(%s)", (self.lock_key,))
+            return cur
+        if word in ("COMMIT", "ROLLBACK"):
+            return self._run(word.lower(), ())
+        return self._run(to_pg(sql), tuple(params) if isinstance(params, (list, tuple)) else params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        for row in rows:
+            self._run(to_pg(sql), tuple(row))
+
+    def _run(self, sql: str, params: Any) -> Any:
+        cur = self.raw.cursor()
+        try:
+            cur.execute(sql, params)
+        except Exception as exc:
+            if type(exc).__module__.startswith("psycopg2"):
+                raise _wrap(exc) from exc
+            raise
+        return cur
+
+    def close(self) -> None:
+        try:
+            self.raw.close()
+        except Exception as exc:  # closing a connection the server dropped
+            if not type(exc).__module__.startswith("psycopg2"):
+                raise
+
+
+def rows_as_dicts(cur: Any) -> list[dict[str, Any]]:
+    if cur.description is None:
+        return []
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

@@ -1,0 +1,152 @@
+"""Repositories named by remote URL: one name for every spelling of a remote, this host's clone
+found from the event's path or `[repos]`, and clones at different paths sharing incidents."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchit.errors import BadInputError
+from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.intake.airflow_scan import split_error
+from patchit.intake.checkouts import local_checkout
+from patchit.intake.gitinfo import normalise_remote, read_remote_url
+from patchit.memory import Memory
+from patchit.memory.fingerprint import cause_key, error_fingerprint
+from tests.conftest import commit_all, git
+
+JOB = "dags/totals.py"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "git@github.com:acme/dags.git",
+        "https://github.com/acme/dags",
+        "https://bob:tok@GitHub.com/acme/dags.git/",
+        "ssh://git@github.com:22/acme/dags.git",
+    ],
+)
+def test_every_spelling_of_a_remote_is_one_name(url: str) -> None:
+    assert normalise_remote(url) == "github.com/acme/dags"
+
+
+def test_local_remotes_stay_paths() -> None:
+    assert normalise_remote("/srv/git/dags.git") == "/srv/git/dags"
+    assert normalise_remote("file:///srv/git/dags.git") == "/srv/git/dags"
+    assert normalise_remote("  ") is None
+
+
+def clones(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A bare repository with a failing job, cloned at two paths: ("host a", "host b", url)."""
+    seed = tmp_path / "seed"
+    (seed / "dags").mkdir(parents=True)
+    (seed / JOB).write_text('rows = [{"amount": 3}]\nprint(sum(row["amout"] for row in rows))\n')
+    git(seed, "init", "-q", "-b", "main")
+    commit_all(seed, "totals")
+    bare = tmp_path / "dags.git"
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(bare))
+    a, b = tmp_path / "host-a" / "dags", tmp_path / "host-b" / "srv" / "dags"
+    for clone in (a, b):
+        clone.parent.mkdir(parents=True)
+        git(tmp_path, "clone", "-q", str(bare), str(clone))
+    url = read_remote_url(a)
+    assert url == read_remote_url(b) == str(bare.with_suffix(""))
+    return a, b, url or ""
+
+
+def failure(repo: Path, url: str) -> UniversalFailureEvent:
+    proc = subprocess.run([sys.executable, "-P", str(repo / JOB)], capture_output=True,
+                          text=True, cwd=repo, check=False)  # fmt: skip
+    error_type, message = split_error(proc.stderr)
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    return UniversalFailureEvent(
+        source=FailureSource.AIRFLOW, pipeline_id="totals", unit_id="total", unit_path=JOB,
+        error_type=error_type, error_message=message, traceback=proc.stderr,
+        repo_path=str(repo), commit=sha, repo_url=url,
+    )  # fmt: skip
+
+
+def test_an_event_from_another_hosts_clone_is_moved_to_this_hosts(
+    tmp_path: Path, _patchit_home: Path
+) -> None:
+    a, b, url = clones(tmp_path)
+    from_a, from_b = failure(a, url), failure(b, url)
+    assert str(a) in (from_a.traceback or "")
+    assert local_checkout(from_b, _patchit_home) is from_b  # already this host's clone
+    gone = from_a.model_copy(update={"repo_path": str(tmp_path / "not-here" / "dags")})
+    with pytest.raises(BadInputError, match=r"has no checkout on this host.*\[repos\]") as err:
+        local_checkout(gone, _patchit_home)
+    assert "\n" not in str(err.value)
+    _patchit_home.mkdir()
+    (_patchit_home / "patchit.toml").write_text(f'[repos]\n"{url}" = "{tmp_path / "seed"}"\n')
+    with pytest.raises(BadInputError, match="not a git checkout with that remote"):
+        local_checkout(gone, _patchit_home)
+    (_patchit_home / "patchit.toml").write_text(f'[repos]\n"{url}" = "{b}"\n')
+    moved = local_checkout(from_a.model_copy(update={"repo_path": str(a) + "-gone"}), _patchit_home)
+    assert moved.repo_path == str(b)
+    moved = local_checkout(from_a, _patchit_home)  # a is a clone here too: kept
+    assert moved.repo_path == str(a)
+    moved = local_checkout(
+        UniversalFailureEvent.model_validate_json(
+            from_a.model_dump_json().replace(str(a), str(tmp_path / "elsewhere"))
+        ),
+        _patchit_home,
+    )
+    assert moved.repo_path == str(b) and str(tmp_path / "elsewhere") not in moved.model_dump_json()
+    assert error_fingerprint(moved) == error_fingerprint(from_b)
+    assert cause_key(moved) == cause_key(from_b)
+
+
+def test_clones_at_different_paths_share_one_incident(tmp_path: Path, _patchit_home: Path) -> None:
+    a, b, url = clones(tmp_path)
+    from_a, from_b = failure(a, url), failure(b, url)
+    assert error_fingerprint(from_a) == error_fingerprint(from_b)
+    with Memory.open(_patchit_home) as memory:
+        first, created = memory.open_or_attach(from_a, error_fingerprint(from_a), cause_key(from_a))
+        again, created_again = memory.open_or_attach(
+            from_b, error_fingerprint(from_b), cause_key(from_b)
+        )
+        assert created and not created_again and again.id == first.id
+        assert first.repo_url == url and again.events == 2
+        # without a remote URL, the local path still tells repositories apart
+        plain = [e.model_copy(update={"repo_url": None}) for e in (from_a, from_b)]
+        one, _ = memory.open_or_attach(plain[0], error_fingerprint(plain[0]), cause_key(plain[0]))
+        two, _ = memory.open_or_attach(plain[1], error_fingerprint(plain[1]), cause_key(plain[1]))
+        assert len({first.id, one.id, two.id}) == 3
+
+
+def test_the_callback_names_the_repository_by_its_remote(
+    tmp_path: Path, _patchit_home: Path
+) -> None:
+    from patchit.intake.spool import Spool
+    from patchit.integrations.airflow import make_failure_callback
+
+    a, _, url = clones(tmp_path)
+
+    class Dag:
+        fileloc = str(a / JOB)
+
+    make_failure_callback()({"dag": Dag(), "exception": KeyError("amout")})
+    with Spool.open(_patchit_home) as spool:
+        [row] = spool.rows()
+    event = UniversalFailureEvent.model_validate_json(row["payload"])
+    assert event.repo_url == url and event.repo_path == str(a)
+
+
+def test_heal_of_an_event_from_a_clone_not_on_this_host_is_one_exit_2_line(
+    tmp_path: Path, _patchit_home: Path
+) -> None:
+    from tests.cli.helpers import patchit
+
+    a, _, url = clones(tmp_path)
+    event = failure(a, url).model_copy(update={"repo_path": str(tmp_path / "other-host")})
+    path = tmp_path / "event.json"
+    path.write_text(event.model_dump_json())
+    res = patchit("heal", str(path))
+    assert res.returncode == 2
+    [line] = res.stderr.splitlines()
+    assert f"repository {url} has no checkout on this host" in line and "[repos]" in line
