@@ -1,0 +1,72 @@
+"""A local HTTP server standing in for Airflow's `POST /api/v2/dags/{dag_id}/dagRuns`: it
+records each request and answers as told (a run, a refusal, an error, or nothing in time)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class FakeAirflow:
+    """`status`: what the server answers; `delay_s`: how long it waits before answering."""
+
+    status: int = 200
+    delay_s: float = 0.0
+    requests: list[Seen] = field(default_factory=list)
+    url: str = ""
+
+
+def _handler(fake: FakeAirflow) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_args: Any) -> None:
+            return
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.loads(raw)
+            fake.requests.append(Seen("POST", self.path, dict(self.headers.items()), body))
+            time.sleep(fake.delay_s)
+            if fake.status == 200:
+                answer: dict[str, Any] = {"dag_run_id": body.get("dag_run_id"), "state": "queued"}
+            else:
+                answer = {"detail": f"refused with {fake.status}"}
+            data = json.dumps(answer).encode()
+            try:
+                self.send_response(fake.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client gave up (its timeout): nothing to answer
+                return
+
+    return Handler
+
+
+@contextmanager
+def serve(fake: FakeAirflow) -> Iterator[FakeAirflow]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
