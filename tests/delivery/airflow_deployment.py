@@ -113,8 +113,14 @@ def airflow_deployment(
     patchit_home: Path,
     database_url: str | None = None,
     extra_env: dict[str, str] | None = None,
+    local_settings: str | None = None,
 ) -> Iterator[Deployment]:
+    """`local_settings`: the text of `$AIRFLOW_HOME/config/airflow_local_settings.py` (cluster
+    policies), when given."""
     home, db, _ = prepare_airflow_home(scratch)
+    if local_settings is not None:
+        (home / "config").mkdir()
+        (home / "config" / "airflow_local_settings.py").write_text(local_settings)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(

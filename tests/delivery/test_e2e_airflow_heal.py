@@ -24,6 +24,15 @@ from tests.pg_cluster import PgCluster
 pytestmark = pytest.mark.slow
 
 HEAL_DAG_FILE = "from patchit.integrations.airflow_heal import dag  # noqa: F401\n"
+# a deployment that alerts patchit from every task, the heal DAG's own included
+EVERY_TASK_ALERTS = """\
+from patchit.integrations.airflow import on_failure_callback
+
+
+def task_policy(task):
+    if not task.on_failure_callback:
+        task.on_failure_callback = [on_failure_callback]  # Airflow 3 keeps a list here
+"""
 
 
 def user_repo(dest: Path) -> Path:
@@ -57,7 +66,10 @@ def test_a_failed_task_is_healed_by_the_patchit_heal_dag_on_postgres_airflow(
     home = tmp_path / "patchit-home"
     repo = user_repo(tmp_path / "repo")
     before = checkout_state(repo)
-    with airflow_deployment(repo / "dags", tmp_path / "airflow", home, database_url=url) as af:
+    with airflow_deployment(
+        repo / "dags", tmp_path / "airflow", home, database_url=url,
+        local_settings=EVERY_TASK_ALERTS,
+    ) as af:  # fmt: skip
         af.wait_for_dag("patchit_heal")
         af.wait_for_dag("shop_orders")
         assert af.run_dag("shop_orders", "2024-01-02") == "failed"
@@ -66,6 +78,18 @@ def test_a_failed_task_is_healed_by_the_patchit_heal_dag_on_postgres_airflow(
         assert run["state"] == "success", heal_log
         assert run["dag_run_id"].startswith("patchit__shop_orders.summarise__"), run
         assert run["conf"]["event"]["unit_id"] == "summarise"
+
+        # the heal DAG's own failure alerts patchit (the policy) but is never handed over
+        af.call("POST", "/dags/patchit_heal/dagRuns", {
+            "dag_run_id": "by_hand", "logical_date": None, "conf": {"event": {"x": 1}},
+        })  # fmt: skip
+        runs = af.wait_for_runs("patchit_heal", count=2)
+        assert sorted(r["state"] for r in runs) == ["failed", "success"], runs
+        refused = af.task_log("patchit_heal")
+        assert "dag_run.conf event: does not match the event schema" in refused
+        assert "not healing a failure of patchit_heal, patchit's own heal DAG" in refused
+        time.sleep(3)  # a heal run triggered by that failure would be listed by now
+        assert len(af.call("GET", "/dags/patchit_heal/dagRuns")["dag_runs"]) == 2
     assert (home / "spool").exists() is False, "handed over, so nothing was spooled"
     incident = incident_of(home)
     assert incident["status"] == "fixed", (incident, heal_log)
