@@ -8,6 +8,7 @@ Tasks get `PATCHIT_HOME`, so patchit's failure callback spools into the test's h
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import secrets
@@ -23,6 +24,8 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import patchit
 from patchit.harnesses.airflow_home import prepare_airflow_home
@@ -95,6 +98,19 @@ class Deployment:
         return "\n".join(path.read_text(errors="replace")[-6000:] for path in found)
 
 
+def require_airflow(database_url: str | None) -> None:
+    """Fail (never skip) when what the deployment runs is not installed."""
+    missing = [] if Path(AIRFLOW).is_file() else ["apache-airflow"]
+    if database_url and database_url.startswith("postgresql"):
+        missing += [m for m in ("asyncpg", "psycopg2") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.fail(
+            f"{', '.join(missing)} missing for the Airflow deployment: `make test` installs "
+            "them (pip install -e '.[dbt,airflow,dev]')",
+            pytrace=False,
+        )
+
+
 def migrate(env: dict[str, str], cwd: Path) -> float:
     """`airflow db migrate` for the deployment's database; how long it took (s)."""
     started = time.monotonic()
@@ -117,6 +133,7 @@ def airflow_deployment(
 ) -> Iterator[Deployment]:
     """`local_settings`: the text of `$AIRFLOW_HOME/config/airflow_local_settings.py` (cluster
     policies), when given."""
+    require_airflow(database_url)
     home, db, _ = prepare_airflow_home(scratch)
     if local_settings is not None:
         (home / "config").mkdir()

@@ -3,7 +3,9 @@ spooled event (real git and SQLite; the library's FakeHarness and a scripted str
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +109,32 @@ def test_an_event_the_worker_cannot_process_fails_the_task(
     with pytest.raises(HealFailed, match=r"could not be processed: .*no harness for this"):
         heal_conf(conf_of(event), make_context=broken)
     assert os.environ.get(DISABLE_ENV) is None
+
+
+def test_a_storm_of_heal_runs_of_one_cause_is_one_incident(
+    event: UniversalFailureEvent, _patchit_home: Path
+) -> None:
+    """Four heal tasks at once (max_active_runs=4 on four executor slots), one cause."""
+    start = mp.get_context("fork").Barrier(4)
+
+    def slow_context(home: Path, repo: Path | None, **kw: Any) -> Context:
+        def handler(workspace: Any, ev: UniversalFailureEvent) -> bool:
+            time.sleep(0.5)  # the others arrive while this one verifies
+            return RIGHT in (workspace.root / JOB).read_text()
+
+        return make_ctx(home, kw["memory"], [Scripted([edit(RIGHT)])], [FakeHarness(handler)])
+
+    def one_run(n: int) -> None:
+        start.wait(30)
+        copy = event.model_copy(update={"event_id": f"{n:032x}", "run_id": f"manual__{n}"})
+        heal_conf(conf_of(copy), say=lambda _line: None, make_context=slow_context)
+
+    procs = [mp.get_context("fork").Process(target=one_run, args=(n,)) for n in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+    assert [proc.exitcode for proc in procs] == [0, 0, 0, 0]
+    with Memory.open(_patchit_home) as memory:
+        [incident] = memory.list_incidents()
+    assert (incident.status, incident.events, incident.attempts) == ("fixed", 4, 1)
