@@ -90,6 +90,10 @@ def test_a_failed_task_is_healed_by_the_patchit_heal_dag_on_postgres_airflow(
         assert "not healing a failure of patchit_heal, patchit's own heal DAG" in refused
         time.sleep(3)  # a heal run triggered by that failure would be listed by now
         assert len(af.call("GET", "/dags/patchit_heal/dagRuns")["dag_runs"]) == 2
+
+        doctor = patchit(home, "doctor", "--repo", str(repo), PATCHIT_AIRFLOW_API_URL=af.url)
+        line = f"ok    airflow heal: dag: patchit_heal on {af.url}, unpaused"
+        assert line in doctor.stdout.splitlines(), doctor.stdout
     assert (home / "spool").exists() is False, "handed over, so nothing was spooled"
     incident = incident_of(home)
     assert incident["status"] == "fixed", (incident, heal_log)

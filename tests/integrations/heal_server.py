@@ -1,5 +1,6 @@
 """A local HTTP server standing in for Airflow's `POST /api/v2/dags/{dag_id}/dagRuns`: it
-records each request and answers as told (a run, a refusal, an error, or nothing in time)."""
+records each request and answers as told (a run, a refusal, an error, or nothing in time).
+`GET /api/v2/dags/{dag_id}` answers 404: a deployment without the heal DAG."""
 
 from __future__ import annotations
 
@@ -36,6 +37,21 @@ def _handler(fake: FakeAirflow) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *_args: Any) -> None:
             return
 
+        def do_GET(self) -> None:
+            fake.requests.append(Seen("GET", self.path, dict(self.headers.items()), None))
+            self._answer(404, {"detail": "The Dag with ID: `patchit_heal` was not found"})
+
+        def _answer(self, status: int, answer: dict[str, Any]) -> None:
+            data = json.dumps(answer).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client gave up (its timeout): nothing to answer
+                return
+
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             body = json.loads(raw)
@@ -45,15 +61,7 @@ def _handler(fake: FakeAirflow) -> type[BaseHTTPRequestHandler]:
                 answer: dict[str, Any] = {"dag_run_id": body.get("dag_run_id"), "state": "queued"}
             else:
                 answer = {"detail": f"refused with {fake.status}"}
-            data = json.dumps(answer).encode()
-            try:
-                self.send_response(fake.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:  # the client gave up (its timeout): nothing to answer
-                return
+            self._answer(fake.status, answer)
 
     return Handler
 
