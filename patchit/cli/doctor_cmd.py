@@ -21,8 +21,10 @@ from patchit.cli.context import home_of
 @click.option("--deep", is_flag=True, help="Also run `dbt --version` and `airflow version`.")
 @click.pass_context
 def doctor(ctx: click.Context, repo: Path | None, deep: bool) -> None:
-    """Check the installation: versions, sandbox, memory and spool, dbt and Airflow, and
-    where the Airflow callback hands failures over (`[airflow] heal`).
+    """Check the installation: versions, sandbox, memory and spool, dbt and Airflow.
+
+    The last check says where the Airflow callback hands failures over (`[airflow] heal`):
+    for "dag", whether the Airflow API server has the heal DAG, unpaused.
 
     Each line is ok, warn or fail, with what to fix. Exit 1 if any check fails, else 0.
     Nothing is changed: the SQLite files are opened read-only.
