@@ -322,10 +322,10 @@ def _hand_over(event: dict[str, Any], settings: HealSettings, home: Path) -> Non
     if settings.mode == "dag":
         try:
             run_id = trigger_heal(event, settings)
-        except TriggerFailed as exc:
-            spool_event(event, home)
-            _warn(f"could not trigger {settings.dag_id} ({_text(exc, 500)}); spooled the "
+        except TriggerFailed as exc:  # said before spooling: a spool that fails says its own
+            _warn(f"could not trigger {settings.dag_id} ({_text(exc, 500)}); spooling the "
                   f"failure in {home} for `patchit worker` instead")  # fmt: skip
+            spool_event(event, home)
             return
         _log.info("patchit: triggered %s run %s to heal this failure", settings.dag_id, run_id)
         return

@@ -105,7 +105,7 @@ def test_a_refusal_or_a_server_error_spools_instead(
     assert event["unit_id"] == "load_orders"
     [line] = [r.getMessage() for r in caplog.records if "could not trigger" in r.getMessage()]
     assert f"answered HTTP {status} (refused with {status})" in line
-    assert f"spooled the failure in {_patchit_home}" in line
+    assert f"spooling the failure in {_patchit_home}" in line
 
 
 def test_a_refused_connection_spools_instead(
@@ -190,3 +190,15 @@ def test_the_config_declares_the_callbacks_keys_with_the_same_defaults() -> None
     assert PatchitConfig.model_validate({"airflow": {"heal": "dag"}}).airflow.heal == "dag"
     with pytest.raises(ValidationError):
         AirflowConfig.model_validate({"heal": "queue"})
+
+
+def test_a_failed_trigger_and_a_failed_spool_are_both_said_never_raised(
+    dag_repo: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a dir")
+    url = f"http://127.0.0.1:{free_port()}"
+    make_failure_callback(home=blocker / "home", heal="dag", api_url=url)(context(dag_repo))
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("could not trigger patchit_heal" in line for line in lines), lines
+    assert any("could not spool the failure (NotADirectoryError" in line for line in lines)
