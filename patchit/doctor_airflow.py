@@ -1,6 +1,7 @@
 """`patchit doctor`'s check of `[airflow] heal`: where the failure callback would hand a failure
 over from this machine, and, for `heal = "dag"`, whether the Airflow API server has the heal
-DAG, unpaused (`GET /api/v2/dags/{dag_id}` through apache-airflow-client)."""
+DAG, unpaused (`GET /api/v2/dags/{dag_id}` through apache-airflow-client, with the token the
+callback would use)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from patchit.doctor import Check
 from patchit.errors import BadInputError
 from patchit.integrations.airflow_trigger import (
     API_URL_ENV,
+    USERNAME_ENV,
     HealSettings,
+    TriggerFailed,
+    api_token,
     resolve_heal_settings,
 )
 
@@ -37,8 +41,11 @@ def _heal_target(settings: HealSettings) -> Check:
         return Check("warn", NAME, why, f"set [airflow] api_url or {API_URL_ENV}")
     api = None
     try:
-        api = AirflowApi(url, timeout_s=settings.timeout_s)
+        token = api_token(url, settings.timeout_s)  # as the callback gets it
+        api = AirflowApi(url, token, timeout_s=settings.timeout_s)
         paused = api.dag_paused(dag_id)
+    except TriggerFailed as exc:
+        return Check("fail", NAME, f"dag, but no token: {exc}", f"check {USERNAME_ENV}")
     except BadInputError as exc:
         return Check("fail", NAME, f"dag, but {exc}")  # it says what to check
     finally:

@@ -15,7 +15,10 @@ from tests.integrations.test_airflow_heal_trigger import free_port
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (trig.HEAL_ENV, trig.API_URL_ENV, trig.TOKEN_ENV, trig.EXECUTION_API_ENV):
+    for name in (
+        trig.HEAL_ENV, trig.API_URL_ENV, trig.TOKEN_ENV, trig.EXECUTION_API_ENV,
+        trig.USERNAME_ENV, trig.PASSWORD_ENV,
+    ):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
 
 
@@ -61,3 +64,14 @@ def test_ignored_settings_are_warned(tmp_path: Path) -> None:
     first, last = check_heal(tmp_path)
     assert first.status == "warn" and "heal = 'later' is not 'spool' or 'dag'" in first.detail
     assert last.status == "ok" and last.detail.startswith("spool")
+
+
+def test_a_refused_login_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(trig.HEAL_ENV, "dag")
+    monkeypatch.setenv(trig.USERNAME_ENV, "patchit")
+    monkeypatch.setenv(trig.PASSWORD_ENV, "not-the-password")
+    with serve(FakeAirflow()) as airflow:
+        monkeypatch.setenv(trig.API_URL_ENV, airflow.url)
+        [check] = check_heal(None)
+    assert [r.path for r in airflow.requests] == ["/auth/token"]
+    assert check.status == "fail" and "answered HTTP 401 (Invalid credentials)" in check.detail

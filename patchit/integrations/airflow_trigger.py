@@ -12,10 +12,11 @@ reads its settings itself, cheaply, in this order (first found wins):
 `patchit.config.AirflowConfig` declares the same keys (a test keeps the defaults equal).
 
 The request is `POST {api_url}/api/v2/dags/{heal_dag_id}/dagRuns` with the redacted event as
-`conf = {"event": ...}`, the token from `AIRFLOW_API_TOKEN` as a bearer token, and a short
-timeout. urllib rather than apache-airflow-client: the callback must import nothing but the
-standard library (the client pulls pydantic and urllib3 into every failing task). Any failure
-raises `TriggerFailed` with a one-line reason; the callback then spools as in "spool" mode.
+`conf = {"event": ...}`, a bearer token (`AIRFLOW_API_TOKEN`, or one issued for
+`AIRFLOW_API_USERNAME`/`AIRFLOW_API_PASSWORD` by `POST /auth/token`), and a short timeout.
+urllib rather than apache-airflow-client: the callback must import nothing but the standard
+library (the client pulls pydantic and urllib3 into every failing task). Any failure raises
+`TriggerFailed` with a one-line reason; the callback then spools as in "spool" mode.
 
 A failure of the heal DAG itself is never handed over (`is_heal_dag`): it would heal itself.
 """
@@ -38,6 +39,8 @@ from patchit.intake.spool import spool_payload
 HEAL_ENV = "PATCHIT_AIRFLOW_HEAL"
 API_URL_ENV = "PATCHIT_AIRFLOW_API_URL"
 TOKEN_ENV = "AIRFLOW_API_TOKEN"
+USERNAME_ENV = "AIRFLOW_API_USERNAME"
+PASSWORD_ENV = "AIRFLOW_API_PASSWORD"
 EXECUTION_API_ENV = "AIRFLOW__CORE__EXECUTION_API_SERVER_URL"
 HEAL_MODES = ("spool", "dag")
 DEFAULT_HEAL = "spool"
@@ -155,24 +158,49 @@ def trigger_heal(event: Mapping[str, Any], settings: HealSettings, token: str | 
         "conf": {"event": json.loads(spool_payload(dict(event)))},
         "note": f"patchit: heal {event.get('pipeline_id')}.{event.get('unit_id')}",
     }
+    if token is None:
+        token = api_token(settings.api_url, settings.timeout_s)
+    answer = _post_json(url, body, token, settings.timeout_s)
+    found = answer.get("dag_run_id") if isinstance(answer, dict) else None
+    return str(found or run_id)
+
+
+def api_token(
+    api_url: str, timeout_s: float, environ: Mapping[str, str] = os.environ
+) -> str | None:
+    """`AIRFLOW_API_TOKEN`, else one the API server issues for `AIRFLOW_API_USERNAME` and
+    `AIRFLOW_API_PASSWORD` (`POST /auth/token`: Airflow 3's tokens expire, a login does not),
+    else None (a deployment that needs no token)."""
+    if token := environ.get(TOKEN_ENV):
+        return token
+    user, password = environ.get(USERNAME_ENV), environ.get(PASSWORD_ENV)
+    if not (user and password):
+        return None
+    url = f"{api_url.rstrip('/')}/auth/token"
+    answer = _post_json(url, {"username": user, "password": password}, None, timeout_s)
+    token = answer.get("access_token") if isinstance(answer, dict) else None
+    if not isinstance(token, str) or not token:
+        raise TriggerFailed(f"{url} answered no access_token")
+    return token
+
+
+def _post_json(url: str, body: Any, token: str | None, timeout_s: float) -> Any:
+    """POST `body` as JSON; the JSON answer. TriggerFailed with the reason on any failure."""
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    token = token if token is not None else os.environ.get(TOKEN_ENV)
     if token:
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(
         url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
     )
     try:
-        with urllib.request.urlopen(request, timeout=settings.timeout_s) as response:
-            answer = json.loads(response.read() or b"{}")
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as exc:
         raise TriggerFailed(f"{url} answered HTTP {exc.code} ({_detail(exc)})") from exc
     except urllib.error.URLError as exc:
         raise TriggerFailed(f"{url} unreachable ({exc.reason})") from exc
     except (OSError, ValueError) as exc:  # a timeout while reading, a body that is not JSON
         raise TriggerFailed(f"{url}: {type(exc).__name__}: {exc}") from exc
-    found = answer.get("dag_run_id") if isinstance(answer, dict) else None
-    return str(found or run_id)
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:

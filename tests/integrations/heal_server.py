@@ -1,6 +1,7 @@
 """A local HTTP server standing in for Airflow's `POST /api/v2/dags/{dag_id}/dagRuns`: it
 records each request and answers as told (a run, a refusal, an error, or nothing in time).
-`GET /api/v2/dags/{dag_id}` answers 404: a deployment without the heal DAG."""
+`POST /auth/token` issues a token for one user; `GET /api/v2/dags/{dag_id}` answers 404: a
+deployment without the heal DAG."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+LOGIN_TOKEN = "eyJ0eXAiOiJKV1QifQ.issued-for-a-login"
 
 
 @dataclass
@@ -28,6 +31,7 @@ class FakeAirflow:
 
     status: int = 200
     delay_s: float = 0.0
+    password: str = "s3cret-pa55word"  # what `POST /auth/token` accepts for user "patchit"
     requests: list[Seen] = field(default_factory=list)
     url: str = ""
 
@@ -57,11 +61,15 @@ def _handler(fake: FakeAirflow) -> type[BaseHTTPRequestHandler]:
             body = json.loads(raw)
             fake.requests.append(Seen("POST", self.path, dict(self.headers.items()), body))
             time.sleep(fake.delay_s)
-            if fake.status == 200:
-                answer: dict[str, Any] = {"dag_run_id": body.get("dag_run_id"), "state": "queued"}
+            if self.path == "/auth/token":
+                if body == {"username": "patchit", "password": fake.password}:
+                    self._answer(201, {"access_token": LOGIN_TOKEN})
+                else:
+                    self._answer(401, {"detail": "Invalid credentials"})
+            elif fake.status == 200:
+                self._answer(200, {"dag_run_id": body.get("dag_run_id"), "state": "queued"})
             else:
-                answer = {"detail": f"refused with {fake.status}"}
-            self._answer(fake.status, answer)
+                self._answer(fake.status, {"detail": f"refused with {fake.status}"})
 
     return Handler
 

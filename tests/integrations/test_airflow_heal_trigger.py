@@ -16,7 +16,7 @@ from patchit.config import AirflowConfig, PatchitConfig
 from patchit.events.model import UniversalFailureEvent
 from patchit.integrations import airflow_trigger as trig
 from patchit.integrations.airflow import make_failure_callback
-from tests.integrations.heal_server import FakeAirflow, serve
+from tests.integrations.heal_server import LOGIN_TOKEN, FakeAirflow, serve
 from tests.integrations.test_airflow_callback import FakeDag, FakeTI, dag_repo, spooled
 
 __all__ = ["dag_repo"]  # the fixture, used here
@@ -26,7 +26,10 @@ TOKEN = "eyJhbGciOiJIUzUxMiJ9.secret-airflow-api-token"
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (trig.HEAL_ENV, trig.API_URL_ENV, trig.TOKEN_ENV, trig.EXECUTION_API_ENV):
+    for name in (
+        trig.HEAL_ENV, trig.API_URL_ENV, trig.TOKEN_ENV, trig.EXECUTION_API_ENV,
+        trig.USERNAME_ENV, trig.PASSWORD_ENV,
+    ):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
 
 
@@ -202,3 +205,32 @@ def test_a_failed_trigger_and_a_failed_spool_are_both_said_never_raised(
     lines = [r.getMessage() for r in caplog.records]
     assert any("could not trigger patchit_heal" in line for line in lines), lines
     assert any("could not spool the failure (NotADirectoryError" in line for line in lines)
+
+
+def test_a_login_gets_a_token_when_none_is_given(
+    dag_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeAirflow()
+    monkeypatch.setenv(trig.USERNAME_ENV, "patchit")
+    monkeypatch.setenv(trig.PASSWORD_ENV, fake.password)
+    with serve(fake) as airflow:
+        make_failure_callback(heal="dag", api_url=airflow.url)(context(dag_repo))
+    login, trigger = airflow.requests
+    assert (login.path, trigger.path) == ("/auth/token", "/api/v2/dags/patchit_heal/dagRuns")
+    assert "Authorization" not in login.headers
+    assert trigger.headers["Authorization"] == f"Bearer {LOGIN_TOKEN}"
+    assert fake.password not in str(trigger.body)
+
+
+def test_a_refused_login_spools_and_never_logs_the_password(
+    dag_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    monkeypatch.setenv(trig.USERNAME_ENV, "patchit")
+    monkeypatch.setenv(trig.PASSWORD_ENV, "wrong-password-here")
+    with serve(FakeAirflow()) as airflow:
+        make_failure_callback(heal="dag", api_url=airflow.url)(context(dag_repo))
+    assert [r.path for r in airflow.requests] == ["/auth/token"]
+    assert len(spooled(_patchit_home)) == 1
+    assert "/auth/token answered HTTP 401 (Invalid credentials)" in caplog.text
+    assert "wrong-password-here" not in caplog.text
