@@ -94,7 +94,7 @@ def test_a_failed_task_is_healed_by_the_patchit_heal_dag_on_postgres_airflow(
         doctor = patchit(home, "doctor", "--repo", str(repo), PATCHIT_AIRFLOW_API_URL=af.url)
         line = f"ok    airflow heal: dag: patchit_heal on {af.url}, unpaused"
         assert line in doctor.stdout.splitlines(), doctor.stdout
-    assert (home / "spool").exists() is False, "handed over, so nothing was spooled"
+    assert not (home / "spool").exists(), "handed over, so nothing was spooled"
     incident = incident_of(home)
     assert incident["status"] == "fixed", (incident, heal_log)
     branch = str(incident["branch"])
@@ -104,4 +104,5 @@ def test_a_failed_task_is_healed_by_the_patchit_heal_dag_on_postgres_airflow(
     listed = patchit(home, "incidents", "--json")
     assert json.loads(listed.stdout)[0]["classification"] == "code_bug"
     took = time.monotonic() - started
-    print(f"patchit_heal end to end: {took:.0f} s ({(af.logs / 'migrate.txt').read_text()})")
+    migrated = (af.logs / "migrate.txt").read_text().strip()
+    print(f"patchit_heal end to end: {took:.0f} s ({migrated})")
