@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -153,12 +154,25 @@ class NotifyConfig(BaseModel):
 
 
 class AirflowConfig(BaseModel):
-    """The Airflow API server `patchit track` reads task runs from (Airflow incidents)."""
+    """The Airflow API server `patchit track` reads task runs from (Airflow incidents), and how
+    the failure callback hands a failed task over. The callback reads `heal`, `api_url`,
+    `heal_dag_id` and `trigger_timeout_s` itself, standard library only
+    (`patchit.integrations.heal_settings`); these fields are their schema and defaults."""
 
     model_config = ConfigDict(extra="forbid")
 
     api_url: str | None = Field(
         default=None, description="e.g. http://airflow:8080; else PATCHIT_AIRFLOW_API_URL"
+    )
+    heal: Literal["spool", "dag"] = Field(
+        default="spool",
+        description="spool: the callback spools for `patchit worker`; dag: it triggers the "
+        "patchit_heal DAG through the Airflow REST API (spooling when that fails); "
+        "PATCHIT_AIRFLOW_HEAL overrides",
+    )
+    heal_dag_id: str = Field(default="patchit_heal", description="the DAG `heal = dag` triggers")
+    trigger_timeout_s: float = Field(
+        default=3.0, gt=0, description="how long the callback waits for the trigger request"
     )
     deploy_lag_s: float = Field(
         default=0.0, ge=0, description="how long a merge takes to reach the DAG folder"

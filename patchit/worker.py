@@ -138,9 +138,7 @@ class Worker:
                     self.recover(memory)
                     self._run_batches(spool, memory, once, poll_s, stop)
                 finally:
-                    for ctx in self._contexts.values():
-                        ctx.close()
-                    self._contexts.clear()
+                    self._close_contexts()
         except (sqlite3.Error, StateDbError) as exc:  # the memory's are MemoryStoreError
             raise SpoolError(
                 f"{spool_where(self.home)}: the spool could not be used ({exc}); "
@@ -153,6 +151,28 @@ class Worker:
                 )
             ) from exc
         return self.stats
+
+    def heal_payloads(self, payloads: list[str]) -> dict[int, str]:
+        """Heal events handed over directly (the `patchit_heal` DAG's run conf), as a batch
+        claimed from the spool is healed, but without the spool: the caller keeps the events
+        until this returns. Why each one that could not be processed failed, by index."""
+        with Memory.open(self.home) as memory:
+            for notice in memory.notices:
+                self.say(notice)
+            try:
+                self.recover(memory)
+                rows = [SpooledEvent(i, payload, 1) for i, payload in enumerate(payloads)]
+                batch = self._heal_rows(rows, memory, where="event")
+            finally:
+                self._close_contexts()
+        self.stats.processed += len(payloads) - len(batch.failed)
+        self.stats.bad += len(batch.failed)
+        return batch.failed
+
+    def _close_contexts(self) -> None:
+        for ctx in self._contexts.values():
+            ctx.close()
+        self._contexts.clear()
 
     def recover(self, memory: Memory) -> None:
         """Clear what dead runs left and resume the incidents they left open."""
@@ -193,12 +213,8 @@ class Worker:
         if imported := spool.import_fallback():
             self.say(f"imported {imported} event(s) that producers wrote to the fallback file")
         rows = spool.claim(self.owner, self.batch_size, self.lease_s)
-        batch = _Batch()
-        for row in rows:
-            self._add_row(batch, row)
         try:
-            self._heal_others(batch, memory)
-            self._heal_dbt(batch, memory)
+            batch = self._heal_rows(rows, memory)
         except MemoryStoreError:
             spool.release([row.id for row in rows])  # not the events' fault: keep them
             raise
@@ -213,11 +229,22 @@ class Worker:
                 self.say(f"could not process spool row {row.id} (kept as bad): {reason}")
         return len(rows)
 
-    def _add_row(self, batch: _Batch, row: SpooledEvent) -> None:
+    def _heal_rows(
+        self, rows: list[SpooledEvent], memory: Memory, where: str = "spool row"
+    ) -> _Batch:
+        """Parse, group and heal the events of `rows`; the batch says which rows failed."""
+        batch = _Batch()
+        for row in rows:
+            self._add_row(batch, row, where)
+        self._heal_others(batch, memory)
+        self._heal_dbt(batch, memory)
+        return batch
+
+    def _add_row(self, batch: _Batch, row: SpooledEvent, where: str = "spool row") -> None:
         try:
             event = parse_spooled(row)
         except ValueError as exc:
-            batch.failed[row.id] = f"spool row {row.id}: {exc}"
+            batch.failed[row.id] = f"{where} {row.id}: {exc}"
             return
         try:
             event = local_checkout(event, self.home)  # named by remote URL: this host's clone
@@ -231,7 +258,7 @@ class Worker:
             for one in converted or [event]:
                 cause_key(one)  # a key that cannot be computed fails this row, not the batch
         except Exception as exc:  # a poison event: only its own row is bad
-            batch.failed[row.id] = f"spool row {row.id}: {_internal(exc)}"
+            batch.failed[row.id] = f"{where} {row.id}: {_internal(exc)}"
             return
         if converted:
             self.say(f"{event.short()} ran dbt: healing its {len(converted)} failed node(s)")

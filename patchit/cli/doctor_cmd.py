@@ -15,22 +15,27 @@ from patchit.cli.context import home_of
     "--repo",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Repository whose .patchit.toml [sandbox] settings to check (default: the cwd).",
+    help="Repository whose .patchit.toml [sandbox] and [airflow] settings to check "
+    "(default: the cwd).",
 )
 @click.option("--deep", is_flag=True, help="Also run `dbt --version` and `airflow version`.")
 @click.pass_context
 def doctor(ctx: click.Context, repo: Path | None, deep: bool) -> None:
     """Check the installation: versions, sandbox, memory and spool, dbt and Airflow.
 
+    The last check says where the Airflow callback hands failures over (`[airflow] heal`):
+    for "dag", whether the Airflow API server has the heal DAG, unpaused.
+
     Each line is ok, warn or fail, with what to fix. Exit 1 if any check fails, else 0.
     Nothing is changed: the SQLite files are opened read-only.
     """
     from patchit.config import load_config
     from patchit.doctor import exit_code, run_checks
+    from patchit.doctor_airflow import check_heal
 
     root = (repo or Path.cwd()).resolve()
     config = load_config(root if (root / ".patchit.toml").is_file() else None)
-    checks = run_checks(home_of(ctx), config.sandbox, deep=deep)
+    checks = [*run_checks(home_of(ctx), config.sandbox, deep=deep), *check_heal(root)]
     for check in checks:
         click.echo(check.line())
     failed = sum(c.status == "fail" for c in checks)

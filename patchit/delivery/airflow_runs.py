@@ -119,6 +119,20 @@ class AirflowApi:
                 return {**detail[0], "causes": detail[1:]}
         return None
 
+    def dag_paused(self, dag_id: str) -> bool | None:
+        """Whether the DAG is paused; None when the API server does not know it."""
+        from airflow_client.client.api.dag_api import DAGApi
+        from airflow_client.client.exceptions import NotFoundException
+
+        get_dag = DAGApi(self._client).get_dag
+        try:
+            dag = self._call(dag_id, get_dag, dag_id, _request_timeout=self._timeout)
+        except BadInputError as exc:
+            if isinstance(exc.__cause__, NotFoundException):
+                return None
+            raise
+        return bool(dag.is_paused)
+
     def _call(self, dag: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from airflow_client.client.exceptions import OpenApiException
         from urllib3.exceptions import HTTPError
@@ -129,7 +143,7 @@ class AirflowApi:
             text = str(exc).strip()
             first = text.splitlines()[0] if text else type(exc).__name__
             raise BadInputError(
-                f"{self.url}: could not read the runs of DAG {dag} from the Airflow API "
+                f"{self.url}: could not read DAG {dag} from the Airflow API "
                 f"({first}); check [airflow] api_url and set {TOKEN_ENV} to a valid token"
             ) from exc
 

@@ -13,6 +13,11 @@ even a `SystemExit` from a property of the context; only `KeyboardInterrupt` pas
 heals here (`patchit worker` does). The dict it writes
 validates as `patchit.events.model.UniversalFailureEvent` (schema_version 1).
 
+With `[airflow] heal = "dag"` (or `PATCHIT_AIRFLOW_HEAL=dag`) it triggers the `patchit_heal`
+DAG through the Airflow REST API with the event as the run's conf instead
+(`patchit.integrations.airflow_trigger`), and spools when that fails, so no failure is lost.
+A failure of the heal DAG itself is neither triggered nor spooled.
+
 It also records the failing frame's locals as names and types (`runtime_locals`, see
 `patchit.intake.frame_locals`: a CSV row's keys, an object's attributes, never a value), read
 from the exception's traceback while it is still alive; `PATCHIT_CAPTURE_LOCALS=0` or
@@ -38,6 +43,14 @@ from patchit.home import resolve_home
 from patchit.intake.frame_locals import failing_frame_locals
 from patchit.intake.gitinfo import find_git_root, read_branch, read_head, read_remote_url
 from patchit.intake.spool import spool_event
+from patchit.integrations.airflow_trigger import (
+    DEFAULT_HEAL_DAG_ID,
+    HealSettings,
+    TriggerFailed,
+    is_heal_dag,
+    resolve_heal_settings,
+    trigger_heal,
+)
 from patchit.redaction import clean_text, redact
 
 DISABLE_ENV = "PATCHIT_CALLBACK_DISABLED"
@@ -295,15 +308,47 @@ def build_event(
     }
 
 
+def _heal_dag_failure(context: Mapping[str, Any], heal_dag_id: str | None) -> str | None:
+    """The id of the heal DAG this failure belongs to, or None: its failures are not healed."""
+    ti: Any = _safe(lambda: context.get("ti") or context.get("task_instance"))
+    dag: Any = _safe(lambda: context.get("dag") or ti.task.dag)
+    dag_id = _safe(lambda: ti.dag_id) or _safe(lambda: dag.dag_id)
+    tags = _safe(lambda: list(dag.tags))
+    return str(dag_id) if is_heal_dag(dag_id, tags, heal_dag_id or DEFAULT_HEAL_DAG_ID) else None
+
+
+def _hand_over(event: dict[str, Any], settings: HealSettings, home: Path) -> None:
+    """Trigger the heal DAG (`heal = "dag"`), else spool; a failed trigger spools, said once."""
+    for problem in settings.problems:
+        _warn(problem)
+    if settings.mode == "dag":
+        try:
+            run_id = trigger_heal(event, settings)
+        except TriggerFailed as exc:  # said before spooling: a spool that fails says its own
+            _warn(f"could not trigger {settings.dag_id} ({_text(exc, 500)}); spooling the "
+                  f"failure in {home} for `patchit worker` instead")  # fmt: skip
+            spool_event(event, home)
+            return
+        _log.info("patchit: triggered %s run %s to heal this failure", settings.dag_id, run_id)
+        return
+    spool_event(event, home)
+
+
 def make_failure_callback(
     home: str | os.PathLike[str] | None = None,
     repos: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
     capture_locals: bool = True,
+    heal: str | None = None,
+    api_url: str | None = None,
+    heal_dag_id: str | None = None,
+    trigger_timeout_s: float | None = None,
 ) -> Callback:
     """A failure callback with options: the state dir, a DAG bundle -> repository mapping
-    (`{"dags": "/srv/pipelines"}`), extra context stored with every event, and whether to
-    record the failing frame's locals as names and types."""
+    (`{"dags": "/srv/pipelines"}`), extra context stored with every event, whether to
+    record the failing frame's locals as names and types, and how to hand the failure over
+    (`heal="spool"|"dag"`, the Airflow API URL, the heal DAG's id, the trigger's timeout;
+    unset: from the environment and `.patchit.toml`, see `patchit.integrations.airflow_trigger`)."""
     repo_map = dict(repos or {})
     extra_ctx = dict(extra or {})
 
@@ -311,8 +356,15 @@ def make_failure_callback(
         if os.environ.get(DISABLE_ENV) == "1":
             return
         try:
+            if heal_dag := _heal_dag_failure(context, heal_dag_id):
+                _warn(f"not healing a failure of {heal_dag}, patchit's own heal DAG "
+                      "(see its task log)")  # fmt: skip
+                return
             event = build_event(context, repo_map, extra_ctx, capture_locals)
-            spool_event(event, resolve_home(home))
+            settings = resolve_heal_settings(
+                event.get("repo_path"), heal, api_url, heal_dag_id, trigger_timeout_s
+            )
+            _hand_over(event, settings, resolve_home(home))
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # never raise into Airflow: the task already failed

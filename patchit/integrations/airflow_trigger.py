@@ -1,0 +1,213 @@
+"""`[airflow] heal = "dag"`: the failure callback triggers the `patchit_heal` DAG through the
+Airflow REST API instead of spooling, standard library only.
+
+The callback runs in the user's task process with no configuration loaded, so this module
+reads its settings itself, cheaply, in this order (first found wins):
+- `heal`: the callback's argument, else `PATCHIT_AIRFLOW_HEAL`, else `[airflow] heal` in the
+  failing repository's `.patchit.toml`, else "spool";
+- `api_url`: the argument, else `[airflow] api_url`, else `PATCHIT_AIRFLOW_API_URL`, else the
+  API server that serves the task (`AIRFLOW__CORE__EXECUTION_API_SERVER_URL` less
+  `/execution/`);
+- `heal_dag_id` and `trigger_timeout_s`: the argument, else `.patchit.toml`, else the defaults.
+`patchit.config.AirflowConfig` declares the same keys (a test keeps the defaults equal).
+
+The request is `POST {api_url}/api/v2/dags/{heal_dag_id}/dagRuns` with the redacted event as
+`conf = {"event": ...}`, a bearer token (`AIRFLOW_API_TOKEN`, or one issued for
+`AIRFLOW_API_USERNAME`/`AIRFLOW_API_PASSWORD` by `POST /auth/token`), and a short timeout.
+urllib rather than apache-airflow-client: the callback must import nothing but the standard
+library (the client pulls pydantic and urllib3 into every failing task). Any failure raises
+`TriggerFailed` with a one-line reason; the callback then spools as in "spool" mode.
+
+A failure of the heal DAG itself is never handed over (`is_heal_dag`): it would heal itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from patchit.intake.spool import spool_payload
+
+HEAL_ENV = "PATCHIT_AIRFLOW_HEAL"
+API_URL_ENV = "PATCHIT_AIRFLOW_API_URL"
+TOKEN_ENV = "AIRFLOW_API_TOKEN"
+USERNAME_ENV = "AIRFLOW_API_USERNAME"
+PASSWORD_ENV = "AIRFLOW_API_PASSWORD"
+EXECUTION_API_ENV = "AIRFLOW__CORE__EXECUTION_API_SERVER_URL"
+HEAL_MODES = ("spool", "dag")
+DEFAULT_HEAL = "spool"
+DEFAULT_HEAL_DAG_ID = "patchit_heal"
+DEFAULT_TRIGGER_TIMEOUT_S = 3.0
+HEAL_TAG = "patchit-heal"  # every heal DAG carries it, whatever its id
+CONFIG_NAME = ".patchit.toml"
+_RUN_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.~:+-]+")
+
+
+class TriggerFailed(Exception):
+    """The heal DAG could not be triggered; the message is the one-line reason."""
+
+
+@dataclass(frozen=True)
+class HealSettings:
+    """How the callback hands a failure over; `problems`: settings it ignored, and why."""
+
+    mode: str = DEFAULT_HEAL
+    api_url: str | None = None
+    dag_id: str = DEFAULT_HEAL_DAG_ID
+    timeout_s: float = DEFAULT_TRIGGER_TIMEOUT_S
+    problems: tuple[str, ...] = field(default=())
+
+
+def _airflow_table(repo_path: str | None, problems: list[str]) -> Mapping[str, Any]:
+    """`[airflow]` of the repository's `.patchit.toml`, {} when there is none or it is bad."""
+    if not repo_path:
+        return {}
+    path = Path(repo_path) / CONFIG_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(f"{path}: unreadable ({type(exc).__name__}); its [airflow] ignored")
+        return {}
+    import tomllib  # only when there is a file: the plain spool path stays as cheap as it was
+
+    try:
+        table = tomllib.loads(text).get("airflow", {})
+    except tomllib.TOMLDecodeError as exc:
+        problems.append(f"{path}: invalid TOML ({exc}); its [airflow] ignored")
+        return {}
+    return table if isinstance(table, dict) else {}
+
+
+def _api_from_execution_url(environ: Mapping[str, str]) -> str | None:
+    """The API server that serves this task: Airflow 3 tasks know its execution API URL."""
+    url = environ.get(EXECUTION_API_ENV, "").strip()
+    if not url:
+        return None
+    return re.sub(r"/execution/?$", "", url.rstrip("/")) or None
+
+
+def resolve_heal_settings(
+    repo_path: str | None,
+    heal: str | None = None,
+    api_url: str | None = None,
+    dag_id: str | None = None,
+    timeout_s: float | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> HealSettings:
+    """The callback's settings for a failure in `repo_path` (see the module docstring)."""
+    problems: list[str] = []
+    table = _airflow_table(repo_path, problems)
+    mode = heal or environ.get(HEAL_ENV) or table.get("heal") or DEFAULT_HEAL
+    if mode not in HEAL_MODES:
+        problems.append(f"heal = {str(mode)[:40]!r} is not 'spool' or 'dag'; spooling")
+        mode = DEFAULT_HEAL
+    url = api_url or table.get("api_url") or environ.get(API_URL_ENV)
+    url = url or _api_from_execution_url(environ)
+    heal_dag = dag_id or table.get("heal_dag_id") or DEFAULT_HEAL_DAG_ID
+    timeout = timeout_s or table.get("trigger_timeout_s") or DEFAULT_TRIGGER_TIMEOUT_S
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+        problems.append(f"trigger_timeout_s = {timeout!r} is not a positive number; using 3")
+        timeout = DEFAULT_TRIGGER_TIMEOUT_S
+    return HealSettings(
+        str(mode), str(url) if url else None, str(heal_dag), float(timeout), tuple(problems)
+    )
+
+
+def is_heal_dag(dag_id: Any, tags: Any, heal_dag_id: str = DEFAULT_HEAL_DAG_ID) -> bool:
+    """Whether a failed task belongs to a heal DAG (by id, or by the tag every one carries)."""
+    if dag_id in (heal_dag_id, DEFAULT_HEAL_DAG_ID):
+        return True
+    try:
+        return HEAL_TAG in set(tags or ())
+    except TypeError:
+        return False
+
+
+def heal_run_id(event: Mapping[str, Any]) -> str:
+    """A readable run id: `patchit__<dag>.<task>__<event id>`, in Airflow's allowed characters."""
+    unit = f"{event.get('pipeline_id', '')}.{event.get('unit_id', '')}"
+    unit = _RUN_ID_UNSAFE.sub("_", unit)[:180]
+    return f"patchit__{unit}__{str(event.get('event_id', ''))[:32]}"
+
+
+def trigger_heal(event: Mapping[str, Any], settings: HealSettings, token: str | None = None) -> str:
+    """Trigger one run of the heal DAG for `event` (redacted first); the run id.
+    TriggerFailed with the reason when there is no API URL, or the server refuses, errs or
+    does not answer within the timeout."""
+    if not settings.api_url:
+        raise TriggerFailed(
+            f"no Airflow API URL: set [airflow] api_url or {API_URL_ENV} (or run on Airflow 3, "
+            f"whose tasks know theirs from {EXECUTION_API_ENV})"
+        )
+    dag = urllib.parse.quote(settings.dag_id, safe="")
+    url = f"{settings.api_url.rstrip('/')}/api/v2/dags/{dag}/dagRuns"
+    run_id = heal_run_id(event)
+    body = {
+        "dag_run_id": run_id,
+        "logical_date": None,
+        "conf": {"event": json.loads(spool_payload(dict(event)))},
+        "note": f"patchit: heal {event.get('pipeline_id')}.{event.get('unit_id')}",
+    }
+    if token is None:
+        token = api_token(settings.api_url, settings.timeout_s)
+    answer = _post_json(url, body, token, settings.timeout_s)
+    found = answer.get("dag_run_id") if isinstance(answer, dict) else None
+    return str(found or run_id)
+
+
+def api_token(
+    api_url: str, timeout_s: float, environ: Mapping[str, str] = os.environ
+) -> str | None:
+    """`AIRFLOW_API_TOKEN`, else one the API server issues for `AIRFLOW_API_USERNAME` and
+    `AIRFLOW_API_PASSWORD` (`POST /auth/token`: Airflow 3's tokens expire, a login does not),
+    else None (a deployment that needs no token)."""
+    if token := environ.get(TOKEN_ENV):
+        return token
+    user, password = environ.get(USERNAME_ENV), environ.get(PASSWORD_ENV)
+    if not (user and password):
+        return None
+    url = f"{api_url.rstrip('/')}/auth/token"
+    answer = _post_json(url, {"username": user, "password": password}, None, timeout_s)
+    token = answer.get("access_token") if isinstance(answer, dict) else None
+    if not isinstance(token, str) or not token:
+        raise TriggerFailed(f"{url} answered no access_token")
+    return token
+
+
+def _post_json(url: str, body: Any, token: str | None, timeout_s: float) -> Any:
+    """POST `body` as JSON; the JSON answer. TriggerFailed with the reason on any failure."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        raise TriggerFailed(f"{url} answered HTTP {exc.code} ({_detail(exc)})") from exc
+    except urllib.error.URLError as exc:
+        raise TriggerFailed(f"{url} unreachable ({exc.reason})") from exc
+    except (OSError, ValueError) as exc:  # a timeout while reading, a body that is not JSON
+        raise TriggerFailed(f"{url}: {type(exc).__name__}: {exc}") from exc
+
+
+def _detail(exc: urllib.error.HTTPError) -> str:
+    """The server's own words on a refusal (FastAPI's `detail`), one short line."""
+    try:
+        raw = exc.read(2000)
+        detail: Any = json.loads(raw).get("detail", raw)
+    except (OSError, ValueError, AttributeError):
+        detail = exc.reason
+    return " ".join(str(detail).split())[:300] or "no detail"
