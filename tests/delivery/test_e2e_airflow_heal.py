@@ -2,8 +2,8 @@
 and LocalExecutor on a Postgres metadata DB (a throw-away cluster). The user's repo ships the
 one-line `patchit_heal` DAG and `[airflow] heal = "dag"`; a task fails under the scheduler ->
 its callback triggers `patchit_heal` through the REST API -> the heal runs as an Airflow task
--> the incident is `fixed` in the memory of the deployment's PATCHIT_HOME, its branch holds the
-fix, and the user's checkout is as it was."""
+-> the incident is `fixed` in the deployment's shared state (`[state] url`, a Postgres database
+of the same cluster), its branch holds the fix, and the user's checkout is as it was."""
 
 from __future__ import annotations
 
@@ -64,6 +64,12 @@ def test_a_failed_task_is_healed_by_the_patchit_heal_dag_on_postgres_airflow(
     pg.execute(f'create database "{database}"')
     url = f"postgresql+psycopg2://{pg.user}@{pg.host}:{pg.port}/{database}"
     home = tmp_path / "patchit-home"
+    # the deployment's shared state: spool and memory in Postgres, for every worker
+    state_db = f"patchit_{database}"[:60]
+    pg.execute(f'create database "{state_db}"')
+    home.mkdir()
+    state_url = f"postgresql://{pg.user}@{pg.host}:{pg.port}/{state_db}"
+    (home / "patchit.toml").write_text(f'[state]\nurl = "{state_url}"\n')
     repo = user_repo(tmp_path / "repo")
     before = checkout_state(repo)
     with airflow_deployment(
@@ -103,6 +109,10 @@ def test_a_failed_task_is_healed_by_the_patchit_heal_dag_on_postgres_airflow(
     assert checkout_state(repo) == before
     listed = patchit(home, "incidents", "--json")
     assert json.loads(listed.stdout)[0]["classification"] == "code_bug"
+    # fixed in the shared memory: the Postgres state holds it, no SQLite file was made
+    shared = pg.execute("select id, status from incidents", dbname=state_db)
+    assert shared == [(incident["id"], "fixed")]
+    assert not (home / "memory").exists()
     took = time.monotonic() - started
     migrated = (af.logs / "migrate.txt").read_text().strip()
     print(f"patchit_heal end to end: {took:.0f} s ({migrated})")
