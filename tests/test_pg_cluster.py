@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import pg_cluster
+from patchit.bench import pg_server as pg_cluster
 
 
 def test_missing_binaries_fail_with_the_fix(
