@@ -118,7 +118,12 @@ def serve(github: FakeGitHub) -> Iterator[FakeGitHub]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        # a loaded CI machine may not accept at once: a short backlog resets connections
+        request_queue_size = 128
+        daemon_threads = True
+
+    server = Server(("127.0.0.1", 0), Handler)
     github.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
