@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -92,6 +93,9 @@ class PgWarehouse:
         self.output = output
         self.where = _where(output)
         self._conn: Any = None
+        # one transaction at a time on the one connection (a baseline may be built beside a
+        # candidate, from another thread)
+        self._lock = threading.RLock()
 
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:
@@ -115,6 +119,10 @@ class PgWarehouse:
     def _cursor(self, read_only: bool) -> Iterator[Any]:
         import psycopg2
 
+        with self._lock:
+            yield from self._transaction(psycopg2, read_only)
+
+    def _transaction(self, psycopg2: Any, read_only: bool) -> Iterator[Any]:
         conn = self._connection()
         try:
             with conn.cursor() as cur:
@@ -175,9 +183,10 @@ class PgWarehouse:
         return int(rows[0][0]) == len(set(schemas))
 
     def close(self) -> None:
-        if self._conn is not None and not self._conn.closed:
-            self._conn.close()
-        self._conn = None
+        with self._lock:
+            if self._conn is not None and not self._conn.closed:
+                self._conn.close()
+            self._conn = None
 
     @staticmethod
     def _check_name(schema: str) -> None:
