@@ -133,7 +133,7 @@ def test_real_postgres_errors_are_classified_and_the_hint_gives_the_rename(
 
 
 def _sandbox_schemas(pg: PgCluster) -> list[object]:
-    return pg.execute("select nspname from pg_namespace where nspname like 'patchit%'")
+    return pg.execute("select nspname from pg_namespace where nspname like 'patchit%' order by 1")
 
 
 def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
@@ -142,6 +142,7 @@ def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
     schema = f"analytics_{next(_SCHEMAS)}"
     repo = _repo(tmp_path, pg, schema, {}, green=True)
     before = _schema_state(pg, schema)
+    others = _sandbox_schemas(pg)  # other tests' on this session's cluster
     res = patchit_dbt(repo, "build", "--select", "daily_revenue")
     assert res.returncode == 1, res.stderr  # dbt's own exit code
     assert 'column "amont" does not exist' in res.stdout
@@ -159,7 +160,7 @@ def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
     assert "upstream read live from the user's relations (--defer)" in report
     # The user's schema, its relations, rows and checksums: untouched; no sandbox left behind
     assert _schema_state(pg, schema) == before
-    assert _sandbox_schemas(pg) == []
+    assert _sandbox_schemas(pg) == others
     assert git(repo, "status", "--porcelain") == ""
 
 
@@ -189,6 +190,7 @@ def test_a_build_that_would_leave_the_sandbox_schema_is_refused(
     shutil.move(repo, tmp / "shop")
     repo = _repo(tmp_path, pg, schema, {}, green=True, source=tmp / "shop")
     user = {name: _schema_state(pg, name) for name in (schema, marts)}
+    others = _sandbox_schemas(pg)  # other tests' on this session's cluster
     assert [r for r, _ in user[marts]["relations"]] == [  # type: ignore[index]
         "customer_segments", "customers", "daily_revenue", "order_payments", "orders",
     ]  # fmt: skip
@@ -200,4 +202,4 @@ def test_a_build_that_would_leave_the_sandbox_schema_is_refused(
     [incident] = incidents()
     assert incident["status"] == "failed" and incident["branch"] is None
     assert {name: _schema_state(pg, name) for name in (schema, marts)} == user
-    assert _sandbox_schemas(pg) == []
+    assert _sandbox_schemas(pg) == others
