@@ -73,11 +73,16 @@ def node_selector(unique_id: str) -> str | None:
 
 
 def select_units(
-    event: UniversalFailureEvent, with_state: bool, unbuilt: Unbuilt = ()
+    event: UniversalFailureEvent,
+    with_state: bool,
+    unbuilt: Unbuilt = (),
+    modified: list[str] | None = None,
 ) -> list[str]:
     """The failed unit and the incident's related units, each with its descendants; and the
     ancestors of those that the sandbox's warehouse lacks (`unbuilt`: their names, or `FRESH`
-    when there is no warehouse at all), which dbt builds first in the same run."""
+    when there is no warehouse at all), which dbt builds first in the same run. With state,
+    what the candidate modified and its descendants: `modified` (model names) when known
+    (`patchit.harnesses.dbt_modified`), else dbt's `state:modified+`."""
     unit_ids = [event.unit_id, *(event.context.get("related_units") or [])]
     selectors: list[str] = []
 
@@ -95,7 +100,10 @@ def select_units(
         else:  # `@`: the unit, its descendants and their ancestors; `,`: intersection
             for name in unbuilt:
                 add(f"@{selector},{name}")
-    if with_state:
+    if with_state and modified is not None:
+        for name in modified:  # what state:modified+ would select, named
+            add(f"{name}+")
+    elif with_state:
         selectors.append("state:modified+")
     return selectors
 
