@@ -44,7 +44,6 @@ from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.project_index import node_names
 from patchit.evidence.redact import MASK
 from patchit.harnesses.base import Screening, Verification, Workspace
-from patchit.harnesses.dbt_modified import modified_models
 from patchit.harnesses.dbt_units import (
     DbtOutcome,
     DbtSandbox,
@@ -310,14 +309,7 @@ class DbtHarness:
         manifest = event.artifacts.get("manifest")
         with_state = bool(manifest) and Path(str(manifest)).is_file()
         unbuilt = unbuilt_nodes(node_names(project_dir), warehouse_relations(warehouse))
-        # the candidate's changed models by name, when known: no state comparison, no --state
-        modified = (
-            modified_models(workspace.root, project_dir, Path(str(manifest)))
-            if with_state
-            else None
-        )
-        selectors = select_units(event, with_state, unbuilt, modified)
-        with_state = with_state and modified is None
+        selectors = select_units(event, with_state, unbuilt)
         args = ["build"]
         if selectors:
             args += ["--select", *selectors]

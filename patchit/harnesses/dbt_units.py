@@ -73,16 +73,11 @@ def node_selector(unique_id: str) -> str | None:
 
 
 def select_units(
-    event: UniversalFailureEvent,
-    with_state: bool,
-    unbuilt: Unbuilt = (),
-    modified: list[str] | None = None,
+    event: UniversalFailureEvent, with_state: bool, unbuilt: Unbuilt = ()
 ) -> list[str]:
     """The failed unit and the incident's related units, each with its descendants; and the
     ancestors of those that the sandbox's warehouse lacks (`unbuilt`: their names, or `FRESH`
-    when there is no warehouse at all), which dbt builds first in the same run. With state,
-    what the candidate modified and its descendants: `modified` (model names) when known
-    (`patchit.harnesses.dbt_modified`), else dbt's `state:modified+`."""
+    when there is no warehouse at all), which dbt builds first in the same run."""
     unit_ids = [event.unit_id, *(event.context.get("related_units") or [])]
     selectors: list[str] = []
 
@@ -100,10 +95,7 @@ def select_units(
         else:  # `@`: the unit, its descendants and their ancestors; `,`: intersection
             for name in unbuilt:
                 add(f"@{selector},{name}")
-    if with_state and modified is not None:
-        for name in modified:  # what state:modified+ would select, named
-            add(f"{name}+")
-    elif with_state:
+    if with_state:
         selectors.append("state:modified+")
     return selectors
 

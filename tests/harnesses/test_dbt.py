@@ -216,18 +216,6 @@ class TestWarmDbtHarness(HarnessContract):
         assert not results["broken"].passed and '"statuss"' in results["broken"].output
         assert harness.worker_pid == pid
 
-    def test_a_candidate_changing_models_selects_them_by_name_not_by_state(
-        self, harness: DbtHarness, make_case: MakeCase, shop_repo: Path
-    ) -> None:
-        good = make_case("good")
-        good.event.artifacts["manifest"] = str(shop_repo / "target" / "manifest.json")
-        orders = good.workspace.root / "models" / "marts" / "customers.sql"
-        orders.write_text(orders.read_text() + "-- a candidate's edit\n")
-        result = harness.verify(good.workspace, good.event)
-        assert result.passed, result.output
-        assert "customers+" in result.command  # the changed model and its descendants
-        assert "state:modified+" not in result.command and "--state" not in result.command
-
     def test_a_worker_leaves_its_warm_up_parse_for_the_next_one(self, harness: DbtHarness) -> None:
         harness.start()
         cached = shared_cache() / WARM_UP_PARSE
