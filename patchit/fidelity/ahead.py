@@ -6,8 +6,8 @@ its harness can run two verifications at once (`concurrent_verify`: the dbt harn
 warm worker runs each request in its own fork), the baseline's first run starts in a thread
 beside it, from the same snapshot. The data check then finds it built (it waits for the
 thread first), and costs only the comparison. A harness without `concurrent_verify` builds
-the baseline after the candidate, as before; so does a baseline started here that failed to
-start (the check builds it again and says why it could not).
+the baseline after the candidate, as before; so does the check when no baseline was built
+here (an error, or no commit that builds green): it tries again, and says why it could not.
 
 The baseline it builds is the one `check_candidate` would build: same runner, same state
 file, same commit choice. Only when it is built changes, never what is compared.
@@ -65,11 +65,18 @@ class BaselineAhead:
 
     def _build(self) -> None:
         try:
-            self.runner.first(self.remembered)
+            baseline, why = self.runner.first(self.remembered)
         except PatchitError as exc:
             self.error = str(exc)
         except Exception as exc:  # a thread must not die silently: the check runs it again
             self.error = repr(exc)
+        else:
+            if baseline is None:
+                # Not kept: the check tries again after the candidate passed, as before (the
+                # harness failing now, e.g. its worker not starting, must not leave the
+                # incident without a baseline for good).
+                self.error = why
+                self.runner.state_path.unlink(missing_ok=True)
 
     def wait(self) -> None:
         """Until a started build is done (at once when none was started)."""
