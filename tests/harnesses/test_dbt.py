@@ -216,6 +216,7 @@ class TestWarmDbtHarness(HarnessContract):
         assert not results["broken"].passed and '"statuss"' in results["broken"].output
         assert harness.worker_pid == pid
 
+    @pytest.mark.slow  # starts two dbt workers
     def test_a_worker_leaves_its_warm_up_parse_for_the_next_one(self, harness: DbtHarness) -> None:
         harness.start()
         cached = shared_cache() / WARM_UP_PARSE
