@@ -35,7 +35,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
@@ -45,7 +44,7 @@ from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.project_index import node_names
 from patchit.evidence.redact import MASK
 from patchit.harnesses.base import Screening, Verification, Workspace
-from patchit.harnesses.dbt_pg import PgSchemas, check_schemas, listing_args
+from patchit.harnesses.dbt_pg import PgSchemas, guard_schemas, warehouse_note
 from patchit.harnesses.dbt_units import (
     DbtOutcome,
     DbtSandbox,
@@ -214,7 +213,7 @@ class DbtHarness:
                     return self._run_fresh(args, box.cwd, env, log, box.target_dir, sandbox)
 
             if box.pg_schema is not None:
-                self._guard_schemas(box, run)
+                guard_schemas(box, run)
             outcome = run(box.args, box.log_path)
         finally:
             with self._lock:
@@ -240,7 +239,7 @@ class DbtHarness:
             output=output,
             failures=failures,
             duration_ms=int((time.monotonic() - started) * 1000),
-            isolation=sandbox.describe() + _warehouse_note(box),
+            isolation=sandbox.describe() + warehouse_note(box),
             fidelity="runtime",
             limit_hit=limit,
             outputs={"pg_schema": box.pg_schema} if box.pg_schema else {},
@@ -404,18 +403,6 @@ class DbtHarness:
         copy_for_candidate(snapshot_dir / user_db.name, db_copy.parent)
         return db_copy
 
-    def _guard_schemas(self, box: DbtSandbox, run: Callable[[list[str], Path], DbtOutcome]) -> None:
-        """`dbt ls` first: every node the build would write must land in the sandbox schema."""
-        assert box.pg_schema is not None
-        log = box.log_path.with_name("dbt_ls.log")
-        log.unlink(missing_ok=True)
-        listed = run(listing_args(box.args), log)
-        listing = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
-        if not listed.success:
-            tail = "\n".join(listing.strip().splitlines()[-5:])
-            raise HarnessError(f"dbt ls could not list the sandbox build's schemas: {tail}")
-        check_schemas(listing, box.pg_schema)
-
     # -- partial parsing ------------------------------------------------------------------
 
     def _parse_file(self, key: str) -> Path:
@@ -557,15 +544,3 @@ class DbtHarness:
         results = read_run_results(run_results)
         exception = None if returncode in (0, 1) else f"dbt exited with code {returncode}"
         return DbtOutcome(success=returncode == 0, exception=exception, results=results)
-
-
-def _warehouse_note(box: DbtSandbox) -> str:
-    """What the isolation line adds for a server warehouse: where the run wrote and read."""
-    if box.pg_schema is None:
-        return ""
-    upstream = (
-        "read live from the user's relations (--defer)"
-        if "--defer" in box.args
-        else ("built in the sandbox schema too (no manifest to defer to)")
-    )
-    return f"; Postgres: built in schema {box.pg_schema}, dropped afterwards; upstream {upstream}"

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from patchit.errors import HarnessError
+from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
 from patchit.sandbox.postgres import PgWarehouse, sandbox_schema
 
 # What the guard lists: what a build writes, and tests (their stored failures are written to
@@ -106,3 +108,29 @@ def check_schemas(listing: str, schema: str) -> int:
     if count == 0:
         raise HarnessError("dbt ls listed no node of the sandbox build; refusing to build blind")
     return count
+
+
+def guard_schemas(box: DbtSandbox, run: Callable[[list[str], Path], DbtOutcome]) -> None:
+    """`dbt ls` first (with `run`, the harness's way of running dbt): every node the build
+    would write must land in the sandbox schema; HarnessError otherwise."""
+    assert box.pg_schema is not None
+    log = box.log_path.with_name("dbt_ls.log")
+    log.unlink(missing_ok=True)
+    listed = run(listing_args(box.args), log)
+    listing = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    if not listed.success:
+        tail = "\n".join(listing.strip().splitlines()[-5:])
+        raise HarnessError(f"dbt ls could not list the sandbox build's schemas: {tail}")
+    check_schemas(listing, box.pg_schema)
+
+
+def warehouse_note(box: DbtSandbox) -> str:
+    """What the isolation line adds for a server warehouse: where the run wrote and read."""
+    if box.pg_schema is None:
+        return ""
+    upstream = (
+        "read live from the user's relations (--defer)"
+        if "--defer" in box.args
+        else ("built in the sandbox schema too (no manifest to defer to)")
+    )
+    return f"; Postgres: built in schema {box.pg_schema}, dropped afterwards; upstream {upstream}"
