@@ -131,7 +131,13 @@ class PgConn:
         if word.startswith("BEGIN"):
             cur = self._run("begin", ())
             if self.lock_key is not None and "IMMEDIATE" in word:
-                self._run("select pg_advisory_xact_lock(%s)", (self.lock_key,))
+                try:
+                    self._run("select pg_advisory_xact_lock(%s)", (self.lock_key,))
+                except BaseException:
+                    # a lock timeout aborts the transaction: without the rollback every later
+                    # call on this connection fails "current transaction is aborted"
+                    self._rollback_quietly()
+                    raise
             return cur
         if word in ("COMMIT", "ROLLBACK"):
             return self._run(word.lower(), ())
@@ -150,6 +156,13 @@ class PgConn:
                 raise _wrap(exc) from exc
             raise
         return cur
+
+    def _rollback_quietly(self) -> None:
+        try:  # a statement: in autocommit mode psycopg2's rollback() sends nothing
+            self.raw.cursor().execute("rollback")
+        except Exception as exc:  # the connection is gone: nothing to roll back
+            if not type(exc).__module__.startswith("psycopg2"):
+                raise
 
     def close(self) -> None:
         try:
