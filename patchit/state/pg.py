@@ -23,6 +23,8 @@ from patchit.errors import BadInputError
 from patchit.state.url import STATE_URL_ENV, mask_url
 
 CONNECT_TIMEOUT_S = 10
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 30, 10, 3
+TCP_USER_TIMEOUT_MS = 60_000  # sent data unacknowledged this long: the connection is dead
 MEMORY_LOCK_KEY = 0x7061_7463_6869_74  # "patchit": the memory's one-writer lock
 _TRANSLATIONS = [
     (re.compile(r"%"), "%%"),
@@ -93,25 +95,38 @@ def connect(url: str, *, lock_timeout_s: float = 30.0,
             f"{STATE_URL_ENV} {mask_url(url)}: psycopg2 is not installed; "
             "pip install 'patchit[postgres]'"
         ) from exc
+    # the timeouts go in the startup packet (no statement after login that could stall), and
+    # the socket carries keepalives and a TCP user timeout: a server or pooler that accepts
+    # and then stops answering is found out instead of blocking for ever
+    settings = [f"-c lock_timeout={max(1, int(lock_timeout_s * 1000))}"]
+    if statement_timeout_s is not None:
+        settings.append(f"-c statement_timeout={max(1, int(statement_timeout_s * 1000))}")
+    raw = None
     try:
+        given = psycopg2.extensions.parse_dsn(url).get("options", "")
         raw = psycopg2.connect(
-            url, connect_timeout=max(1, round(connect_timeout_s)), application_name="patchit"
+            url,
+            connect_timeout=max(1, round(connect_timeout_s)),
+            application_name="patchit",
+            options=" ".join([given, *settings]).strip(),
+            keepalives=1,
+            keepalives_idle=KEEPALIVE_IDLE_S,
+            keepalives_interval=KEEPALIVE_INTERVAL_S,
+            keepalives_count=KEEPALIVE_COUNT,
+            tcp_user_timeout=TCP_USER_TIMEOUT_MS,
         )
+        raw.autocommit = True
+        numeric = psycopg2.extensions.new_type((1700,), "PATCHIT_NUMERIC", _numeric)
+        psycopg2.extensions.register_type(numeric, raw)
     except psycopg2.Error as exc:
+        if raw is not None:
+            raw.close()
         why = " ".join(str(exc).split()) or type(exc).__name__
         raise StateUnavailableError(
             f"the state database {mask_url(url)}: cannot connect ({why}); start the server or fix "
             f"{STATE_URL_ENV} / [state] url in $PATCHIT_HOME/patchit.toml (unset both for the "
             "embedded SQLite state)"
         ) from exc
-    raw.autocommit = True
-    numeric = psycopg2.extensions.new_type((1700,), "PATCHIT_NUMERIC", _numeric)
-    psycopg2.extensions.register_type(numeric, raw)
-    with raw.cursor() as cur:
-        cur.execute("set lock_timeout = %s", (f"{max(1, int(lock_timeout_s * 1000))}ms",))
-        if statement_timeout_s is not None:
-            ms = max(1, int(statement_timeout_s * 1000))
-            cur.execute("set statement_timeout = %s", (f"{ms}ms",))
     return raw
 
 

@@ -22,3 +22,18 @@ def test_a_lock_timeout_in_begin_immediate_leaves_the_connection_usable(state_ur
     finally:
         holder.close()
         waiter.close()
+
+
+def test_the_timeouts_are_set_at_login_beside_the_urls_own_options(state_url: str) -> None:
+    raw = connect(f"{state_url}?options=-c%20search_path%3Dx", lock_timeout_s=0.25,
+                  statement_timeout_s=1.5)  # fmt: skip
+    try:
+        with raw.cursor() as cur:
+            got = []
+            for name in ("lock_timeout", "statement_timeout", "search_path"):
+                cur.execute(f"show {name}")
+                got.append(cur.fetchone()[0])
+        assert got == ["250ms", "1500ms", "x"]
+        assert raw.get_dsn_parameters()["keepalives"] == "1"
+    finally:
+        raw.close()
