@@ -131,9 +131,10 @@ class SpoolConn(Protocol):
 
 
 # what a producer catches to write the fallback file instead (the spool locked, damaged or
-# unwritable, or a Postgres state unreachable)
+# unwritable, or a Postgres state unreachable); ValueError a backstop (a driver's, a decoder's)
 PRODUCER_FAILURES = (
     sqlite3.Error, SpoolDamaged, OSError, StateDbError, StateUnavailableError, StateUrlError,
+    ValueError,
 )  # fmt: skip
 
 
