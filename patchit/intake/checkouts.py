@@ -22,6 +22,16 @@ from patchit.intake.gitinfo import read_remote_url
 from patchit.state.url import deployment_file
 
 
+class NoCheckoutError(BadInputError):
+    """The event's repository has no clone here and `[repos]` does not name it (a worker
+    keeps the event as it came: an incident left open; a wrong mapping is a plain
+    BadInputError). `hint`: the message without the event's name."""
+
+    def __init__(self, event: UniversalFailureEvent, hint: str) -> None:
+        super().__init__(f"{event.short()}: {hint}")
+        self.hint = hint
+
+
 def local_checkout(event: UniversalFailureEvent, home: Path) -> UniversalFailureEvent:
     """`event` with `repo_path` at this host's clone of `event.repo_url` (unchanged when it
     has no URL, or already points at such a clone)."""
@@ -31,9 +41,10 @@ def local_checkout(event: UniversalFailureEvent, home: Path) -> UniversalFailure
     mapped = load_deployment(home).repos.get(url)
     if mapped is None:
         where = f"{event.repo_path} is not a clone of it here" if event.repo_path else "no path"
-        raise BadInputError(
-            f"{event.short()}: repository {url} has no checkout on this host ({where}); map "
-            f'it in {deployment_file(home)}: [repos] "{url}" = "/path/to/its/checkout"'
+        raise NoCheckoutError(
+            event,
+            f"repository {url} has no checkout on this host ({where}); map "
+            f'it in {deployment_file(home)}: [repos] "{url}" = "/path/to/its/checkout"',
         )
     local = Path(mapped).expanduser().resolve()
     if not _is_clone(str(local), url):
