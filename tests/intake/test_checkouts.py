@@ -34,10 +34,32 @@ def test_every_spelling_of_a_remote_is_one_name(url: str) -> None:
     assert normalise_remote(url) == "github.com/acme/dags"
 
 
-def test_local_remotes_stay_paths() -> None:
-    assert normalise_remote("/srv/git/dags.git") == "/srv/git/dags"
-    assert normalise_remote("file:///srv/git/dags.git") == "/srv/git/dags"
-    assert normalise_remote("  ") is None
+@pytest.mark.parametrize(
+    "url", ["../up", "./up.git", "up", "/srv/git/dags.git", "file:///srv/git/dags.git",
+            "~/git/dags.git", "C:\\git\\dags", "  "],
+)  # fmt: skip
+def test_path_remotes_name_no_repository(url: str) -> None:
+    assert normalise_remote(url) is None
+
+
+def test_checkouts_whose_origin_is_the_same_relative_path_are_not_merged(
+    tmp_path: Path, _patchit_home: Path
+) -> None:
+    """Two unrelated repositories, each with `origin = ../up`: no repo_url, so their
+    same-cause failures stay two incidents, told apart by their paths."""
+    events = []
+    for name in ("one", "two"):
+        repo = tmp_path / name / "dags"
+        (repo / "dags").mkdir(parents=True)
+        (repo / JOB).write_text('print({}["amout"])\n')
+        git(repo, "init", "-q", "-b", "main")
+        git(repo, "remote", "add", "origin", "../up")
+        commit_all(repo, "job")
+        assert read_remote_url(repo) is None
+        events.append(failure(repo, ""))
+    with Memory.open(_patchit_home) as memory:
+        ids = {memory.open_or_attach(e, error_fingerprint(e), cause_key(e))[0].id for e in events}
+    assert len(ids) == 2
 
 
 def clones(tmp_path: Path) -> tuple[Path, Path, str]:
@@ -53,8 +75,10 @@ def clones(tmp_path: Path) -> tuple[Path, Path, str]:
     for clone in (a, b):
         clone.parent.mkdir(parents=True)
         git(tmp_path, "clone", "-q", str(bare), str(clone))
+        # a path remote names no repository: the clones' origin as on a real deployment
+        git(clone, "remote", "set-url", "origin", "git@git.example.com:acme/dags.git")
     url = read_remote_url(a)
-    assert url == read_remote_url(b) == str(bare.with_suffix(""))
+    assert url == read_remote_url(b) == "git.example.com/acme/dags"
     return a, b, url or ""
 
 
@@ -66,7 +90,7 @@ def failure(repo: Path, url: str) -> UniversalFailureEvent:
     return UniversalFailureEvent(
         source=FailureSource.AIRFLOW, pipeline_id="totals", unit_id="total", unit_path=JOB,
         error_type=error_type, error_message=message, traceback=proc.stderr,
-        repo_path=str(repo), commit=sha, repo_url=url,
+        repo_path=str(repo), commit=sha, repo_url=url or None,
     )  # fmt: skip
 
 
