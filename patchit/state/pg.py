@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 from patchit.errors import BadInputError
 from patchit.state.url import STATE_URL_ENV, mask_url
@@ -73,6 +74,23 @@ def _wrap(exc: Exception) -> StateDbError:
     )
 
 
+def _passwords(url: str) -> list[str]:
+    """The URL's password as written and percent-decoded (userinfo and `password=`)."""
+    found = re.findall(r"^[a-zA-Z][\w+.-]*://[^:/@]*:([^@]*)@", url)
+    found += re.findall(r"password=([^&\s]*)", url, flags=re.IGNORECASE)
+    both = {p for raw in found for p in (raw, unquote(raw)) if p}
+    return sorted(both, key=len, reverse=True)  # the longer first: no half-masked token
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` (a libpq message) with the URL masked and its password, as written or
+    decoded, replaced by `***` (libpq quotes the URI, or a token it cannot decode)."""
+    text = text.replace(url, mask_url(url))
+    for password in _passwords(url):
+        text = text.replace(password, "***")
+    return text
+
+
 def _numeric(value: str | None, _cursor: Any) -> int | float | None:
     """NUMERIC (what sum() of integers gives) as int or float, as SQLite returns them."""
     if value is None:
@@ -121,7 +139,7 @@ def connect(url: str, *, lock_timeout_s: float = 30.0,
     except psycopg2.Error as exc:
         if raw is not None:
             raw.close()
-        why = " ".join(str(exc).split()) or type(exc).__name__
+        why = scrub(" ".join(str(exc).split()), url) or type(exc).__name__
         raise StateUnavailableError(
             f"the state database {mask_url(url)}: cannot connect ({why}); start the server or fix "
             f"{STATE_URL_ENV} / [state] url in $PATCHIT_HOME/patchit.toml (unset both for the "

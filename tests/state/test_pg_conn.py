@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from patchit.state.pg import PgConn, StateDbError, connect
+from patchit.state.pg import PgConn, StateDbError, StateUnavailableError, connect
 
 
 def test_a_lock_timeout_in_begin_immediate_leaves_the_connection_usable(state_url: str) -> None:
@@ -37,3 +37,20 @@ def test_the_timeouts_are_set_at_login_beside_the_urls_own_options(state_url: st
         assert raw.get_dsn_parameters()["keepalives"] == "1"
     finally:
         raw.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "secrets"),
+    [
+        ("postgresql://bob:p%zzw0rd@127.0.0.1:1/db", ["p%zzw0rd", "zzw0rd"]),
+        ("postgresql://bob:s3cret@[::1/db", ["s3cret"]),
+        ("postgresql://bob:s3%2Bcret@[::1/db", ["s3%2Bcret", "s3+cret"]),
+        ("postgresql://bob@[::1/db?password=s3cret", ["s3cret"]),
+    ],
+)
+def test_the_password_never_shows_in_a_cannot_connect_line(url: str, secrets: list[str]) -> None:
+    with pytest.raises(StateUnavailableError) as info:
+        connect(url, connect_timeout_s=1)
+    line = str(info.value)
+    assert "cannot connect" in line and "***" in line and "\n" not in line
+    assert not [s for s in secrets if s in line], line
