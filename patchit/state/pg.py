@@ -148,6 +148,17 @@ def connect(url: str, *, lock_timeout_s: float = 30.0,
     return raw
 
 
+def _without_nul(params: Any) -> Any:
+    """Text values with NUL as U+FFFD: Postgres text cannot hold NUL (SQLite's can)."""
+    if isinstance(params, str):
+        return params.replace("\x00", "\ufffd")
+    if isinstance(params, dict):
+        return {k: _without_nul(v) for k, v in params.items()}
+    if isinstance(params, (tuple, list)):
+        return type(params)(_without_nul(v) for v in params)
+    return params
+
+
 class PgConn:
     """A psycopg2 connection behind the sqlite3 calls the spool and the memory make."""
 
@@ -183,7 +194,9 @@ class PgConn:
     def _run(self, sql: str, params: Any) -> Any:
         cur = self.raw.cursor()
         try:
-            cur.execute(sql, params)
+            cur.execute(sql, _without_nul(params))
+        except ValueError as exc:  # what psycopg2 raises for a value it cannot send
+            raise StateDbError(f"{type(exc).__name__}: {exc}") from exc
         except Exception as exc:
             if type(exc).__module__.startswith("psycopg2"):
                 raise _wrap(exc) from exc
