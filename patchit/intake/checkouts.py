@@ -60,11 +60,13 @@ def rebase(event: UniversalFailureEvent, old: str | None, new: str) -> Universal
     """The event with the root `old` replaced by `new` wherever it appears."""
     if not old:
         return event.model_copy(update={"repo_path": new})
-    text = event.model_dump_json()
-    escaped = json.dumps(old.rstrip("/"))[1:-1]
+    text = event.model_dump_json()  # non-ASCII as is: so are the roots looked for in it
+    escaped = json.dumps(old.rstrip("/"), ensure_ascii=False)[1:-1]
+    replacement = json.dumps(new.rstrip("/"), ensure_ascii=False)[1:-1]
     moved = re.sub(
-        re.escape(escaped) + r"(?![\w.-])",  # the root itself, not /srv/dags2 for /srv/dags
-        lambda _m: json.dumps(new.rstrip("/"))[1:-1],
+        # the root itself: not /srv/dags2, nor /mnt/srv/dags, for /srv/dags
+        r"(?<![\w.~/-])" + re.escape(escaped) + r"(?![\w.-])",
+        lambda _m: replacement,
         text,
     )
     return UniversalFailureEvent.model_validate_json(moved)

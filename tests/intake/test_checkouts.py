@@ -175,3 +175,23 @@ def test_heal_of_an_event_from_a_clone_not_on_this_host_is_one_exit_2_line(
     assert res.returncode == 2
     [line] = res.stderr.splitlines()
     assert f"repository {url} has no checkout on this host" in line and "[repos]" in line
+
+
+def test_rebase_moves_non_ascii_roots_and_only_whole_roots() -> None:
+    from patchit.intake.checkouts import rebase
+
+    def at(root: str, other: str) -> UniversalFailureEvent:
+        return UniversalFailureEvent(
+            source=FailureSource.AIRFLOW, pipeline_id="totals", unit_id="total",
+            error_type="KeyError", error_message=f"'amout' (see {other}/x.py)",
+            traceback=f'  File "{root}/dags/totals.py", line 2\n  File "{other}/lib.py"',
+            repo_path=root,
+        )  # fmt: skip
+
+    moved = rebase(at("/srv/josé/dags", "/opt/x"), "/srv/josé/dags", "/home/b/dags")
+    assert moved.repo_path == "/home/b/dags"
+    assert "/home/b/dags/dags/totals.py" in (moved.traceback or "")
+    assert "josé" not in moved.model_dump_json(), moved.model_dump_json()
+    kept = rebase(at("/srv/dags", "/mnt/srv/dags"), "/srv/dags", "/home/b/dags")
+    assert kept.repo_path == "/home/b/dags" and "/mnt/srv/dags/lib.py" in (kept.traceback or "")
+    assert kept.error_message == "'amout' (see /mnt/srv/dags/x.py)"
