@@ -27,12 +27,12 @@ CONNECT_TIMEOUT_S = 10
 KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 30, 10, 3
 TCP_USER_TIMEOUT_MS = 60_000  # sent data unacknowledged this long: the connection is dead
 MEMORY_LOCK_KEY = 0x7061_7463_6869_74  # "patchit": the memory's one-writer lock
-_TRANSLATIONS = [
-    (re.compile(r"%"), "%%"),
+_JSON_EXTRACT = re.compile(r"json_extract\((\w+),\s*'\$\.(\w+)'\)")
+_LITERAL = re.compile(r"('(?:[^']|'')*')")  # a string literal: left as it is written
+_TRANSLATIONS = [  # outside string literals
     (re.compile(r"\bis\s+not\s+\?", re.IGNORECASE), "is distinct from ?"),
     (re.compile(r"\bis\s+\?", re.IGNORECASE), "is not distinct from ?"),
     (re.compile(r"\[(\w+)\]"), r'"\1"'),
-    (re.compile(r"json_extract\((\w+),\s*'\$\.(\w+)'\)"), r"(\1::jsonb ->> '\2')"),
     (re.compile(r"\bmax\(([^(),]+),\s*([^(),]+)\)"), r"greatest(\1, \2)"),
     (re.compile(r"\?"), "%s"),
 ]
@@ -57,9 +57,14 @@ class StateUnavailableError(BadInputError):
 def to_pg(sql: str) -> str:
     """SQLite-flavoured SQL as the memory writes it, for Postgres: `?` placeholders, `is ?`,
     `[name]` quoting, `json_extract(col, '$.key')`, two-argument `max`."""
-    for pattern, replacement in _TRANSLATIONS:
-        sql = pattern.sub(replacement, sql)
-    return sql
+    # `%` doubled everywhere (psycopg2 formats the whole text, literals too); the rest only
+    # outside literals: `select 'is it?'` keeps its text
+    sql = _JSON_EXTRACT.sub(r"(\1::jsonb ->> '\2')", sql).replace("%", "%%")
+    parts = _LITERAL.split(sql)
+    for i in range(0, len(parts), 2):  # the even parts are outside literals
+        for pattern, replacement in _TRANSLATIONS:
+            parts[i] = pattern.sub(replacement, parts[i])
+    return "".join(parts)
 
 
 def _wrap(exc: Exception) -> StateDbError:
