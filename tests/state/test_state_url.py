@@ -164,3 +164,36 @@ def test_a_producer_falls_back_on_a_value_error(
     assert spool.spool_event({"source": "airflow", "unit_id": "v"}, _patchit_home) is None
     [event] = (_patchit_home / "spool" / "fallback.jsonl").read_text().splitlines()
     assert json.loads(event)["unit_id"] == "v"
+
+
+def test_doctors_state_check_is_bounded_and_one_line(
+    _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reads after the login run under a statement timeout, and their error (libpq's
+    may span lines: DETAIL, HINT) is one line."""
+    from patchit.doctor import check_state
+    from patchit.state import pg
+
+    seen: dict[str, object] = {}
+
+    class Cursor:
+        def execute(self, _sql: str) -> None:
+            raise RuntimeError("permission denied for schema public\nHINT: ask the owner")
+
+    class Raw:
+        def cursor(self) -> Cursor:
+            return Cursor()
+
+        def close(self) -> None:
+            pass
+
+    def fake_connect(url: str, **kw: object) -> Raw:
+        seen.update(kw)
+        return Raw()
+
+    monkeypatch.setattr(pg, "connect", fake_connect)
+    monkeypatch.setenv("PATCHIT_STATE_URL", "postgresql://bob:s3cret@db/p")
+    check = check_state(_patchit_home)
+    assert check.status == "fail" and "\n" not in check.detail and "s3cret" not in check.detail
+    assert "permission denied for schema public HINT: ask the owner" in check.detail
+    assert seen.get("statement_timeout_s")
