@@ -65,6 +65,7 @@ PRODUCER_BUSY_TIMEOUT_S = 2.0
 # a producer's hard deadline on a Postgres state: a server or pooler that accepts and then
 # stalls must not block the Airflow task (the event goes to the fallback file instead)
 PRODUCER_DEADLINE_S = 2.5
+PRODUCER_DEADLINE_PER_EVENT_S = 0.005
 WORKER_BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
@@ -412,9 +413,9 @@ class Spool:
         self.put(event)
 
 
-def _within_deadline(home: Path, work: Callable[[], T]) -> T:
-    """`work()`; with a Postgres state, in a daemon thread given `PRODUCER_DEADLINE_S` (a
-    producer must return: past it StateDbError, and the thread is left to finish or hang)."""
+def _within_deadline(home: Path, work: Callable[[], T], deadline_s: float) -> T:
+    """`work()`; with a Postgres state, in a daemon thread given `deadline_s` (a producer
+    must return: past it StateDbError, and the thread is left to finish or hang)."""
     if state_url(home) is None:
         return work()
     done: dict[str, Any] = {}
@@ -427,11 +428,9 @@ def _within_deadline(home: Path, work: Callable[[], T]) -> T:
 
     thread = threading.Thread(target=run, name="patchit-spool-producer", daemon=True)
     thread.start()
-    thread.join(PRODUCER_DEADLINE_S)
+    thread.join(deadline_s)
     if thread.is_alive():
-        raise StateDbError(
-            f"the state database gave no answer within {PRODUCER_DEADLINE_S:g}s", lost=True
-        )
+        raise StateDbError(f"the state database gave no answer within {deadline_s:g}s", lost=True)
     if "error" in done:
         raise done["error"]
     return cast(T, done["value"])
@@ -452,7 +451,9 @@ def spool_events(events: list[dict[str, Any]], home: Path) -> bool:
     instead (the spool locked past the producer's timeout, damaged or unwritable, or a
     Postgres state silent past the producer's deadline)."""
     try:
-        _within_deadline(home, lambda: _put_many(events, home))
+        # a batch (patchit airflow scan) is given more time for its rows
+        deadline = PRODUCER_DEADLINE_S + PRODUCER_DEADLINE_PER_EVENT_S * len(events)
+        _within_deadline(home, lambda: _put_many(events, home), deadline)
         return True
     except PRODUCER_FAILURES:
         for event in events:
@@ -466,7 +467,7 @@ def spool_event(event: dict[str, Any], home: Path | None = None) -> int | None:
     the fallback file instead (None): an event is never dropped."""
     home = home or resolve_home()
     try:
-        return _within_deadline(home, lambda: _put(event, home))
+        return _within_deadline(home, lambda: _put(event, home), PRODUCER_DEADLINE_S)
     except PRODUCER_FAILURES:
         append_fallback(event, home)
         return None

@@ -13,7 +13,7 @@ import psycopg2
 import pytest
 
 from patchit.doctor import check_state
-from patchit.intake.spool import MAX_CLAIMS, Spool, append_fallback, spool_event
+from patchit.intake.spool import MAX_CLAIMS, Spool, append_fallback, spool_event, spool_events
 from patchit.memory import Memory
 
 
@@ -143,7 +143,7 @@ def test_the_callback_falls_back_when_the_server_stalls_after_login(
         monkeypatch.setenv(
             "PATCHIT_STATE_URL", url._replace(netloc=f"{url.username}@127.0.0.1:{port}").geturl()
         )
-        returned: list[int | None] = []
+        returned: list[object] = []
         began = time.monotonic()
         producer = threading.Thread(
             target=lambda: returned.append(
@@ -154,6 +154,14 @@ def test_the_callback_falls_back_when_the_server_stalls_after_login(
         producer.start()
         producer.join(10)
         took = time.monotonic() - began
-    assert returned == [None] and took < 3.5
+        assert returned == [None] and took < 3.5
+        began = time.monotonic()  # a batch (patchit airflow scan) the same
+        batch = threading.Thread(
+            target=lambda: returned.append(spool_events([{"source": "airflow"}] * 2, pg_home)),
+            daemon=True,
+        )
+        batch.start()
+        batch.join(10)
+        assert returned == [None, False] and time.monotonic() - began < 3.5
     lines = (pg_home / "spool" / "fallback.jsonl").read_text().splitlines()
-    assert [json.loads(line)["unit_id"] for line in lines] == ["s"]
+    assert [json.loads(line).get("unit_id") for line in lines] == ["s", None, None]
