@@ -64,8 +64,9 @@ def rebase(event: UniversalFailureEvent, old: str | None, new: str) -> Universal
     escaped = json.dumps(old.rstrip("/"), ensure_ascii=False)[1:-1]
     replacement = json.dumps(new.rstrip("/"), ensure_ascii=False)[1:-1]
     moved = re.sub(
-        # the root itself: not /srv/dags2, nor /mnt/srv/dags, for /srv/dags
-        r"(?<![\w.~/-])" + re.escape(escaped) + r"(?![\w.-])",
+        # the root itself: not /srv/dags2, nor /mnt/srv/dags, for /srv/dags (but after a
+        # newline or tab, escaped in the JSON text as \n, \t)
+        r"(?:(?<![\w.~/-])|(?<=\\[nrt]))" + re.escape(escaped) + r"(?![\w.-])",
         lambda _m: replacement,
         text,
     )

@@ -183,7 +183,7 @@ def test_rebase_moves_non_ascii_roots_and_only_whole_roots() -> None:
     def at(root: str, other: str) -> UniversalFailureEvent:
         return UniversalFailureEvent(
             source=FailureSource.AIRFLOW, pipeline_id="totals", unit_id="total",
-            error_type="KeyError", error_message=f"'amout' (see {other}/x.py)",
+            error_type="KeyError", error_message=f"'amout' (see {other}/x.py)\n{root}/y",
             traceback=f'  File "{root}/dags/totals.py", line 2\n  File "{other}/lib.py"',
             repo_path=root,
         )  # fmt: skip
@@ -194,4 +194,4 @@ def test_rebase_moves_non_ascii_roots_and_only_whole_roots() -> None:
     assert "josé" not in moved.model_dump_json(), moved.model_dump_json()
     kept = rebase(at("/srv/dags", "/mnt/srv/dags"), "/srv/dags", "/home/b/dags")
     assert kept.repo_path == "/home/b/dags" and "/mnt/srv/dags/lib.py" in (kept.traceback or "")
-    assert kept.error_message == "'amout' (see /mnt/srv/dags/x.py)"
+    assert kept.error_message == "'amout' (see /mnt/srv/dags/x.py)\n/home/b/dags/y"
