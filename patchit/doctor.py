@@ -194,7 +194,7 @@ def check_state(home: Path) -> Check:
     (read-only: a connection and two catalogue lookups)."""
     from patchit.config import load_deployment
     from patchit.errors import BadInputError
-    from patchit.state.pg import StateDbError, connect
+    from patchit.state.pg import StateDbError, connect, scrub
     from patchit.state.url import mask_url, state_url
 
     try:
@@ -206,7 +206,7 @@ def check_state(home: Path) -> Check:
         return Check("ok", "state", f"embedded SQLite under {home} (one host; set [state] url "
                      "in patchit.toml to share it between workers)")  # fmt: skip
     try:
-        raw = connect(url, connect_timeout_s=5.0)
+        raw = connect(url, connect_timeout_s=5.0, lock_timeout_s=5.0, statement_timeout_s=5.0)
     except BadInputError as exc:
         return Check("fail", "state", str(exc))  # the line says what to do
     try:
@@ -216,7 +216,8 @@ def check_state(home: Path) -> Check:
         cur.execute("select to_regclass('incidents') is not null, to_regclass('spool') is not null")
         memory, spool = cur.fetchone()
     except Exception as exc:  # a server that accepts the login but not the reads
-        return Check("fail", "state", f"postgres {mask_url(url)}: {StateDbError(str(exc))}",
+        why = " ".join(str(StateDbError(scrub(str(exc), url))).split())  # one line
+        return Check("fail", "state", f"postgres {mask_url(url)}: {why}",
                      "grant the role usage of the database and its schema")  # fmt: skip
     finally:
         raw.close()

@@ -29,7 +29,7 @@ from patchit.errors import BadInputError, MemoryStoreError, PatchitError, SpoolE
 from patchit.events.model import FailureSource, UniversalFailureEvent, validate_event
 from patchit.inputs import parse_json
 from patchit.intake.airflow_dbt import dbt_events_from_airflow
-from patchit.intake.checkouts import local_checkout
+from patchit.intake.checkouts import NoCheckoutError, local_checkout
 from patchit.intake.spool import Spool, SpooledEvent, spool_where
 from patchit.intake.storm import storm_class, storm_key
 from patchit.liveness import run_owner
@@ -123,6 +123,7 @@ class Worker:
         # one loop context per repository for the whole run: plugins are loaded once and a
         # warm harness (dbt worker, Airflow parent) serves every batch, not just one
         self._contexts: dict[str, Context] = {}
+        self._unmapped: dict[str, str] = {}  # repo_url -> how to map it (no checkout here)
         self._swept_at = 0.0
         self._tracked_at = 0.0
 
@@ -248,7 +249,13 @@ class Worker:
             return
         try:
             event = local_checkout(event, self.home)  # named by remote URL: this host's clone
-        except BadInputError as exc:
+        except NoCheckoutError as exc:
+            if event.source is not FailureSource.AIRFLOW:  # a dbt event is healed or bad
+                batch.failed[row.id] = str(exc)
+                return
+            # kept as it came: recorded open ("no repository known"), with how to map it
+            self._unmapped[event.repo_url or ""] = exc.hint
+        except BadInputError as exc:  # a [repos] mapping that is wrong
             batch.failed[row.id] = str(exc)
             return
         try:
@@ -311,8 +318,9 @@ class Worker:
             )
         what = "new incident" if created else f"attached to incident ({incident.status})"
         storm = f", storm of {cls}" if cls else ""
+        hint = self._unmapped.get(first.repo_url or "") if first.repo_url else None
         self.say(f"{first.short()}: {len(events)} event(s), {what} {incident.id}{storm}; "
-                 "left open: no repository known")  # fmt: skip
+                 "left open: no repository known" + (f" ({hint})" if hint else ""))  # fmt: skip
 
     def _heal_dbt(self, batch: _Batch, memory: Memory) -> None:
         by_repo: dict[str | None, list[UniversalFailureEvent]] = {}
@@ -361,6 +369,8 @@ class Worker:
         if event is not None:
             try:  # another host's worker may have stored it
                 event = local_checkout(event, self.home)
+            except NoCheckoutError:
+                pass  # as it came: nothing to resume from below
             except BadInputError as exc:
                 self.say(f"incident {incident.id}: cannot resume here: {exc}")
                 return

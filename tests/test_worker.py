@@ -224,3 +224,29 @@ class _TI:
 
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id
+
+
+def test_an_airflow_event_whose_checkout_is_gone_is_left_open_with_the_mapping_hint(
+    _patchit_home: Path, tmp_path: Path
+) -> None:
+    """The default SQLite state, an event named by remote URL whose clone is not on this host
+    (nor mapped in [repos]): recorded open as without a repository, not a bad row."""
+    url = "github.com/acme/dags"
+    gone = airflow_event(
+        "orders", "load", "KeyError", "'amout'", repo_path=str(tmp_path / "gone"), repo_url=url
+    )
+    spool(_patchit_home, [gone])
+    res = patchit("worker", "--once")
+    assert res.returncode == 0, res.stderr
+    out = " ".join((res.stdout + res.stderr).split())  # lines wrapped to the terminal
+    assert "left open: no repository known" in out and '[repos] "github.com/acme/dags"' in out
+    with Memory.open(_patchit_home) as memory:
+        [incident] = memory.list_incidents()
+    assert incident.status == "open" and incident.summary == NO_REPO
+    with Spool.open(_patchit_home) as s:
+        assert s.counts() == {"done": 1}
+    # a [repos] mapping that is wrong is still an error
+    (_patchit_home / "patchit.toml").write_text(f'[repos]\n"github.com/acme/dags" = "{tmp_path}"\n')
+    spool(_patchit_home, [gone | {"event_id": "another"}])
+    res = patchit("worker", "--once")
+    assert res.returncode == 1 and "fix the mapping" in res.stdout + res.stderr

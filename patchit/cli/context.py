@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from patchit.config import resolve_home
 
@@ -25,6 +26,11 @@ console = Console(stderr=True, highlight=False)
 
 def say(message: str) -> None:
     console.print(f"[bold cyan]patchit[/]: {message}", markup=True, soft_wrap=True)
+
+
+def say_text(message: str) -> None:
+    """`say` for text that is not markup (paths, errors, `[repos]` in a hint): shown as is."""
+    say(escape(message))
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from types import FrameType
 
 import click
 
-from patchit.cli.context import home_of, say
+from patchit.cli.context import home_of, say, say_text
 
 
 @click.command("worker")
@@ -37,7 +37,7 @@ def worker(ctx: click.Context, once: bool, poll_s: float, batch_size: int) -> No
     try:
         from patchit.worker import Worker  # loads the loop: only when the worker runs
 
-        runner = Worker(home_of(ctx), say=say, batch_size=batch_size)
+        runner = Worker(home_of(ctx), say=say_text, batch_size=batch_size)
         stats = runner.run(once=once, poll_s=poll_s, stop=lambda: bool(stopping))
     finally:
         for signum, handler in previous.items():

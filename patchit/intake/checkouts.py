@@ -22,6 +22,16 @@ from patchit.intake.gitinfo import read_remote_url
 from patchit.state.url import deployment_file
 
 
+class NoCheckoutError(BadInputError):
+    """The event's repository has no clone here and `[repos]` does not name it (a worker
+    keeps the event as it came: an incident left open; a wrong mapping is a plain
+    BadInputError). `hint`: the message without the event's name."""
+
+    def __init__(self, event: UniversalFailureEvent, hint: str) -> None:
+        super().__init__(f"{event.short()}: {hint}")
+        self.hint = hint
+
+
 def local_checkout(event: UniversalFailureEvent, home: Path) -> UniversalFailureEvent:
     """`event` with `repo_path` at this host's clone of `event.repo_url` (unchanged when it
     has no URL, or already points at such a clone)."""
@@ -31,9 +41,10 @@ def local_checkout(event: UniversalFailureEvent, home: Path) -> UniversalFailure
     mapped = load_deployment(home).repos.get(url)
     if mapped is None:
         where = f"{event.repo_path} is not a clone of it here" if event.repo_path else "no path"
-        raise BadInputError(
-            f"{event.short()}: repository {url} has no checkout on this host ({where}); map "
-            f'it in {deployment_file(home)}: [repos] "{url}" = "/path/to/its/checkout"'
+        raise NoCheckoutError(
+            event,
+            f"repository {url} has no checkout on this host ({where}); map "
+            f'it in {deployment_file(home)}: [repos] "{url}" = "/path/to/its/checkout"',
         )
     local = Path(mapped).expanduser().resolve()
     if not _is_clone(str(local), url):
@@ -49,11 +60,14 @@ def rebase(event: UniversalFailureEvent, old: str | None, new: str) -> Universal
     """The event with the root `old` replaced by `new` wherever it appears."""
     if not old:
         return event.model_copy(update={"repo_path": new})
-    text = event.model_dump_json()
-    escaped = json.dumps(old.rstrip("/"))[1:-1]
+    text = event.model_dump_json()  # non-ASCII as is: so are the roots looked for in it
+    escaped = json.dumps(old.rstrip("/"), ensure_ascii=False)[1:-1]
+    replacement = json.dumps(new.rstrip("/"), ensure_ascii=False)[1:-1]
     moved = re.sub(
-        re.escape(escaped) + r"(?![\w.-])",  # the root itself, not /srv/dags2 for /srv/dags
-        lambda _m: json.dumps(new.rstrip("/"))[1:-1],
+        # the root itself: not /srv/dags2, nor /mnt/srv/dags, for /srv/dags (but after a
+        # newline or tab, escaped in the JSON text as \n, \t)
+        r"(?:(?<![\w.~/-])|(?<=\\[nrt]))" + re.escape(escaped) + r"(?![\w.-])",
+        lambda _m: replacement,
         text,
     )
     return UniversalFailureEvent.model_validate_json(moved)

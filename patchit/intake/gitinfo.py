@@ -101,6 +101,7 @@ def read_branch(root: Path) -> str | None:
 
 _SECTION = re.compile(r'^\s*\[\s*remote\s+"([^"]+)"\s*\]\s*$')
 _URL = re.compile(r"^\s*url\s*=\s*(.+?)\s*$", re.IGNORECASE)
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")  # C:\dags: a Windows path, not host "C"
 _SCP = re.compile(r"^(?:[^@/\s]+@)?([^:/\s]+):(?!//)(.+)$")
 
 
@@ -129,20 +130,24 @@ def read_remote_url(root: Path) -> str | None:
 def normalise_remote(url: str) -> str | None:
     """One name for every spelling of a repository's remote: `git@github.com:Acme/dags.git`,
     `https://user@github.com/Acme/dags` and `ssh://git@github.com:22/Acme/dags.git` are all
-    `github.com/Acme/dags` (the host lowercased; credentials, port and `.git` dropped). A local
-    path (or `file://` URL) stays a path. None for an empty URL."""
+    `github.com/Acme/dags` (the host lowercased; credentials, port and `.git` dropped).
+
+    None for an empty URL and for a path remote (`../up`, `/srv/git/dags.git`, `file://...`):
+    a path names different repositories from different places and hosts (every checkout
+    whose origin is `../up` is not one repository), so those checkouts are told apart by
+    their own path, as without a remote."""
     url = url.strip()
-    if not url:
-        return None
     if "://" in url:
         scheme, _, rest = url.partition("://")
         if scheme.lower() == "file":
-            return rest.rstrip("/").removesuffix(".git") or None
+            return None
         host, _, path = rest.partition("/")
         host = host.rpartition("@")[2].split(":")[0].lower()
-    elif (scp := _SCP.match(url)) and not url.startswith(("/", ".")):
+    elif (scp := _SCP.match(url)) and not url.startswith(("/", ".", "~")) and not _DRIVE.match(url):
         host, path = scp.group(1).lower(), scp.group(2)
     else:
-        return url.rstrip("/").removesuffix(".git") or None
+        return None  # empty, or a path
+    if not host:
+        return None
     path = path.strip("/").removesuffix(".git").strip("/")
     return f"{host}/{path}" if path else host

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 from patchit.dbfiles import (
     create_atomically,
@@ -59,7 +60,12 @@ from patchit.redaction import clean_text, environment_secrets, redact
 from patchit.state.pg import PgConn, StateDbError, StateUnavailableError
 from patchit.state.url import StateUrlError, mask_url, state_url
 
+T = TypeVar("T")
 PRODUCER_BUSY_TIMEOUT_S = 2.0
+# a producer's hard deadline on a Postgres state: a server or pooler that accepts and then
+# stalls must not block the Airflow task (the event goes to the fallback file instead)
+PRODUCER_DEADLINE_S = 2.5
+PRODUCER_DEADLINE_PER_EVENT_S = 0.005
 WORKER_BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
@@ -126,9 +132,10 @@ class SpoolConn(Protocol):
 
 
 # what a producer catches to write the fallback file instead (the spool locked, damaged or
-# unwritable, or a Postgres state unreachable)
+# unwritable, or a Postgres state unreachable); ValueError a backstop (a driver's, a decoder's)
 PRODUCER_FAILURES = (
     sqlite3.Error, SpoolDamaged, OSError, StateDbError, StateUnavailableError, StateUrlError,
+    ValueError,
 )  # fmt: skip
 
 
@@ -406,12 +413,47 @@ class Spool:
         self.put(event)
 
 
+def _within_deadline(home: Path, work: Callable[[], T], deadline_s: float) -> T:
+    """`work()`; with a Postgres state, in a daemon thread given `deadline_s` (a producer
+    must return: past it StateDbError, and the thread is left to finish or hang)."""
+    if state_url(home) is None:
+        return work()
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["value"] = work()
+        except BaseException as exc:  # handed to the caller
+            done["error"] = exc
+
+    thread = threading.Thread(target=run, name="patchit-spool-producer", daemon=True)
+    thread.start()
+    thread.join(deadline_s)
+    if thread.is_alive():
+        raise StateDbError(f"the state database gave no answer within {deadline_s:g}s", lost=True)
+    if "error" in done:
+        raise done["error"]
+    return cast(T, done["value"])
+
+
+def _put_many(events: list[dict[str, Any]], home: Path) -> None:
+    with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S) as spool:
+        spool.put_many(events)
+
+
+def _put(event: dict[str, Any], home: Path) -> int:
+    with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S) as spool:
+        return spool.put(event)
+
+
 def spool_events(events: list[dict[str, Any]], home: Path) -> bool:
     """Spool several events in one transaction; False when they went to the fallback file
-    instead (the spool locked past the producer's timeout, damaged or unwritable)."""
+    instead (the spool locked past the producer's timeout, damaged or unwritable, or a
+    Postgres state silent past the producer's deadline)."""
     try:
-        with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S) as spool:
-            spool.put_many(events)
+        # a batch (patchit airflow scan) is given more time for its rows
+        deadline = PRODUCER_DEADLINE_S + PRODUCER_DEADLINE_PER_EVENT_S * len(events)
+        _within_deadline(home, lambda: _put_many(events, home), deadline)
         return True
     except PRODUCER_FAILURES:
         for event in events:
@@ -425,8 +467,7 @@ def spool_event(event: dict[str, Any], home: Path | None = None) -> int | None:
     the fallback file instead (None): an event is never dropped."""
     home = home or resolve_home()
     try:
-        with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S) as spool:
-            return spool.put(event)
+        return _within_deadline(home, lambda: _put(event, home), PRODUCER_DEADLINE_S)
     except PRODUCER_FAILURES:
         append_fallback(event, home)
         return None

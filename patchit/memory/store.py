@@ -9,6 +9,7 @@ twice.
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from datetime import datetime, timedelta
@@ -67,13 +68,20 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         """The most recently active incident of this cause and repository within the window.
 
         The repository is its remote URL when known (clones at other paths share incidents),
-        else its local path."""
+        else its local path. The two meet: an event with a URL finds an incident without one
+        at the same path (made before migration 8, or from a producer that sent no URL), and
+        an event without a URL finds one with a URL at its path."""
         since = (_now() - timedelta(days=window_days)).isoformat()
-        repo = "i.repo_url = ?" if repo_url else "i.repo_url is null and i.repo_path is ?"
+        if repo_url:
+            repo = "(i.repo_url = ? or (i.repo_url is null and i.repo_path is ?))"
+            params: tuple[Any, ...] = (cause_key, repo_url, repo_path, since)
+        else:
+            repo = "i.repo_path is ?"
+            params = (cause_key, repo_path, since)
         rows = self._rows(
             _INCIDENT_SELECT + f"where i.cause_key = ? and {repo} and i.updated_utc >= ?"
             " order by i.updated_utc desc, i.created_utc desc limit 1",
-            (cause_key, repo_url or repo_path, since),
+            params,
         )
         return Incident.model_validate(rows[0]) if rows else None
 
@@ -117,9 +125,13 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         """Record more failures (event, fingerprint) of an incident in one transaction: an
         outage storm of thousands of events costs one commit, not one per event."""
         with self._write() as db:
-            self.get_incident(incident_id)
+            incident = self.get_incident(incident_id)
             self._insert_events(db, incident_id, events, cause_key)
-            db.table("incidents").update(incident_id, {"updated_utc": _now().isoformat()})
+            changes: dict[str, Any] = {"updated_utc": _now().isoformat()}
+            url = next((e.repo_url for e, _ in events if e.repo_url), None)
+            if url and not incident.repo_url:  # an incident from before repo_url learns it
+                changes["repo_url"] = url
+            db.table("incidents").update(incident_id, changes)
 
     def open_or_attach(
         self,
@@ -226,12 +238,12 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
 
     def event_commits(self, incident_id: str, besides: str | None = None) -> set[str]:
         """The commits the incident's events (other than `besides`) came from."""
-        rows = self._rows(
-            "select distinct json_extract(json, '$.commit') as sha from events "
-            "where incident_id = ? and event_id is not ?",
+        rows = self._rows(  # read in Python: Postgres' jsonb refuses an event's \u0000
+            "select json from events where incident_id = ? and event_id is not ?",
             (incident_id, besides),
         )
-        return {str(row["sha"]) for row in rows if row["sha"]}
+        shas = (json.loads(row["json"]).get("commit") for row in rows)
+        return {str(sha) for sha in shas if sha}
 
     def split_event(
         self, incident_id: str, event: UniversalFailureEvent, fingerprint: str, cause_key: str

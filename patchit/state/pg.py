@@ -18,18 +18,21 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 from patchit.errors import BadInputError
 from patchit.state.url import STATE_URL_ENV, mask_url
 
 CONNECT_TIMEOUT_S = 10
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 30, 10, 3
+TCP_USER_TIMEOUT_MS = 60_000  # sent data unacknowledged this long: the connection is dead
 MEMORY_LOCK_KEY = 0x7061_7463_6869_74  # "patchit": the memory's one-writer lock
-_TRANSLATIONS = [
-    (re.compile(r"%"), "%%"),
+_JSON_EXTRACT = re.compile(r"json_extract\((\w+),\s*'\$\.(\w+)'\)")
+_LITERAL = re.compile(r"('(?:[^']|'')*')")  # a string literal: left as it is written
+_TRANSLATIONS = [  # outside string literals
     (re.compile(r"\bis\s+not\s+\?", re.IGNORECASE), "is distinct from ?"),
     (re.compile(r"\bis\s+\?", re.IGNORECASE), "is not distinct from ?"),
     (re.compile(r"\[(\w+)\]"), r'"\1"'),
-    (re.compile(r"json_extract\((\w+),\s*'\$\.(\w+)'\)"), r"(\1::jsonb ->> '\2')"),
     (re.compile(r"\bmax\(([^(),]+),\s*([^(),]+)\)"), r"greatest(\1, \2)"),
     (re.compile(r"\?"), "%s"),
 ]
@@ -54,9 +57,14 @@ class StateUnavailableError(BadInputError):
 def to_pg(sql: str) -> str:
     """SQLite-flavoured SQL as the memory writes it, for Postgres: `?` placeholders, `is ?`,
     `[name]` quoting, `json_extract(col, '$.key')`, two-argument `max`."""
-    for pattern, replacement in _TRANSLATIONS:
-        sql = pattern.sub(replacement, sql)
-    return sql
+    # `%` doubled everywhere (psycopg2 formats the whole text, literals too); the rest only
+    # outside literals: `select 'is it?'` keeps its text
+    sql = _JSON_EXTRACT.sub(r"(\1::jsonb ->> '\2')", sql).replace("%", "%%")
+    parts = _LITERAL.split(sql)
+    for i in range(0, len(parts), 2):  # the even parts are outside literals
+        for pattern, replacement in _TRANSLATIONS:
+            parts[i] = pattern.sub(replacement, parts[i])
+    return "".join(parts)
 
 
 def _wrap(exc: Exception) -> StateDbError:
@@ -69,6 +77,23 @@ def _wrap(exc: Exception) -> StateDbError:
         integrity=code.startswith("23"),
         lost=code.startswith("08") or dropped,
     )
+
+
+def _passwords(url: str) -> list[str]:
+    """The URL's password as written and percent-decoded (userinfo and `password=`)."""
+    found = re.findall(r"^[a-zA-Z][\w+.-]*://[^:/@]*:([^@]*)@", url)
+    found += re.findall(r"password=([^&\s]*)", url, flags=re.IGNORECASE)
+    both = {p for raw in found for p in (raw, unquote(raw)) if p}
+    return sorted(both, key=len, reverse=True)  # the longer first: no half-masked token
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` (a libpq message) with the URL masked and its password, as written or
+    decoded, replaced by `***` (libpq quotes the URI, or a token it cannot decode)."""
+    text = text.replace(url, mask_url(url))
+    for password in _passwords(url):
+        text = text.replace(password, "***")
+    return text
 
 
 def _numeric(value: str | None, _cursor: Any) -> int | float | None:
@@ -93,26 +118,50 @@ def connect(url: str, *, lock_timeout_s: float = 30.0,
             f"{STATE_URL_ENV} {mask_url(url)}: psycopg2 is not installed; "
             "pip install 'patchit[postgres]'"
         ) from exc
+    # the timeouts go in the startup packet (no statement after login that could stall), and
+    # the socket carries keepalives and a TCP user timeout: a server or pooler that accepts
+    # and then stops answering is found out instead of blocking for ever
+    settings = [f"-c lock_timeout={max(1, int(lock_timeout_s * 1000))}"]
+    if statement_timeout_s is not None:
+        settings.append(f"-c statement_timeout={max(1, int(statement_timeout_s * 1000))}")
+    raw = None
     try:
+        given = psycopg2.extensions.parse_dsn(url).get("options", "")
         raw = psycopg2.connect(
-            url, connect_timeout=max(1, round(connect_timeout_s)), application_name="patchit"
+            url,
+            connect_timeout=max(1, round(connect_timeout_s)),
+            application_name="patchit",
+            options=" ".join([given, *settings]).strip(),
+            keepalives=1,
+            keepalives_idle=KEEPALIVE_IDLE_S,
+            keepalives_interval=KEEPALIVE_INTERVAL_S,
+            keepalives_count=KEEPALIVE_COUNT,
+            tcp_user_timeout=TCP_USER_TIMEOUT_MS,
         )
+        raw.autocommit = True
+        numeric = psycopg2.extensions.new_type((1700,), "PATCHIT_NUMERIC", _numeric)
+        psycopg2.extensions.register_type(numeric, raw)
     except psycopg2.Error as exc:
-        why = " ".join(str(exc).split()) or type(exc).__name__
+        if raw is not None:
+            raw.close()
+        why = scrub(" ".join(str(exc).split()), url) or type(exc).__name__
         raise StateUnavailableError(
             f"the state database {mask_url(url)}: cannot connect ({why}); start the server or fix "
             f"{STATE_URL_ENV} / [state] url in $PATCHIT_HOME/patchit.toml (unset both for the "
             "embedded SQLite state)"
         ) from exc
-    raw.autocommit = True
-    numeric = psycopg2.extensions.new_type((1700,), "PATCHIT_NUMERIC", _numeric)
-    psycopg2.extensions.register_type(numeric, raw)
-    with raw.cursor() as cur:
-        cur.execute("set lock_timeout = %s", (f"{max(1, int(lock_timeout_s * 1000))}ms",))
-        if statement_timeout_s is not None:
-            ms = max(1, int(statement_timeout_s * 1000))
-            cur.execute("set statement_timeout = %s", (f"{ms}ms",))
     return raw
+
+
+def _without_nul(params: Any) -> Any:
+    """Text values with NUL as U+FFFD: Postgres text cannot hold NUL (SQLite's can)."""
+    if isinstance(params, str):
+        return params.replace("\x00", "\ufffd")
+    if isinstance(params, dict):
+        return {k: _without_nul(v) for k, v in params.items()}
+    if isinstance(params, (tuple, list)):
+        return type(params)(_without_nul(v) for v in params)
+    return params
 
 
 class PgConn:
@@ -131,7 +180,13 @@ class PgConn:
         if word.startswith("BEGIN"):
             cur = self._run("begin", ())
             if self.lock_key is not None and "IMMEDIATE" in word:
-                self._run("select pg_advisory_xact_lock(%s)", (self.lock_key,))
+                try:
+                    self._run("select pg_advisory_xact_lock(%s)", (self.lock_key,))
+                except BaseException:
+                    # a lock timeout aborts the transaction: without the rollback every later
+                    # call on this connection fails "current transaction is aborted"
+                    self._rollback_quietly()
+                    raise
             return cur
         if word in ("COMMIT", "ROLLBACK"):
             return self._run(word.lower(), ())
@@ -144,12 +199,21 @@ class PgConn:
     def _run(self, sql: str, params: Any) -> Any:
         cur = self.raw.cursor()
         try:
-            cur.execute(sql, params)
+            cur.execute(sql, _without_nul(params))
+        except ValueError as exc:  # what psycopg2 raises for a value it cannot send
+            raise StateDbError(f"{type(exc).__name__}: {exc}") from exc
         except Exception as exc:
             if type(exc).__module__.startswith("psycopg2"):
                 raise _wrap(exc) from exc
             raise
         return cur
+
+    def _rollback_quietly(self) -> None:
+        try:  # a statement: in autocommit mode psycopg2's rollback() sends nothing
+            self.raw.cursor().execute("rollback")
+        except Exception as exc:  # the connection is gone: nothing to roll back
+            if not type(exc).__module__.startswith("psycopg2"):
+                raise
 
     def close(self) -> None:
         try:

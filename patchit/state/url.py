@@ -27,6 +27,7 @@ from patchit.errors import BadInputError
 STATE_URL_ENV = "PATCHIT_STATE_URL"
 DEPLOYMENT_FILE = "patchit.toml"
 SCHEMES = ("postgresql", "postgres")
+STATE_KEYS = {"url"}  # config.StateConfig's fields (this module reads the file without pydantic)
 
 
 class StateUrlError(BadInputError):
@@ -46,6 +47,8 @@ def read_deployment(home: Path) -> dict[str, Any]:
         return {}  # no file (an unusable home is reported by what opens it)
     except OSError as exc:
         raise StateUrlError(f"{path}: cannot read ({exc.strerror}); fix its permissions") from exc
+    except UnicodeDecodeError as exc:
+        raise StateUrlError(f"{path}: not UTF-8 text; fix or remove it") from exc
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -60,8 +63,18 @@ def state_url(home: Path) -> str | None:
     if env is not None:
         url, where = env.strip(), STATE_URL_ENV
     else:
-        section = read_deployment(home).get("state") or {}
-        value = section.get("url") if isinstance(section, dict) else None
+        section = read_deployment(home).get("state", {})
+        if not isinstance(section, dict):
+            raise StateUrlError(
+                f'{deployment_file(home)}: state must be a [state] table (url = "...")'
+            )
+        unknown = sorted(set(section) - STATE_KEYS)
+        if unknown:
+            raise StateUrlError(
+                f"{deployment_file(home)}: [state] has no key {', '.join(unknown)}"
+                f" (it knows: {', '.join(sorted(STATE_KEYS))}); fix the file"
+            )
+        value = section.get("url")
         if value is not None and not isinstance(value, str):
             raise StateUrlError(f"{deployment_file(home)}: [state] url must be a string")
         url, where = (value or "").strip(), f"{deployment_file(home)} [state] url"

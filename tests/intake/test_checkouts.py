@@ -34,10 +34,32 @@ def test_every_spelling_of_a_remote_is_one_name(url: str) -> None:
     assert normalise_remote(url) == "github.com/acme/dags"
 
 
-def test_local_remotes_stay_paths() -> None:
-    assert normalise_remote("/srv/git/dags.git") == "/srv/git/dags"
-    assert normalise_remote("file:///srv/git/dags.git") == "/srv/git/dags"
-    assert normalise_remote("  ") is None
+@pytest.mark.parametrize(
+    "url", ["../up", "./up.git", "up", "/srv/git/dags.git", "file:///srv/git/dags.git",
+            "~/git/dags.git", "C:\\git\\dags", "  "],
+)  # fmt: skip
+def test_path_remotes_name_no_repository(url: str) -> None:
+    assert normalise_remote(url) is None
+
+
+def test_checkouts_whose_origin_is_the_same_relative_path_are_not_merged(
+    tmp_path: Path, _patchit_home: Path
+) -> None:
+    """Two unrelated repositories, each with `origin = ../up`: no repo_url, so their
+    same-cause failures stay two incidents, told apart by their paths."""
+    events = []
+    for name in ("one", "two"):
+        repo = tmp_path / name / "dags"
+        (repo / "dags").mkdir(parents=True)
+        (repo / JOB).write_text('print({}["amout"])\n')
+        git(repo, "init", "-q", "-b", "main")
+        git(repo, "remote", "add", "origin", "../up")
+        commit_all(repo, "job")
+        assert read_remote_url(repo) is None
+        events.append(failure(repo, ""))
+    with Memory.open(_patchit_home) as memory:
+        ids = {memory.open_or_attach(e, error_fingerprint(e), cause_key(e))[0].id for e in events}
+    assert len(ids) == 2
 
 
 def clones(tmp_path: Path) -> tuple[Path, Path, str]:
@@ -53,8 +75,10 @@ def clones(tmp_path: Path) -> tuple[Path, Path, str]:
     for clone in (a, b):
         clone.parent.mkdir(parents=True)
         git(tmp_path, "clone", "-q", str(bare), str(clone))
+        # a path remote names no repository: the clones' origin as on a real deployment
+        git(clone, "remote", "set-url", "origin", "git@git.example.com:acme/dags.git")
     url = read_remote_url(a)
-    assert url == read_remote_url(b) == str(bare.with_suffix(""))
+    assert url == read_remote_url(b) == "git.example.com/acme/dags"
     return a, b, url or ""
 
 
@@ -66,7 +90,7 @@ def failure(repo: Path, url: str) -> UniversalFailureEvent:
     return UniversalFailureEvent(
         source=FailureSource.AIRFLOW, pipeline_id="totals", unit_id="total", unit_path=JOB,
         error_type=error_type, error_message=message, traceback=proc.stderr,
-        repo_path=str(repo), commit=sha, repo_url=url,
+        repo_path=str(repo), commit=sha, repo_url=url or None,
     )  # fmt: skip
 
 
@@ -112,11 +136,12 @@ def test_clones_at_different_paths_share_one_incident(tmp_path: Path, _patchit_h
         )
         assert created and not created_again and again.id == first.id
         assert first.repo_url == url and again.events == 2
-        # without a remote URL, the local path still tells repositories apart
+        # without a remote URL (an older producer) the local path decides: a's event joins
+        # the incident made at a's path, b's (no URL to match on) opens its own
         plain = [e.model_copy(update={"repo_url": None}) for e in (from_a, from_b)]
         one, _ = memory.open_or_attach(plain[0], error_fingerprint(plain[0]), cause_key(plain[0]))
         two, _ = memory.open_or_attach(plain[1], error_fingerprint(plain[1]), cause_key(plain[1]))
-        assert len({first.id, one.id, two.id}) == 3
+        assert one.id == first.id and two.id != first.id
 
 
 def test_the_callback_names_the_repository_by_its_remote(
@@ -150,3 +175,23 @@ def test_heal_of_an_event_from_a_clone_not_on_this_host_is_one_exit_2_line(
     assert res.returncode == 2
     [line] = res.stderr.splitlines()
     assert f"repository {url} has no checkout on this host" in line and "[repos]" in line
+
+
+def test_rebase_moves_non_ascii_roots_and_only_whole_roots() -> None:
+    from patchit.intake.checkouts import rebase
+
+    def at(root: str, other: str) -> UniversalFailureEvent:
+        return UniversalFailureEvent(
+            source=FailureSource.AIRFLOW, pipeline_id="totals", unit_id="total",
+            error_type="KeyError", error_message=f"'amout' (see {other}/x.py)\n{root}/y",
+            traceback=f'  File "{root}/dags/totals.py", line 2\n  File "{other}/lib.py"',
+            repo_path=root,
+        )  # fmt: skip
+
+    moved = rebase(at("/srv/josé/dags", "/opt/x"), "/srv/josé/dags", "/home/b/dags")
+    assert moved.repo_path == "/home/b/dags"
+    assert "/home/b/dags/dags/totals.py" in (moved.traceback or "")
+    assert "josé" not in moved.model_dump_json(), moved.model_dump_json()
+    kept = rebase(at("/srv/dags", "/mnt/srv/dags"), "/srv/dags", "/home/b/dags")
+    assert kept.repo_path == "/home/b/dags" and "/mnt/srv/dags/lib.py" in (kept.traceback or "")
+    assert kept.error_message == "'amout' (see /mnt/srv/dags/x.py)\n/home/b/dags/y"

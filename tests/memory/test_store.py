@@ -168,6 +168,42 @@ def test_open_or_attach_groups_by_cause_and_repo(memory: Memory) -> None:
     assert created and other_cause.id != first.id
 
 
+def test_an_upgraded_memory_attaches_events_with_a_repo_url_to_its_old_incidents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory made before migration 8 has incidents without repo_url: a same-cause event
+    that now carries one attaches to them (and teaches them the URL), not a second incident;
+    an event without a URL (an older producer) still finds an incident that has one."""
+    from patchit.memory import migrations
+
+    with monkeypatch.context() as m:
+        m.setattr(migrations, "MIGRATIONS", MIGRATIONS[:7])
+        Memory.open(tmp_path / "home").close()
+    now = datetime.now(UTC).isoformat()
+    with sqlite3.connect(tmp_path / "home" / "memory" / "attempts.sqlite3") as db:
+        assert "repo_url" not in {r[1] for r in db.execute("pragma table_info(incidents)")}
+        db.execute(
+            "insert into incidents (id, fingerprint, cause_key, repo_path, status, summary,"
+            " created_utc, updated_utc, needs_human) values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ("20260101-abcdef", "fp-orders", "ck", "/srv/shop", "escalated", "", now, now, 1),
+        )
+    url = "github.com/acme/shop"
+    mem = Memory.open(tmp_path / "home")
+    try:
+        assert mem.get_incident("20260101-abcdef").repo_url is None
+        again, created = mem.open_or_attach(event("orders", repo_url=url), "fp-orders", "ck")
+        assert not created and again.id == "20260101-abcdef" and again.repo_url == url
+        assert again.status == IncidentStatus.ESCALATED
+        plain, created = mem.open_or_attach(event("revenue"), "fp-revenue", "ck")
+        assert not created and plain.id == again.id and plain.events == 2
+        elsewhere, created = mem.open_or_attach(
+            event("orders", repo="/home/b/shop", repo_url=url), "fp-orders", "ck"
+        )
+        assert not created and elsewhere.id == again.id
+    finally:
+        mem.close()
+
+
 def test_the_same_event_delivered_twice_is_stored_once(memory: Memory) -> None:
     ev = event()
     memory.open_or_attach(ev, "fp", "ck")

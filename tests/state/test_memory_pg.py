@@ -45,3 +45,19 @@ def test_racing_workers_open_one_incident_and_one_of_them_heals_it(tmp_path: Pat
 def test_racing_workers_on_a_fresh_database_migrate_it_once(tmp_path: Path) -> None:
     test_concurrency.test_racing_workers_on_a_fresh_file_migrate_it_once(tmp_path)
     assert not list(tmp_path.rglob("*.sqlite3"))
+
+
+def test_an_event_with_nul_characters_is_stored_and_read_on_postgres(pg_home: Path) -> None:
+    """SQLite keeps a NUL; Postgres text cannot (a raw one) and jsonb cannot (`\\u0000`): the
+    event is stored, its commits read, its incident's fields written, with no crash loop."""
+    from patchit.memory import Memory
+    from tests.memory.test_store import event
+
+    nul = event(error_message="bad byte \x00 in row", commit="a" * 40)
+    with Memory.open(pg_home) as memory:
+        incident, created = memory.open_or_attach(nul, "fp\x00", "ck\x00")
+        assert created
+        assert memory.event_commits(incident.id) == {"a" * 40}
+        assert memory.events_for(incident.id)[0].error_message == "bad byte \x00 in row"
+        updated = memory.update_incident(incident.id, summary="a \x00 summary")
+        assert updated.summary == "a \ufffd summary"

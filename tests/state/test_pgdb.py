@@ -10,7 +10,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from patchit.memory import MIGRATIONS, apply_migrations
-from patchit.state.pg import MEMORY_LOCK_KEY, to_pg
+from patchit.state.pg import MEMORY_LOCK_KEY, PgConn, connect, to_pg
 from patchit.state.pgdb import ROWID, PgDatabase
 
 
@@ -111,3 +111,15 @@ def test_sqlite_flavoured_sql_is_translated() -> None:
     )
     assert to_pg("set claims = max(claims - 1, 0)") == "set claims = greatest(claims - 1, 0)"
     assert to_pg("select max(created_utc) from t") == "select max(created_utc) from t"
+
+
+def test_string_literals_are_not_translated(state_url: str) -> None:
+    sql = "select 'is it?' as q, '[x] is ?' as r, ? as n where 'a''?' is not ?"
+    assert to_pg(sql) == (
+        "select 'is it?' as q, '[x] is ?' as r, %s as n where 'a''?' is distinct from %s"
+    )
+    conn = PgConn(connect(state_url))
+    try:
+        assert conn.execute(sql, (1, None)).fetchone() == ("is it?", "[x] is ?", 1)
+    finally:
+        conn.close()

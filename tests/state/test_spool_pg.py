@@ -3,14 +3,17 @@ each other (`FOR UPDATE SKIP LOCKED`) instead of waiting or taking a row twice."
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg2
+import pytest
 
 from patchit.doctor import check_state
-from patchit.intake.spool import MAX_CLAIMS, Spool, append_fallback, spool_event
+from patchit.intake.spool import MAX_CLAIMS, Spool, append_fallback, spool_event, spool_events
 from patchit.memory import Memory
 
 
@@ -126,3 +129,39 @@ def test_doctor_reports_a_reachable_state(pg_home: Path) -> None:
     Spool.open(pg_home).close()
     Memory.open(pg_home).close()
     assert "tables present" in check_state(pg_home).detail
+
+
+def test_the_callback_falls_back_when_the_server_stalls_after_login(
+    pg_home: Path, state_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server (or pgbouncer) that accepts the login and then never answers: the producer
+    gives up within its deadline and the event is in the fallback file, not lost."""
+    from tests.state.stall_proxy import stalling_proxy
+
+    url = urlsplit(state_url)
+    with stalling_proxy(url.hostname or "", url.port or 5432) as port:
+        monkeypatch.setenv(
+            "PATCHIT_STATE_URL", url._replace(netloc=f"{url.username}@127.0.0.1:{port}").geturl()
+        )
+        returned: list[object] = []
+        began = time.monotonic()
+        producer = threading.Thread(
+            target=lambda: returned.append(
+                spool_event({"source": "airflow", "unit_id": "s"}, pg_home)
+            ),
+            daemon=True,
+        )
+        producer.start()
+        producer.join(10)
+        took = time.monotonic() - began
+        assert returned == [None] and took < 3.5
+        began = time.monotonic()  # a batch (patchit airflow scan) the same
+        batch = threading.Thread(
+            target=lambda: returned.append(spool_events([{"source": "airflow"}] * 2, pg_home)),
+            daemon=True,
+        )
+        batch.start()
+        batch.join(10)
+        assert returned == [None, False] and time.monotonic() - began < 3.5
+    lines = (pg_home / "spool" / "fallback.jsonl").read_text().splitlines()
+    assert [json.loads(line).get("unit_id") for line in lines] == ["s", None, None]

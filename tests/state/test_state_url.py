@@ -5,6 +5,7 @@ fallback file when the state server is down. No Postgres server is needed here."
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -119,3 +120,80 @@ def test_doctor_says_which_state_is_used_and_whether_it_answers(
     down = check_state(_patchit_home)
     assert down.status == "fail" and "cannot connect" in down.detail
     assert "s3cret" not in down.line() and "bob:***@" in down.line()
+
+
+def test_a_deployment_file_that_is_not_utf8_is_one_exit_2_line(_patchit_home: Path) -> None:
+    _patchit_home.mkdir()
+    (_patchit_home / "patchit.toml").write_bytes(b'[state]\nurl = "postgresql://db/caf\xe9"\n')
+    res = patchit("incidents")
+    assert res.returncode == 2, res.stderr
+    [line] = res.stderr.splitlines()
+    assert "patchit.toml: not UTF-8 text; fix or remove it" in line
+    make_failure_callback()({"exception": KeyError("amout")})  # the event is not dropped
+    [event] = (_patchit_home / "spool" / "fallback.jsonl").read_text().splitlines()
+    assert json.loads(event)["error_type"] == "KeyError"
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('[state]\nuri = "postgresql://db/x"\n', "[state] has no key uri"),
+        ('state = "postgresql://db/x"\n', "state must be a [state] table"),
+    ],
+)
+def test_a_misspelt_state_setting_is_an_error_not_the_sqlite_state(
+    _patchit_home: Path, text: str, why: str
+) -> None:
+    _patchit_home.mkdir()
+    (_patchit_home / "patchit.toml").write_text(text)
+    with pytest.raises(StateUrlError, match=re.escape(why)):
+        state_url(_patchit_home)
+
+
+def test_a_producer_falls_back_on_a_value_error(
+    _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The backstop: a ValueError (a decoder's, a driver's) sends the event to the fallback
+    file instead of dropping it."""
+    from patchit.intake import spool
+
+    def broken(*_: object, **__: object) -> None:
+        raise UnicodeDecodeError("utf-8", b"\xe9", 0, 1, "invalid")
+
+    monkeypatch.setattr(spool.Spool, "open", broken)
+    assert spool.spool_event({"source": "airflow", "unit_id": "v"}, _patchit_home) is None
+    [event] = (_patchit_home / "spool" / "fallback.jsonl").read_text().splitlines()
+    assert json.loads(event)["unit_id"] == "v"
+
+
+def test_doctors_state_check_is_bounded_and_one_line(
+    _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reads after the login run under a statement timeout, and their error (libpq's
+    may span lines: DETAIL, HINT) is one line."""
+    from patchit.doctor import check_state
+    from patchit.state import pg
+
+    seen: dict[str, object] = {}
+
+    class Cursor:
+        def execute(self, _sql: str) -> None:
+            raise RuntimeError("permission denied for schema public\nHINT: ask the owner")
+
+    class Raw:
+        def cursor(self) -> Cursor:
+            return Cursor()
+
+        def close(self) -> None:
+            pass
+
+    def fake_connect(url: str, **kw: object) -> Raw:
+        seen.update(kw)
+        return Raw()
+
+    monkeypatch.setattr(pg, "connect", fake_connect)
+    monkeypatch.setenv("PATCHIT_STATE_URL", "postgresql://bob:s3cret@db/p")
+    check = check_state(_patchit_home)
+    assert check.status == "fail" and "\n" not in check.detail and "s3cret" not in check.detail
+    assert "permission denied for schema public HINT: ask the owner" in check.detail
+    assert seen.get("statement_timeout_s")
