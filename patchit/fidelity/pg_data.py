@@ -8,7 +8,8 @@ comes from `EXCEPT ALL` both ways with a LIMIT.
 
 Each run built its relations into its own sandbox schema (`patchit_<hex>`, or dbt's
 `patchit_<hex>_<custom>`). A relation is named in reports by the user's schema it stands for
-(`analytics`, `analytics_marts`): the part after the sandbox schema is kept.
+(`analytics`, `analytics_marts`): the part after the sandbox schema is kept. A relation a run
+did not build is the user's relation it read through `--defer`, as a DuckDB copy holds it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class PgWarehouseDiff:
         self._wh = PgWarehouse(output)
         self.user_schema = str(output.get("schema") or "public")
         self.base_schema, self.cand_schema = base_schema, cand_schema
+        self._where: dict[tuple[str, str], tuple[str, str]] = {}  # where compare() found each
 
     def close(self) -> None:
         self._wh.close()
@@ -66,9 +68,22 @@ class PgWarehouseDiff:
         checksums = {c: int(v or 0) for c, v in zip(columns, row[1:], strict=True)}
         return TableStats(columns=columns, rows=int(row[0]), checksums=checksums)
 
+    def _side(self, sandbox: str, label: str, name: str) -> tuple[str, TableStats | None]:
+        """A run's relation: in its sandbox schema when it built it, else the user's relation
+        its `--defer` read (as a DuckDB copy holds the user's relations the run did not build)."""
+        stats = self.stats(sandbox, name)
+        if stats is None and label != sandbox:
+            user = self.stats(label, name)
+            if user is not None:
+                return label, user
+        return sandbox, stats
+
     def compare(self, schema: str, name: str) -> RawDiff:
         label, base_schema, cand_schema = self._sides(schema)
-        diff = RawDiff(label, name, self.stats(base_schema, name), self.stats(cand_schema, name))
+        base_schema, base_stats = self._side(base_schema, label, name)
+        cand_schema, cand_stats = self._side(cand_schema, label, name)
+        self._where[(label, name)] = (base_schema, cand_schema)
+        diff = RawDiff(label, name, base_stats, cand_stats)
         base, cand = diff.base, diff.cand
         if base is None or cand is None:
             return diff
@@ -95,6 +110,9 @@ class PgWarehouseDiff:
         projected = context + [c for c in common if c in differing]
         cols = ", ".join(f"{quote(c)}::text as {quote(c)}" for c in projected)
         _, base_schema, cand_schema = self._sides(diff.schema)
+        base_schema, cand_schema = self._where.get(
+            (diff.schema, diff.name), (base_schema, cand_schema)
+        )
         base_t = f"{quote(base_schema)}.{quote(diff.name)}"
         cand_t = f"{quote(cand_schema)}.{quote(diff.name)}"
         order = ", ".join(str(i) for i in range(1, len(projected) + 2))

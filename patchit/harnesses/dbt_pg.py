@@ -22,6 +22,7 @@ from patchit.sandbox.postgres import PgWarehouse, sandbox_schema
 # What the guard lists: what a build writes, and tests (their stored failures are written to
 # `<schema>_dbt_test__audit`, named by the same macro)
 BUILT = ("model", "seed", "snapshot", "test")
+NOTHING_SELECTED = "No nodes selected!"  # dbt's line for an empty selection: nothing is built
 
 
 class PgSchemas:
@@ -86,7 +87,7 @@ def listing_args(build_args: list[str]) -> list[str]:
 def check_schemas(listing: str, schema: str) -> int:
     """The number of nodes `dbt ls` listed, all of them in `schema` or one of dbt's
     `<schema>_<custom>` schemas; HarnessError naming the first that is not, or when it listed
-    nothing (the selection always holds the failed node: an empty listing was not read)."""
+    nothing without saying that nothing was selected (a listing that was not read)."""
     count = 0
     for line in listing.splitlines():
         line = line.strip()
@@ -105,7 +106,7 @@ def check_schemas(listing: str, schema: str) -> int:
                 f"{node['unique_id']} would be built into schema {where!r}, outside patchit's "
                 f"sandbox schema {schema!r} (a custom generate_schema_name?); refusing to build"
             )
-    if count == 0:
+    if count == 0 and NOTHING_SELECTED not in listing:
         raise HarnessError("dbt ls listed no node of the sandbox build; refusing to build blind")
     return count
 

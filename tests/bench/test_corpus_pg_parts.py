@@ -45,7 +45,7 @@ def test_duckdbs_order_by_all_is_dropped(sql: str, portable: str) -> None:
 def test_postgres_runs_only_dbt_scenarios_that_make_sense_there() -> None:
     scenarios = load_corpus(DEFAULT_CORPUS, None)
     duckdb_only = {s.name for s in scenarios if "postgres" not in s.warehouses}
-    assert {"dbt_db_locked", "dbt_duckdb_function_did_you_mean"} <= duckdb_only
+    assert {"dbt_db_locked", "dbt_data_file_seed_date_format"} <= duckdb_only
     assert all(s.kind == "dbt" for s in scenarios if s.name in duckdb_only)
     with pytest.raises(BadInputError, match="none of the chosen scenarios runs on Postgres"):
         run_corpus(DEFAULT_CORPUS, ["af_key_typo", "dbt_db_locked"], warehouse="postgres")

@@ -43,6 +43,9 @@ def test_check_schemas_accepts_the_sandbox_and_its_custom_schemas() -> None:
     assert check_schemas(listing, SCHEMA) == 2
     with pytest.raises(HarnessError, match="listed no node"):
         check_schemas("20:01:02  Running with dbt=1.11.0\n", SCHEMA)
+    # an empty selection (a YAML file's unit, state:modified+ matching nothing) builds nothing
+    empty = "21:28:35  The selection criterion 'state:modified+' does not match any enabled "
+    assert check_schemas(f"{empty}nodes\n21:28:35  No nodes selected!\n", SCHEMA) == 0
 
 
 @pytest.mark.parametrize("where", ["analytics", "marts", "patchit_0123456789abc", "patchit_x"])

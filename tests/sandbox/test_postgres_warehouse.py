@@ -64,7 +64,10 @@ def test_two_sandbox_schemas_are_compared_inside_the_server(pg: PgCluster) -> No
         f"create schema {cand}_marts;"
         f"create table {base}.orders as {rows}; create table {cand}.orders as {changed};"
         f"create table {base}_marts.daily as {rows}; create table {cand}_marts.daily as {rows};"
-        f"create table {base}.gone as select 1 as id"
+        f"create table {base}.gone as select 1 as id;"
+        f"create schema {user}; create table {user}.stg as select 1 as id;"
+        f"create table {user}.stg_b as select 1 as plan_id;"
+        f"create table {base}.stg_b as select 1 as plan_code"
     )
     with PgWarehouseDiff(pg.profile(user), base, cand) as diff:
         orders = diff.compare(cand, "orders")
@@ -81,6 +84,13 @@ def test_two_sandbox_schemas_are_compared_inside_the_server(pg: PgCluster) -> No
         assert not diff.compare(f"{user}_marts", "daily").differs
         gone = diff.compare(base, "gone")
         assert gone.base is not None and gone.cand is None and gone.differs
+        # what a run did not build is the user's relation its --defer read
+        shared = diff.compare(cand, "stg")
+        assert shared.base is not None and shared.cand is not None and not shared.differs
+        built = diff.compare(base, "stg_b")
+        assert built.base is not None and built.base.columns == {"plan_code": "integer"}
+        assert built.cand is not None and built.cand.columns == {"plan_id": "integer"}
+        assert built.schema_changes == ["-plan_code integer", "+plan_id integer"]
 
 
 def test_an_incidents_schemas_are_dropped_when_it_ends_and_the_rest_on_close(
