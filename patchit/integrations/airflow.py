@@ -322,8 +322,11 @@ def _hand_over(event: dict[str, Any], settings: HealSettings, home: Path) -> Non
     if settings.mode == "dag":
         try:
             run_id = trigger_heal(event, settings)
-        except TriggerFailed as exc:  # said before spooling: a spool that fails says its own
-            _warn(f"could not trigger {settings.dag_id} ({_text(exc, 500)}); spooling the "
+        except Exception as exc:  # TriggerFailed, or a mistake of ours: the event is spooled
+            why = _text(exc, 500) if isinstance(exc, TriggerFailed) else (
+                f"{type(exc).__name__}: {_text(exc, 500)}")  # fmt: skip
+            # said before spooling: a spool that fails says its own
+            _warn(f"could not trigger {settings.dag_id} ({why}); spooling the "
                   f"failure in {home} for `patchit worker` instead")  # fmt: skip
             spool_event(event, home)
             return

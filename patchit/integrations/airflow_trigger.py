@@ -23,6 +23,7 @@ A failure of the heal DAG itself is never handed over (`is_heal_dag`): it would 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -189,17 +190,19 @@ def _post_json(url: str, body: Any, token: str | None, timeout_s: float) -> Any:
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
-    )
-    try:
+    try:  # the Request too: a mistyped URL raises ValueError there
+        request = urllib.request.Request(
+            url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
+        )
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             return json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as exc:
         raise TriggerFailed(f"{url} answered HTTP {exc.code} ({_detail(exc)})") from exc
     except urllib.error.URLError as exc:
         raise TriggerFailed(f"{url} unreachable ({exc.reason})") from exc
-    except (OSError, ValueError) as exc:  # a timeout while reading, a body that is not JSON
+    except (OSError, ValueError, OverflowError, http.client.HTTPException) as exc:
+        # a timeout while reading, a body that is not JSON, a URL or timeout urllib refuses
+        # (InvalidURL, an infinite timeout), a body cut short (IncompleteRead)
         raise TriggerFailed(f"{url}: {type(exc).__name__}: {exc}") from exc
 
 
