@@ -33,7 +33,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from patchit.intake.spool import spool_payload
 
@@ -141,10 +141,20 @@ def heal_run_id(event: Mapping[str, Any]) -> str:
     return f"patchit__{unit}__{str(event.get('event_id', ''))[:32]}"
 
 
-def trigger_heal(event: Mapping[str, Any], settings: HealSettings, token: str | None = None) -> str:
-    """Trigger one run of the heal DAG for `event` (redacted first); the run id.
-    TriggerFailed with the reason when there is no API URL, or the server refuses, errs or
-    does not answer within the timeout."""
+class Triggered(NamedTuple):
+    """The heal run of an event; `existed`: the server had it already (HTTP 409 on its run id,
+    which is the event's own: an earlier hand-over of this very event)."""
+
+    run_id: str
+    existed: bool = False
+
+
+def trigger_heal(
+    event: Mapping[str, Any], settings: HealSettings, token: str | None = None
+) -> Triggered:
+    """Trigger one run of the heal DAG for `event` (redacted first). TriggerFailed with the
+    reason when there is no API URL, or the server refuses, errs, redirects, answers without
+    the run, or does not answer within the timeout."""
     if not settings.api_url:
         raise TriggerFailed(
             f"no Airflow API URL: set [airflow] api_url or {API_URL_ENV} (or run on Airflow 3, "
@@ -161,9 +171,13 @@ def trigger_heal(event: Mapping[str, Any], settings: HealSettings, token: str | 
     }
     if token is None:
         token = api_token(settings.api_url, settings.timeout_s)
-    answer = _post_json(url, body, token, settings.timeout_s)
+    answer = _post_json(url, body, token, settings.timeout_s, conflict_ok=True)
+    if answer is _CONFLICT:  # the run id is this event's: it was handed over already
+        return Triggered(run_id, existed=True)
     found = answer.get("dag_run_id") if isinstance(answer, dict) else None
-    return str(found or run_id)
+    if found != run_id:  # an empty or odd 2xx: no run was created for this event
+        raise TriggerFailed(f"{url} answered without run {run_id} ({_brief(answer)})")
+    return Triggered(run_id)
 
 
 def api_token(
@@ -185,8 +199,34 @@ def api_token(
     return token
 
 
-def _post_json(url: str, body: Any, token: str | None, timeout_s: float) -> Any:
-    """POST `body` as JSON; the JSON answer. TriggerFailed with the reason on any failure."""
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """urllib would follow a 301/302/303 of a POST as a GET (whose answer, a run list, looks
+    like success) and send the token to the redirect's host: refuse instead."""
+
+    def redirect_request(
+        self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> None:
+        where = urllib.parse.urlsplit(newurl)
+        raise TriggerFailed(
+            f"{req.full_url} answered HTTP {code}, a redirect to "
+            f"{where.scheme}://{where.netloc}{where.path[:100]}; not followed: set the API URL "
+            "the server answers at"
+        )
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+_CONFLICT = object()  # `_post_json(conflict_ok=True)`'s answer to an HTTP 409
+
+
+def _brief(answer: Any) -> str:
+    return " ".join(json.dumps(answer).split())[:200] or "empty"
+
+
+def _post_json(
+    url: str, body: Any, token: str | None, timeout_s: float, conflict_ok: bool = False
+) -> Any:
+    """POST `body` as JSON; the JSON answer (`_CONFLICT` for an HTTP 409 when `conflict_ok`).
+    TriggerFailed with the reason on any failure, a redirect included."""
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
@@ -194,9 +234,11 @@ def _post_json(url: str, body: Any, token: str | None, timeout_s: float) -> Any:
         request = urllib.request.Request(
             url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
         )
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with _OPENER.open(request, timeout=timeout_s) as response:
             return json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as exc:
+        if exc.code == 409 and conflict_ok:
+            return _CONFLICT
         raise TriggerFailed(f"{url} answered HTTP {exc.code} ({_detail(exc)})") from exc
     except urllib.error.URLError as exc:
         raise TriggerFailed(f"{url} unreachable ({exc.reason})") from exc

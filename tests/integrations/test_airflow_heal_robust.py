@@ -11,17 +11,21 @@ from pathlib import Path
 
 import pytest
 
+from patchit.integrations import airflow_trigger as trig
 from patchit.integrations.airflow import make_failure_callback
+from tests.integrations.heal_server import FakeAirflow, serve
 from tests.integrations.test_airflow_callback import dag_repo, spooled
-from tests.integrations.test_airflow_heal_trigger import _clean_env, context, free_port
+from tests.integrations.test_airflow_heal_trigger import TOKEN, _clean_env, context, free_port
 
 __all__ = ["_clean_env", "dag_repo"]  # the fixtures, used here
 
 
 @contextmanager
-def raw_server(answer: bytes, delay_s: float = 0.0) -> Iterator[str]:
-    """A server that reads the request head and writes `answer` (bytes as they are), then
-    closes; its URL."""
+def raw_server(
+    answer: bytes, delay_s: float = 0.0, seen: list[bytes] | None = None
+) -> Iterator[str]:
+    """A server that reads the request (recorded in `seen`) and writes `answer` (bytes as
+    they are, 64 at a time, `delay_s` apart), then closes; its URL."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -37,7 +41,9 @@ def raw_server(answer: bytes, delay_s: float = 0.0) -> Iterator[str]:
             with conn:
                 try:
                     conn.settimeout(2)
-                    conn.recv(65536)
+                    request = conn.recv(65536)
+                    if seen is not None:
+                        seen.append(request)
                     for chunk in [answer[i : i + 64] for i in range(0, len(answer), 64)]:
                         conn.sendall(chunk)
                         if delay_s:
@@ -99,3 +105,48 @@ def test_an_unexpected_error_in_the_trigger_spools(
     make_failure_callback(heal="dag", api_url="http://x")(context(dag_repo))
     assert len(spooled(_patchit_home)) == 1
     assert "RuntimeError: surprise" in caplog.text
+
+
+def answer(status: str, body: bytes, *headers: str) -> bytes:
+    head = [f"HTTP/1.1 {status}", "Content-Type: application/json", *headers]
+    head.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+@pytest.mark.parametrize("status", ["301 Moved Permanently", "302 Found", "303 See Other"])
+def test_a_redirect_is_not_followed_and_the_token_stays_home(
+    status: str, dag_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    monkeypatch.setenv(trig.TOKEN_ENV, TOKEN)
+    elsewhere: list[bytes] = []
+    with raw_server(answer("200 OK", b'{"dag_runs": []}'), seen=elsewhere) as other:
+        redirect = answer(status, b"{}", f"Location: {other}/api/v2/dags/patchit_heal/dagRuns")
+        with raw_server(redirect) as url:
+            make_failure_callback(heal="dag", api_url=url)(context(dag_repo))
+    assert elsewhere == []  # neither followed nor given the token
+    assert len(spooled(_patchit_home)) == 1
+    assert "redirect" in caplog.text and "could not trigger patchit_heal" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "body", [b"", b"{}", b"[]", b'{"dag_run_id": "someone_else"}', b'{"dag_runs": []}']
+)
+def test_an_answer_without_this_run_spools(
+    body: bytes, dag_repo: Path, _patchit_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with raw_server(answer("200 OK", body)) as url:
+        make_failure_callback(heal="dag", api_url=url)(context(dag_repo))
+    assert len(spooled(_patchit_home)) == 1
+    assert "could not trigger patchit_heal" in caplog.text
+
+
+def test_a_run_that_exists_already_was_handed_over(
+    dag_repo: Path, _patchit_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO")
+    with serve(FakeAirflow(status=409)) as airflow:
+        make_failure_callback(heal="dag", api_url=airflow.url)(context(dag_repo))
+    assert len(airflow.requests) == 1
+    assert not (_patchit_home / "spool").exists()
+    assert "already exists: this failure was handed over before" in caplog.text

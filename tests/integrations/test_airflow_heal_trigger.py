@@ -97,7 +97,7 @@ def test_the_api_url_defaults_to_the_server_that_runs_the_task(
     assert [r.path for r in airflow.requests] == ["/api/v2/dags/patchit_heal/dagRuns"]
 
 
-@pytest.mark.parametrize("status", [500, 404, 401, 409])
+@pytest.mark.parametrize("status", [500, 404, 401, 403])
 def test_a_refusal_or_a_server_error_spools_instead(
     status: int, dag_repo: Path, _patchit_home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
