@@ -168,7 +168,10 @@ class AirflowConfig(BaseModel):
     )
     heal_dag_id: str = Field(default="patchit_heal", description="the DAG `heal = dag` triggers")
     trigger_timeout_s: float = Field(
-        default=3.0, gt=0, description="how long the callback waits for the trigger request"
+        default=3.0,
+        gt=0,
+        le=30,
+        description="how long the callback waits for the trigger (login included), at most 30",
     )
     deploy_lag_s: float = Field(
         default=0.0, ge=0, description="how long a merge takes to reach the DAG folder"

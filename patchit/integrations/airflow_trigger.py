@@ -27,6 +27,7 @@ import http.client
 import json
 import os
 import re
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -47,6 +48,8 @@ HEAL_MODES = ("spool", "dag")
 DEFAULT_HEAL = "spool"
 DEFAULT_HEAL_DAG_ID = "patchit_heal"
 DEFAULT_TRIGGER_TIMEOUT_S = 3.0
+MAX_TRIGGER_TIMEOUT_S = 30.0  # the callback must never block a task's end for long
+MAX_ANSWER_BYTES = 64 * 1024  # what a trigger or login answer may be, read at most
 HEAL_TAG = "patchit-heal"  # every heal DAG carries it, whatever its id
 CONFIG_NAME = ".patchit.toml"
 _RUN_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.~:+-]+")
@@ -115,10 +118,15 @@ def resolve_heal_settings(
     url = api_url or table.get("api_url") or environ.get(API_URL_ENV)
     url = url or _api_from_execution_url(environ)
     heal_dag = dag_id or table.get("heal_dag_id") or DEFAULT_HEAL_DAG_ID
-    timeout = timeout_s or table.get("trigger_timeout_s") or DEFAULT_TRIGGER_TIMEOUT_S
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+    timeout: Any = timeout_s
+    if timeout is None:
+        timeout = table.get("trigger_timeout_s", DEFAULT_TRIGGER_TIMEOUT_S)
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not timeout > 0:
         problems.append(f"trigger_timeout_s = {timeout!r} is not a positive number; using 3")
         timeout = DEFAULT_TRIGGER_TIMEOUT_S
+    elif timeout > MAX_TRIGGER_TIMEOUT_S:
+        problems.append(f"trigger_timeout_s = {timeout!r} is above 30 s; using 30")
+        timeout = MAX_TRIGGER_TIMEOUT_S
     return HealSettings(
         str(mode), str(url) if url else None, str(heal_dag), float(timeout), tuple(problems)
     )
@@ -154,12 +162,38 @@ def trigger_heal(
 ) -> Triggered:
     """Trigger one run of the heal DAG for `event` (redacted first). TriggerFailed with the
     reason when there is no API URL, or the server refuses, errs, redirects, answers without
-    the run, or does not answer within the timeout."""
+    the run, or the whole of it (name lookup, login, trigger, answer) takes longer than
+    `settings.timeout_s`: it runs in a daemon thread, left behind when late (its result is
+    ignored), so that no socket, name lookup or slow answer can hold the task."""
     if not settings.api_url:
         raise TriggerFailed(
             f"no Airflow API URL: set [airflow] api_url or {API_URL_ENV} (or run on Airflow 3, "
             f"whose tasks know theirs from {EXECUTION_API_ENV})"
         )
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(_trigger(event, settings, token))
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, name="patchit-heal-trigger", daemon=True)
+    thread.start()
+    thread.join(settings.timeout_s)
+    if not outcome:
+        raise TriggerFailed(
+            f"{settings.api_url}: timed out: no answer within {settings.timeout_s:g} s "
+            "(login and trigger together)"
+        )
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]  # type: ignore[no-any-return]
+
+
+def _trigger(event: Mapping[str, Any], settings: HealSettings, token: str | None) -> Triggered:
+    """The trigger itself, in `trigger_heal`'s thread."""
+    assert settings.api_url
     dag = urllib.parse.quote(settings.dag_id, safe="")
     url = f"{settings.api_url.rstrip('/')}/api/v2/dags/{dag}/dagRuns"
     run_id = heal_run_id(event)
@@ -235,7 +269,10 @@ def _post_json(
             url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
         )
         with _OPENER.open(request, timeout=timeout_s) as response:
-            return json.loads(response.read() or b"{}")
+            raw = response.read(MAX_ANSWER_BYTES + 1)
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise TriggerFailed(f"{url}: an answer larger than 64 KiB; not read")
+        return json.loads(raw or b"{}")
     except urllib.error.HTTPError as exc:
         if exc.code == 409 and conflict_ok:
             return _CONFLICT

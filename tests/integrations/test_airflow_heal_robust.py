@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -150,3 +151,58 @@ def test_a_run_that_exists_already_was_handed_over(
     assert len(airflow.requests) == 1
     assert not (_patchit_home / "spool").exists()
     assert "already exists: this failure was handed over before" in caplog.text
+
+
+def test_login_and_trigger_share_one_time_bound(
+    dag_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    fake = FakeAirflow(delay_s=0.6)  # each answer within the timeout, both together not
+    monkeypatch.setenv(trig.USERNAME_ENV, "patchit")
+    monkeypatch.setenv(trig.PASSWORD_ENV, fake.password)
+    with serve(fake) as airflow:
+        callback = make_failure_callback(heal="dag", api_url=airflow.url, trigger_timeout_s=0.8)
+        callback(context(dag_repo))
+    assert len(spooled(_patchit_home)) == 1
+    assert "no answer within 0.8 s" in caplog.text
+
+
+def test_a_slow_drip_answer_is_bounded(dag_repo: Path, _patchit_home: Path) -> None:
+    drip = answer("200 OK", b'{"pad": "' + b"a" * 3000 + b'"}')
+    with raw_server(drip, delay_s=0.1) as url:  # ~5 s in 64-byte sips, each within timeout
+        started = time.monotonic()
+        callback = make_failure_callback(heal="dag", api_url=url, trigger_timeout_s=0.5)
+        callback(context(dag_repo))
+        took = time.monotonic() - started
+    assert took < 2.0, took
+    assert len(spooled(_patchit_home)) == 1
+
+
+def test_an_answer_is_read_up_to_64_kib(
+    dag_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    monkeypatch.setattr(trig, "heal_run_id", lambda _event: "R")
+    big = answer("200 OK", b'{"dag_run_id": "R", "pad": "' + b"a" * 70_000 + b'"}')
+    with raw_server(big) as url:
+        make_failure_callback(heal="dag", api_url=url)(context(dag_repo))
+    assert len(spooled(_patchit_home)) == 1
+    assert "larger than 64 KiB" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("given", "used", "said"),
+    [
+        (0, 3.0, "trigger_timeout_s = 0 is not a positive number; using 3"),
+        (-1, 3.0, "trigger_timeout_s = -1 is not a positive number; using 3"),
+        (float("nan"), 3.0, "trigger_timeout_s = nan is not a positive number; using 3"),
+        (100, 30.0, "trigger_timeout_s = 100 is above 30 s; using 30"),
+        (float("inf"), 30.0, "trigger_timeout_s = inf is above 30 s; using 30"),
+        (30, 30.0, None),
+        (0.25, 0.25, None),
+    ],
+)
+def test_the_timeout_is_clamped_and_said(given: float, used: float, said: str | None) -> None:
+    settings = trig.resolve_heal_settings(None, heal="dag", timeout_s=given, environ={})
+    assert settings.timeout_s == used
+    assert list(settings.problems) == ([said] if said else [])
