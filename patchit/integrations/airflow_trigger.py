@@ -27,6 +27,7 @@ import http.client
 import json
 import os
 import re
+import stat
 import threading
 import urllib.error
 import urllib.parse
@@ -70,25 +71,59 @@ class HealSettings:
     problems: tuple[str, ...] = field(default=())
 
 
-def _airflow_table(repo_path: str | None, problems: list[str]) -> Mapping[str, Any]:
-    """`[airflow]` of the repository's `.patchit.toml`, {} when there is none or it is bad."""
+MAX_CONFIG_BYTES = 256 * 1024  # a .patchit.toml is read up to this much
+
+
+class _Unreadable(Exception):
+    """`.patchit.toml` is there but cannot be read as a config (the message says why)."""
+
+
+def _read_config(path: Path) -> str | None:
+    """The text of `path`, None when there is none. Never blocks (a FIFO) nor reads forever
+    (a link to /dev/zero): opened non-blocking, a regular file only, up to 256 KiB."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _Unreadable(f"unreadable ({type(exc).__name__})") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _Unreadable("not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_CONFIG_BYTES and (chunk := os.read(fd, MAX_CONFIG_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_CONFIG_BYTES:
+            raise _Unreadable("larger than 256 KiB")
+        return b"".join(chunks).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _Unreadable(f"unreadable ({type(exc).__name__})") from exc
+    finally:
+        os.close(fd)
+
+
+def _airflow_table(repo_path: str | None, problems: list[str]) -> Mapping[str, Any] | None:
+    """`[airflow]` of the repository's `.patchit.toml`, {} when there is none; None (said in
+    `problems`) when it is there but unreadable or invalid: the callback then spools."""
     if not repo_path:
         return {}
     path = Path(repo_path) / CONFIG_NAME
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.append(f"{path}: unreadable ({type(exc).__name__}); its [airflow] ignored")
+        text = _read_config(path)
+    except _Unreadable as exc:
+        problems.append(f"{path}: {exc}; its [airflow] ignored, spooling")
+        return None
+    if text is None:
         return {}
     import tomllib  # only when there is a file: the plain spool path stays as cheap as it was
 
     try:
         table = tomllib.loads(text).get("airflow", {})
     except tomllib.TOMLDecodeError as exc:
-        problems.append(f"{path}: invalid TOML ({exc}); its [airflow] ignored")
-        return {}
+        problems.append(f"{path}: invalid TOML ({exc}); its [airflow] ignored, spooling")
+        return None
     return table if isinstance(table, dict) else {}
 
 
@@ -110,8 +145,14 @@ def resolve_heal_settings(
 ) -> HealSettings:
     """The callback's settings for a failure in `repo_path` (see the module docstring)."""
     problems: list[str] = []
-    table = _airflow_table(repo_path, problems)
-    mode = heal or environ.get(HEAL_ENV) or table.get("heal") or DEFAULT_HEAL
+    given = heal or environ.get(HEAL_ENV)
+    if given == "spool":  # decided without the repository's file: not read at all
+        return HealSettings()
+    found = _airflow_table(repo_path, problems)
+    table: Mapping[str, Any] = found or {}
+    mode = given or table.get("heal") or DEFAULT_HEAL
+    if found is None:  # the file is there but could not be read: spool, said once
+        mode = DEFAULT_HEAL
     if mode not in HEAL_MODES:
         problems.append(f"heal = {str(mode)[:40]!r} is not 'spool' or 'dag'; spooling")
         mode = DEFAULT_HEAL

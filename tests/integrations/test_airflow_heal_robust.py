@@ -3,6 +3,7 @@ failure triggered or spooled, within its time bound, and never sends credentials
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -206,3 +207,53 @@ def test_the_timeout_is_clamped_and_said(given: float, used: float, said: str | 
     settings = trig.resolve_heal_settings(None, heal="dag", timeout_s=given, environ={})
     assert settings.timeout_s == used
     assert list(settings.problems) == ([said] if said else [])
+
+
+def settle(callback: object, *args: object) -> bool:
+    """Whether `callback(*args)` ends within 5 s (run in a daemon thread: it may not)."""
+    thread = threading.Thread(target=callback, args=args, daemon=True)  # type: ignore[arg-type]
+    thread.start()
+    thread.join(5)
+    return not thread.is_alive()
+
+
+def test_a_fifo_for_a_config_does_not_block(
+    dag_repo: Path, _patchit_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    os.mkfifo(dag_repo / ".patchit.toml")
+    assert settle(make_failure_callback(), context(dag_repo))
+    assert len(spooled(_patchit_home)) == 1
+    assert "not a regular file" in caplog.text
+
+
+def test_a_config_that_never_ends_is_not_read_to_its_end(
+    dag_repo: Path, _patchit_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (dag_repo / ".patchit.toml").symlink_to("/dev/zero")
+    assert settle(make_failure_callback(), context(dag_repo))
+    assert len(spooled(_patchit_home)) == 1
+    assert "not a regular file" in caplog.text
+
+
+def test_a_huge_config_is_read_up_to_256_kib(
+    dag_repo: Path, _patchit_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    text = '[airflow]\nheal = "dag"\napi_url = "http://127.0.0.1:9"\n'
+    (dag_repo / ".patchit.toml").write_text(text + "#" * 300_000 + "\n")
+    make_failure_callback()(context(dag_repo))
+    assert len(spooled(_patchit_home)) == 1
+    assert "larger than 256 KiB" in caplog.text
+    assert "could not trigger" not in caplog.text  # treated as spool mode
+
+
+@pytest.mark.parametrize("where", ["argument", "env"])
+def test_spool_from_the_argument_or_env_reads_no_config(
+    where: str, dag_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[object] = []
+    monkeypatch.setattr(trig, "_airflow_table", lambda *args: read.append(args) or {})
+    if where == "env":
+        monkeypatch.setenv(trig.HEAL_ENV, "spool")
+    make_failure_callback(heal="spool" if where == "argument" else None)(context(dag_repo))
+    assert read == []
+    assert len(spooled(_patchit_home)) == 1
