@@ -3,11 +3,14 @@ Airflow REST API instead of spooling, standard library only.
 
 The callback runs in the user's task process with no configuration loaded, so this module
 reads its settings itself, cheaply, in this order (first found wins):
-- `heal`: the callback's argument, else `PATCHIT_AIRFLOW_HEAL`, else `[airflow] heal` in the
-  failing repository's `.patchit.toml`, else "spool";
-- `api_url`: the argument, else `[airflow] api_url`, else `PATCHIT_AIRFLOW_API_URL`, else the
-  API server that serves the task (`AIRFLOW__CORE__EXECUTION_API_SERVER_URL` less
-  `/execution/`);
+- `heal`: the callback's argument, else `PATCHIT_AIRFLOW_HEAL` (when either says "spool",
+  `.patchit.toml` is not read), else `[airflow] heal` in the failing repository's
+  `.patchit.toml` (read non-blocking, a regular file up to 256 KiB; one that cannot be read
+  means "spool"), else "spool";
+- `api_url`: the argument, else `PATCHIT_AIRFLOW_API_URL`, else `[airflow] api_url` only when
+  it names the API server that serves the task (a repository's committer must not get the
+  deployment's credentials sent elsewhere: another URL there is refused, said, and the failure
+  spooled), else that server (`AIRFLOW__CORE__EXECUTION_API_SERVER_URL` less `/execution/`);
 - `heal_dag_id` and `trigger_timeout_s`: the argument, else `.patchit.toml`, else the defaults.
 `patchit.config.AirflowConfig` declares the same keys (a test keeps the defaults equal).
 
@@ -127,6 +130,18 @@ def _airflow_table(repo_path: str | None, problems: list[str]) -> Mapping[str, A
     return table if isinstance(table, dict) else {}
 
 
+def _origin(url: str) -> tuple[str, str, int | None] | None:
+    """Scheme, host and port of a URL (the default port filled in), None when it has none."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    except ValueError:
+        return None
+    if not parts.hostname:
+        return None
+    return parts.scheme.lower(), parts.hostname.lower(), port
+
+
 def _api_from_execution_url(environ: Mapping[str, str]) -> str | None:
     """The API server that serves this task: Airflow 3 tasks know its execution API URL."""
     url = environ.get(EXECUTION_API_ENV, "").strip()
@@ -156,8 +171,19 @@ def resolve_heal_settings(
     if mode not in HEAL_MODES:
         problems.append(f"heal = {str(mode)[:40]!r} is not 'spool' or 'dag'; spooling")
         mode = DEFAULT_HEAL
-    url = api_url or table.get("api_url") or environ.get(API_URL_ENV)
-    url = url or _api_from_execution_url(environ)
+    url = api_url or environ.get(API_URL_ENV)  # the operator's, which the credentials go to
+    own = _api_from_execution_url(environ)
+    if not url and (repo_url := table.get("api_url")):
+        if own and _origin(str(repo_url)) == _origin(own):
+            url = str(repo_url)
+        elif mode == "dag":  # a committer's URL must not collect the deployment's credentials
+            problems.append(
+                f"api_url = {str(repo_url)[:200]!r} in {CONFIG_NAME} is neither the callback's "
+                f"argument, {API_URL_ENV} nor this task's API server ({own or 'unknown'}): "
+                "not trusted with the Airflow credentials; spooling"
+            )
+            mode = DEFAULT_HEAL
+    url = url or own
     heal_dag = dag_id or table.get("heal_dag_id") or DEFAULT_HEAL_DAG_ID
     timeout: Any = timeout_s
     if timeout is None:

@@ -257,3 +257,43 @@ def test_spool_from_the_argument_or_env_reads_no_config(
     make_failure_callback(heal="spool" if where == "argument" else None)(context(dag_repo))
     assert read == []
     assert len(spooled(_patchit_home)) == 1
+
+
+def test_the_operators_api_url_outranks_the_repositorys(tmp_path: Path) -> None:
+    env = {trig.API_URL_ENV: "http://operator:8080", trig.HEAL_ENV: "dag"}
+    (tmp_path / ".patchit.toml").write_text('[airflow]\napi_url = "http://committer.example"\n')
+    assert trig.resolve_heal_settings(str(tmp_path), environ=env).api_url == env[trig.API_URL_ENV]
+    given = trig.resolve_heal_settings(str(tmp_path), api_url="http://arg:1", environ=env)
+    assert given.api_url == "http://arg:1"
+
+
+def test_a_repository_cannot_send_the_credentials_elsewhere(
+    dag_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    monkeypatch.setenv(trig.TOKEN_ENV, TOKEN)
+    with serve(FakeAirflow()) as harvester, serve(FakeAirflow()) as own:
+        monkeypatch.setenv(trig.EXECUTION_API_ENV, f"{own.url}/execution/")  # another port
+        (dag_repo / ".patchit.toml").write_text(
+            f'[airflow]\nheal = "dag"\napi_url = "{harvester.url}"\n'
+        )
+        make_failure_callback()(context(dag_repo))
+    assert harvester.requests == [] and own.requests == []
+    assert len(spooled(_patchit_home)) == 1
+    assert f"api_url = '{harvester.url}' in" in caplog.text
+    assert "not trusted with the Airflow credentials" in caplog.text
+
+
+def test_a_repository_may_name_the_tasks_own_api_server(
+    dag_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(trig.TOKEN_ENV, TOKEN)
+    with serve(FakeAirflow()) as own:
+        monkeypatch.setenv(trig.EXECUTION_API_ENV, f"{own.url}/execution/")
+        (dag_repo / ".patchit.toml").write_text(
+            f'[airflow]\nheal = "dag"\napi_url = "{own.url}/"\n'
+        )
+        make_failure_callback()(context(dag_repo))
+    [seen] = own.requests
+    assert seen.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert not (_patchit_home / "spool").exists()

@@ -75,7 +75,8 @@ def test_the_callback_triggers_the_heal_dag_with_the_event_as_conf(
 def test_the_heal_mode_comes_from_the_repository_config_and_the_env_overrides_it(
     dag_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with serve(FakeAirflow()) as airflow:
+    with serve(FakeAirflow()) as airflow:  # the repository's api_url: the task's own server
+        monkeypatch.setenv(trig.EXECUTION_API_ENV, f"{airflow.url}/execution/")
         (dag_repo / ".patchit.toml").write_text(
             f'[airflow]\nheal = "dag"\napi_url = "{airflow.url}"\nheal_dag_id = "heal_here"\n'
         )
