@@ -130,7 +130,7 @@ def _airflow_table(repo_path: str | None, problems: list[str]) -> Mapping[str, A
     return table if isinstance(table, dict) else {}
 
 
-def _origin(url: str) -> tuple[str, str, int | None] | None:
+def url_origin(url: str) -> tuple[str, str, int | None] | None:
     """Scheme, host and port of a URL (the default port filled in), None when it has none."""
     try:
         parts = urllib.parse.urlsplit(url.strip())
@@ -174,7 +174,7 @@ def resolve_heal_settings(
     url = api_url or environ.get(API_URL_ENV)  # the operator's, which the credentials go to
     own = _api_from_execution_url(environ)
     if not url and (repo_url := table.get("api_url")):
-        if own and _origin(str(repo_url)) == _origin(own):
+        if own and url_origin(str(repo_url)) == url_origin(own):
             url = str(repo_url)
         elif mode == "dag":  # a committer's URL must not collect the deployment's credentials
             problems.append(
