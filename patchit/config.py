@@ -153,7 +153,7 @@ class AirflowConfig(BaseModel):
     """The Airflow API server `patchit track` reads task runs from (Airflow incidents), and how
     the failure callback hands a failed task over. The callback reads `heal`, `api_url`,
     `heal_dag_id` and `trigger_timeout_s` itself, standard library only
-    (`patchit.integrations.heal_settings`); these fields are their schema and defaults."""
+    (`patchit.integrations.airflow_trigger`); these fields are their schema and defaults."""
 
     model_config = ConfigDict(extra="forbid")
 
