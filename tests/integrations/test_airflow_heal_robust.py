@@ -22,6 +22,23 @@ from tests.integrations.test_airflow_heal_trigger import TOKEN, _clean_env, cont
 __all__ = ["_clean_env", "dag_repo"]  # the fixtures, used here
 
 
+def _read_request(conn: socket.socket) -> bytes:
+    """The whole request (head and Content-Length body): a close with unread data would reset
+    the connection before the client reads the answer."""
+    data = b""
+    while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length and (chunk := conn.recv(65536)):
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
 @contextmanager
 def raw_server(
     answer: bytes, delay_s: float = 0.0, seen: list[bytes] | None = None
@@ -43,7 +60,7 @@ def raw_server(
             with conn:
                 try:
                     conn.settimeout(2)
-                    request = conn.recv(65536)
+                    request = _read_request(conn)
                     if seen is not None:
                         seen.append(request)
                     for chunk in [answer[i : i + 64] for i in range(0, len(answer), 64)]:
