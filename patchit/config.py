@@ -157,7 +157,7 @@ class AirflowConfig(BaseModel):
     """The Airflow API server `patchit track` reads task runs from (Airflow incidents), and how
     the failure callback hands a failed task over. The callback reads `heal`, `api_url`,
     `heal_dag_id` and `trigger_timeout_s` itself, standard library only
-    (`patchit.integrations.heal_settings`); these fields are their schema and defaults."""
+    (`patchit.integrations.airflow_trigger`); these fields are their schema and defaults."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -172,7 +172,10 @@ class AirflowConfig(BaseModel):
     )
     heal_dag_id: str = Field(default="patchit_heal", description="the DAG `heal = dag` triggers")
     trigger_timeout_s: float = Field(
-        default=3.0, gt=0, description="how long the callback waits for the trigger request"
+        default=3.0,
+        gt=0,
+        le=30,
+        description="how long the callback waits for the trigger (login included), at most 30",
     )
     deploy_lag_s: float = Field(
         default=0.0, ge=0, description="how long a merge takes to reach the DAG folder"

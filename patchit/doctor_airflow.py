@@ -17,6 +17,7 @@ from patchit.integrations.airflow_trigger import (
     TriggerFailed,
     api_token,
     resolve_heal_settings,
+    url_origin,
 )
 
 NAME = "airflow heal"
@@ -39,6 +40,10 @@ def _heal_target(settings: HealSettings) -> Check:
     if not url:
         why = "dag, but no Airflow API URL: the callback spools every failure"
         return Check("warn", NAME, why, f"set [airflow] api_url or {API_URL_ENV}")
+    origin = url_origin(url)
+    if origin is None or origin[0] not in ("http", "https"):
+        why = f"dag, but the Airflow API URL {url!r} is not an http(s) URL with a host and port"
+        return Check("fail", NAME, why, f"fix [airflow] api_url or {API_URL_ENV}")
     api = None
     try:
         token = api_token(url, settings.timeout_s)  # as the callback gets it
@@ -48,6 +53,9 @@ def _heal_target(settings: HealSettings) -> Check:
         return Check("fail", NAME, f"dag, but no token: {exc}", f"check {USERNAME_ENV}")
     except BadInputError as exc:
         return Check("fail", NAME, f"dag, but {exc}")  # it says what to check
+    except Exception as exc:  # the client's or urllib's surprise: one line, not a traceback
+        why = f"dag, but reading DAG {dag_id} on {url} failed ({type(exc).__name__}: {exc})"
+        return Check("fail", NAME, " ".join(why.split())[:500])
     finally:
         if api is not None:
             api.close()

@@ -75,3 +75,35 @@ def test_a_refused_login_fails(monkeypatch: pytest.MonkeyPatch) -> None:
         [check] = check_heal(None)
     assert [r.path for r in airflow.requests] == ["/auth/token"]
     assert check.status == "fail" and "answered HTTP 401 (Invalid credentials)" in check.detail
+
+
+@pytest.mark.parametrize("url", ["airflow", "http://a:80a"])
+@pytest.mark.parametrize("auth", ["token", "login"])
+def test_a_mistyped_api_url_is_one_fail_line(
+    url: str, auth: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(trig.HEAL_ENV, "dag")
+    monkeypatch.setenv(trig.API_URL_ENV, url)
+    if auth == "token":
+        monkeypatch.setenv(trig.TOKEN_ENV, "a-token")
+    else:
+        monkeypatch.setenv(trig.USERNAME_ENV, "patchit")
+        monkeypatch.setenv(trig.PASSWORD_ENV, "pw")
+    [check] = check_heal(None)
+    assert check.status == "fail"
+    assert url in check.detail and "\n" not in check.detail
+
+
+def test_an_unexpected_error_of_the_api_is_one_fail_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_args: object) -> None:
+        raise RuntimeError("client surprise")
+
+    monkeypatch.setattr("patchit.doctor_airflow.AirflowApi.dag_paused", broken)
+    monkeypatch.setenv(trig.HEAL_ENV, "dag")
+    monkeypatch.setenv(trig.API_URL_ENV, "http://127.0.0.1:9")
+    [check] = check_heal(None)
+    assert check.status == "fail"
+    assert check.detail == (
+        "dag, but reading DAG patchit_heal on http://127.0.0.1:9 failed "
+        "(RuntimeError: client surprise)"
+    )

@@ -323,13 +323,21 @@ def _hand_over(event: dict[str, Any], settings: HealSettings, home: Path) -> Non
         _warn(problem)
     if settings.mode == "dag":
         try:
-            run_id = trigger_heal(event, settings)
-        except TriggerFailed as exc:  # said before spooling: a spool that fails says its own
-            _warn(f"could not trigger {settings.dag_id} ({_text(exc, 500)}); spooling the "
+            run = trigger_heal(event, settings)
+        except Exception as exc:  # TriggerFailed, or a mistake of ours: the event is spooled
+            why = _text(exc, 500) if isinstance(exc, TriggerFailed) else (
+                f"{type(exc).__name__}: {_text(exc, 500)}")  # fmt: skip
+            # said before spooling: a spool that fails says its own
+            _warn(f"could not trigger {settings.dag_id} ({why}); spooling the "
                   f"failure in {home} for `patchit worker` instead")  # fmt: skip
             spool_event(event, home)
             return
-        _log.info("patchit: triggered %s run %s to heal this failure", settings.dag_id, run_id)
+        if run.existed:  # the run id is the event's: this very event, handed over before
+            _log.info("patchit: %s run %s already exists: this failure was handed over before",
+                      settings.dag_id, run.run_id)  # fmt: skip
+        else:
+            _log.info("patchit: triggered %s run %s to heal this failure", settings.dag_id,
+                      run.run_id)  # fmt: skip
         return
     spool_event(event, home)
 

@@ -80,5 +80,12 @@ def make_heal_dag(
     return heal_dag
 
 
-dag = make_heal_dag()
-"""The default heal DAG (`patchit_heal`), for the one-line file in the dags folder."""
+def __getattr__(name: str) -> Any:
+    """`dag`, the default heal DAG (`patchit_heal`) for the one-line file in the dags folder,
+    built on first use (PEP 562): Airflow registers every DAG built while it parses a file, so
+    one built at import would stand beside (or for) the one a file builds with
+    `make_heal_dag(...)`."""
+    if name == "dag":
+        built = globals()["dag"] = make_heal_dag()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -68,9 +68,17 @@ def heal_conf(
     make_context: MakeContext = build_context,
 ) -> dict[str, Any]:
     """Heal the event of one heal run; what it did (the task's XCom). BadInputError for a
-    conf without a valid event, HealFailed when the event could not be processed."""
+    conf without a valid event, HealFailed when the event could not be processed or names a
+    repository that is not on this worker (the run fails: cleared on the right worker, it
+    heals)."""
     data = event_of_conf(conf)
     event = validate_event(data, "dag_run.conf event")
+    if event.repo_path and not os.path.isdir(event.repo_path):
+        raise HealFailed(
+            f"{event.short()}: repository {event.repo_path} is not on this worker; clear the run "
+            "on a worker that has it, or map it (make_failure_callback(repos=...) with a path "
+            "every worker has)"
+        )
     state = resolve_home(home)
     say(f"healing {event.short()} (event {event.event_id}) with the state in {state}")
     worker = Worker(state, say=say, make_context=make_context)

@@ -33,13 +33,15 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def context(repo: Path, dag_id: str = "orders_daily", tags: Any = ()) -> dict[str, Any]:
+def context(
+    repo: Path, dag_id: str = "orders_daily", tags: Any = (), error: BaseException | None = None
+) -> dict[str, Any]:
     ti = FakeTI()
     ti.dag_id = dag_id
     dag = FakeDag(repo / "dags" / "orders.py")
     dag.dag_id = dag_id
     dag.tags = tags  # type: ignore[attr-defined]
-    return {"ti": ti, "dag": dag, "exception": KeyError("amout")}
+    return {"ti": ti, "dag": dag, "exception": error or KeyError("amout")}
 
 
 def free_port() -> int:
@@ -52,8 +54,9 @@ def test_the_callback_triggers_the_heal_dag_with_the_event_as_conf(
     dag_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(trig.TOKEN_ENV, TOKEN)
+    error = KeyError(f"amout (sent with Authorization: Bearer {TOKEN})")
     with serve(FakeAirflow()) as airflow:
-        make_failure_callback(heal="dag", api_url=airflow.url + "/")(context(dag_repo))
+        make_failure_callback(heal="dag", api_url=airflow.url + "/")(context(dag_repo, error=error))
     [seen] = airflow.requests
     assert (seen.method, seen.path) == ("POST", "/api/v2/dags/patchit_heal/dagRuns")
     assert seen.headers["Authorization"] == f"Bearer {TOKEN}"
@@ -68,14 +71,16 @@ def test_the_callback_triggers_the_heal_dag_with_the_event_as_conf(
     assert event.repo_path == str(dag_repo)
     assert body["dag_run_id"] == f"patchit__orders_daily.load_orders__{event.event_id}"
     assert re.fullmatch(r"[A-Za-z0-9_.~:+-]+", body["dag_run_id"])
-    assert TOKEN not in str(body)  # the event is redacted before it leaves the process
+    assert "Bearer ***REDACTED***" in event.error_message  # the event had it, redacted
+    assert TOKEN not in str(body)  # before it leaves the process
     assert not (_patchit_home / "spool").exists()  # handed over: nothing spooled
 
 
 def test_the_heal_mode_comes_from_the_repository_config_and_the_env_overrides_it(
     dag_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with serve(FakeAirflow()) as airflow:
+    with serve(FakeAirflow()) as airflow:  # the repository's api_url: the task's own server
+        monkeypatch.setenv(trig.EXECUTION_API_ENV, f"{airflow.url}/execution/")
         (dag_repo / ".patchit.toml").write_text(
             f'[airflow]\nheal = "dag"\napi_url = "{airflow.url}"\nheal_dag_id = "heal_here"\n'
         )
@@ -97,7 +102,7 @@ def test_the_api_url_defaults_to_the_server_that_runs_the_task(
     assert [r.path for r in airflow.requests] == ["/api/v2/dags/patchit_heal/dagRuns"]
 
 
-@pytest.mark.parametrize("status", [500, 404, 401, 409])
+@pytest.mark.parametrize("status", [500, 404, 401, 403])
 def test_a_refusal_or_a_server_error_spools_instead(
     status: int, dag_repo: Path, _patchit_home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -213,12 +218,14 @@ def test_a_login_gets_a_token_when_none_is_given(
     fake = FakeAirflow()
     monkeypatch.setenv(trig.USERNAME_ENV, "patchit")
     monkeypatch.setenv(trig.PASSWORD_ENV, fake.password)
+    error = RuntimeError(f"could not connect with password={fake.password}")
     with serve(fake) as airflow:
-        make_failure_callback(heal="dag", api_url=airflow.url)(context(dag_repo))
+        make_failure_callback(heal="dag", api_url=airflow.url)(context(dag_repo, error=error))
     login, trigger = airflow.requests
     assert (login.path, trigger.path) == ("/auth/token", "/api/v2/dags/patchit_heal/dagRuns")
     assert "Authorization" not in login.headers
     assert trigger.headers["Authorization"] == f"Bearer {LOGIN_TOKEN}"
+    assert "password=***REDACTED***" in trigger.body["conf"]["event"]["error_message"]
     assert fake.password not in str(trigger.body)
 
 

@@ -138,3 +138,13 @@ def test_a_storm_of_heal_runs_of_one_cause_is_one_incident(
     with Memory.open(_patchit_home) as memory:
         [incident] = memory.list_incidents()
     assert (incident.status, incident.events, incident.attempts) == ("fixed", 4, 1)
+
+
+def test_a_repository_missing_on_this_worker_fails_the_task(
+    event: UniversalFailureEvent, tmp_path: Path, _patchit_home: Path
+) -> None:
+    elsewhere = event.model_copy(update={"repo_path": str(tmp_path / "not-here")})
+    with pytest.raises(HealFailed, match=r"repository .*not-here is not on this worker; clear "
+                       r"the run on a worker that has it, or map it"):  # fmt: skip
+        heal_conf(conf_of(elsewhere), make_context=fake_context)
+    assert os.environ.get(DISABLE_ENV) is None
