@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,6 +25,18 @@ class StubDag:
 
     def __exit__(self, *_exc: object) -> None:
         return None
+
+
+@pytest.fixture(autouse=True)
+def _forget_the_stubbed_module() -> Iterator[None]:
+    """The heal module imported over the stubs must not outlive the test: a later test on
+    this worker would get its StubDag instead of Airflow's DAG."""
+    yield
+    sys.modules.pop("patchit.integrations.airflow_heal", None)
+    import patchit.integrations as package
+
+    if "airflow_heal" in vars(package):
+        delattr(package, "airflow_heal")
 
 
 def _stub_airflow(monkeypatch: pytest.MonkeyPatch) -> None:
