@@ -58,6 +58,36 @@ class RawDiff:
             return self.base is not self.cand
         return bool(self.differing or self.schema_changes) or self.base.rows != self.cand.rows
 
+    @classmethod
+    def of(
+        cls, schema: str, name: str, base: TableStats | None, cand: TableStats | None
+    ) -> RawDiff:
+        """The two sides' stats compared: schema changes and the columns whose checksums differ."""
+        diff = cls(schema, name, base, cand)
+        if base is None or cand is None:
+            return diff
+        for col, typ in base.columns.items():
+            if col not in cand.columns:
+                diff.schema_changes.append(f"-{col} {typ}")
+            elif cand.columns[col] != typ:
+                diff.schema_changes.append(f"~{col} {typ} -> {cand.columns[col]}")
+        diff.schema_changes += [
+            f"+{c} {t}" for c, t in cand.columns.items() if c not in base.columns
+        ]
+        diff.differing = [
+            c for c in base.columns if c in cand.columns and base.checksums[c] != cand.checksums[c]
+        ]
+        return diff
+
+    def projection(self, differing: list[str]) -> list[str]:
+        """The columns a sample shows: a few leading common ones for context, then the
+        differing ones; [] when there is nothing to sample."""
+        if self.base is None or self.cand is None or not differing:
+            return []
+        common = [c for c in self.base.columns if c in self.cand.columns]
+        context = [c for c in common if c not in differing][:SAMPLE_CONTEXT_COLUMNS]
+        return context + [c for c in common if c in differing]
+
     def columns(self) -> set[str]:
         cols: set[str] = set()
         for side in (self.base, self.cand):
@@ -116,33 +146,16 @@ class WarehouseDiff:
         return TableStats(columns=columns, rows=int(row[0]), checksums=checksums)
 
     def compare(self, schema: str, name: str) -> RawDiff:
-        diff = RawDiff(
+        return RawDiff.of(
             schema, name, self.stats("base", schema, name), self.stats("cand", schema, name)
         )
-        base, cand = diff.base, diff.cand
-        if base is None or cand is None:
-            return diff
-        for col, typ in base.columns.items():
-            if col not in cand.columns:
-                diff.schema_changes.append(f"-{col} {typ}")
-            elif cand.columns[col] != typ:
-                diff.schema_changes.append(f"~{col} {typ} -> {cand.columns[col]}")
-        diff.schema_changes += [
-            f"+{c} {t}" for c, t in cand.columns.items() if c not in base.columns
-        ]
-        diff.differing = [
-            c for c in base.columns if c in cand.columns and base.checksums[c] != cand.checksums[c]
-        ]
-        return diff
 
     def sample(self, diff: RawDiff, differing: list[str], limit: int = SAMPLE_ROWS) -> str:
         """Up to `limit` rows each way that one side has and the other has not, projected on
         the differing columns plus a few leading ones for context; a text table."""
-        if diff.base is None or diff.cand is None or not differing:
+        projected = diff.projection(differing)
+        if not projected:
             return ""
-        common = [c for c in diff.base.columns if c in diff.cand.columns]
-        context = [c for c in common if c not in differing][:SAMPLE_CONTEXT_COLUMNS]
-        projected = context + [c for c in common if c in differing]
         cols = ", ".join(f"CAST({quote(c)} AS VARCHAR) AS {quote(c)}" for c in projected)
         base_t = f"base.{quote(diff.schema)}.{quote(diff.name)}"
         cand_t = f"cand.{quote(diff.schema)}.{quote(diff.name)}"

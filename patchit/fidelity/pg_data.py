@@ -83,31 +83,14 @@ class PgWarehouseDiff:
         base_schema, base_stats = self._side(base_schema, label, name)
         cand_schema, cand_stats = self._side(cand_schema, label, name)
         self._where[(label, name)] = (base_schema, cand_schema)
-        diff = RawDiff(label, name, base_stats, cand_stats)
-        base, cand = diff.base, diff.cand
-        if base is None or cand is None:
-            return diff
-        for col, typ in base.columns.items():
-            if col not in cand.columns:
-                diff.schema_changes.append(f"-{col} {typ}")
-            elif cand.columns[col] != typ:
-                diff.schema_changes.append(f"~{col} {typ} -> {cand.columns[col]}")
-        diff.schema_changes += [
-            f"+{c} {t}" for c, t in cand.columns.items() if c not in base.columns
-        ]
-        diff.differing = [
-            c for c in base.columns if c in cand.columns and base.checksums[c] != cand.checksums[c]
-        ]
-        return diff
+        return RawDiff.of(label, name, base_stats, cand_stats)
 
     def sample(self, diff: RawDiff, differing: list[str], limit: int = SAMPLE_ROWS) -> str:
         """Up to `limit` rows each way that one side has and the other has not, on the
         differing columns plus a few leading ones for context; a text table."""
-        if diff.base is None or diff.cand is None or not differing:
+        projected = diff.projection(differing)
+        if not projected:
             return ""
-        common = [c for c in diff.base.columns if c in diff.cand.columns]
-        context = [c for c in common if c not in differing][:3]
-        projected = context + [c for c in common if c in differing]
         cols = ", ".join(f"{quote(c)}::text as {quote(c)}" for c in projected)
         _, base_schema, cand_schema = self._sides(diff.schema)
         base_schema, cand_schema = self._where.get(
