@@ -25,6 +25,8 @@ from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence
 from patchit.faults import checkpoint
+from patchit.fidelity.ahead import BaselineAhead
+from patchit.fidelity.check import remembered_commit
 from patchit.harnesses.base import Harness
 from patchit.harnesses.registry import select_harness
 from patchit.memory import Incident, IncidentStatus
@@ -43,7 +45,7 @@ from patchit.sandbox.git import dirty_tracked_files, head_commit
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree, remove_worktrees_under
 from patchit.search import Search, recorded_search, search_fix
-from patchit.trial import LEASE_TTL_S, Bench, Landing, Trial, land
+from patchit.trial import LEASE_TTL_S, Bench, Landing, Trial, baseline_work, land
 
 NOT_CODE = "classified as {cls}: patchit only patches code bugs"
 
@@ -89,12 +91,18 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
             if isinstance(harness, PatchitError):
                 raise harness  # no harness can verify a candidate: say why, with a report
             snapshot = snapshot or _snapshot(event, sandbox, ctx)
+            snapshot_dir = snapshot.parent if snapshot else None
+            ahead = BaselineAhead(event, repo, harness, snapshot_dir, baseline_work(sandbox),
+                                  remembered_commit(evidence, last_good))  # fmt: skip
             bench = Bench(ctx, event, incident.id, fingerprint, evidence, repo, harness,
-                          snapshot.parent if snapshot else None, sandbox, last_good)  # fmt: skip
+                          snapshot_dir, sandbox, last_good, ahead)  # fmt: skip
             if (gone := no_longer_fails(bench)) is not None:
                 return _finish(ctx, event, incident, created, "escalated", gone, evidence, verdict)
             # a fix an earlier run verified but was killed before landing lands now
-            search = recorded_search(bench) or search_fix(bench, ctx.strategies)
+            try:
+                search = recorded_search(bench) or search_fix(bench, ctx.strategies)
+            finally:
+                ahead.wait()  # a baseline still building uses the sandbox removed below
             landing = land(bench, search.winner) if search.winner is not None else None
             status = _status(search, ctx, incident.id)
             return _finish(ctx, event, incident, created, status, search.stop, evidence, verdict,

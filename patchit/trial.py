@@ -24,6 +24,8 @@ from patchit.evidence.model import Evidence
 from patchit.evidence.redact import profile_secrets, redact
 from patchit.faults import checkpoint
 from patchit.fidelity import DataCheck, check_candidate
+from patchit.fidelity.ahead import BaselineAhead
+from patchit.fidelity.check import compares_outputs
 from patchit.harnesses.base import Harness, Screening, Verification, Workspace
 from patchit.memory.records import AttemptRecord
 from patchit.patching.apply import EditError, apply_edits, preview_edits
@@ -93,6 +95,8 @@ class Bench:
     snapshot_dir: Path | None
     sandbox: Path
     last_good: str | None
+    # the data check's baseline, built beside the first candidate's verification
+    ahead: BaselineAhead | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,11 @@ class Landing:
 
     branch: str
     commands: list[str]
+
+
+def baseline_work(sandbox: Path) -> Path:
+    """Where the incident's data-check baseline is built and kept."""
+    return sandbox / "baseline"
 
 
 def out_of_attempts(bench: Bench) -> str:
@@ -164,6 +173,8 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         _screened_out(bench, trial, trial.screening)
         return trial
     started = time.monotonic()
+    if bench.ahead is not None and compares_outputs(bench.event, bench.harness):
+        bench.ahead.start()  # no-op after the first candidate, or for a one-at-a-time harness
     with ctx.long_step(f"  verifying with the {bench.harness.name} harness"):
         verified = bench.harness.verify(workspace, bench.event)
     trial.result = _redacted(bench.event, verified)
@@ -255,7 +266,8 @@ def _data_check(bench: Bench, workspace: Workspace, result: Verification) -> Dat
             workspace,
             result,
             baseline_commit=bench.last_good,
-            work=bench.sandbox / "baseline",
+            work=baseline_work(bench.sandbox),
+            ahead=bench.ahead,
         )
     ctx.say(f"  data check: {check.summary}")
     return check

@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from patchit.events.model import UniversalFailureEvent
+from patchit.harnesses.base import Verification, Workspace
+from patchit.harnesses.dbt import DbtHarness
 from patchit.loop import heal
 from tests.conftest import git
 from tests.test_loop import Scripted, candidate, failing_event, make_ctx
@@ -57,3 +61,37 @@ def test_the_right_column_after_a_wrong_one_is_fixed(shop_repo: Path, _patchit_h
     report = json.loads(Path(outcome.incident.report_json or "").read_text())
     assert "data check: same as baseline" in report["verification"]
     assert report["needs_review"] is False
+
+
+class _Timed(DbtHarness):
+    """The dbt harness, recording when each verify ran and on which tree."""
+
+    def __init__(self) -> None:
+        super().__init__(timeout_s=300)
+        self.runs: list[tuple[str, float, float]] = []
+
+    def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
+        started = time.monotonic()
+        try:
+            return super().verify(workspace, event)
+        finally:
+            kind = "baseline" if "baseline" in workspace.root.parts else "candidate"
+            self.runs.append((kind, started, time.monotonic()))
+
+
+def test_the_baseline_is_built_beside_the_first_candidate(
+    shop_repo: Path, _patchit_home: Path
+) -> None:
+    event = failing_event(shop_repo)
+    harness = _Timed()
+    ctx = make_ctx(_patchit_home, Scripted([candidate(RIGHT, "tag_right")]))
+    ctx.harnesses = [harness]
+    try:
+        outcome = heal(event, ctx)
+    finally:
+        ctx.close()
+    assert outcome.incident.status == "fixed"
+    runs = {kind: (start, end) for kind, start, end in harness.runs}
+    assert sorted(runs) == ["baseline", "candidate"]  # one baseline run: the outputs agreed
+    # it started before the candidate's verification ended, not after it
+    assert runs["baseline"][0] < runs["candidate"][1]

@@ -38,8 +38,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from patchit.bench.genproject import GeneratedProject, break_model, generate_project
+from patchit.bench.perf_heal import HealPerf, format_heal_lines, run_heal_perf
 from patchit.bench.perf_wrapper import format_lines, run_wrapper_perf
 from patchit.config import resolve_home
 from patchit.errors import HarnessError
@@ -58,6 +60,7 @@ from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees
 MEASURES = ("full_build", "select_build", "warm_verify", "fresh_verify")
 SCREEN_CANDIDATES = 50
 SCREEN_TARGET_MS = 10.0  # the design's budget per SQL candidate, after the one-off clone
+WARM_TARGET_X, WARM_TARGET_S = 20.0, 1.0  # warm verify: full build / verify, and seconds
 LABELS = {
     "full_build": "full build",
     "select_build": "select build",
@@ -93,6 +96,8 @@ class PerfResult:
     green_wrapper_s: list[float] = field(default_factory=list)
     idle_tail_s: list[float] = field(default_factory=list)
     idle_leftover: int = 0
+    # healing the example project and the data check's cost (perf_heal.HealPerf's fields)
+    heal: dict[str, Any] = field(default_factory=dict)
 
     @property
     def screen_median_ms(self) -> float:
@@ -135,7 +140,14 @@ def format_report(result: PerfResult) -> str:
             continue
         ratio = result.ratio(measure)
         pace = f"{1 / ratio:.1f}x faster" if ratio <= 1 else f"{ratio:.1f}x slower"
-        lines.append(f"{label}{seconds:7.2f} s = {ratio:.2f}x full build ({pace})")
+        line = f"{label}{seconds:7.2f} s = {ratio:.2f}x full build ({pace})"
+        if measure == "warm_verify":
+            met = 1 / ratio >= WARM_TARGET_X and seconds <= WARM_TARGET_S
+            line += (
+                f"; target >= {WARM_TARGET_X:g}x and <= {WARM_TARGET_S:g} s: "
+                f"{'met' if met else 'NOT met'}"
+            )
+        lines.append(line)
     lines.append(
         f"{'worker start:'.ljust(14)}{result.worker_start_s:7.2f} s (one-off, not in warm verify)"
     )
@@ -154,6 +166,8 @@ def format_report(result: PerfResult) -> str:
             f"incident; first candidate {result.screen_first_ms:.1f} ms with it)"
         )
     lines += format_lines(result.green_dbt_s, result.green_wrapper_s, result.idle_tail_s)
+    if result.heal:
+        lines += format_heal_lines(HealPerf(**result.heal))
     return "\n".join(lines)
 
 
@@ -300,13 +314,16 @@ def run_perf(
     say: Callable[[str], None] = lambda _: None,
     screen_candidates: int = SCREEN_CANDIDATES,
     wrapper_runs: int | None = None,
+    heal_runs: int | None = None,
 ) -> PerfResult:
     """Generate, break and time as the module docstring says; the temp dir is removed after
     unless `workdir` is given. `wrapper_runs`: green pairs of the wrapper's measure (default
-    min(runs, 3); 0 leaves the wrapper out)."""
+    min(runs, 3); 0 leaves the wrapper out); `heal_runs`: the same for healing the example
+    project and the data check (`perf_heal`)."""
     if runs < 1:
         raise ValueError("runs must be at least 1")
     wrapper_runs = min(runs, 3) if wrapper_runs is None else wrapper_runs
+    heal_runs = min(runs, 3) if heal_runs is None else heal_runs
     work = Path(tempfile.mkdtemp(prefix="patchit-bench-")) if workdir is None else workdir
     work.mkdir(parents=True, exist_ok=True)
     try:
@@ -317,6 +334,10 @@ def run_perf(
             wrapper = run_wrapper_perf(work.resolve() / "wrapper", wrapper_runs, say)
             result.green_dbt_s, result.green_wrapper_s = wrapper.dbt_s, wrapper.wrapper_s
             result.idle_tail_s, result.idle_leftover = wrapper.tail_s, wrapper.leftover
+        if heal_runs > 0:
+            with _patchit_home(work / "heal-home"):
+                healed = run_heal_perf(work.resolve() / "heal", heal_runs, say)
+            result.heal = asdict(healed)
         return result
     finally:
         if workdir is None:

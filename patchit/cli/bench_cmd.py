@@ -49,6 +49,10 @@ from patchit.cli.context import say
               help="Green runs of `patchit dbt -- build` against `dbt build` on the example "
                    "project (--perf; default min(--runs, 3); 0 skips the wrapper's "
                    "measures).")  # fmt: skip
+@click.option("--heal-runs", type=click.IntRange(min=0), default=None,
+              help="Heals of the example project's column typo, each against `dbt build "
+                   "--select` of the fix, and data checks against verifications (--perf; "
+                   "default min(--runs, 3); 0 skips them).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True,
               help='Print the measurements as JSON (with --perf --airflow: {"dbt": ..., '
                    '"airflow": ...}).')  # fmt: skip
@@ -69,6 +73,7 @@ def bench(
     storm_events: int,
     runs: int,
     wrapper_runs: int | None,
+    heal_runs: int | None,
     as_json: bool,
     workdir: Path | None,
 ) -> None:
@@ -91,7 +96,12 @@ def bench(
 
         dbt_dir = workdir / "dbt" if both and workdir else workdir
         result = dbt_perf.run_perf(
-            n_models=n_models, runs=runs, workdir=dbt_dir, say=say, wrapper_runs=wrapper_runs
+            n_models=n_models,
+            runs=runs,
+            workdir=dbt_dir,
+            say=say,
+            wrapper_runs=wrapper_runs,
+            heal_runs=heal_runs,
         )
         reports["dbt"], data["dbt"] = dbt_perf.format_report(result), result.to_json()
     if airflow:

@@ -15,6 +15,7 @@ from patchit.errors import PatchitError
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.model import Evidence
 from patchit.fidelity import airflow_data, dbt_check
+from patchit.fidelity.ahead import BaselineAhead
 from patchit.fidelity.baseline import Baseline, BaselineRunner
 from patchit.fidelity.meant import Meant, breaking_diff, patch_removed_lines
 from patchit.fidelity.model import DataCheck, OutputDiff
@@ -36,12 +37,13 @@ def check_candidate(
     *,
     baseline_commit: str | None,
     work: Path,
+    ahead: BaselineAhead | None = None,
 ) -> DataCheck:
     """Compare the candidate's outputs with the baseline's; never raises a PatchitError (a
-    check that cannot run says so, and asks for review)."""
+    check that cannot run says so, and asks for review). `ahead`: the baseline's build
+    started beside the candidate's verification (`patchit.fidelity.ahead`), awaited first."""
     check = DataCheck(status="not_run", harness=harness.name, isolation=candidate_result.isolation)
-    kind = "dbt" if event.dbt is not None and harness.name == "dbt" else None
-    kind = kind or ("airflow" if harness.name == "airflow" else None)
+    kind = _kind(event, harness)
     if not candidate_result.passed:
         check.summary = "not run: the candidate did not pass"
         return check
@@ -55,7 +57,9 @@ def check_candidate(
     if kind == "dbt" and not _has_database(event):
         check.summary = "not run: the dbt target keeps no database file to compare"
         return check
-    remembered = baseline_commit or (evidence.last_good_commit if evidence else None)
+    remembered = remembered_commit(evidence, baseline_commit)
+    if ahead is not None:
+        ahead.wait()  # the baseline built beside the first candidate: read below from `work`
     try:
         runner = BaselineRunner(event, repo, harness, candidate_ws.snapshot, work)
         baseline, why = runner.first(remembered)
@@ -79,6 +83,26 @@ def check_candidate(
     check.baseline_runs = len(baseline.runs)
     _conclude(check)
     return check
+
+
+def _kind(event: UniversalFailureEvent, harness: Harness) -> str | None:
+    if event.dbt is not None and harness.name == "dbt":
+        return "dbt"
+    return "airflow" if harness.name == "airflow" else None
+
+
+def remembered_commit(evidence: Evidence | None, baseline_commit: str | None) -> str | None:
+    """The last good commit the baseline is tried at first (then the failing one's parent)."""
+    return baseline_commit or (evidence.last_good_commit if evidence else None)
+
+
+def compares_outputs(event: UniversalFailureEvent, harness: Harness) -> bool:
+    """Whether a passing candidate's data check builds a baseline and compares (else it is
+    not run, whatever the candidate does)."""
+    kind = _kind(event, harness)
+    if kind is None or event.status == "import_error":
+        return False
+    return kind != "dbt" or _has_database(event)
 
 
 def _has_database(event: UniversalFailureEvent) -> bool:

@@ -89,6 +89,9 @@ class DbtHarness:
     """Re-runs a failed dbt node and its descendants in the candidate's sandbox."""
 
     name: ClassVar[str] = "dbt"
+    # verify() may run in several threads at once (each run its own fork of the worker, or
+    # its own process): the data check builds its baseline beside a candidate's verify
+    concurrent_verify: ClassVar[bool] = True
 
     def __init__(
         self, timeout_s: float = 600, warm: bool = True, sandbox: SandboxConfig | None = None
@@ -98,7 +101,10 @@ class DbtHarness:
         self.sandbox = sandbox or SandboxConfig()
         self._worker: WarmDbtWorker | None = None
         self._worker_config: SandboxConfig | None = None  # the config the worker started with
+        # guards the worker, the parse cache and `_in_flight`; not held while dbt runs
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified as a run in the worker ends
+        self._in_flight = 0  # verify() calls running dbt in the worker now
         self._cancel = threading.Event()  # set by close(): a background start gives up
         # This instance's latest parse per lineage: in a private dir removed by close(), since
         # dbt's parse holds rendered vars (secrets too) and patchit keeps none at rest.
@@ -190,13 +196,16 @@ class DbtHarness:
             self._allow_network_for({"type": "postgres"})
         with self._lock:
             self._seed_parse(box)
-            if self.warm:
-                worker = self._ensure_worker(need)
+            worker = self._ensure_worker(need) if self.warm else None
+            self._in_flight += worker is not None
+        try:  # outside the lock: another verify (the data check's baseline) may run beside
+            if worker is not None:
                 sandbox = worker.sandbox
                 writable = sandbox.narrowed(*need) if sandbox.narrows else None
+                live = worker
 
                 def run(args: list[str], log: Path) -> DbtOutcome:
-                    return self._run_warm(args, box.cwd, env, log, writable)
+                    return self._run_warm(live, args, box.cwd, env, log, writable)
             else:
                 sandbox = make_sandbox(self.sandbox, need)
 
@@ -206,7 +215,11 @@ class DbtHarness:
             if box.pg_schema is not None:
                 guard_schemas(box, run)
             outcome = run(box.args, box.log_path)
-            self._keep_parse(box)
+        finally:
+            with self._lock:
+                self._in_flight -= worker is not None
+                self._idle.notify_all()
+                self._keep_parse(box)
         passed, failures = judge_outcome(outcome, event.unit_id)
         output = tail_lines(box.log_path)
         if outcome.exception and outcome.exception not in output:
@@ -217,8 +230,8 @@ class DbtHarness:
             limit = "time"
         elif not passed:
             limit = sandbox.limit_in(output)
-            if limit == "memory":
-                self._drop_worker()  # an allocation failed somewhere in it: start afresh
+            if limit == "memory" and worker is not None:
+                self._drop_after_runs(worker)  # an allocation failed somewhere in it
         return Verification(
             passed=passed,
             harness=self.name,
@@ -418,14 +431,21 @@ class DbtHarness:
     def _ensure_worker(self, need: tuple[Path, ...], wait: bool = True) -> WarmDbtWorker:
         """The live worker if its sandbox lets it write `need` under the current config; else
         a new one (the old one is stopped: it died, or its sandbox is the wrong one). With
-        `wait`, it has finished importing dbt when this returns."""
+        `wait`, it has finished importing dbt when this returns. A worker that must be
+        replaced while runs use it is replaced once they are done."""
+
+        def usable(worker: WarmDbtWorker | None) -> bool:
+            return (
+                worker is not None
+                and worker.alive()
+                and self._worker_config == self.sandbox
+                and worker.sandbox.covers(*need)
+            )
+
+        while self._in_flight and not usable(self._worker):  # not replaced under a run
+            self._idle.wait()
         worker = self._worker
-        if not (
-            worker is not None
-            and worker.alive()
-            and self._worker_config == self.sandbox
-            and worker.sandbox.covers(*need)
-        ):
+        if worker is None or not usable(worker):
             self._drop_worker()
             sandbox: Sandbox = make_sandbox(self.sandbox, patchit_areas(*need), warm=True)
             worker = self._worker = WarmDbtWorker.spawn(sandbox)
@@ -438,6 +458,15 @@ class DbtHarness:
                 raise
         return worker
 
+    def _drop_after_runs(self, worker: WarmDbtWorker) -> None:
+        """Stop `worker` (if still the harness's) once no run uses it; the next verify starts
+        afresh."""
+        with self._lock:
+            while self._in_flight:
+                self._idle.wait()
+            if self._worker is worker:
+                self._drop_worker()
+
     def _drop_worker(self) -> None:
         if self._worker is not None:
             with contextlib.suppress(OSError):
@@ -446,6 +475,7 @@ class DbtHarness:
 
     def _run_warm(
         self,
+        worker: WarmDbtWorker,
         args: list[str],
         cwd: Path,
         env: dict[str, str],
@@ -457,17 +487,27 @@ class DbtHarness:
         }  # fmt: skip
         if writable:
             request["writable"] = writable
-        assert self._worker is not None  # verify() ensured it
-        reply = self._worker.request(request, self.timeout_s)
+        reply = worker.request(request, self.timeout_s)
         if reply is not None and reply.get("worker_died") and not log.exists():
             # It died before it began this request (killed while idle, the kill still landing
             # when alive() was asked): the request itself is not to blame, so run it again.
-            sandbox = self._worker.sandbox
-            self._drop_worker()
-            self._worker = WarmDbtWorker.start(sandbox)
-            reply = self._worker.request(request, self.timeout_s)
+            with self._lock:
+                if self._worker is worker:
+                    self._drop_worker()
+                    self._worker = WarmDbtWorker.start(worker.sandbox)
+                    self._worker_config = self.sandbox.model_copy()
+                worker = self._ensure_worker(())
+                self._in_flight += 1
+            try:
+                reply = worker.request(request, self.timeout_s)
+            finally:
+                with self._lock:
+                    self._in_flight -= 1
+                    self._idle.notify_all()
         if reply is None:  # timed out: the worker was killed, the next verify starts another
-            self._worker = None
+            with self._lock:
+                if self._worker is worker:
+                    self._worker = None
             return DbtOutcome(success=False, timed_out=True)
         return DbtOutcome(
             success=bool(reply.get("success")),

@@ -1,14 +1,19 @@
 """A warm dbt process: `python -m patchit.harnesses.dbt_worker`.
 
 Importing dbt costs seconds; a worker pays it once and then runs many invocations with
-`dbtRunner`, one at a time, each in a fork of itself (`serve_request`): a run's writes are
+`dbtRunner`, each in a fork of itself (`patchit.harnesses.dbt_serve`): a run's writes are
 confined to its own dirs there (`writable`, Landlock) and nothing it changes outlives it.
 Protocol (one JSON object per line):
 
     stdin   {"args": [...], "cwd": "...", "env": {...}, "log_path": "...",
-             "writable": [dir, ...] (optional)}
+             "writable": [dir, ...] (optional), "id": int (optional)}
     reply   {"success": bool, "exception": str | null, "duration_ms": int,
-             "results": [{"unique_id", "status", "message", "resource_type"}]}
+             "results": [{"unique_id", "status", "message", "resource_type"}],
+             "id": the request's id (when it had one)}
+
+Requests run concurrently: the worker reads the next request while earlier ones run (each in
+its own fork), and replies in the order they finish, each carrying its request's `id` (the
+baseline of the data check runs beside the first candidate's verification this way).
 
 Each request runs in its `cwd` (relative DuckDB paths resolve against it, as for the user's
 dbt) and the worker returns to `/` afterwards. Replies go to the fd that was stdout when the
@@ -20,20 +25,32 @@ imported.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import json
 import os
+import shutil
 import sys
 import tempfile
+import threading
 import time
 import traceback
+import uuid
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from patchit.harnesses.dbt_serve import reply_line, serve
 from patchit.harnesses.warm import WarmProcess
-from patchit.sandbox.isolation import PRIVATE_TMP, Sandbox, allowed_env
-from patchit.sandbox.landlock import restrict_writes
+from patchit.intake.dbt_child import release_duckdb
+from patchit.sandbox.isolation import (
+    PRIVATE_TMP,
+    Sandbox,
+    allowed_env,
+    patchit_areas,
+    shared_cache,
+)
+from patchit.sandbox.snapshot import PARTIAL_PARSE_FILE, read_parse_mode, rebase_partial_parse
 
 STARTUP_TIMEOUT_S = 120.0
 _PRELOAD = (
@@ -46,8 +63,14 @@ _PRELOAD = (
     "agate",
 )
 
+# The warm-up's saved parse: where to start from (read-only, patchit's cache) and where to
+# leave the parse it ends with (the parent moves it into the cache once the worker is ready).
+WARM_UP_PARSE_ENV = "PATCHIT_DBT_WARM_UP_PARSE"
+WARM_UP_SAVE_ENV = "PATCHIT_DBT_WARM_UP_SAVE"
+WARM_UP_PARSE = Path("dbt") / "warm-up" / "partial_parse.msgpack"  # under patchit's cache
+
 # Overlaid on the worker's own environment for every request.
-_BASE_ENV = dict(os.environ)
+_BASE_ENV = {k: v for k, v in os.environ.items() if k not in (WARM_UP_PARSE_ENV, WARM_UP_SAVE_ENV)}
 
 
 def _status_text(status: Any) -> str:
@@ -68,22 +91,6 @@ def _collect_results(result: Any) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def _release_duckdb() -> None:
-    """dbt-duckdb keeps its database open in a class attribute after the run; close it so the
-    candidate's DB copy is unlocked (and can be deleted) as soon as the request is done."""
-    try:
-        from dbt.adapters.duckdb.connections import DuckDBConnectionManager
-    except ImportError:
-        return
-    env = getattr(DuckDBConnectionManager, "_ENV", None)
-    if env is not None:
-        try:
-            env.close()
-        except Exception as exc:  # the next request opens a fresh environment either way
-            print(f"patchit dbt worker: closing DuckDB failed: {exc}", file=sys.stderr)
-        DuckDBConnectionManager._ENV = None
 
 
 def run_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
@@ -115,7 +122,7 @@ def run_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
         traceback.print_exc()
         reply = {"success": False, "exception": f"{type(exc).__name__}: {exc}", "results": []}
     finally:
-        _release_duckdb()
+        release_duckdb()
         # The request's cwd (holding its DB copy) is deleted after the run; do not sit in it.
         os.chdir("/")
         sys.stdout.flush()
@@ -142,10 +149,20 @@ def _warm_up(stderr_fd: int) -> None:
     """Build a tiny file-backed project twice, the second time after a model changed: dbt's
     first invocation in a process pays for lazily built JSON schemas and templates, and its
     first partial parse, table build and test pay again; none of that should land on the
-    first candidate."""
+    first candidate. Once, when the first build parsed partially (below).
+
+    Without a saved parse, the first build parses every macro of dbt and its adapter (most of
+    the warm-up, and nothing a candidate's run needs: it starts from the user's saved parse).
+    So the first build starts from the parse an earlier worker's warm-up left in patchit's
+    cache (`WARM_UP_PARSE_ENV`, re-rooted here; dbt re-parses in full when it no longer
+    matches, e.g. after an upgrade), and this one leaves its own at `WARM_UP_SAVE_ENV`."""
     with tempfile.TemporaryDirectory(prefix="patchit-dbt-warmup-") as tmp:
         root = Path(tmp)
         (root / "models").mkdir()
+        cached = os.environ.get(WARM_UP_PARSE_ENV)  # read now: a run resets the environment
+        save = os.environ.get(WARM_UP_SAVE_ENV)
+        if cached and Path(cached).is_file():
+            rebase_partial_parse(Path(cached), root / "target", root)
         (root / "models" / "schema.yml").write_text(_WARM_UP_SCHEMA)
         (root / "dbt_project.yml").write_text(
             "name: patchit_warm_up\nprofile: patchit_warm_up\nconfig-version: 2\n"
@@ -161,17 +178,18 @@ def _warm_up(stderr_fd: int) -> None:
         # and a fork of it (one per request) would wait forever on threads it lacks.
         env = {"DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DBT_STATIC_PARSER": "false"}
         request = {"args": args, "cwd": tmp, "env": env, "log_path": f"{tmp}/out.log"}
-        for sql in ("select 1 as id\n", "select 2 as id\n"):
-            (root / "models" / "warm_up.sql").write_text(sql)
+        mark = uuid.uuid4().hex  # the model always differs from the cached parse's
+        for number in (1, 2):
+            (root / "models" / "warm_up.sql").write_text(f"select {number} as id -- {mark}\n")
             reply = run_request(request, stderr_fd)
             if not reply["success"]:  # a cold first request is slower, not wrong: carry on
                 print(f"patchit dbt worker: warm-up failed: {reply['exception']}", file=sys.stderr)
                 return
-
-
-def _reply(channel: TextIO, payload: dict[str, Any]) -> None:
-    channel.write(json.dumps(payload) + "\n")
-    channel.flush()
+            if read_parse_mode(root / "logs") == "partial":
+                break  # it started from the cached parse: its partial parse is paid already
+        if save:
+            with contextlib.suppress(OSError):  # a parse not saved costs the next worker time
+                shutil.copyfile(root / "target" / PARTIAL_PARSE_FILE, save)
 
 
 def main() -> int:
@@ -195,61 +213,9 @@ def main() -> int:
     if threads > 1:  # a fork would lack the other threads: say so in the worker's stderr
         print(f"patchit dbt worker: {threads} threads before forking requests", file=sys.stderr)
     dbt_version = importlib.metadata.version("dbt-core")
-    _reply(channel, {"ready": True, "pid": os.getpid(), "dbt_version": dbt_version})
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            request = json.loads(line)
-            if not isinstance(request, dict) or not isinstance(request.get("args"), list):
-                raise ValueError("a request is an object with an `args` list")
-            if not request.get("cwd") or not request.get("log_path"):
-                raise ValueError("a request needs `cwd` and `log_path`")
-        except ValueError as exc:
-            _reply(channel, {"success": False, "exception": f"bad request: {exc}", "results": []})
-            continue
-        _reply(channel, serve_request(request, stderr_fd))
+    reply_line(channel, {"ready": True, "pid": os.getpid(), "dbt_version": dbt_version})
+    serve(channel, stderr_fd, run_request)
     return 0
-
-
-def serve_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
-    """Run one request in a fork of the warm worker and return its reply: nothing the run
-    does (its environment, imports, globals) survives it, and with `writable` in the request
-    its writes are confined to those dirs (Landlock) before dbt reads the project."""
-    read_fd, write_fd = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        os.close(read_fd)
-        code = 1
-        try:
-            try:
-                if request.get("writable"):
-                    restrict_writes(request["writable"])
-            except OSError as exc:
-                why = f"patchit: cannot confine the run's writes: {exc}"
-                reply = {"success": False, "results": [], "exception": why}
-            else:
-                reply = run_request(request, stderr_fd)
-            with os.fdopen(write_fd, "w", encoding="utf-8") as out:
-                out.write(json.dumps(reply))
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    with os.fdopen(read_fd, encoding="utf-8") as pipe:
-        data = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    try:
-        answer: dict[str, Any] = json.loads(data)
-        return answer
-    except ValueError:
-        how = os.waitstatus_to_exitcode(status)
-        ended = f"signal {-how}" if how < 0 else f"exit {how}"
-        return {"success": False, "results": [], "exception": f"the dbt run died ({ended})"}
 
 
 # -- the parent's side ------------------------------------------------------------------------
@@ -277,6 +243,16 @@ class WarmDbtWorker(WarmProcess):
 
     label = "dbt worker"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._mux = threading.Condition()  # request ids, replies read, who reads
+        self._next_id = 0
+        self._replies: dict[Any, dict[str, Any]] = {}
+        self._reading = False
+        self._ended = False  # its replies' stream ended (died or killed)
+        # (where its warm-up leaves its parse, where the next worker's warm-up starts from)
+        self.warm_up_parse: tuple[Path, Path] | None = None
+
     @classmethod
     def start(cls, sandbox: Sandbox, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> WarmDbtWorker:
         """Spawn a worker in `sandbox` and wait until dbt is imported; HarnessError if it
@@ -294,19 +270,77 @@ class WarmDbtWorker(WarmProcess):
         # Only the allowlisted environment: patchit's own DBT_* settings and everything else
         # of its environment stay out; each request brings what its run needs.
         env = allowed_env(os.environ) | {"HOME": str(PRIVATE_TMP)}
-        return cls([sys.executable, "-m", "patchit.harnesses.dbt_worker"], sandbox, env)
+        cached = shared_cache() / WARM_UP_PARSE
+        save = patchit_areas()[1] / f"dbt-warm-up-{os.getpid()}-{uuid.uuid4().hex[:8]}.msgpack"
+        env |= {WARM_UP_PARSE_ENV: str(cached), WARM_UP_SAVE_ENV: str(save)}
+        with contextlib.suppress(OSError):
+            save.parent.mkdir(parents=True, exist_ok=True)
+        worker = cls([sys.executable, "-m", "patchit.harnesses.dbt_worker"], sandbox, env)
+        worker.warm_up_parse = (save, cached)
+        return worker
+
+    def wait_ready(self, timeout_s: float) -> dict[str, Any]:
+        """As WarmProcess's; the parse the worker's warm-up left becomes the next worker's
+        start (patchit's cache, read-only inside every sandbox)."""
+        ready = super().wait_ready(timeout_s)
+        if self.warm_up_parse is not None:
+            save, cached = self.warm_up_parse
+            self.warm_up_parse = None
+            try:
+                if save.is_file():
+                    cached.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(save, cached)
+            except OSError:
+                save.unlink(missing_ok=True)
+        return ready
 
     def request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
-        """Send one request and wait for its reply; None (worker killed) on timeout."""
-        if not self.send(payload):
+        """Send one request and wait for its reply; None (worker killed) on timeout.
+
+        Safe from several threads at once: each request carries an id, one waiting thread
+        at a time reads the worker's replies and hands each to the thread it answers."""
+        with self._mux:
+            self._next_id += 1
+            rid = self._next_id
+            sent = self.send({**payload, "id": rid})
+        if not sent:
             return self._died()
-        reply = self.read_line(timeout_s)
-        if reply is None:
-            if self.alive():
-                self.stop()
-                return None
+        deadline = time.monotonic() + timeout_s
+        with self._mux:
+            while rid not in self._replies:
+                remaining = deadline - time.monotonic()
+                if self._ended or remaining <= 0:
+                    break
+                if self._reading:  # another thread reads; it wakes us for each reply
+                    self._mux.wait(remaining)
+                    continue
+                self._reading = True
+                self._mux.release()
+                try:
+                    line = self.read_line(remaining)
+                finally:
+                    self._mux.acquire()
+                    self._reading = False
+                    self._mux.notify_all()
+                if line is not None:
+                    self._replies[line.get("id")] = line
+                elif not self.alive() or time.monotonic() < deadline:
+                    self._ended = True  # end of stream: the worker died
+            reply = self._replies.pop(rid, None)
+            if reply is not None:
+                return reply
+            ended = self._ended
+        if ended:
             return self._died()
-        return reply
+        # timed out: kill it (a run beside it gets "died"), and stop it once nobody reads
+        self.kill()
+        with self._mux:
+            while self._reading:
+                self._mux.wait(1.0)
+            self._ended = True
+            self._mux.notify_all()
+        self.stop()
+        return None
 
     def _died(self) -> dict[str, Any]:
         """A worker that died mid-request failed that request; the next one gets a new worker."""

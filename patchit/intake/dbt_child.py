@@ -8,13 +8,16 @@ OUT.json: never a `run_results.json` left over from an earlier run. Exit code as
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
+import logging
 import os
 import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 INVOCATION_ENV = "PATCHIT_DBT_INVOCATION"  # the user's own args, set by patchit.intake.dbt
 
@@ -115,5 +118,35 @@ def main(argv: list[str]) -> int:
     return 2 if res.exception is not None else 1
 
 
+def release_duckdb() -> None:
+    """dbt-duckdb keeps its database open in a class attribute after the run; close it so the
+    candidate's DB copy is unlocked (and can be deleted) as soon as the request is done."""
+    connections = sys.modules.get("dbt.adapters.duckdb.connections")  # loaded by a DuckDB run
+    manager = getattr(connections, "DuckDBConnectionManager", None)
+    if manager is None:
+        return
+    env = getattr(manager, "_ENV", None)
+    if env is not None:
+        try:
+            env.close()
+        except Exception as exc:  # the next request opens a fresh environment either way
+            print(f"patchit: closing DuckDB failed: {exc}", file=sys.stderr)
+        manager._ENV = None
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process with `code` once dbt is done: DuckDB closed (its file checkpointed, as
+    an orderly exit would), the atexit handlers run, logging and the streams flushed; but the
+    interpreter's teardown of dbt's hundreds of modules (half a second, before the wrapper
+    can heal or exit) is skipped."""
+    release_duckdb()
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_now(main(sys.argv[1:]))

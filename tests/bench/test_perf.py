@@ -35,6 +35,8 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "1",
         "--wrapper-runs",
         "0",
+        "--heal-runs",
+        "0",
         "--json",
         "--workdir",
         str(workdir),
@@ -67,12 +69,15 @@ def test_report_prints_seconds_and_ratios(measured: dict[str, Any]) -> None:
     assert re.fullmatch(r"full build: +\d+\.\d\d s \(baseline\)", lines[1])
     warm = next(line for line in lines if line.startswith("warm verify:"))
     match = re.fullmatch(
-        r"warm verify: +(\d+\.\d\d) s = (\d+\.\d\d)x full build \((\d+\.\d)x (faster|slower)\)",
+        r"warm verify: +(\d+\.\d\d) s = (\d+\.\d\d)x full build \((\d+\.\d)x (faster|slower)\); "
+        r"target >= 20x and <= 1 s: (met|NOT met)",
         warm,
     )
     assert match, warm
     assert float(match.group(1)) == pytest.approx(result.median_s("warm_verify"), abs=0.01)
     assert float(match.group(2)) == pytest.approx(result.ratio("warm_verify"), abs=0.01)
+    met = 1 / result.ratio("warm_verify") >= 20 and result.median_s("warm_verify") <= 1
+    assert (match.group(5) == "met") == met
     assert any(line.startswith("worker start:") for line in lines)
     screen = next(line for line in lines if line.startswith("screen:"))
     match = re.fullmatch(

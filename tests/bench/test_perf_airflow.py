@@ -113,10 +113,13 @@ def test_report_prints_the_measured_numbers(measured: dict[str, Any]) -> None:
     )
     warm = next(line for line in lines if line.startswith("warm verify:"))
     match = re.fullmatch(
-        r"warm verify: +(\d+\.\d\d) s = (\d+\.\d\d)x CLI \((\d+\.\d)x (faster|slower)\)", warm
+        r"warm verify: +(\d+\.\d\d) s = (\d+\.\d\d)x CLI \((\d+\.\d)x (faster|slower)\); "
+        r"target <= 0\.5 s: (met|NOT met)",
+        warm,
     )
     assert match, warm
     assert float(match.group(2)) == pytest.approx(result.timings().ratio("warm_verify"), abs=0.01)
+    assert (match.group(5) == "met") == (result.timings().median_s("warm_verify") <= 0.5)
     assert lines[-2].startswith("parent start:") and lines[-1].startswith("template migrate:")
 
 

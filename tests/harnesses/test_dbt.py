@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
-from patchit.harnesses.base import Workspace
+from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt import DbtHarness
+from patchit.harnesses.dbt_worker import WARM_UP_PARSE
+from patchit.sandbox.isolation import shared_cache
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
 from tests.conftest import commit_all, git
@@ -191,6 +194,37 @@ class TestWarmDbtHarness(HarnessContract):
     def test_honours_the_timeout(self, slow_harness: DbtHarness, make_case: MakeCase) -> None:
         super().test_honours_the_timeout(slow_harness, make_case)
         assert slow_harness.worker_pid is None  # killed; the next verify starts another
+
+    def test_two_verifies_at_once_share_the_worker_and_keep_their_verdicts(
+        self, harness: DbtHarness, make_case: MakeCase
+    ) -> None:
+        # the data check's baseline runs beside a candidate's verification
+        cases = {"good": make_case("good"), "broken": make_case("broken")}
+        results: dict[str, Verification] = {}
+
+        def run(kind: str) -> None:
+            results[kind] = harness.verify(cases[kind].workspace, cases[kind].event)
+
+        harness.start()
+        pid = harness.worker_pid
+        threads = [threading.Thread(target=run, args=(kind,)) for kind in cases]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+        assert results["good"].passed, results["good"].output
+        assert not results["broken"].passed and '"statuss"' in results["broken"].output
+        assert harness.worker_pid == pid
+
+    @pytest.mark.slow  # starts two dbt workers
+    def test_a_worker_leaves_its_warm_up_parse_for_the_next_one(self, harness: DbtHarness) -> None:
+        harness.start()
+        cached = shared_cache() / WARM_UP_PARSE
+        assert cached.is_file()  # the next worker's warm-up starts from it
+        before = cached.stat().st_mtime_ns
+        with DbtHarness(warm=True) as another:
+            another.start()
+        assert cached.stat().st_mtime_ns > before  # it started from it and left its own
 
 
 class TestFreshDbtHarness(HarnessContract):
