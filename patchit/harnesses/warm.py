@@ -11,6 +11,7 @@ gets the allowlisted part of it (`allowed_env`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -23,12 +24,52 @@ from patchit.harnesses.jsonlines import JsonLineReader
 from patchit.sandbox.isolation import Sandbox, allowed_env
 
 
+def _children(pids: set[int]) -> set[int]:
+    """Pids whose parent is in `pids` (one scan of /proc)."""
+    found: set[int] = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) in pids:
+            found.add(int(entry.name))
+    return found
+
+
+def _signal_tree(pid: int) -> None:
+    """SIGKILL `pid`'s process group, and every process below `pid`, wherever its session.
+
+    bubblewrap's sandboxed child starts its own session (`--new-session`) and only asks to die
+    with bwrap (`--die-with-parent`) once it is set up: bwrap killed in the first milliseconds
+    would leave it running, outside the group and holding the pipes (seen: a worker killed
+    20 ms after its spawn went on to import dbt and answer 8 s later). So bwrap is stopped
+    first (a stopped process forks no more), everything below it is collected and killed, the
+    pid namespace's init among it (which takes the whole namespace with it), then bwrap."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGSTOP)
+    tree: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = _children(frontier) - tree
+        tree |= frontier
+    for child in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, signal.SIGKILL)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def kill_process_group(proc: subprocess.Popen[Any]) -> None:
     """Kill a child started with start_new_session=True and everything it spawned."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
+    if proc.returncode is None:  # once reaped, its pid may name another process
+        _signal_tree(proc.pid)
     proc.wait()
 
 
@@ -106,10 +147,7 @@ class WarmProcess:
         them end, and `stop()` (by the thread that owns it) reaps it."""
         if self._proc.returncode is not None:
             return  # reaped already: its pid may name another process by now
-        try:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            self._proc.kill()
+        _signal_tree(self._proc.pid)
 
     def stop(self) -> None:
         if self.alive():

@@ -20,7 +20,7 @@ import pytest
 from patchit.config import SandboxConfig
 from patchit.errors import HarnessError
 from patchit.fidelity.model import DataCheck
-from patchit.harnesses.warm import kill_process_group, popen_sandboxed
+from patchit.harnesses.warm import WarmProcess, kill_process_group, popen_sandboxed
 from patchit.sandbox.envrefs import names_in_text, referenced_env_names
 from patchit.sandbox.isolation import (
     Sandbox,
@@ -256,6 +256,28 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_kill_during_the_sandboxs_setup_leaves_nothing_running(box: Sandbox) -> None:
+    """bwrap's child starts its own session and asks to die with bwrap only once set up: a
+    kill in those first milliseconds (close() while a warm worker is still starting) must not
+    leave it running outside the process group, holding the pipes and answering seconds
+    later. Killed at every 2 ms of the first 80, each must end at once."""
+    mark = os.urandom(6).hex()  # this run's children, not another test's
+    code = f'import time; time.sleep(3); print(\'{{"ready": true}}\', flush=True); time.sleep(60) # {mark}'
+    slow = []
+    for step in range(40):
+        child = WarmProcess([sys.executable, "-c", code], box, allowed_env(os.environ))
+        time.sleep(step * 0.002)
+        started = time.monotonic()
+        child.kill()
+        line = child.read_line(10)
+        ended = time.monotonic() - started
+        child.stop()
+        if line is not None or ended > 1.0:
+            slow.append((step * 2, round(ended, 2)))
+    assert not slow, f"killed at (ms, then s until its pipes ended): {slow}"
+    assert _find([sys.executable, "-c", code], timeout_s=0.5) is None
 
 
 def test_uses_no_host_tmp(box: Sandbox, tmp_path: Path) -> None:
