@@ -264,7 +264,8 @@ def test_a_kill_during_the_sandboxs_setup_leaves_nothing_running(box: Sandbox) -
     leave it running outside the process group, holding the pipes and answering seconds
     later. Killed at every 2 ms of the first 80, each must end at once."""
     mark = os.urandom(6).hex()  # this run's children, not another test's
-    code = f'import time; time.sleep(3); print(\'{{"ready": true}}\', flush=True); time.sleep(60) # {mark}'
+    ready = json.dumps({"ready": True})
+    code = f"import time; time.sleep(3); print({ready!r}, flush=True); time.sleep(60) # {mark}"
     slow = []
     for step in range(40):
         child = WarmProcess([sys.executable, "-c", code], box, allowed_env(os.environ))
