@@ -18,6 +18,7 @@ from typing import Any
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.base import Verification, Workspace
+from patchit.harnesses.dbt_prepare import sandbox_paths
 from patchit.sandbox.dbt_profile import resolve_dbt_target, sandbox_db_location
 
 BUILT_TYPES = ("model", "seed", "snapshot")
@@ -45,18 +46,6 @@ class DbtOutputs:
     pg_schema: str | None = None  # the run's sandbox schema (Postgres)
 
 
-def _worktree_cwd(workspace: Workspace, event: UniversalFailureEvent) -> tuple[Path, Path]:
-    """(project dir, cwd) re-rooted in the worktree: the rule of `DbtHarness._sandbox_paths`."""
-    assert event.dbt is not None and event.repo_path is not None
-    repo = Path(event.repo_path).resolve()
-    project = workspace.root / Path(event.dbt.project_dir).resolve().relative_to(repo)
-    try:
-        cwd = workspace.root / Path(event.dbt.cwd).resolve().relative_to(repo)
-    except ValueError:
-        cwd = project
-    return project, cwd if cwd.is_dir() else project
-
-
 def locate_duckdb(workspace: Workspace, event: UniversalFailureEvent, result: Verification) -> Path:
     """The DuckDB file this run wrote; HarnessError when the target has none (in-memory)."""
     if result.outputs.get("duckdb"):
@@ -67,7 +56,7 @@ def locate_duckdb(workspace: Workspace, event: UniversalFailureEvent, result: Ve
         raise HarnessError(f"no dbt target to compare: {exc}") from exc
     if target.db_path is None:
         raise HarnessError("the dbt target is in-memory: there is no database to compare")
-    _, cwd = _worktree_cwd(workspace, event)
+    _, cwd = sandbox_paths(workspace, event)  # where the run's relative path resolved
     return sandbox_db_location(target, cwd, workspace.root)[0]
 
 

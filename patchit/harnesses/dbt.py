@@ -39,49 +39,36 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from patchit.config import PatchitConfig, SandboxConfig, resolve_home
-from patchit.errors import BadInputError, HarnessError, PatchitError
+from patchit.errors import HarnessError, PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
-from patchit.evidence.project_index import node_names
-from patchit.evidence.redact import MASK
 from patchit.harnesses.base import Screening, Verification, Workspace
 from patchit.harnesses.dbt_pg import PgSchemas, guard_schemas, warehouse_note
+from patchit.harnesses.dbt_prepare import prepare, run_env, sandbox_paths
 from patchit.harnesses.dbt_units import (
     DbtOutcome,
     DbtSandbox,
     judge_outcome,
-    replay_env,
-    select_units,
     tail_lines,
-    unbuilt_nodes,
 )
 from patchit.harnesses.dbt_worker import STARTUP_TIMEOUT_S, WarmDbtWorker, read_run_results
 from patchit.harnesses.warm import kill_process_group, popen_sandboxed
 from patchit.sandbox.dbt_profile import (
     resolve_dbt_target,
-    sandbox_db_location,
-    write_sandbox_profile,
 )
-from patchit.sandbox.envrefs import referenced_env_names
 from patchit.sandbox.isolation import (
     Sandbox,
     allowed_env,
     make_sandbox,
     patchit_areas,
 )
-from patchit.sandbox.postgres import PASSWORD_ENV, is_postgres, password_of
+from patchit.sandbox.postgres import is_postgres
 from patchit.sandbox.snapshot import (
     PARTIAL_PARSE_FILE,
-    copy_for_candidate,
     keep_partial_parse,
-    parse_cache_key,
     read_parse_mode,
     rebase_partial_parse,
     seed_partial_parse,
-    user_parse_file,
-    wal_path,
-    warehouse_relations,
 )
-from patchit.sandbox.worktree import carry_packages
 from patchit.screen.dbt import DbtScreen, Where
 
 
@@ -176,7 +163,7 @@ class DbtHarness:
         """Changed Python files compiled, changed models' SQL bound by DuckDB (`EXPLAIN`)
         against a schema-only clone of the incident's snapshot; no dbt process."""
         try:
-            project_dir, _ = self._sandbox_paths(workspace, event)
+            project_dir, _ = sandbox_paths(workspace, event)
         except HarnessError as exc:
             return Screening.nothing(str(exc))
         with contextlib.suppress(PatchitError):  # verify() says what is wrong with the profile
@@ -188,9 +175,9 @@ class DbtHarness:
 
     def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
         started = time.monotonic()
-        project_dir, cwd = self._sandbox_paths(workspace, event)
-        box = self._prepare(workspace, event, project_dir, cwd)
-        env = self._env(event, project_dir, workspace.scratch.resolve()) | box.env
+        project_dir, cwd = sandbox_paths(workspace, event)
+        box = prepare(workspace, event, project_dir, cwd, self._pg)
+        env = run_env(event, project_dir, workspace.scratch.resolve()) | box.env
         need = (workspace.root, workspace.scratch)
         if box.pg_schema is not None:
             self._allow_network_for({"type": "postgres"})
@@ -272,136 +259,6 @@ class DbtHarness:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- preparing the sandbox -------------------------------------------------------------
-
-    @staticmethod
-    def _env(event: UniversalFailureEvent, project_dir: Path, scratch: Path) -> dict[str, str]:
-        """What one run sees on top of the worker's allowlisted environment: the failing run's
-        DBT_* variables, the variables the project's `env_var()` calls name (from the failing
-        run's environment when it recorded them, else patchit's own), HOME in the scratch."""
-        env: dict[str, str] = {}
-        recorded = event.dbt.env if event.dbt else {}
-        for name in sorted(referenced_env_names([project_dir])):
-            if name.startswith("DBT_"):
-                continue  # replay_env decides about those
-            value = recorded.get(name, os.environ.get(name))
-            if value is not None and value != MASK:
-                env[name] = value
-        env = allowed_env(env, referenced=env)
-        home, tmp = scratch / "home", scratch / "tmp"
-        home.mkdir(parents=True, exist_ok=True)
-        tmp.mkdir(exist_ok=True)
-        return {**env, **replay_env(event), "HOME": str(home), "TMPDIR": str(tmp)}
-
-    def _sandbox_paths(
-        self, workspace: Workspace, event: UniversalFailureEvent
-    ) -> tuple[Path, Path]:
-        """The project dir and the cwd of the failing run, re-rooted inside the worktree."""
-        if event.dbt is None or event.repo_path is None:
-            raise HarnessError(
-                f"{event.short()}: a dbt event needs `dbt` and `repo_path` to replay"
-            )
-        repo = Path(event.repo_path).resolve()
-        try:
-            rel_project = Path(event.dbt.project_dir).resolve().relative_to(repo)
-        except ValueError as exc:
-            raise HarnessError(
-                f"dbt project {event.dbt.project_dir} is outside the repository {repo}"
-            ) from exc
-        project_dir = workspace.root / rel_project
-        if not (project_dir / "dbt_project.yml").is_file():
-            raise HarnessError(f"{project_dir}: no dbt_project.yml in the worktree")
-        try:
-            cwd = workspace.root / Path(event.dbt.cwd).resolve().relative_to(repo)
-        except ValueError:
-            cwd = project_dir  # dbt ran from outside the repo; the project dir is the best stand-in
-        return project_dir, cwd if cwd.is_dir() else project_dir
-
-    def _prepare(
-        self, workspace: Workspace, event: UniversalFailureEvent, project_dir: Path, cwd: Path
-    ) -> DbtSandbox:
-        """Packages, DB copy, sandbox profile and state; returns what to run and where."""
-        assert event.dbt is not None
-        scratch = workspace.scratch.resolve()
-        scratch.mkdir(parents=True, exist_ok=True)
-        carry_packages(Path(event.dbt.project_dir), project_dir)
-        manifest = event.artifacts.get("manifest")
-        with_state = bool(manifest) and Path(str(manifest)).is_file()
-        env: dict[str, str] = {}
-        pg_schema: str | None = None
-        try:
-            target = resolve_dbt_target(event)
-            path_text = str(target.output.get("path") or ":memory:")
-            db_copy = scratch / "memory.duckdb"  # unused: an in-memory target has no file
-            relations: set[str] | None = None  # none: an in-memory target starts empty
-            if is_postgres(target.output):
-                # A schema of its own; unselected refs read the user's relations (--defer)
-                pg_schema, relations = self._pg.place(target.output, scratch)
-                path_text = pg_schema
-                if (password := password_of(target.output)) is not None:
-                    env[PASSWORD_ENV] = password
-                if not with_state:
-                    relations = None  # nothing to defer to: build the whole upstream here
-            elif target.db_path is not None:
-                db_copy, path_text = sandbox_db_location(target, cwd, workspace.root)
-                warehouse = self._place_database(workspace, target.db_path, db_copy)
-                relations = warehouse_relations(warehouse)
-            write_sandbox_profile(target, db_copy, scratch, path_text=path_text, schema=pg_schema)
-        except BadInputError as exc:
-            raise HarnessError(f"cannot build the dbt sandbox: {exc}") from exc
-
-        unbuilt = unbuilt_nodes(node_names(project_dir), relations)
-        selectors = select_units(event, with_state, unbuilt)
-        args = ["build"]
-        if selectors:
-            args += ["--select", *selectors]
-        args += ["--project-dir", str(project_dir), "--profiles-dir", str(scratch)]
-        # --profile/--target only as the user gave them: dbt hashes them for partial parsing,
-        # and the sandbox profile's default target is the user's target anyway.
-        if event.dbt.profile:
-            args += ["--profile", event.dbt.profile]
-        if event.dbt.target:
-            args += ["--target", target.target]
-        replay_vars = event.dbt.replay_vars()
-        if replay_vars:
-            args += ["--vars", replay_vars]
-        if "--full-refresh" in event.dbt.args:
-            args.append("--full-refresh")
-        if with_state:
-            state_dir = scratch / "state"
-            state_dir.mkdir(exist_ok=True)
-            shutil.copyfile(str(manifest), state_dir / "manifest.json")
-            args += ["--state", str(state_dir)]
-            if pg_schema is not None:
-                args.append("--defer")
-        args += ["--target-path", str(scratch / "target"), "--log-path", str(scratch / "logs")]
-        log_path = scratch / "dbt_output.log"
-        log_path.unlink(missing_ok=True)
-        return DbtSandbox(
-            args=args,
-            cwd=cwd,
-            log_path=log_path,
-            target_dir=scratch / "target",
-            # dbt's parse keeps absolute paths (seed files): reuse it only in the same worktree
-            parse_key=parse_cache_key(event, target, path_text, workspace.root),
-            project_dir=project_dir,
-            user_parse_file=user_parse_file(event, target, path_text),
-            env=env,
-            pg_schema=pg_schema,
-        )
-
-    def _place_database(self, workspace: Workspace, user_db: Path, db_copy: Path) -> Path | None:
-        """Put the candidate's copy of the incident snapshot at `db_copy`; returns it. With no
-        snapshot and no database file at the user's path either (a fresh checkout whose
-        failing run never opened it), the run starts on a fresh warehouse: None."""
-        if workspace.snapshot is None and not user_db.is_file():
-            for stale in (db_copy, wal_path(db_copy)):
-                stale.unlink(missing_ok=True)
-            return None
-        snapshot_dir = workspace.snapshot or user_db.parent
-        copy_for_candidate(snapshot_dir / user_db.name, db_copy.parent)
-        return db_copy
 
     # -- partial parsing ------------------------------------------------------------------
 

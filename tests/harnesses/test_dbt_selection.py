@@ -8,6 +8,8 @@ import pytest
 
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.evidence.redact import MASK
+from patchit.harnesses.dbt_pg import PgSchemas
+from patchit.harnesses.dbt_prepare import prepare
 from patchit.harnesses.dbt_units import (
     FRESH,
     MAX_UNBUILT_SELECTORS,
@@ -138,9 +140,8 @@ def test_replay_env_drops_sandbox_paths_and_unknown_secrets(
 
 def prepared_args(tmp_path: Path, snapshot: Path | None) -> list[str]:
     """The dbt arguments DbtHarness prepares for a worktree of a two-model project (no dbt
-    runs: `_prepare` only lays out the sandbox)."""
+    runs: `prepare` only lays out the sandbox)."""
     from patchit.harnesses.base import Workspace
-    from patchit.harnesses.dbt import DbtHarness
 
     user = tmp_path / "user"
     root = tmp_path / "worktree"
@@ -159,7 +160,7 @@ def prepared_args(tmp_path: Path, snapshot: Path | None) -> list[str]:
                           profiles_dir=str(user)),
     )  # fmt: skip
     workspace = Workspace(root=root, scratch=tmp_path / "scratch", snapshot=snapshot)
-    return DbtHarness()._prepare(workspace, event, root, root).args
+    return prepare(workspace, event, root, root, PgSchemas()).args
 
 
 def test_the_sandbox_builds_a_model_its_snapshot_lacks(tmp_path: Path) -> None:
