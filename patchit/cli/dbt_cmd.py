@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
 
@@ -91,9 +92,11 @@ def dbt(
     # the user's tree look changed
     dirty = dirty_tracked_files(committed, project, True) if committed else []
     started = now_utc()
+    heals = not (no_heal or cannot_heal or dirty)
     exit_code, record = run_dbt(
-        args, home / "runs", invocation=list(dbt_args), meanwhile=store.start
-    )
+        args, home / "runs", invocation=list(dbt_args), meanwhile=store.start,
+        on_error=partial(_prewarm_dbt, committed) if committed and heals else None,
+    )  # fmt: skip
     try:
         from patchit.dbt_wrapper import DbtRun, heal_dbt_run
 
@@ -113,6 +116,15 @@ def dbt(
         console.print(traceback.format_exc(), markup=False)
         _say("internal error while healing (traceback above); dbt's exit code is kept")
     _exit(exit_code)
+
+
+def _prewarm_dbt(repo: Path) -> None:
+    """A node errored and dbt goes on: start the dbt worker the heal will verify with (it
+    imports dbt for seconds) now, in this thread, which heals later (see dbt_prewarm)."""
+    from patchit.config import load_config
+    from patchit.harnesses.dbt_prewarm import prewarm
+
+    prewarm(load_config(repo).sandbox)
 
 
 def _exit(code: int) -> NoReturn:

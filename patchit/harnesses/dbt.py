@@ -44,6 +44,7 @@ from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.base import Screening, Verification, Workspace
 from patchit.harnesses.dbt_pg import PgSchemas, guard_schemas, warehouse_note
 from patchit.harnesses.dbt_prepare import prepare, run_env, sandbox_paths
+from patchit.harnesses.dbt_prewarm import adopt
 from patchit.harnesses.dbt_units import (
     DbtOutcome,
     DbtSandbox,
@@ -304,8 +305,11 @@ class DbtHarness:
         worker = self._worker
         if worker is None or not usable(worker):
             self._drop_worker()
-            sandbox: Sandbox = make_sandbox(self.sandbox, patchit_areas(*need), warm=True)
-            worker = self._worker = WarmDbtWorker.spawn(sandbox)
+            worker = adopt(self.sandbox, need)  # one the wrapper started at dbt's first error
+            if worker is None:
+                sandbox: Sandbox = make_sandbox(self.sandbox, patchit_areas(*need), warm=True)
+                worker = WarmDbtWorker.spawn(sandbox)
+            self._worker = worker
             self._worker_config = self.sandbox.model_copy()
         if wait:
             try:

@@ -14,12 +14,15 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
 INVOCATION_ENV = "PATCHIT_DBT_INVOCATION"  # the user's own args, set by patchit.intake.dbt
+# An fd to write one line to when the first node errors (the wrapper starts healing work)
+FAILED_FD_ENV = "PATCHIT_DBT_FAILED_FD"
 
 
 def _node_fields(node: Any) -> dict[str, Any]:
@@ -75,6 +78,18 @@ def _as_typed(args: list[str]) -> list[str]:
     return ["dbt", *args]
 
 
+def _failed_fd() -> int | None:
+    """The fd `FAILED_FD_ENV` names (taken out of the environment dbt sees), or None."""
+    raw = os.environ.pop(FAILED_FD_ENV, None)
+    try:
+        fd = int(raw) if raw else None
+        if fd is not None:
+            os.fstat(fd)
+    except (ValueError, OSError):
+        return None
+    return fd
+
+
 def main(argv: list[str]) -> int:
     out_path = Path(argv[0])
     args = argv[1:]
@@ -85,11 +100,25 @@ def main(argv: list[str]) -> int:
 
     record: dict[str, Any] = {"invocation_id": None, "errors": [], "results": []}
 
+    failed_fd = _failed_fd()
+    tell = threading.Lock()
+
     def on_event(msg: EventMsg) -> None:
+        nonlocal failed_fd
         if record["invocation_id"] is None:
             record["invocation_id"] = getattr(msg.info, "invocation_id", None)
         if msg.info.name == "MainEncounteredError":
             record["errors"].append(str(msg.data.exc))
+        elif failed_fd is not None and msg.info.name == "NodeFinished":
+            if getattr(getattr(msg.data, "run_result", None), "status", "") != "error":
+                return
+            with tell:  # nodes finish in dbt's threads: the fd is written and closed once
+                if failed_fd is not None:
+                    with contextlib.suppress(OSError):  # the wrapper gone: nothing to tell
+                        os.write(failed_fd, b"error\n")
+                    with contextlib.suppress(OSError):
+                        os.close(failed_fd)
+                    failed_fd = None
 
     started = time.time()
     res = dbtRunner(callbacks=[on_event]).invoke(args)

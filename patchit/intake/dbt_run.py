@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,7 @@ import yaml
 
 from patchit.dbt_args import option_value
 from patchit.errors import BadInputError
-from patchit.intake.dbt_child import INVOCATION_ENV
+from patchit.intake.dbt_child import FAILED_FD_ENV, INVOCATION_ENV
 
 
 def check_dbt_installed() -> None:
@@ -84,11 +85,14 @@ def run_dbt(
     work_dir: Path,
     invocation: list[str] | None = None,
     meanwhile: Callable[[], None] | None = None,
+    on_error: Callable[[], None] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Run dbt in a child process; its output goes straight to our stdout/stderr.
 
     `invocation` is what the user typed after `dbt` (default `args`): dbt's artifacts record it.
     `meanwhile` is called once dbt has started (work to do while it runs, off its start).
+    `on_error` is called, in this thread, as soon as a node errors, while dbt goes on with
+    the rest of the build (work a heal needs that takes seconds to start).
     """
     try:
         work_dir.mkdir(parents=True, exist_ok=True)
@@ -104,24 +108,52 @@ def run_dbt(
     try:
         # dbt records its own command line in run_results.json: the user's, not the child's
         env = {**os.environ, INVOCATION_ENV: json.dumps(list(invocation or args))}
-        with subprocess.Popen(
-            [sys.executable, "-m", "patchit.intake.dbt_child", str(out), *args], env=env
-        ) as proc:
+        told, tell = os.pipe() if on_error is not None else (-1, -1)
+        if on_error is not None:
+            env[FAILED_FD_ENV] = str(tell)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "patchit.intake.dbt_child", str(out), *args],
+                env=env, pass_fds=(tell,) if tell >= 0 else (),
+            )  # fmt: skip
+        finally:
+            if tell >= 0:
+                os.close(tell)  # the child holds it now: its exit ends the pipe
+        with proc:
             try:
                 if meanwhile is not None:
                     # work beside dbt must never stop dbt: what fails here is done after it
                     with contextlib.suppress(Exception):
                         meanwhile()
+                if on_error is not None:
+                    _await_error(proc, told, on_error)
                 proc.communicate()  # as subprocess.run waits (a Ctrl-C gives dbt its moment)
             except BaseException:
                 proc.kill()
                 raise
+            finally:
+                if told >= 0:
+                    os.close(told)
         record: dict[str, Any] = {}
         if out.is_file():
             record = json.loads(out.read_text(encoding="utf-8"))
         return proc.returncode, record
     finally:
         out.unlink(missing_ok=True)
+
+
+def _await_error(proc: subprocess.Popen[bytes], told: int, on_error: Callable[[], None]) -> None:
+    """Block until dbt says a node errored (then call `on_error`) or ends without saying so.
+    A Ctrl-C here gives dbt its moment to stop, as `communicate()` does."""
+    try:
+        select.select([told], [], [])
+    except KeyboardInterrupt:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(0.25)
+        raise
+    if os.read(told, 64):
+        with contextlib.suppress(Exception):  # never stops dbt: the heal starts it later
+            on_error()
 
 
 def now_utc() -> datetime:
