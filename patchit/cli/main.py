@@ -86,6 +86,10 @@ LAZY_COMMANDS = {
         "patchit.cli.track_cmd:track",
         "Judge merged fixes from the runs seen since: fixed, no_effect or regression (reopened).",
     ),
+    "sandbox": LazyCommand(
+        "patchit.cli.sandbox_cmd:sandbox",
+        "Drop the Postgres sandbox schemas that killed heals left behind.",
+    ),
     "spool": LazyCommand(
         "patchit.cli.spool_cmd:spool",
         "List, retry or drop the events waiting in the spool.",

@@ -17,6 +17,7 @@ from typing import Any
 
 from patchit.errors import HarnessError
 from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
+from patchit.sandbox.pg_orphans import sweep_quietly
 from patchit.sandbox.postgres import PgWarehouse, sandbox_schema
 
 # What the guard lists: what a build writes, and tests (their stored failures are written to
@@ -31,11 +32,15 @@ class PgSchemas:
     def __init__(self) -> None:
         self._warehouses: dict[str, PgWarehouse] = {}
         self._made: list[tuple[PgWarehouse, str, Path]] = []  # and the scratch it is for
+        self.swept: list[str] = []  # schemas of dead runs dropped on the way
 
     def warehouse(self, output: dict[str, Any]) -> PgWarehouse:
+        """patchit's connection to `output`'s database; the first time, the schemas that
+        killed runs left there are dropped (`patchit.sandbox.pg_orphans`)."""
         key = json.dumps(output, sort_keys=True, default=str)
         if key not in self._warehouses:
-            self._warehouses[key] = PgWarehouse(output)
+            warehouse = self._warehouses[key] = PgWarehouse(output)
+            self.swept += sweep_quietly(warehouse)
         return self._warehouses[key]
 
     def place(self, output: dict[str, Any], scratch: Path) -> tuple[str, set[str]]:
