@@ -34,8 +34,8 @@ def import_(ctx: click.Context, source: Path, dry_run: bool) -> None:
     line (exit 2). Stop the old worker first: its leases are not copied.
     """
     from patchit.errors import BadInputError
-    from patchit.state.importer import import_state
     from patchit.state.url import STATE_URL_ENV, deployment_file, mask_url, state_url
+    from patchit.state_import import import_state
 
     home = home_of(ctx)
     url = state_url(home)

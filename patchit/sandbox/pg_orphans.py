@@ -25,18 +25,11 @@ from datetime import UTC, datetime
 
 from patchit.errors import HarnessError
 from patchit.liveness import owner_is_dead, owner_on_this_host
-from patchit.sandbox.postgres import PgWarehouse
+from patchit.sandbox.postgres import COMMENT_HEAD, PgWarehouse
+from patchit.sandbox.postgres import owner_comment as owner_comment  # re-exported
 
-COMMENT_HEAD = "patchit sandbox:"
 MAX_AGE_S = 24 * 3600.0
 _OWNED = re.compile(r"; owner=(?P<owner>[^;\s]+); created=(?P<created>\d{4}-\d\d-\d\dT[\d:]+Z)$")
-
-
-def owner_comment(owner: str, created_epoch: float) -> str:
-    """The comment of a sandbox schema made by `owner` at `created_epoch` (server time)."""
-    created = datetime.fromtimestamp(created_epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    head = f"{COMMENT_HEAD} dropped when the heal ends; safe to drop"
-    return f"{head}; owner={owner}; created={created}"
 
 
 def parse_comment(comment: str | None) -> tuple[str, float] | None:

@@ -21,10 +21,12 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from patchit.errors import HarnessError
+from patchit.liveness import run_owner
 
 SANDBOX_PREFIX = "patchit_"
 SANDBOX_NAME = re.compile(r"^patchit_[0-9a-f]{12}$")
@@ -37,6 +39,17 @@ _SYSTEM = ("pg_catalog", "information_schema", "pg_toast")
 _KEYS = {"host": "host", "port": "port", "user": "user", "dbname": "dbname",
          "database": "dbname", "sslmode": "sslmode", "sslcert": "sslcert", "sslkey": "sslkey",
          "sslrootcert": "sslrootcert", "connect_timeout": "connect_timeout"}  # fmt: skip
+
+
+COMMENT_HEAD = "patchit sandbox:"
+
+
+def owner_comment(owner: str, created_epoch: float) -> str:
+    """The comment of a sandbox schema made by `owner` at `created_epoch` (server time), read
+    back by `patchit.sandbox.pg_orphans` to judge whether its run is dead."""
+    created = datetime.fromtimestamp(created_epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    head = f"{COMMENT_HEAD} dropped when the heal ends; safe to drop"
+    return f"{head}; owner={owner}; created={created}"
 
 
 def is_postgres(output: dict[str, Any]) -> bool:
@@ -161,9 +174,6 @@ class PgWarehouse:
     def reset(self, schema: str) -> None:
         """An empty sandbox schema `schema` (what an earlier run of it left is dropped), its
         comment naming this process as its owner (`patchit.sandbox.pg_orphans`)."""
-        from patchit.liveness import run_owner
-        from patchit.sandbox.pg_orphans import owner_comment
-
         self._check_name(schema)
         with self._cursor(read_only=False) as cur:
             _lock_schema(cur, schema)

@@ -28,8 +28,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqlite_utils import Database
+
 from patchit.dbfiles import quick_check
 from patchit.errors import BadInputError
+from patchit.intake.spool import Spool
+from patchit.intake.spool_files import spool_path
+from patchit.intake.spool_pg import SPOOL_LOCK_KEY
+from patchit.memory import Memory
+from patchit.memory.migrations import apply_migrations
+from patchit.memory.runlog import DB_RELATIVE_PATH
 from patchit.state.pg import MEMORY_LOCK_KEY, PgConn, StateDbError, connect
 from patchit.state.url import mask_url
 
@@ -65,9 +73,6 @@ class Imported:
 def memory_and_spool(source: Path) -> tuple[Path, Path | None]:
     """The SQLite memory file (and the spool file, when there is one) that `source` names: a
     `$PATCHIT_HOME`, or a memory file itself."""
-    from patchit.intake.spool_files import spool_path
-    from patchit.memory.runlog import DB_RELATIVE_PATH
-
     if source.is_dir():
         memory, spool = source / DB_RELATIVE_PATH, spool_path(source)
         if not memory.is_file():
@@ -97,10 +102,6 @@ def readable_copy(path: Path, what: str, migrate: bool) -> Iterator[sqlite3.Conn
                 if why := quick_check(copy):
                     raise sqlite3.DatabaseError(why)
                 if migrate:
-                    from sqlite_utils import Database
-
-                    from patchit.memory.migrations import apply_migrations
-
                     apply_migrations(Database(copy))
             except sqlite3.Error as exc:
                 raise BadInputError(
@@ -124,9 +125,6 @@ def _read_only_uri(path: Path) -> str:
 def import_state(source: Path, url: str, dry_run: bool = False) -> Imported:
     """Copy the SQLite state at `source` into the Postgres state at `url` (its tables made
     first by opening it as patchit does); see the module's docstring."""
-    from patchit.intake.spool import Spool
-    from patchit.memory import Memory
-
     memory_file, spool_file = memory_and_spool(source)
     Memory.on_postgres(url, memory_file).close()  # the tables, migrated, as patchit makes them
     Spool.on_postgres(url, source, 30.0).close()
@@ -136,7 +134,7 @@ def import_state(source: Path, url: str, dry_run: bool = False) -> Imported:
         with readable_copy(memory_file, "memory", migrate=True) as memory:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("select pg_advisory_xact_lock(?)", (_spool_lock(),))
+                conn.execute("select pg_advisory_xact_lock(?)", (SPOOL_LOCK_KEY,))
                 for table, key in KEYED:
                     _copy_keyed(memory, conn, table, key, done, url)
                 for table in NUMBERED:
@@ -157,12 +155,6 @@ def import_state(source: Path, url: str, dry_run: bool = False) -> Imported:
     finally:
         conn.close()
     return done
-
-
-def _spool_lock() -> int:
-    from patchit.intake.spool_pg import SPOOL_LOCK_KEY
-
-    return SPOOL_LOCK_KEY
 
 
 def _columns(memory: sqlite3.Connection, table: str) -> list[str]:
