@@ -23,7 +23,6 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from patchit.errors import HarnessError
 from patchit.liveness import owner_is_dead, owner_on_this_host
 from patchit.sandbox.postgres import COMMENT_HEAD, PgWarehouse
 from patchit.sandbox.postgres import owner_comment as owner_comment  # re-exported
@@ -96,11 +95,3 @@ def sweep(
             dropped = warehouse.drop(schema, if_comment=comment or "")
         done.append((verdict, dropped))
     return done
-
-
-def sweep_quietly(warehouse: PgWarehouse, max_age_s: float = MAX_AGE_S) -> list[str]:
-    """`sweep` at the start of a sandbox: the names dropped; a failure is not the heal's."""
-    try:
-        return [v.schema for v, dropped in sweep(warehouse, max_age_s) if dropped]
-    except HarnessError:
-        return []
