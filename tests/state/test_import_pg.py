@@ -138,3 +138,32 @@ def test_state_import_bad_input_is_one_line(tmp_path: Path, state_url: str) -> N
                        url=None)  # fmt: skip
     assert nowhere.returncode == 2
     assert "no Postgres state to import into" in nowhere.stderr
+
+
+def test_an_older_patchits_memory_is_migrated_on_a_copy(tmp_path: Path, state_url: str) -> None:
+    import sqlite3
+    from datetime import UTC, datetime
+
+    from sqlite_utils import Database
+
+    from patchit.memory.migrations import MIGRATIONS
+
+    old = tmp_path / "attempts.sqlite3"
+    db = Database(sqlite3.connect(str(old)))
+    db.table("_migrations").create({"id": int, "name": str, "applied_utc": str}, pk="id")
+    for number, migration in enumerate(MIGRATIONS[:7], start=1):  # before repo_url
+        migration(db)
+        db.table("_migrations").insert({"id": number, "name": migration.__name__,
+                                        "applied_utc": datetime.now(UTC).isoformat()})  # fmt: skip
+    now = datetime.now(UTC).isoformat()
+    row = {"id": "20260101-abcdef", "fingerprint": "fp", "cause_key": "ck", "status": "failed"}
+    db.table("incidents").insert({**row, "created_utc": now, "updated_utc": now})
+    db.conn.close()
+    before = old.read_bytes()
+    done = _patchit(tmp_path / "new", "state", "import", "--from", str(old), url=state_url)
+    assert done.returncode == 0, done.stderr
+    assert "imported 1 incidents" in done.stdout
+    assert old.read_bytes() == before  # and no -wal or -shm beside it
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "new") == ["attempts.sqlite3"]
+    [incident] = _incidents(tmp_path / "new", state_url)
+    assert incident["id"] == "20260101-abcdef" and incident["status"] == "failed"
