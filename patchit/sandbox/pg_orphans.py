@@ -55,7 +55,7 @@ class Verdict:
         if not self.drop:
             return f"kept {self.schema}: {self.why}"
         if dropped is False:
-            return f"kept {self.schema}: re-made by a live run meanwhile"
+            return f"kept {self.schema}: re-made by a live run, or dropped, meanwhile"
         return f"dropped {self.schema}: {self.why}"
 
 
