@@ -71,3 +71,8 @@ def owner_is_dead(owner: str) -> bool:
     if start is None or len(fields) <= 19:
         return False
     return fields[19] != start
+
+
+def owner_on_this_host(owner: str) -> bool:
+    """Whether the run named `owner` ran on this host (its liveness can be judged here)."""
+    return owner.split(":", 1)[0] == _this_host()

@@ -8,6 +8,15 @@ from patchit.bench.pg_server import (
     PostgresMissing,
     check_binaries,
     pg_cluster,
+    pg_ctl,
 )
 
-__all__ = ["PG_BIN", "SUPERUSER", "PgCluster", "PostgresMissing", "check_binaries", "pg_cluster"]
+__all__ = [
+    "PG_BIN",
+    "SUPERUSER",
+    "PgCluster",
+    "PostgresMissing",
+    "check_binaries",
+    "pg_cluster",
+    "pg_ctl",
+]

@@ -87,6 +87,15 @@ def _run(argv: list[str], what: str) -> None:
         raise RuntimeError(f"{what} failed ({done.returncode}): {done.stderr or done.stdout}")
 
 
+def pg_ctl(cluster: PgCluster, *args: str) -> None:
+    """`pg_ctl -D <its data dir> -w <args>` on a running cluster, e.g. `restart -m fast` (a
+    test of a server that goes away). A restarted server logs where the first one did: with
+    its output on pg_ctl's pipe, pg_ctl would never be seen to end."""
+    log = cluster.data_dir.parent / "server.log"
+    argv = [str(PG_BIN / "pg_ctl"), "-D", str(cluster.data_dir), "-l", str(log), "-w", "-t", "60"]
+    _run([*argv, *args], f"pg_ctl {' '.join(args)}")
+
+
 def check_binaries() -> None:
     missing = [n for n in ("initdb", "pg_ctl", "postgres") if not (PG_BIN / n).is_file()]
     if missing:

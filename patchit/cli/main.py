@@ -82,9 +82,17 @@ LAZY_COMMANDS = {
         "patchit.cli.review_cmd:reject",
         "Reject a verified fix: its diff and strategy are not offered again for this failure.",
     ),
+    "state": LazyCommand(
+        "patchit.cli.state_cmd:state",
+        "The shared state: import an existing SQLite state into Postgres.",
+    ),
     "track": LazyCommand(
         "patchit.cli.track_cmd:track",
         "Judge merged fixes from the runs seen since: fixed, no_effect or regression (reopened).",
+    ),
+    "sandbox": LazyCommand(
+        "patchit.cli.sandbox_cmd:sandbox",
+        "Drop the Postgres sandbox schemas that killed heals left behind.",
     ),
     "spool": LazyCommand(
         "patchit.cli.spool_cmd:spool",

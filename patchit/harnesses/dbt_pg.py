@@ -17,6 +17,7 @@ from typing import Any
 
 from patchit.errors import HarnessError
 from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
+from patchit.sandbox.pg_orphans import sweep
 from patchit.sandbox.postgres import PgWarehouse, sandbox_schema
 
 # What the guard lists: what a build writes, and tests (their stored failures are written to
@@ -31,11 +32,19 @@ class PgSchemas:
     def __init__(self) -> None:
         self._warehouses: dict[str, PgWarehouse] = {}
         self._made: list[tuple[PgWarehouse, str, Path]] = []  # and the scratch it is for
+        self.swept: list[str] = []  # schemas of dead runs dropped on the way
+        self._problems: list[str] = []  # what close() says besides its own
 
     def warehouse(self, output: dict[str, Any]) -> PgWarehouse:
+        """patchit's connection to `output`'s database; the first time, the schemas that
+        killed runs left there are dropped (`patchit.sandbox.pg_orphans`)."""
         key = json.dumps(output, sort_keys=True, default=str)
         if key not in self._warehouses:
-            self._warehouses[key] = PgWarehouse(output)
+            warehouse = self._warehouses[key] = PgWarehouse(output)
+            try:
+                self.swept += [v.schema for v, dropped in sweep(warehouse) if dropped]
+            except HarnessError as exc:  # not the heal's failure: said by close()
+                self._problems.append(f"sandbox schemas of dead runs were not swept: {exc}")
         return self._warehouses[key]
 
     def place(self, output: dict[str, Any], scratch: Path) -> tuple[str, set[str]]:
@@ -65,8 +74,10 @@ class PgSchemas:
         return problems
 
     def close(self) -> list[str]:
-        """Drop every schema made; returns a line per schema that could not be dropped."""
-        problems = self.release()
+        """Drop every schema made; returns a line per schema that could not be dropped (and
+        per database whose dead runs' schemas could not be swept)."""
+        problems = [*self._problems, *self.release()]
+        self._problems = []
         for warehouse in self._warehouses.values():
             with contextlib.suppress(Exception):
                 warehouse.close()

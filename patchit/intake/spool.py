@@ -377,6 +377,14 @@ class Spool:
         return sum(self._import_batch(batch) for batch in fallback_batches(self.path.parent))
 
     def _import_batch(self, batch: Path) -> int:
+        try:
+            return self._import_batch_once(batch)
+        except StateDbError as exc:  # the Postgres connection came back: imported or not,
+            if not exc.reconnected:  # the batch's name in spool_imports says which
+                raise
+        return self._import_batch_once(batch)
+
+    def _import_batch_once(self, batch: Path) -> int:
         lines = batch.read_bytes().splitlines()
         self.conn.execute("BEGIN IMMEDIATE")
         try:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from patchit.intake.spool_files import BAD_AFTER_CLAIMS, MAX_CLAIMS, now_iso
-from patchit.state.pg import PgConn, connect
+from patchit.state.pg import PgConn, StateDbError, connect
 
 SPOOL_LOCK_KEY = 0x7061_7463_6869_7473  # the spool's BEGIN IMMEDIATE
 _SCHEMA = """
@@ -49,7 +49,7 @@ def open_pg_spool(url: str, busy_timeout_s: float) -> PgConn:
     lock: two first workers do not race on `create table`)."""
     timeouts = {"lock_timeout_s": busy_timeout_s, "connect_timeout_s": busy_timeout_s,
                 "statement_timeout_s": 2 * busy_timeout_s}  # fmt: skip
-    conn = PgConn(connect(url, **timeouts), SPOOL_LOCK_KEY)
+    conn = PgConn(connect(url, **timeouts), SPOOL_LOCK_KEY, reopen=lambda: connect(url, **timeouts))
     try:
         if conn.execute("select to_regclass('spool_imports')").fetchone()[0] is None:
             conn.execute("BEGIN IMMEDIATE")
@@ -78,7 +78,35 @@ def claim_rows(
     conn: PgConn, owner: str, limit: int, lease_s: float, is_dead: Callable[[str], bool]
 ) -> list[tuple[int, str, int]]:
     """Take up to `limit` claimable rows, oldest first, skipping rows other claims hold;
-    (id, payload, claims before this one)."""
+    (id, payload, claims before this one).
+
+    When the connection is lost during the claim and comes back, the claim is known by its
+    owner and time stamp: the rows a lost COMMIT did take are returned, else (the server rolled
+    it back) the claim is made once more. No row is taken twice or left taken unseen."""
+    stamp = now_iso()
+    try:
+        return _claim(conn, owner, stamp, limit, lease_s, is_dead)
+    except StateDbError as exc:
+        if not exc.reconnected:
+            raise
+    taken = conn.execute(
+        "select id, payload, claims - 1 from spool where state = 'taken' and owner = ?"
+        " and taken_utc = ? order by id",
+        (owner, stamp),
+    ).fetchall()
+    if taken:
+        return [(int(r[0]), str(r[1]), int(r[2])) for r in taken]
+    return _claim(conn, owner, now_iso(), limit, lease_s, is_dead)
+
+
+def _claim(
+    conn: PgConn,
+    owner: str,
+    stamp: str,
+    limit: int,
+    lease_s: float,
+    is_dead: Callable[[str], bool],
+) -> list[tuple[int, str, int]]:
     expired = (datetime.now(UTC) - timedelta(seconds=lease_s)).isoformat()
     conn.execute("BEGIN")
     try:
@@ -98,7 +126,7 @@ def claim_rows(
             conn.execute(
                 "update spool set state = 'taken', owner = ?, taken_utc = ?,"
                 " claims = claims + 1 where id = any(?)",
-                (owner, now_iso(), [int(row[0]) for row in rows]),
+                (owner, stamp, [int(row[0]) for row in rows]),
             )
     except BaseException:
         if conn.in_transaction:

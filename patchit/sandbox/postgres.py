@@ -21,21 +21,35 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from patchit.errors import HarnessError
+from patchit.liveness import run_owner
 
 SANDBOX_PREFIX = "patchit_"
 SANDBOX_NAME = re.compile(r"^patchit_[0-9a-f]{12}$")
 PASSWORD_ENV = "PATCHIT_SANDBOX_PG_PASSWORD"
 CONNECT_TIMEOUT_S = 10
+LOCK_CLASS = 0x7061  # "pa": the advisory lock class of sandbox schemas (and a name's hash)
 # Schemas patchit never lists as the user's relations
 _SYSTEM = ("pg_catalog", "information_schema", "pg_toast")
 
 _KEYS = {"host": "host", "port": "port", "user": "user", "dbname": "dbname",
          "database": "dbname", "sslmode": "sslmode", "sslcert": "sslcert", "sslkey": "sslkey",
          "sslrootcert": "sslrootcert", "connect_timeout": "connect_timeout"}  # fmt: skip
+
+
+COMMENT_HEAD = "patchit sandbox:"
+
+
+def owner_comment(owner: str, created_epoch: float) -> str:
+    """The comment of a sandbox schema made by `owner` at `created_epoch` (server time), read
+    back by `patchit.sandbox.pg_orphans` to judge whether its run is dead."""
+    created = datetime.fromtimestamp(created_epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    head = f"{COMMENT_HEAD} dropped when the heal ends; safe to drop"
+    return f"{head}; owner={owner}; created={created}"
 
 
 def is_postgres(output: dict[str, Any]) -> bool:
@@ -73,6 +87,12 @@ def connect_args(output: dict[str, Any]) -> dict[str, Any]:
     if password:
         args["password"] = password
     return args
+
+
+def _lock_schema(cur: Any, schema: str) -> None:
+    """The transaction's lock on sandbox schema `schema`: making it and sweeping it as an
+    orphan never interleave."""
+    cur.execute("select pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_CLASS, schema))
 
 
 def _quote(name: str) -> str:
@@ -152,22 +172,50 @@ class PgWarehouse:
         return [str(r[0]) for r in cur.fetchall()]
 
     def reset(self, schema: str) -> None:
-        """An empty sandbox schema `schema` (what an earlier run of it left is dropped)."""
+        """An empty sandbox schema `schema` (what an earlier run of it left is dropped), its
+        comment naming this process as its owner (`patchit.sandbox.pg_orphans`)."""
         self._check_name(schema)
         with self._cursor(read_only=False) as cur:
+            _lock_schema(cur, schema)
             for name in self._sandbox_schemas(cur, schema):
                 cur.execute(f"drop schema {_quote(name)} cascade")
             cur.execute(f"create schema {_quote(schema)}")
-            cur.execute(
-                f"comment on schema {_quote(schema)} is "
-                "'patchit sandbox: dropped when the heal ends; safe to drop'"
-            )
+            # the server's clock: hosts' clocks may disagree, and the age is judged by it too
+            cur.execute("select extract(epoch from now())::float8")
+            comment = owner_comment(run_owner(), float(cur.fetchone()[0]))
+            cur.execute(f"comment on schema {_quote(schema)} is %s", (comment,))
 
-    def drop(self, schema: str) -> None:
+    def drop(self, schema: str, if_comment: str | None = None) -> bool:
+        """Drop `schema` and dbt's `<schema>_<custom>` schemas; with `if_comment`, only while
+        the schema's comment is still exactly that (the check and the drop under one lock, so
+        a run that has just re-made the schema keeps it). Whether anything was dropped."""
         self._check_name(schema)
         with self._cursor(read_only=False) as cur:
-            for name in self._sandbox_schemas(cur, schema):
+            _lock_schema(cur, schema)
+            if if_comment is not None:
+                cur.execute(
+                    "select obj_description(oid, 'pg_namespace') from pg_namespace "
+                    "where nspname = %s",
+                    (schema,),
+                )
+                row = cur.fetchone()
+                if row is None or row[0] != if_comment:
+                    return False
+            names = self._sandbox_schemas(cur, schema)
+            for name in names:
                 cur.execute(f"drop schema {_quote(name)} cascade")
+            return bool(names)
+
+    def sandboxes(self) -> list[tuple[str, str | None, float]]:
+        """Every `patchit_<12 hex>` schema of the database: its name, comment, and the
+        server's time now (seconds since the epoch)."""
+        rows = self.query(
+            "select nspname, obj_description(oid, 'pg_namespace'), "
+            "extract(epoch from now())::float8 from pg_namespace where nspname ~ %s "
+            "order by nspname",
+            (SANDBOX_NAME.pattern,),
+        )
+        return [(str(r[0]), None if r[1] is None else str(r[1]), float(r[2])) for r in rows]
 
     def relations(self) -> set[str]:
         """Names of the user's tables and views (not patchit's sandbox schemas)."""

@@ -10,12 +10,27 @@ API that the spool and the memory use (`execute` with `?` placeholders, `BEGIN I
 - `lock_timeout` is the busy timeout: a wait past it fails, as SQLite's "database is locked".
 Every driver error comes out as `StateDbError`; a failed connect as `StateUnavailableError`
 (one line naming the URL, password masked, and what to do; exit 2).
+
+A connection opened with a way to `reopen` it outlives a server restart: when the connection
+is lost (the server restarted, a proxy cut it), it is opened again, retrying with a growing
+pause for `PATCHIT_STATE_RECONNECT_S` (30 s by default), and the statement is sent again only
+when that cannot apply anything twice:
+- `BEGIN` and reads outside a transaction are sent again;
+- a write outside a transaction is preceded, after a second of silence, by `select 1`, so a
+  connection that died while idle is replaced before the write; a write whose own round trip
+  broke is not sent again (it may have been applied);
+- inside a transaction the server rolled it back: the error (`lost`, `reconnected`) goes to
+  the transaction's owner, who may run it again (`spool_pg.claim_rows` does); a lost `COMMIT`
+  is not known to have failed, and a lost `ROLLBACK` has nothing left to undo.
+Past the bound, one `StateDbError(lost=True)` says the server did not come back.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
@@ -27,6 +42,10 @@ CONNECT_TIMEOUT_S = 10
 KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 30, 10, 3
 TCP_USER_TIMEOUT_MS = 60_000  # sent data unacknowledged this long: the connection is dead
 MEMORY_LOCK_KEY = 0x7061_7463_6869_74  # "patchit": the memory's one-writer lock
+RECONNECT_ENV = "PATCHIT_STATE_RECONNECT_S"
+RECONNECT_S = 30.0  # how long a lost connection is tried again before giving up
+PING_IDLE_S = 1.0  # a write after this much silence checks the connection first
+_LOST_CODES = ("57P01", "57P02", "57P03")  # admin or crash shutdown, the server starting up
 _JSON_EXTRACT = re.compile(r"json_extract\((\w+),\s*'\$\.(\w+)'\)")
 _LITERAL = re.compile(r"('(?:[^']|'')*')")  # a string literal: left as it is written
 _TRANSLATIONS = [  # outside string literals
@@ -47,10 +66,14 @@ class StateDbError(Exception):
         self.busy = busy
         self.integrity = integrity
         self.lost = lost
+        self.reconnected = False  # lost, and the connection is open again: a retry may work
 
 
 class StateUnavailableError(BadInputError):
-    """The state URL's server cannot be reached or refuses us (exit 2)."""
+    """The state URL's server cannot be reached or refuses us (exit 2); `reason` is the
+    driver's (masked)."""
+
+    reason: str = ""
 
 
 @lru_cache(maxsize=512)
@@ -75,7 +98,7 @@ def _wrap(exc: Exception) -> StateDbError:
         first,
         busy=code in ("55P03", "40P01", "57014"),  # lock timeout, deadlock, statement timeout
         integrity=code.startswith("23"),
-        lost=code.startswith("08") or dropped,
+        lost=code.startswith("08") or code in _LOST_CODES or dropped,
     )
 
 
@@ -145,11 +168,13 @@ def connect(url: str, *, lock_timeout_s: float = 30.0,
         if raw is not None:
             raw.close()
         why = scrub(" ".join(str(exc).split()), url) or type(exc).__name__
-        raise StateUnavailableError(
+        error = StateUnavailableError(
             f"the state database {mask_url(url)}: cannot connect ({why}); start the server or fix "
             f"{STATE_URL_ENV} / [state] url in $PATCHIT_HOME/patchit.toml (unset both for the "
             "embedded SQLite state)"
-        ) from exc
+        )
+        error.reason = why
+        raise error from exc
     return raw
 
 
@@ -164,49 +189,138 @@ def _without_nul(params: Any) -> Any:
     return params
 
 
-class PgConn:
-    """A psycopg2 connection behind the sqlite3 calls the spool and the memory make."""
+def reconnect_bound_s() -> float:
+    """How long a lost connection is tried again (`PATCHIT_STATE_RECONNECT_S`, else 30 s)."""
+    raw = os.environ.get(RECONNECT_ENV, "").strip()
+    try:
+        return max(0.0, float(raw)) if raw else RECONNECT_S
+    except ValueError:
+        return RECONNECT_S
 
-    def __init__(self, raw: Any, lock_key: int | None = None) -> None:
+
+def _is_read(sql: str) -> bool:
+    """A statement that changes nothing: sending it twice is harmless."""
+    text = sql.lstrip().lower()
+    return (
+        text.startswith(("select", "show"))
+        and "for update" not in text
+        and "pg_advisory" not in text
+        and "nextval" not in text
+    )
+
+
+class PgConn:
+    """A psycopg2 connection behind the sqlite3 calls the spool and the memory make; with
+    `reopen` (a function returning a new raw connection), it reconnects when the connection is
+    lost (see the module's docstring)."""
+
+    def __init__(
+        self, raw: Any, lock_key: int | None = None, reopen: Callable[[], Any] | None = None
+    ) -> None:
         self.raw = raw
         self.lock_key = lock_key
+        self.reopen = reopen
+        self.reconnects = 0  # how many times the connection was opened again
+        self._used = time.monotonic()
 
     @property
     def in_transaction(self) -> bool:
+        if self.raw.closed:
+            return False
         return bool(self.raw.info.transaction_status != 0)  # 0: TRANSACTION_STATUS_IDLE
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         word = sql.strip().upper()
         if word.startswith("BEGIN"):
-            cur = self._run("begin", ())
-            if self.lock_key is not None and "IMMEDIATE" in word:
-                try:
-                    self._run("select pg_advisory_xact_lock(%s)", (self.lock_key,))
-                except BaseException:
-                    # a lock timeout aborts the transaction: without the rollback every later
-                    # call on this connection fails "current transaction is aborted"
-                    self._rollback_quietly()
-                    raise
-            return cur
-        if word in ("COMMIT", "ROLLBACK"):
-            return self._run(word.lower(), ())
-        return self._run(to_pg(sql), tuple(params) if isinstance(params, (list, tuple)) else params)
+            return self._again_if_lost(lambda: self._begin("IMMEDIATE" in word))
+        if word == "ROLLBACK":
+            try:
+                return self._run("rollback", ())
+            except StateDbError as exc:
+                if exc.reconnected:  # the server rolled it back when the connection went
+                    return None
+                raise
+        if word == "COMMIT":
+            return self._run("commit", ())  # lost: not known to have failed, never resent
+        args = tuple(params) if isinstance(params, (list, tuple)) else params
+        return self._statement(to_pg(sql), args)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         for row in rows:
-            self._run(to_pg(sql), tuple(row))
+            self._statement(to_pg(sql), tuple(row))
+
+    def _statement(self, sql: str, args: Any) -> Any:
+        if self.in_transaction:
+            return self._run(sql, args)
+        if _is_read(sql):
+            return self._again_if_lost(lambda: self._run(sql, args))
+        if self.reopen is not None and time.monotonic() - self._used > PING_IDLE_S:
+            self._again_if_lost(lambda: self._run("select 1", ()))
+        return self._run(sql, args)
+
+    def _begin(self, immediate: bool) -> Any:
+        cur = self._run("begin", ())
+        if self.lock_key is not None and immediate:
+            try:
+                self._run("select pg_advisory_xact_lock(%s)", (self.lock_key,))
+            except BaseException:
+                # a lock timeout aborts the transaction: without the rollback every later
+                # call on this connection fails "current transaction is aborted"
+                self._rollback_quietly()
+                raise
+        return cur
+
+    def _again_if_lost(self, send: Callable[[], Any]) -> Any:
+        """`send()`, once more when the connection was lost and is open again."""
+        try:
+            return send()
+        except StateDbError as exc:
+            if not exc.reconnected:
+                raise
+        return send()
 
     def _run(self, sql: str, params: Any) -> Any:
-        cur = self.raw.cursor()
         try:
+            cur = self.raw.cursor()
             cur.execute(sql, _without_nul(params))
         except ValueError as exc:  # what psycopg2 raises for a value it cannot send
             raise StateDbError(f"{type(exc).__name__}: {exc}") from exc
         except Exception as exc:
-            if type(exc).__module__.startswith("psycopg2"):
-                raise _wrap(exc) from exc
-            raise
+            if not type(exc).__module__.startswith("psycopg2"):
+                raise
+            error = _wrap(exc)
+            error.lost = error.lost or bool(self.raw.closed)
+            if error.lost and self.reopen is not None:
+                self._reconnect(error)
+                error.reconnected = True
+            raise error from exc
+        finally:
+            self._used = time.monotonic()
         return cur
+
+    def _reconnect(self, cause: StateDbError) -> None:
+        """Open the connection again, pausing longer between tries, for the bound at most;
+        StateDbError(lost) naming the last failure past it."""
+        assert self.reopen is not None
+        self.close()
+        bound_s = reconnect_bound_s()
+        deadline, pause_s = time.monotonic() + bound_s, 0.25
+        while True:
+            try:
+                self.raw = self.reopen()
+                self.reconnects += 1
+                return
+            except StateUnavailableError as exc:
+                why = exc.reason or str(exc)
+            left_s = deadline - time.monotonic()
+            if left_s <= 0:
+                raise StateDbError(
+                    f"the connection was lost ({cause}) and the server did not answer again "
+                    f"within {bound_s:g} s ({RECONNECT_ENV}; last: {why})",
+                    lost=True,
+                ) from cause
+            time.sleep(min(pause_s, left_s))  # and a last try at the bound
+            pause_s = min(2 * pause_s, 5.0)
 
     def _rollback_quietly(self) -> None:
         try:  # a statement: in autocommit mode psycopg2's rollback() sends nothing

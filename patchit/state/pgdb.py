@@ -172,7 +172,10 @@ class PgDatabase:
 
     @classmethod
     def connect(cls, url: str, lock_key: int | None, lock_timeout_s: float = 30.0) -> PgDatabase:
-        return cls(PgConn(connect(url, lock_timeout_s=lock_timeout_s), lock_key))
+        def reopen() -> Any:
+            return connect(url, lock_timeout_s=lock_timeout_s)
+
+        return cls(PgConn(reopen(), lock_key, reopen=reopen))
 
     def table(self, name: str) -> PgTable:
         return PgTable(self, name)

@@ -1,0 +1,94 @@
+"""`patchit sandbox clean`: drop the Postgres sandbox schemas that killed heals left behind."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.group("sandbox")
+def sandbox() -> None:
+    """Drop the Postgres sandbox schemas that killed heals left behind."""
+
+
+@sandbox.command("clean")
+@click.option(
+    "--project-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The dbt project whose target holds the schemas (default: the cwd).",
+)
+@click.option(
+    "--profiles-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where profiles.yml is (default: as dbt finds it).",
+)
+@click.option("--target", default=None, help="The profile's target (default: its `target:`).")
+@click.option(
+    "--max-age-hours",
+    type=click.FloatRange(min=1.0),
+    default=24.0,
+    show_default=True,
+    help="Drop another host's sandbox schemas older than this.",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be dropped; drop nothing.")
+def clean(
+    project_dir: Path | None,
+    profiles_dir: Path | None,
+    target: str | None,
+    max_age_hours: float,
+    dry_run: bool,
+) -> None:
+    """Drop the `patchit_<hex>` schemas of heals that died (e.g. `kill -9`) in a Postgres
+    target's database.
+
+    A schema is dropped only when its comment is patchit's and names its owner, and that run
+    is dead on this host, or ran on another host more than --max-age-hours ago. Schemas
+    without patchit's comment, and live runs', are kept. One line per schema; exit 0, 1 when
+    the database cannot be reached, 2 for a target that is not Postgres.
+    """
+    from patchit.errors import BadInputError
+    from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
+    from patchit.sandbox.dbt_profile import resolve_dbt_target
+    from patchit.sandbox.pg_orphans import sweep
+    from patchit.sandbox.postgres import PgWarehouse, is_postgres
+
+    cwd = Path.cwd()
+    project = (project_dir or cwd).resolve()
+    if not (project / "dbt_project.yml").is_file():
+        raise BadInputError(f"{project}: no dbt_project.yml; pass --project-dir")
+    invocation = DbtInvocation(
+        command="sandbox-clean",
+        project_dir=str(project),
+        profiles_dir=str(profiles_dir.resolve()) if profiles_dir else None,
+        target=target,
+        cwd=str(cwd),
+    )
+    event = UniversalFailureEvent(
+        source=FailureSource.DBT, pipeline_id=project.name, unit_id="-", dbt=invocation
+    )
+    resolved = resolve_dbt_target(event)
+    if not is_postgres(resolved.output):
+        raise BadInputError(
+            f"{resolved.profiles_file}: target {resolved.target!r} of profile "
+            f"{resolved.profile!r} is {resolved.output.get('type')!r}, not postgres: it has no "
+            "sandbox schemas; pass --target"
+        )
+    warehouse = PgWarehouse(resolved.output)
+    try:
+        done = sweep(warehouse, max_age_s=max_age_hours * 3600, dry_run=dry_run)
+    finally:
+        warehouse.close()
+    for verdict, dropped in done:
+        if dry_run and verdict.drop:
+            click.echo(f"would drop {verdict.schema}: {verdict.why}")
+        else:
+            click.echo(verdict.line(dropped))
+    count = sum(dropped for _, dropped in done)
+    verb = "would drop" if dry_run else "dropped"
+    count = sum(v.drop for v, _ in done) if dry_run else count
+    click.echo(f"{warehouse.where}: {len(done)} sandbox schema(s), {verb} {count}")
+    sys.exit(0)

@@ -1,0 +1,97 @@
+"""Sandbox schemas that a killed heal left in the user's Postgres database, and their sweep.
+
+Every `patchit_<12 hex>` schema patchit makes carries a comment naming its owner, the process
+that made it (`patchit.liveness`: `host:pid:start`), and when, by the server's clock:
+
+    patchit sandbox: dropped when the heal ends; safe to drop; owner=ci-7:4242:81234;
+    created=2026-11-26T23:10:00Z
+
+A heal drops its schemas when it ends; one killed with `kill -9` cannot. The sweep (at the
+start of every Postgres sandbox, and `patchit sandbox clean`) drops a schema only when:
+- its comment is patchit's and names an owner, and
+- that owner ran on this host and is dead (its pid is free, or reused by a later process), or
+  it ran on another host and the schema is older than the age limit (24 h by default).
+Anything else is kept: a schema without patchit's comment (even named `patchit_...`), an older
+patchit's comment with no owner, a live run's, a recent one of another host. The check and the
+drop happen under the schema's advisory lock, so a run that re-makes the schema meanwhile
+keeps it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from patchit.liveness import owner_is_dead, owner_on_this_host
+from patchit.sandbox.postgres import COMMENT_HEAD, PgWarehouse
+from patchit.sandbox.postgres import owner_comment as owner_comment  # re-exported
+
+MAX_AGE_S = 24 * 3600.0
+_OWNED = re.compile(r"; owner=(?P<owner>[^;\s]+); created=(?P<created>\d{4}-\d\d-\d\dT[\d:]+Z)$")
+
+
+def parse_comment(comment: str | None) -> tuple[str, float] | None:
+    """(owner, created as epoch seconds) of a patchit comment that names them, else None."""
+    if not comment or not comment.startswith(COMMENT_HEAD):
+        return None
+    found = _OWNED.search(comment)
+    if found is None:
+        return None
+    created = datetime.strptime(found["created"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return found["owner"], created.timestamp()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the sweep made of one `patchit_<hex>` schema."""
+
+    schema: str
+    drop: bool
+    why: str
+    comment: str | None = None
+
+    def line(self, dropped: bool | None = None) -> str:
+        if not self.drop:
+            return f"kept {self.schema}: {self.why}"
+        if dropped is False:
+            return f"kept {self.schema}: re-made by a live run, or dropped, meanwhile"
+        return f"dropped {self.schema}: {self.why}"
+
+
+def judge(schema: str, comment: str | None, now: float, max_age_s: float = MAX_AGE_S) -> Verdict:
+    """Whether `schema` (with `comment`, at server time `now`) is a dead run's, to drop."""
+    if not comment or not comment.startswith(COMMENT_HEAD):
+        return Verdict(schema, False, "no patchit comment (not patchit's)", comment)
+    owned = parse_comment(comment)
+    if owned is None:
+        return Verdict(schema, False, "no owner in its comment (an older patchit's): drop it by "
+                       "hand if no heal is running", comment)  # fmt: skip
+    owner, created = owned
+    age_h = max(0.0, now - created) / 3600
+    if owner_on_this_host(owner):
+        if owner_is_dead(owner):
+            return Verdict(schema, True, f"its run {owner} is dead", comment)
+        return Verdict(schema, False, f"its run {owner} is alive", comment)
+    if now - created > max_age_s:
+        return Verdict(schema, True, f"run {owner} of another host, {age_h:.1f} h old", comment)
+    return Verdict(
+        schema, False, f"run {owner} of another host, {age_h:.1f} h old (under "
+        f"{max_age_s / 3600:g} h)", comment,
+    )  # fmt: skip
+
+
+def sweep(
+    warehouse: PgWarehouse, max_age_s: float = MAX_AGE_S, dry_run: bool = False
+) -> list[tuple[Verdict, bool]]:
+    """Judge every sandbox schema of `warehouse`'s database and drop the dead runs' (not with
+    `dry_run`); each verdict with whether its schema was dropped. HarnessError when the
+    database cannot be read."""
+    done: list[tuple[Verdict, bool]] = []
+    for schema, comment, now in warehouse.sandboxes():
+        verdict = judge(schema, comment, now, max_age_s)
+        dropped = False
+        if verdict.drop and not dry_run:
+            dropped = warehouse.drop(schema, if_comment=comment or "")
+        done.append((verdict, dropped))
+    return done

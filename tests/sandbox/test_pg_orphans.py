@@ -1,0 +1,166 @@
+"""Sandbox schemas a `kill -9` left in a real PostgreSQL 15 database: dropped by the next
+sandbox and by `patchit sandbox clean` when their owner is provably dead; a live run's, a
+foreign `patchit_...` schema and a recent one of another host are kept."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from patchit.sandbox.pg_orphans import judge, owner_comment, parse_comment
+from tests.pg_cluster import PgCluster
+from tests.state.conftest import fresh_database
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+# a child that makes its sandbox schema as a heal does, says so, and waits to be killed
+MAKER = """
+import sys, time
+from pathlib import Path
+from patchit.sandbox.postgres import PgWarehouse, sandbox_schema
+output = {"type": "postgres", "host": sys.argv[1], "port": int(sys.argv[2]),
+          "user": "postgres", "dbname": sys.argv[3], "schema": "x"}
+schema = sandbox_schema(Path(sys.argv[4]))
+PgWarehouse(output).reset(schema)
+print(schema, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def db(pg: PgCluster) -> Iterator[str]:
+    name = fresh_database(pg)
+    yield name
+    pg.execute(f"drop database {name} with (force)")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _maker(pg: PgCluster, db: str, scratch: Path) -> tuple[subprocess.Popen[str], str]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", MAKER, pg.host, str(pg.port), db, str(scratch)],
+        stdout=subprocess.PIPE, text=True, env=_env(),
+    )  # fmt: skip
+    assert child.stdout is not None
+    schema = child.stdout.readline().strip()
+    assert schema.startswith("patchit_"), schema
+    return child, schema
+
+
+def _schemas(pg: PgCluster, db: str) -> set[str]:
+    rows = pg.execute("select nspname from pg_namespace where nspname like 'patchit%'", db)
+    return {str(r[0]) for r in rows}
+
+
+def _plant(pg: PgCluster, db: str) -> dict[str, str]:
+    """Schemas no sweep may drop but one (`stale`, another host's, 25 h old)."""
+    now = time.time()
+    planted = {
+        "foreign": "patchit_x",  # not patchit's name pattern
+        "uncommented": "patchit_00000000beef",
+        "other_comment": "patchit_00000000cafe",
+        "old_patchit": "patchit_00000000f00d",
+        "recent_other_host": "patchit_00000000aaaa",
+        "stale": "patchit_00000000bbbb",
+    }
+    comments = {
+        "other_comment": "the data team scratch schema",
+        "old_patchit": "patchit sandbox: dropped when the heal ends; safe to drop",
+        "recent_other_host": owner_comment("elsewhere-7:4242:99", now - 3600),
+        "stale": owner_comment("elsewhere-7:4242:99", now - 25 * 3600),
+    }
+    for key, name in planted.items():
+        sql = f"create schema {name}; create table {name}.t as select 1 as x"
+        if key in comments:
+            sql += f"; comment on schema {name} is '{comments[key]}'"
+        pg.execute(sql, db)
+    return planted
+
+
+def test_the_next_sandbox_drops_a_killed_runs_schema_and_keeps_the_rest(
+    pg: PgCluster, db: str, tmp_path: Path
+) -> None:
+    from patchit.harnesses.dbt_pg import PgSchemas
+
+    killed, dead_schema = _maker(pg, db, tmp_path / "killed")
+    pg.execute(f"create schema {dead_schema}_marts", db)  # dbt's custom schema beside it
+    live, live_schema = _maker(pg, db, tmp_path / "live")
+    planted = _plant(pg, db)
+    try:
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=30)
+        schemas = PgSchemas()
+        mine, _ = schemas.place(pg.profile("x", db), tmp_path / "mine")
+        try:
+            left = _schemas(pg, db)
+            assert dead_schema not in left and f"{dead_schema}_marts" not in left
+            assert planted["stale"] not in left
+            assert {live_schema, mine} <= left
+            assert {v for k, v in planted.items() if k != "stale"} <= left
+            assert sorted(schemas.swept) == sorted([dead_schema, planted["stale"]])
+        finally:
+            assert schemas.close() == []
+    finally:
+        live.kill()
+        live.wait(timeout=30)
+
+
+def test_sandbox_clean_drops_only_dead_runs_schemas(pg: PgCluster, db: str, tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "dbt_project.yml").write_text("name: proj\nprofile: proj\nversion: '1'\n")
+    (project / "profiles.yml").write_text(
+        f"proj:\n  target: dev\n  outputs:\n    dev:\n      type: postgres\n"
+        f"      host: {pg.host}\n      port: {pg.port}\n      user: postgres\n"
+        f"      password: ''\n      dbname: {db}\n      schema: analytics\n      threads: 1\n"
+        "    local:\n      type: duckdb\n      path: x.duckdb\n"
+    )
+    killed, dead_schema = _maker(pg, db, tmp_path / "killed")
+    live, live_schema = _maker(pg, db, tmp_path / "live")
+    planted = _plant(pg, db)
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=30)
+    cmd = [sys.executable, "-m", "patchit", "--home", str(tmp_path / "home"), "sandbox", "clean",
+           "--project-dir", str(project)]  # fmt: skip
+    try:
+        dry = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, env=_env())
+        assert dry.returncode == 0, dry.stderr
+        assert f"would drop {dead_schema}: its run" in dry.stdout
+        assert dead_schema in _schemas(pg, db)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+        assert done.returncode == 0, done.stderr
+        assert f"dropped {dead_schema}: its run" in done.stdout
+        assert f"kept {live_schema}: its run" in done.stdout and "is alive" in done.stdout
+        assert f"kept {planted['uncommented']}: no patchit comment" in done.stdout
+        assert f"kept {planted['old_patchit']}: no owner in its comment" in done.stdout
+        assert f"dropped {planted['stale']}: run elsewhere-7:4242:99 of another host" in done.stdout
+        left = _schemas(pg, db)
+        assert dead_schema not in left and planted["stale"] not in left
+        assert {live_schema, *(v for k, v in planted.items() if k != "stale")} <= left
+        # a target that is not Postgres: one line, exit 2, nothing dropped
+        duck = subprocess.run([*cmd, "--target", "local"], capture_output=True, text=True,
+                              env=_env())  # fmt: skip
+        assert duck.returncode == 2
+        assert len(duck.stderr.strip().splitlines()) == 1
+        assert "'duckdb', not postgres" in duck.stderr and "--target" in duck.stderr
+    finally:
+        live.kill()
+        live.wait(timeout=30)
+
+
+def test_the_owner_comment_round_trips_and_unknown_owners_are_kept() -> None:
+    comment = owner_comment("h:1:2", 1_800_000_000)
+    assert parse_comment(comment) == ("h:1:2", 1_800_000_000)
+    assert parse_comment("patchit sandbox: dropped when the heal ends; safe to drop") is None
+    assert not judge("patchit_000000000001", None, 0).drop
+    assert not judge("patchit_000000000001", "x; owner=h:1:2; created=2020-01-01T00:00:00Z",
+                     2e9).drop  # fmt: skip
