@@ -5,8 +5,8 @@ query on patchit's own connection (credentials from the dbt profile, as the sand
 them, see `patchit.sandbox.postgres`), after the user's failing run exited, so it sees the
 relations that run left, as a DuckDB snapshot holds them. A relation is looked up where the
 failing run's manifest says dbt reads it (its schema and identifier); without a manifest node,
-in the target's schema, else in the one schema that has it. patchit's sandbox schemas are
-never read as the user's.
+in the target's schema, else in the one schema that has it. patchit's sandbox schemas and
+the system's (`pg_*`, `information_schema`) are never read as the user's.
 
 A server that cannot be reached, or refuses the query, gives no columns and a note: the
 evidence then falls back to the artifacts' columns, as it does without a DuckDB file.
@@ -22,7 +22,6 @@ from patchit.sandbox.postgres import SANDBOX_PREFIX, PgWarehouse, is_postgres
 
 # Evidence must not hang on a server that does not answer (the profile's own value wins)
 EVIDENCE_CONNECT_TIMEOUT_S = 5
-_SYSTEM = ("pg_catalog", "information_schema", "pg_toast")
 
 # What to look up: (evidence name, manifest node or {} when unknown, identifier)
 Lookup = tuple[str, dict[str, Any], str]
@@ -69,11 +68,11 @@ def pg_upstream_columns(
     try:
         rows = warehouse.query(
             "select table_schema, table_name, column_name from information_schema.columns "
-            "where lower(table_name) = any(%s) and table_schema <> all(%s) "
-            "and table_schema not like %s order by table_schema, table_name, ordinal_position",
+            "where lower(table_name) = any(%s) and table_schema <> 'information_schema' "
+            r"and table_schema not like 'pg\_%%' and table_schema not like %s "
+            "order by table_schema, table_name, ordinal_position",
             (
                 sorted({ident.lower() for _, ident in places.values()}),
-                list(_SYSTEM),
                 SANDBOX_PREFIX.replace("_", r"\_") + "%",
             ),
         )
