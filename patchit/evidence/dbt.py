@@ -1,7 +1,8 @@
 """Evidence for one failed dbt node: its code, its neighbours, its tests, history and index.
 
 Nothing here runs dbt: it reads the repo, the artifacts this run wrote, git and a read-only
-copy of the warehouse. Missing optional pieces become `notes`, never exceptions, because a
+copy of the warehouse (a Postgres target: its information_schema, read-only, see
+`pg_columns`). Missing optional pieces become `notes`, never exceptions, because a
 parse-time failure leaves most artifacts unwritten.
 """
 
@@ -18,6 +19,7 @@ from patchit.evidence.conversion import find_conversion
 from patchit.evidence.failing_rows import sample_failing_rows
 from patchit.evidence.gitlog import breaking_diff_or_note, change_base, history_and_changes
 from patchit.evidence.model import Evidence, ProjectIndex, Relation
+from patchit.evidence.pg_columns import pg_upstream_columns, postgres_output
 from patchit.evidence.project_index import index_project, load_yaml_text, read_project_config
 from patchit.evidence.redact import dbt_profile_secrets, environment_secrets, redact_model
 from patchit.inputs import (
@@ -171,7 +173,11 @@ def _upstream(
     db_snapshot: Path | None,
     artifacts: list[dict[str, Any]],
     notes: list[str],
+    server: tuple[dict[str, Any], dict[str, Any] | None] | None = None,
 ) -> list[Relation]:
+    """Each relation the unit reads with its columns: from the DuckDB snapshot, or from the
+    information_schema of `server` (a Postgres profile output, and the failing run's manifest
+    that places each relation), else from the artifacts."""
     project = index.project_name or "project"
     wanted: list[tuple[str, str | None, str]] = []  # (name, unique_id, table to look up)
     for name in refs:
@@ -180,9 +186,16 @@ def _upstream(
         wanted.append((name, f"{kind}.{project}.{name}" if known else None, name))
     for src, table in sources:
         wanted.append((f"{src}.{table}", f"source.{project}.{src}.{table}", table))
+    on_server: dict[str, tuple[str, list[str]]] = {}
+    if server is not None and db_snapshot is None:
+        output, manifest = server
+        nodes = [(n, _node(manifest, u or "") or _node(manifest, u or "", "sources"), t)
+                 for n, u, t in wanted]  # fmt: skip
+        on_server = pg_upstream_columns(output, nodes, notes)
     relations: list[Relation] = []
     for name, unique_id, table in wanted:
         found = _warehouse_columns(db_snapshot, table, notes) if db_snapshot else None
+        found = found or on_server.get(name)
         if found is not None:
             relations.append(
                 Relation(name=name, unique_id=unique_id, relation=found[0], columns=found[1])
@@ -347,7 +360,9 @@ def gather_dbt_evidence(
     if evidence.tested_model:  # the tested model first: it is what the test reads
         refs = [evidence.tested_model, *(r for r in refs if r != evidence.tested_model)]
     artifacts = [a for a in (catalog, manifest) if a is not None]
-    evidence.upstream = _upstream(refs, sources, index, db_snapshot, artifacts, notes)
+    output = postgres_output(event) if db_snapshot is None else None
+    server = (output, manifest) if output is not None else None
+    evidence.upstream = _upstream(refs, sources, index, db_snapshot, artifacts, notes, server)
     subject = evidence.tested_model or unit_name
     evidence.properties, evidence.tests = find_properties(
         repo_root, project, evidence.tested_model_path or event.unit_path, subject

@@ -109,9 +109,10 @@ def _where(output: dict[str, Any]) -> str:
 class PgWarehouse:
     """patchit's own connection to the user's Postgres database (one per harness)."""
 
-    def __init__(self, output: dict[str, Any]) -> None:
+    def __init__(self, output: dict[str, Any], purpose: str = "the sandbox") -> None:
         self.output = output
         self.where = _where(output)
+        self.purpose = purpose  # what the connection is for, in its errors
         self._conn: Any = None
         # one transaction at a time on the one connection (a baseline may be built beside a
         # candidate, from another thread)
@@ -130,7 +131,7 @@ class PgWarehouse:
             except psycopg2.Error as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc)
                 raise HarnessError(
-                    f"{self.where}: cannot connect for the sandbox ({first}); check the profile"
+                    f"{self.where}: cannot connect for {self.purpose} ({first}); check the profile"
                 ) from exc
             self._conn.autocommit = True
         return self._conn
