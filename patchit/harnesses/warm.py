@@ -53,9 +53,12 @@ def _signal_tree(pid: int) -> None:
         os.kill(pid, signal.SIGSTOP)
     tree: set[int] = set()
     frontier = {pid}
-    while frontier:
-        frontier = _children(frontier) - tree
-        tree |= frontier
+    try:
+        while frontier:
+            frontier = _children(frontier) - tree
+            tree |= frontier
+    except OSError:  # no /proc to list (not Linux, or masked): the group alone, as before
+        pass
     for child in tree:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(child, signal.SIGKILL)

@@ -84,7 +84,7 @@ def _failed_fd() -> int | None:
     try:
         fd = int(raw) if raw else None
         if fd is not None:
-            os.fstat(fd)
+            os.set_inheritable(fd, False)  # nothing dbt starts may hold the wrapper's pipe
     except (ValueError, OSError):
         return None
     return fd

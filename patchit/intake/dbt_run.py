@@ -116,6 +116,10 @@ def run_dbt(
                 [sys.executable, "-m", "patchit.intake.dbt_child", str(out), *args],
                 env=env, pass_fds=(tell,) if tell >= 0 else (),
             )  # fmt: skip
+        except BaseException:
+            if told >= 0:
+                os.close(told)
+            raise
         finally:
             if tell >= 0:
                 os.close(tell)  # the child holds it now: its exit ends the pipe
@@ -143,17 +147,21 @@ def run_dbt(
 
 
 def _await_error(proc: subprocess.Popen[bytes], told: int, on_error: Callable[[], None]) -> None:
-    """Block until dbt says a node errored (then call `on_error`) or ends without saying so.
-    A Ctrl-C here gives dbt its moment to stop, as `communicate()` does."""
+    """Block until dbt says a node errored (then call `on_error`) or ends without saying so
+    (its exit, even if something it started still holds the pipe). A Ctrl-C here, or while
+    `on_error` runs, gives dbt its moment to stop, as `communicate()` does."""
     try:
-        select.select([told], [], [])
+        while proc.poll() is None:
+            if not select.select([told], [], [], 0.2)[0]:
+                continue
+            if os.read(told, 64):
+                with contextlib.suppress(Exception):  # never stops dbt: the heal starts it
+                    on_error()
+            return
     except KeyboardInterrupt:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(0.25)
         raise
-    if os.read(told, 64):
-        with contextlib.suppress(Exception):  # never stops dbt: the heal starts it later
-            on_error()
 
 
 def now_utc() -> datetime:

@@ -281,6 +281,19 @@ def test_a_kill_during_the_sandboxs_setup_leaves_nothing_running(box: Sandbox) -
     assert _find([sys.executable, "-c", code], timeout_s=0.5) is None
 
 
+def test_a_kill_without_proc_to_list_still_kills(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where /proc cannot be listed, the kill falls back to the process group: the child is
+    killed, never left stopped."""
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+
+    def no_proc(path: str) -> None:
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr("patchit.harnesses.warm.os.scandir", no_proc)
+    kill_process_group(proc)
+    assert proc.returncode == -9
+
+
 def test_uses_no_host_tmp(box: Sandbox, tmp_path: Path) -> None:
     """The child's /tmp is its own: nothing it writes there reaches the host's /tmp."""
     marker = f"patchit-private-tmp-{os.getpid()}"
