@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from patchit.errors import HarnessError
-from patchit.liveness import run_owner
+from patchit.liveness import placed_owner
 
 SANDBOX_PREFIX = "patchit_"
 SANDBOX_NAME = re.compile(r"^patchit_[0-9a-f]{12}$")
@@ -182,7 +182,7 @@ class PgWarehouse:
             cur.execute(f"create schema {_quote(schema)}")
             # the server's clock: hosts' clocks may disagree, and the age is judged by it too
             cur.execute("select extract(epoch from now())::float8")
-            comment = owner_comment(run_owner(), float(cur.fetchone()[0]))
+            comment = owner_comment(placed_owner(), float(cur.fetchone()[0]))
             cur.execute(f"comment on schema {_quote(schema)} is %s", (comment,))
 
     def drop(self, schema: str, if_comment: str | None = None) -> bool:
