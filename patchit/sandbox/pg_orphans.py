@@ -16,7 +16,9 @@ start of every Postgres sandbox, and `patchit sandbox clean`) drops a schema onl
   same host name is alive for all its pid says here), or names no boot id and pid namespace
   (an older patchit's), and the schema is older than the age limit (24 h by default).
 Anything else is kept: a schema without patchit's comment (even named `patchit_...`), an older
-patchit's comment with no owner, a live run's, a recent one of another host. The check and the
+patchit's comment with no owner, a live run's, a recent one of another host, and one that
+objects outside it depend on (a user's view reading a sandbox table, a user's foreign key to
+one: `drop schema ... cascade` would drop them too), said in one line. The check and the
 drop happen under the schema's advisory lock, so a run that re-makes the schema meanwhile
 keeps it.
 """
@@ -24,11 +26,11 @@ keeps it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from patchit.liveness import owner_here, placed_owner_is_dead
-from patchit.sandbox.postgres import COMMENT_HEAD, PgWarehouse
+from patchit.sandbox.postgres import COMMENT_HEAD, PgWarehouse, SchemaInUse
 from patchit.sandbox.postgres import owner_comment as owner_comment  # re-exported
 
 MAX_AGE_S = 24 * 3600.0
@@ -102,7 +104,13 @@ def sweep(
     for schema, comment, now in warehouse.sandboxes():
         verdict = judge(schema, comment, now, max_age_s)
         dropped = False
-        if verdict.drop and not dry_run:
-            dropped = warehouse.drop(schema, if_comment=comment or "")
+        try:
+            if verdict.drop and dry_run:
+                if why := warehouse.in_use(schema):
+                    verdict = replace(verdict, drop=False, why=f"{verdict.why}, but {why}")
+            elif verdict.drop:
+                dropped = warehouse.drop(schema, if_comment=comment or "")
+        except SchemaInUse as exc:
+            verdict = replace(verdict, drop=False, why=f"{verdict.why}, but {exc.why}")
         done.append((verdict, dropped))
     return done

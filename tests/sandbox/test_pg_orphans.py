@@ -232,3 +232,50 @@ def test_a_live_run_in_another_pid_namespace_on_this_host_keeps_its_schema(
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait(timeout=30)
+
+
+def test_a_dead_runs_schema_that_the_users_objects_depend_on_is_kept_and_said(
+    pg: PgCluster, db: str, tmp_path: Path
+) -> None:
+    from patchit.sandbox.pg_orphans import sweep
+    from patchit.sandbox.postgres import PgWarehouse, SchemaInUse
+
+    killed, schema = _maker(pg, db, tmp_path / "killed")
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=30)
+    pg.execute(
+        f"create table {schema}.orders (id int primary key); insert into {schema}.orders "
+        "values (1); create schema analytics; create table analytics.customers "
+        f"(id int primary key, order_id int constraint fk references {schema}.orders(id)); "
+        f"create view analytics.report as select * from {schema}.orders",
+        db,
+    )
+    user = (
+        "select (select count(*) from information_schema.views where table_schema = "
+        "'analytics'), (select count(*) from pg_constraint where conname = 'fk')"
+    )
+    warehouse = PgWarehouse(pg.profile("x", db))
+    try:
+        for dry_run in (True, False):
+            done = {v.schema: (v, dropped) for v, dropped in sweep(warehouse, dry_run=dry_run)}
+            verdict, dropped = done[schema]
+            assert not dropped and not verdict.drop
+            line = verdict.line(dropped)
+            assert line.startswith(f"kept {schema}: its run") and "is dead, but objects" in line
+            assert "view analytics.report" in line and "constraint fk on table" in line
+            assert "\n" not in line, line
+        assert pg.execute(user, db) == [(1, 1)] and schema in _schemas(pg, db)
+        # no drop of it cascades to the user's objects: not a release, nor a reset
+        with pytest.raises(SchemaInUse, match=r"view analytics\.report"):
+            warehouse.drop(schema)
+        with pytest.raises(SchemaInUse):
+            warehouse.reset(schema)
+        assert pg.execute(user, db) == [(1, 1)]
+        assert pg.execute(f"select count(*) from {schema}.orders", db) == [(1,)]
+        # once the user's objects no longer need it, the next sweep drops it
+        pg.execute("drop view analytics.report; alter table analytics.customers drop "
+                   "constraint fk", db)  # fmt: skip
+        assert [(v.schema, d) for v, d in sweep(warehouse)] == [(schema, True)]
+        assert schema not in _schemas(pg, db)
+    finally:
+        warehouse.close()
