@@ -20,7 +20,8 @@ patchit's comment with no owner, a live run's, a recent one of another host, and
 objects outside it depend on (a user's view reading a sandbox table, a user's foreign key to
 one: `drop schema ... cascade` would drop them too), said in one line. The check and the
 drop happen under the schema's advisory lock, so a run that re-makes the schema meanwhile
-keeps it.
+keeps it. Only schemas that the sweeping role owns (or is a member of the owner of) are
+judged, and a schema that cannot be dropped is said and the sweep goes on.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from patchit.errors import HarnessError
 from patchit.liveness import owner_here, placed_owner_is_dead
 from patchit.sandbox.postgres import COMMENT_HEAD, PgWarehouse, SchemaInUse
 from patchit.sandbox.postgres import owner_comment as owner_comment  # re-exported
@@ -56,6 +58,7 @@ class Verdict:
     drop: bool
     why: str
     comment: str | None = None
+    error: str | None = None  # the drop failed (the sweep went on)
 
     def line(self, dropped: bool | None = None) -> str:
         if not self.drop:
@@ -98,8 +101,10 @@ def sweep(
     warehouse: PgWarehouse, max_age_s: float = MAX_AGE_S, dry_run: bool = False
 ) -> list[tuple[Verdict, bool]]:
     """Judge every sandbox schema of `warehouse`'s database and drop the dead runs' (not with
-    `dry_run`); each verdict with whether its schema was dropped. HarnessError when the
-    database cannot be read."""
+    `dry_run`); each verdict with whether its schema was dropped. Only the schemas of the
+    connection's role (or a role it is a member of) are judged; one that cannot be dropped is
+    kept with its `error`, and the rest are swept. HarnessError when the database cannot be
+    read."""
     done: list[tuple[Verdict, bool]] = []
     for schema, comment, now in warehouse.sandboxes():
         verdict = judge(schema, comment, now, max_age_s)
@@ -112,5 +117,9 @@ def sweep(
                 dropped = warehouse.drop(schema, if_comment=comment or "")
         except SchemaInUse as exc:
             verdict = replace(verdict, drop=False, why=f"{verdict.why}, but {exc.why}")
+        except HarnessError as exc:  # this schema's ("must be owner"): the next ones are swept
+            error = str(exc)
+            verdict = replace(verdict, drop=False, why=f"{verdict.why}, but not dropped: {error}",
+                              error=error)  # fmt: skip
         done.append((verdict, dropped))
     return done

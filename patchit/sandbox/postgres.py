@@ -274,12 +274,13 @@ class PgWarehouse:
             return _in_use(cur, self._sandbox_schemas(cur, schema))
 
     def sandboxes(self) -> list[tuple[str, str | None, float]]:
-        """Every `patchit_<12 hex>` schema of the database: its name, comment, and the
-        server's time now (seconds since the epoch)."""
+        """Every `patchit_<12 hex>` schema of the database that this connection's role owns
+        (or is a member of its owner): its name, comment, and the server's time now (seconds
+        since the epoch). Another role's are not this run's to judge."""
         rows = self.query(
             "select nspname, obj_description(oid, 'pg_namespace'), "
             "extract(epoch from now())::float8 from pg_namespace where nspname ~ %s "
-            "order by nspname",
+            "and pg_has_role(nspowner, 'MEMBER') order by nspname",
             (SANDBOX_NAME.pattern,),
         )
         return [(str(r[0]), None if r[1] is None else str(r[1]), float(r[2])) for r in rows]

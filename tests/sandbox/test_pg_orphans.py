@@ -279,3 +279,41 @@ def test_a_dead_runs_schema_that_the_users_objects_depend_on_is_kept_and_said(
         assert schema not in _schemas(pg, db)
     finally:
         warehouse.close()
+
+
+def test_the_sweep_judges_only_its_roles_schemas_and_goes_on_past_one_it_cannot_drop(
+    pg: PgCluster, db: str, tmp_path: Path
+) -> None:
+    from patchit.harnesses.dbt_pg import PgSchemas
+    from patchit.liveness import this_place
+
+    app, other, stranger = f"app_{db}", f"other_{db}", f"stranger_{db}"
+    # `app` is a member of `other` without its privileges (noinherit): it may not drop
+    # other's schemas; it is no member of `stranger` at all
+    pg.execute(
+        f"create role {app} login noinherit; create role {other}; create role {stranger}; "
+        f"grant {other} to {app}; grant create on database {db} to {app}, {other}, {stranger}",
+        db,
+    )
+    now = time.time()
+    dead = owner_comment(f"{socket.gethostname()}:{_dead_pid()}:1:{this_place()}", now - 60)
+    schemas = {"patchit_000000000001": other, "patchit_000000000002": stranger}
+    for schema, role in schemas.items():
+        pg.execute(f"set role {role}; create schema {schema}; comment on schema {schema} is "
+                   f"'{dead}'; create schema {schema}_marts; reset role", db)  # fmt: skip
+    # app's own dead run's schema, after theirs
+    pg.execute(f"set role {app}; create schema patchit_000000000003; comment on schema "
+               f"patchit_000000000003 is '{dead}'; reset role", db)  # fmt: skip
+    sandboxes = PgSchemas()
+    output = {**pg.profile("x", db), "user": app}
+    try:
+        sandboxes.warehouse(output)
+        left = _schemas(pg, db)
+        assert "patchit_000000000003" not in left  # app's own: swept past the failure
+        assert {*schemas, *(f"{s}_marts" for s in schemas)} <= left
+        assert sandboxes.swept == ["patchit_000000000003"]
+    finally:
+        problems = sandboxes.close()
+    assert len(problems) == 1, problems
+    assert "patchit_000000000001 of a dead run was not dropped" in problems[0]
+    assert "must be owner" in problems[0]
