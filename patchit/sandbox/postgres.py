@@ -217,10 +217,14 @@ class PgWarehouse:
             return list(cur.fetchall()) if cur.description else []
 
     def _sandbox_schemas(self, cur: Any, schema: str) -> list[str]:
-        """`schema` and dbt's `<schema>_<custom>` schemas, as they exist now."""
+        """`schema` and dbt's `<schema>_<custom>` schemas, as they exist now: those of the same
+        owner as `schema` (of this connection's role while there is no `schema`); another
+        role's `<schema>_...` is not this sandbox's."""
         cur.execute(
-            "select nspname from pg_namespace where nspname = %s or nspname like %s",
-            (schema, schema.replace("_", r"\_") + r"\_%"),
+            "select nspname from pg_namespace where nspname = %s or (nspname like %s and "
+            "nspowner = coalesce((select nspowner from pg_namespace where nspname = %s), "
+            "(select oid from pg_roles where rolname = current_user)))",
+            (schema, schema.replace("_", r"\_") + r"\_%", schema),
         )
         return [str(r[0]) for r in cur.fetchall()]
 

@@ -317,3 +317,29 @@ def test_the_sweep_judges_only_its_roles_schemas_and_goes_on_past_one_it_cannot_
     assert len(problems) == 1, problems
     assert "patchit_000000000001 of a dead run was not dropped" in problems[0]
     assert "must be owner" in problems[0]
+
+
+def test_a_dead_runs_custom_schemas_go_with_it_only_when_they_have_its_owner(
+    pg: PgCluster, db: str, tmp_path: Path
+) -> None:
+    from patchit.sandbox.pg_orphans import sweep
+    from patchit.sandbox.postgres import PgWarehouse
+
+    killed, schema = _maker(pg, db, tmp_path / "killed")
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=30)
+    stranger = f"stranger_{db}"
+    pg.execute(f"create role {stranger}; grant create on database {db} to {stranger}; "
+               f"create schema {schema}_marts; set role {stranger}; "
+               f"create schema {schema}_theirs; reset role", db)  # fmt: skip
+    warehouse = PgWarehouse(pg.profile("x", db))  # a superuser: it could drop them all
+    try:
+        assert [(v.schema, d) for v, d in sweep(warehouse)] == [(schema, True)]
+        left = _schemas(pg, db)
+        assert schema not in left and f"{schema}_marts" not in left
+        assert f"{schema}_theirs" in left
+        # a run re-making the schema leaves another role's `<schema>_...` alone too
+        warehouse.reset(schema)
+        assert warehouse.drop(schema) and f"{schema}_theirs" in _schemas(pg, db)
+    finally:
+        warehouse.close()
