@@ -73,6 +73,41 @@ def owner_is_dead(owner: str) -> bool:
     return fields[19] != start
 
 
-def owner_on_this_host(owner: str) -> bool:
-    """Whether the run named `owner` ran on this host (its liveness can be judged here)."""
-    return owner.split(":", 1)[0] == _this_host()
+@cache
+def this_place() -> str | None:
+    """`<boot id>/<pid namespace inode>` of this process: two processes see the same pids only
+    when both agree (a host name does not say it: containers of one Kubernetes pod, `--network
+    host`, cloned VMs share one). None without /proc."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            boot = handle.read().strip()
+        pidns = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return None
+    inode = pidns.rpartition("[")[2].rstrip("]")
+    if not boot or not inode.isdigit() or ":" in boot or "/" in boot:
+        return None
+    return f"{boot}/{inode}"
+
+
+def placed_owner(pid: int | None = None) -> str:
+    """The owner id of this process with its place (`host:pid:start:<boot id>/<pid ns>`),
+    judged by `placed_owner_is_dead`; without /proc, `run_owner()`."""
+    owner = run_owner(pid)
+    place = this_place()
+    return f"{owner}:{place}" if place and owner.count(":") == 2 else owner
+
+
+def owner_here(owner: str) -> bool:
+    """Whether the pid of the run named `owner` (a `placed_owner()` id) is one of this
+    process's pids: same host, same boot and same pid namespace. An id without its place (an
+    older patchit's) is never judged here."""
+    parts = owner.split(":")
+    place = this_place()
+    return len(parts) == 4 and place is not None and parts[0] == _this_host() and parts[3] == place
+
+
+def placed_owner_is_dead(owner: str) -> bool:
+    """True only when the run named `owner` (a `placed_owner()` id) is here (`owner_here`) and
+    known to be gone."""
+    return owner_here(owner) and owner_is_dead(owner.rsplit(":", 1)[0])

@@ -13,6 +13,10 @@ deployment's Postgres state, for a move from one worker to many.
   values. Spool rows waiting for a worker (`pending`, `bad`; `taken` ones go back to
   `pending`) are recorded in `spool_imports` by a hash of their contents.
 - Leases are not copied: they belong to runs of the old worker, which must be stopped.
+- Events in the old home's fallback files (`spool/fallback.jsonl*`: producers wrote them there
+  when the spool was busy) are in no SQLite file: the import is refused, in one line, until
+  the old worker has run once and spooled them (it imports them exactly once; this import
+  cannot, without writing beside the old state).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from sqlite_utils import Database
 from patchit.dbfiles import quick_check
 from patchit.errors import BadInputError
 from patchit.intake.spool import Spool
-from patchit.intake.spool_files import spool_path
+from patchit.intake.spool_files import FALLBACK_NAME, spool_path
 from patchit.intake.spool_pg import SPOOL_LOCK_KEY
 from patchit.memory import Memory
 from patchit.memory.migrations import apply_migrations
@@ -80,11 +84,31 @@ def memory_and_spool(source: Path) -> tuple[Path, Path | None]:
                 f"--from {source}: no SQLite memory at {memory}; pass the old $PATCHIT_HOME "
                 "or its memory/attempts.sqlite3"
             )
+        if waiting := _fallback_files(spool.parent):
+            raise BadInputError(
+                f"--from {source}: {len(waiting)} fallback file(s) of events the old worker has "
+                f"not spooled yet ({', '.join(p.name for p in waiting)} in {spool.parent}); "
+                f"run the old worker once (PATCHIT_HOME={source} patchit worker --once), then "
+                "this import again; nothing was written"
+            )
         return memory, spool if spool.is_file() else None
     if not source.is_file():
         raise BadInputError(f"--from {source}: no such file or directory; pass the old "
                             "$PATCHIT_HOME or its memory/attempts.sqlite3")  # fmt: skip
     return source, None
+
+
+def _fallback_files(spool_dir: Path) -> list[Path]:
+    """The producers' fallback files in `spool_dir` that hold events (`fallback.jsonl`, and
+    batches a worker took for import and did not finish): not in the spool file, so not
+    imported. Importing them here could not be exactly once (the worker names a batch when it
+    takes the file, and this import writes nothing beside the old state); the old worker
+    imports them, exactly once, into its spool."""
+    if not spool_dir.is_dir():
+        return []
+    return sorted(
+        p for p in spool_dir.glob(f"{FALLBACK_NAME}*") if p.is_file() and p.stat().st_size > 0
+    )
 
 
 @contextmanager

@@ -32,7 +32,7 @@ def sandbox() -> None:
     type=click.FloatRange(min=1.0),
     default=24.0,
     show_default=True,
-    help="Drop another host's sandbox schemas older than this.",
+    help="Drop sandbox schemas of another host or pid namespace older than this.",
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be dropped; drop nothing.")
 def clean(
@@ -45,10 +45,14 @@ def clean(
     """Drop the `patchit_<hex>` schemas of heals that died (e.g. `kill -9`) in a Postgres
     target's database.
 
-    A schema is dropped only when its comment is patchit's and names its owner, and that run
-    is dead on this host, or ran on another host more than --max-age-hours ago. Schemas
-    without patchit's comment, and live runs', are kept. One line per schema; exit 0, 1 when
-    the database cannot be reached, 2 for a target that is not Postgres.
+    Only schemas owned by the profile's role (or a role it is a member of) are judged. A
+    schema is dropped only when its comment is patchit's and names its owner, and that run is
+    dead here (same host, boot and pid namespace), or ran elsewhere (another host, container
+    or boot; or an older patchit that did not name them) more than --max-age-hours ago.
+    Schemas without patchit's comment, live runs', and ones that the user's objects depend on
+    (a view, a foreign key: a cascade would drop them) are kept, with why. One line per
+    schema; exit 0, 1 when the database cannot be reached, 2 for a target that is not
+    Postgres.
     """
     from patchit.errors import BadInputError
     from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent

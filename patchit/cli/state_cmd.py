@@ -31,7 +31,9 @@ def import_(ctx: click.Context, source: Path, dry_run: bool) -> None:
 
     One transaction: all or nothing. The SQLite files are only read. Running it again imports
     nothing twice; a Postgres state holding other data under the same keys is refused with one
-    line (exit 2). Stop the old worker first: its leases are not copied.
+    line (exit 2). Stop the old worker first: its leases are not copied. Events waiting in
+    the old home's fallback file (spool/fallback.jsonl) are not in its spool yet: the import
+    is refused until the old worker has run once (`patchit worker --once`) to spool them.
     """
     from patchit.errors import BadInputError
     from patchit.state.url import STATE_URL_ENV, deployment_file, mask_url, state_url

@@ -42,7 +42,13 @@ class PgSchemas:
         if key not in self._warehouses:
             warehouse = self._warehouses[key] = PgWarehouse(output)
             try:
-                self.swept += [v.schema for v, dropped in sweep(warehouse) if dropped]
+                done = sweep(warehouse)
+                self.swept += [v.schema for v, dropped in done if dropped]
+                self._problems += [
+                    f"sandbox schema {v.schema} of a dead run was not dropped: {v.error}"
+                    for v, _ in done
+                    if v.error
+                ]
             except HarnessError as exc:  # not the heal's failure: said by close()
                 self._problems.append(f"sandbox schemas of dead runs were not swept: {exc}")
         return self._warehouses[key]

@@ -191,23 +191,31 @@ class Spool:
 
     @classmethod
     def open(
-        cls, home: Path, busy_timeout_s: float = WORKER_BUSY_TIMEOUT_S, check: bool = False
+        cls,
+        home: Path,
+        busy_timeout_s: float = WORKER_BUSY_TIMEOUT_S,
+        check: bool = False,
+        producer: bool = False,
     ) -> Spool:
+        """The spool of `home`; a `producer`'s (an event's writer, given a deadline) never
+        reconnects to a Postgres state (`patchit.intake.spool_pg.open_pg_spool`)."""
         path = spool_path(home)
         url = state_url(home)
         if url is not None:
-            return cls.on_postgres(url, path, busy_timeout_s)
+            return cls.on_postgres(url, path, busy_timeout_s, reconnect=not producer)
         path.parent.mkdir(parents=True, exist_ok=True)
         return cls(path, busy_timeout_s, check)
 
     @classmethod
-    def on_postgres(cls, url: str, path: Path, busy_timeout_s: float) -> Spool:
+    def on_postgres(
+        cls, url: str, path: Path, busy_timeout_s: float, reconnect: bool = True
+    ) -> Spool:
         """The spool in the Postgres state at `url`; `path`'s directory keeps the fallback."""
         from patchit.intake.spool_pg import open_pg_spool
 
         spool = cls.__new__(cls)
         spool.path, spool.where, spool.notices = path, mask_url(url), []
-        spool.conn = spool.pg_conn = open_pg_spool(url, busy_timeout_s)
+        spool.conn = spool.pg_conn = open_pg_spool(url, busy_timeout_s, reconnect)
         return spool
 
     def close(self) -> None:
@@ -445,12 +453,12 @@ def _within_deadline(home: Path, work: Callable[[], T], deadline_s: float) -> T:
 
 
 def _put_many(events: list[dict[str, Any]], home: Path) -> None:
-    with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S) as spool:
+    with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S, producer=True) as spool:
         spool.put_many(events)
 
 
 def _put(event: dict[str, Any], home: Path) -> int:
-    with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S) as spool:
+    with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S, producer=True) as spool:
         return spool.put(event)
 
 

@@ -44,12 +44,18 @@ create table if not exists spool_imports (
 _CLAIMABLE = "state = 'pending' or (state = 'taken' and taken_utc < ?)"
 
 
-def open_pg_spool(url: str, busy_timeout_s: float) -> PgConn:
+def open_pg_spool(url: str, busy_timeout_s: float, reconnect: bool = True) -> PgConn:
     """A connection to the state's spool, its tables created on first use (under the spool's
-    lock: two first workers do not race on `create table`)."""
+    lock: two first workers do not race on `create table`).
+
+    Only a worker's (`reconnect`) connects again when its connection is lost. A producer's
+    never does: the Airflow callback gives up on it after its deadline and writes the event to
+    the fallback file, and its abandoned thread must not reconnect later and spool the event a
+    second time."""
     timeouts = {"lock_timeout_s": busy_timeout_s, "connect_timeout_s": busy_timeout_s,
                 "statement_timeout_s": 2 * busy_timeout_s}  # fmt: skip
-    conn = PgConn(connect(url, **timeouts), SPOOL_LOCK_KEY, reopen=lambda: connect(url, **timeouts))
+    reopen = (lambda: connect(url, **timeouts)) if reconnect else None
+    conn = PgConn(connect(url, **timeouts), SPOOL_LOCK_KEY, reopen=reopen)
     try:
         if conn.execute("select to_regclass('spool_imports')").fetchone()[0] is None:
             conn.execute("BEGIN IMMEDIATE")

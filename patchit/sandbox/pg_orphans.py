@@ -1,30 +1,38 @@
 """Sandbox schemas that a killed heal left in the user's Postgres database, and their sweep.
 
 Every `patchit_<12 hex>` schema patchit makes carries a comment naming its owner, the process
-that made it (`patchit.liveness`: `host:pid:start`), and when, by the server's clock:
+that made it (`patchit.liveness.placed_owner`: `host:pid:start:<boot id>/<pid namespace>`),
+and when, by the server's clock:
 
-    patchit sandbox: dropped when the heal ends; safe to drop; owner=ci-7:4242:81234;
-    created=2026-11-26T23:10:00Z
+    patchit sandbox: dropped when the heal ends; safe to drop;
+    owner=ci-7:4242:81234:1b2f...-9c/4026531836; created=2026-11-26T23:10:00Z
 
 A heal drops its schemas when it ends; one killed with `kill -9` cannot. The sweep (at the
 start of every Postgres sandbox, and `patchit sandbox clean`) drops a schema only when:
 - its comment is patchit's and names an owner, and
-- that owner ran on this host and is dead (its pid is free, or reused by a later process), or
-  it ran on another host and the schema is older than the age limit (24 h by default).
+- that owner ran here (same host name, boot id and pid namespace as the sweeper: its pid
+  means the same process) and is dead (its pid is free, or reused by a later process), or
+  it ran elsewhere (another host, boot or pid namespace: a container beside this one with the
+  same host name is alive for all its pid says here), or names no boot id and pid namespace
+  (an older patchit's), and the schema is older than the age limit (24 h by default).
 Anything else is kept: a schema without patchit's comment (even named `patchit_...`), an older
-patchit's comment with no owner, a live run's, a recent one of another host. The check and the
+patchit's comment with no owner, a live run's, a recent one of another host, and one that
+objects outside it depend on (a user's view reading a sandbox table, a user's foreign key to
+one: `drop schema ... cascade` would drop them too), said in one line. The check and the
 drop happen under the schema's advisory lock, so a run that re-makes the schema meanwhile
-keeps it.
+keeps it. Only schemas that the sweeping role owns (or is a member of the owner of) are
+judged, and a schema that cannot be dropped is said and the sweep goes on.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from patchit.liveness import owner_is_dead, owner_on_this_host
-from patchit.sandbox.postgres import COMMENT_HEAD, PgWarehouse
+from patchit.errors import HarnessError
+from patchit.liveness import owner_here, placed_owner_is_dead
+from patchit.sandbox.postgres import COMMENT_HEAD, PgWarehouse, SchemaInUse
 from patchit.sandbox.postgres import owner_comment as owner_comment  # re-exported
 
 MAX_AGE_S = 24 * 3600.0
@@ -50,6 +58,7 @@ class Verdict:
     drop: bool
     why: str
     comment: str | None = None
+    error: str | None = None  # the drop failed (the sweep went on)
 
     def line(self, dropped: bool | None = None) -> str:
         if not self.drop:
@@ -69,14 +78,21 @@ def judge(schema: str, comment: str | None, now: float, max_age_s: float = MAX_A
                        "hand if no heal is running", comment)  # fmt: skip
     owner, created = owned
     age_h = max(0.0, now - created) / 3600
-    if owner_on_this_host(owner):
-        if owner_is_dead(owner):
+    if owner_here(owner):
+        if placed_owner_is_dead(owner):
             return Verdict(schema, True, f"its run {owner} is dead", comment)
         return Verdict(schema, False, f"its run {owner} is alive", comment)
+    # another host, boot or pid namespace (its pid says nothing here), or an older patchit's
+    # owner without its place: the age alone decides
+    where = (
+        "of another host or pid namespace"
+        if owner.count(":") == 3
+        else "(no boot id/pid namespace)"
+    )
     if now - created > max_age_s:
-        return Verdict(schema, True, f"run {owner} of another host, {age_h:.1f} h old", comment)
+        return Verdict(schema, True, f"run {owner} {where}, {age_h:.1f} h old", comment)
     return Verdict(
-        schema, False, f"run {owner} of another host, {age_h:.1f} h old (under "
+        schema, False, f"run {owner} {where}, {age_h:.1f} h old (under "
         f"{max_age_s / 3600:g} h)", comment,
     )  # fmt: skip
 
@@ -85,13 +101,25 @@ def sweep(
     warehouse: PgWarehouse, max_age_s: float = MAX_AGE_S, dry_run: bool = False
 ) -> list[tuple[Verdict, bool]]:
     """Judge every sandbox schema of `warehouse`'s database and drop the dead runs' (not with
-    `dry_run`); each verdict with whether its schema was dropped. HarnessError when the
-    database cannot be read."""
+    `dry_run`); each verdict with whether its schema was dropped. Only the schemas of the
+    connection's role (or a role it is a member of) are judged; one that cannot be dropped is
+    kept with its `error`, and the rest are swept. HarnessError when the database cannot be
+    read."""
     done: list[tuple[Verdict, bool]] = []
     for schema, comment, now in warehouse.sandboxes():
         verdict = judge(schema, comment, now, max_age_s)
         dropped = False
-        if verdict.drop and not dry_run:
-            dropped = warehouse.drop(schema, if_comment=comment or "")
+        try:
+            if verdict.drop and dry_run:
+                if why := warehouse.in_use(schema):
+                    verdict = replace(verdict, drop=False, why=f"{verdict.why}, but {why}")
+            elif verdict.drop:
+                dropped = warehouse.drop(schema, if_comment=comment or "")
+        except SchemaInUse as exc:
+            verdict = replace(verdict, drop=False, why=f"{verdict.why}, but {exc.why}")
+        except HarnessError as exc:  # this schema's ("must be owner"): the next ones are swept
+            error = str(exc)
+            verdict = replace(verdict, drop=False, why=f"{verdict.why}, but not dropped: {error}",
+                              error=error)  # fmt: skip
         done.append((verdict, dropped))
     return done

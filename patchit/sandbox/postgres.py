@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from patchit.errors import HarnessError
-from patchit.liveness import run_owner
+from patchit.liveness import placed_owner
 
 SANDBOX_PREFIX = "patchit_"
 SANDBOX_NAME = re.compile(r"^patchit_[0-9a-f]{12}$")
@@ -93,6 +93,59 @@ def _lock_schema(cur: Any, schema: str) -> None:
     """The transaction's lock on sandbox schema `schema`: making it and sweeping it as an
     orphan never interleave."""
     cur.execute("select pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_CLASS, schema))
+
+
+# Objects outside a sandbox's schemas that depend on something inside them, which `drop schema
+# ... cascade` would remove with it: a user's view selecting from a sandbox table (its rule), a
+# foreign key of a user's table, a user's column of a sandbox type or default on its sequence.
+# An object's place is its schema, or its relation's; internal dependencies (a TOAST table, a
+# row type) are the object's own.
+_DEPENDENTS = """
+with s as (select oid from pg_namespace where nspname = any(%s)),
+inside(classid, objid) as (
+  select 'pg_namespace'::regclass, oid from s
+  union all select 'pg_class'::regclass, oid from pg_class where relnamespace in (table s)
+  union all select 'pg_type'::regclass, oid from pg_type where typnamespace in (table s)
+  union all select 'pg_proc'::regclass, oid from pg_proc where pronamespace in (table s)
+  union all select 'pg_constraint'::regclass, oid from pg_constraint
+    where connamespace in (table s)
+  union all select 'pg_rewrite'::regclass, r.oid from pg_rewrite r
+    join pg_class c on c.oid = r.ev_class where c.relnamespace in (table s)
+  union all select 'pg_attrdef'::regclass, a.oid from pg_attrdef a
+    join pg_class c on c.oid = a.adrelid where c.relnamespace in (table s)
+  union all select 'pg_trigger'::regclass, t.oid from pg_trigger t
+    join pg_class c on c.oid = t.tgrelid where c.relnamespace in (table s)
+)
+select distinct pg_describe_object(d.classid, d.objid, d.objsubid)
+from pg_depend d join inside i on d.refclassid = i.classid and d.refobjid = i.objid
+where d.deptype <> 'i'
+  and not exists (select 1 from inside o where o.classid = d.classid and o.objid = d.objid)
+order by 1
+"""
+
+
+class SchemaInUse(HarnessError):
+    """A sandbox schema was kept: objects outside it depend on it (`why` says which)."""
+
+    def __init__(self, where: str, schema: str, why: str) -> None:
+        super().__init__(f"{where}: schema {schema}: {why}")
+        self.why = why
+
+
+def _in_use(cur: Any, names: list[str]) -> str | None:
+    """Why the sandbox schemas `names` may not be dropped (what outside depends on them), or
+    None."""
+    if not names:
+        return None
+    cur.execute(_DEPENDENTS, (names,))
+    found = [str(r[0]) for r in cur.fetchall()]
+    if not found:
+        return None
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return (
+        f"objects outside it depend on it ({', '.join(found[:3])}{more}); drop or repoint "
+        "them, then run `patchit sandbox clean`"
+    )
 
 
 def _quote(name: str) -> str:
@@ -165,10 +218,14 @@ class PgWarehouse:
             return list(cur.fetchall()) if cur.description else []
 
     def _sandbox_schemas(self, cur: Any, schema: str) -> list[str]:
-        """`schema` and dbt's `<schema>_<custom>` schemas, as they exist now."""
+        """`schema` and dbt's `<schema>_<custom>` schemas, as they exist now: those of the same
+        owner as `schema` (of this connection's role while there is no `schema`); another
+        role's `<schema>_...` is not this sandbox's."""
         cur.execute(
-            "select nspname from pg_namespace where nspname = %s or nspname like %s",
-            (schema, schema.replace("_", r"\_") + r"\_%"),
+            "select nspname from pg_namespace where nspname = %s or (nspname like %s and "
+            "nspowner = coalesce((select nspowner from pg_namespace where nspname = %s), "
+            "(select oid from pg_roles where rolname = current_user)))",
+            (schema, schema.replace("_", r"\_") + r"\_%", schema),
         )
         return [str(r[0]) for r in cur.fetchall()]
 
@@ -178,18 +235,23 @@ class PgWarehouse:
         self._check_name(schema)
         with self._cursor(read_only=False) as cur:
             _lock_schema(cur, schema)
-            for name in self._sandbox_schemas(cur, schema):
+            names = self._sandbox_schemas(cur, schema)
+            if why := _in_use(cur, names):
+                raise SchemaInUse(self.where, schema, why)
+            for name in names:
                 cur.execute(f"drop schema {_quote(name)} cascade")
             cur.execute(f"create schema {_quote(schema)}")
             # the server's clock: hosts' clocks may disagree, and the age is judged by it too
             cur.execute("select extract(epoch from now())::float8")
-            comment = owner_comment(run_owner(), float(cur.fetchone()[0]))
+            comment = owner_comment(placed_owner(), float(cur.fetchone()[0]))
             cur.execute(f"comment on schema {_quote(schema)} is %s", (comment,))
 
     def drop(self, schema: str, if_comment: str | None = None) -> bool:
         """Drop `schema` and dbt's `<schema>_<custom>` schemas; with `if_comment`, only while
         the schema's comment is still exactly that (the check and the drop under one lock, so
-        a run that has just re-made the schema keeps it). Whether anything was dropped."""
+        a run that has just re-made the schema keeps it). Whether anything was dropped.
+        SchemaInUse (nothing dropped) when objects outside them depend on them: a cascade
+        would drop the user's views and foreign keys too."""
         self._check_name(schema)
         with self._cursor(read_only=False) as cur:
             _lock_schema(cur, schema)
@@ -203,17 +265,27 @@ class PgWarehouse:
                 if row is None or row[0] != if_comment:
                     return False
             names = self._sandbox_schemas(cur, schema)
+            if why := _in_use(cur, names):
+                raise SchemaInUse(self.where, schema, why)
             for name in names:
                 cur.execute(f"drop schema {_quote(name)} cascade")
             return bool(names)
 
+    def in_use(self, schema: str) -> str | None:
+        """Why `schema` (with its `<schema>_<custom>` schemas) would be kept by `drop`, or
+        None (read-only: `patchit sandbox clean --dry-run`)."""
+        self._check_name(schema)
+        with self._cursor(read_only=True) as cur:
+            return _in_use(cur, self._sandbox_schemas(cur, schema))
+
     def sandboxes(self) -> list[tuple[str, str | None, float]]:
-        """Every `patchit_<12 hex>` schema of the database: its name, comment, and the
-        server's time now (seconds since the epoch)."""
+        """Every `patchit_<12 hex>` schema of the database that this connection's role owns
+        (or is a member of its owner): its name, comment, and the server's time now (seconds
+        since the epoch). Another role's are not this run's to judge."""
         rows = self.query(
             "select nspname, obj_description(oid, 'pg_namespace'), "
             "extract(epoch from now())::float8 from pg_namespace where nspname ~ %s "
-            "order by nspname",
+            "and pg_has_role(nspowner, 'MEMBER') order by nspname",
             (SANDBOX_NAME.pattern,),
         )
         return [(str(r[0]), None if r[1] is None else str(r[1]), float(r[2])) for r in rows]

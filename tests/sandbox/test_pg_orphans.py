@@ -5,7 +5,9 @@ foreign `patchit_...` schema and a recent one of another host are kept."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ from tests.pg_cluster import PgCluster
 from tests.state.conftest import fresh_database
 
 pytestmark = pytest.mark.slow
+PLACE = "0b7f6a52-0000-4000-8000-000000000000/4026531836"  # a boot id and pid namespace
 ROOT = Path(__file__).resolve().parents[2]
 # a child that makes its sandbox schema as a heal does, says so, and waits to be killed
 MAKER = """
@@ -75,8 +78,8 @@ def _plant(pg: PgCluster, db: str) -> dict[str, str]:
     comments = {
         "other_comment": "the data team scratch schema",
         "old_patchit": "patchit sandbox: dropped when the heal ends; safe to drop",
-        "recent_other_host": owner_comment("elsewhere-7:4242:99", now - 3600),
-        "stale": owner_comment("elsewhere-7:4242:99", now - 25 * 3600),
+        "recent_other_host": owner_comment(f"elsewhere-7:4242:99:{PLACE}", now - 3600),
+        "stale": owner_comment(f"elsewhere-7:4242:99:{PLACE}", now - 25 * 3600),
     }
     for key, name in planted.items():
         sql = f"create schema {name}; create table {name}.t as select 1 as x"
@@ -142,7 +145,9 @@ def test_sandbox_clean_drops_only_dead_runs_schemas(pg: PgCluster, db: str, tmp_
         assert f"kept {live_schema}: its run" in done.stdout and "is alive" in done.stdout
         assert f"kept {planted['uncommented']}: no patchit comment" in done.stdout
         assert f"kept {planted['old_patchit']}: no owner in its comment" in done.stdout
-        assert f"dropped {planted['stale']}: run elsewhere-7:4242:99 of another host" in done.stdout
+        assert f"dropped {planted['stale']}: run elsewhere-7:4242:99:{PLACE} of another host" in (
+            done.stdout
+        )
         left = _schemas(pg, db)
         assert dead_schema not in left and planted["stale"] not in left
         assert {live_schema, *(v for k, v in planted.items() if k != "stale")} <= left
@@ -164,3 +169,177 @@ def test_the_owner_comment_round_trips_and_unknown_owners_are_kept() -> None:
     assert not judge("patchit_000000000001", None, 0).drop
     assert not judge("patchit_000000000001", "x; owner=h:1:2; created=2020-01-01T00:00:00Z",
                      2e9).drop  # fmt: skip
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=30)
+    return child.pid
+
+
+def test_only_an_owner_of_this_boot_and_pid_namespace_is_judged_by_its_pid() -> None:
+    from patchit.liveness import placed_owner, process_start, this_place
+
+    host, now = socket.gethostname(), time.time()
+    place = this_place()
+    assert place is not None  # /proc here
+    pid = _dead_pid()
+    dead_here = f"{host}:{pid}:{process_start(os.getpid())}:{place}"
+    assert judge("patchit_000000000001", owner_comment(dead_here, now - 5), now).drop
+    assert not judge("patchit_000000000001", owner_comment(placed_owner(), now - 5), now).drop
+    # the same host name, dead pid, but another pid namespace or boot: its pid says nothing
+    boot, _, pidns = place.partition("/")
+    for elsewhere in (f"{boot}/{int(pidns) + 1}", f"00000000-0000-4000-8000-000000000000/{pidns}"):
+        owner = f"{host}:{pid}:1:{elsewhere}"
+        verdict = judge("patchit_000000000001", owner_comment(owner, now - 5), now)
+        assert not verdict.drop and "pid namespace" in verdict.why
+        assert judge("patchit_000000000001", owner_comment(owner, now - 25 * 3600), now).drop
+    # an older patchit's owner (no boot id nor pid namespace): the age alone decides
+    old = f"{host}:{pid}:1"
+    assert not judge("patchit_000000000001", owner_comment(old, now - 5), now).drop
+    assert judge("patchit_000000000001", owner_comment(old, now - 25 * 3600), now).drop
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare"
+)
+def test_a_live_run_in_another_pid_namespace_on_this_host_keeps_its_schema(
+    pg: PgCluster, db: str, tmp_path: Path
+) -> None:
+    from patchit.sandbox.pg_orphans import sweep
+    from patchit.sandbox.postgres import PgWarehouse
+
+    probe = subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"unshare -p: {probe.stderr.decode().strip()}")
+    child = subprocess.Popen(
+        ["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c", MAKER, pg.host,
+         str(pg.port), db, str(tmp_path / "contained")],
+        stdout=subprocess.PIPE, text=True, env=_env(), start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None
+        schema = child.stdout.readline().strip()
+        assert schema.startswith("patchit_"), schema
+        warehouse = PgWarehouse(pg.profile("x", db))
+        try:
+            done = {v.schema: (v, dropped) for v, dropped in sweep(warehouse)}
+        finally:
+            warehouse.close()
+        verdict, dropped = done[schema]
+        assert not dropped and not verdict.drop, verdict.why
+        assert schema in _schemas(pg, db)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+
+
+def test_a_dead_runs_schema_that_the_users_objects_depend_on_is_kept_and_said(
+    pg: PgCluster, db: str, tmp_path: Path
+) -> None:
+    from patchit.sandbox.pg_orphans import sweep
+    from patchit.sandbox.postgres import PgWarehouse, SchemaInUse
+
+    killed, schema = _maker(pg, db, tmp_path / "killed")
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=30)
+    pg.execute(
+        f"create table {schema}.orders (id int primary key); insert into {schema}.orders "
+        "values (1); create schema analytics; create table analytics.customers "
+        f"(id int primary key, order_id int constraint fk references {schema}.orders(id)); "
+        f"create view analytics.report as select * from {schema}.orders",
+        db,
+    )
+    user = (
+        "select (select count(*) from information_schema.views where table_schema = "
+        "'analytics'), (select count(*) from pg_constraint where conname = 'fk')"
+    )
+    warehouse = PgWarehouse(pg.profile("x", db))
+    try:
+        for dry_run in (True, False):
+            done = {v.schema: (v, dropped) for v, dropped in sweep(warehouse, dry_run=dry_run)}
+            verdict, dropped = done[schema]
+            assert not dropped and not verdict.drop
+            line = verdict.line(dropped)
+            assert line.startswith(f"kept {schema}: its run") and "is dead, but objects" in line
+            assert "view analytics.report" in line and "constraint fk on table" in line
+            assert "\n" not in line, line
+        assert pg.execute(user, db) == [(1, 1)] and schema in _schemas(pg, db)
+        # no drop of it cascades to the user's objects: not a release, nor a reset
+        with pytest.raises(SchemaInUse, match=r"view analytics\.report"):
+            warehouse.drop(schema)
+        with pytest.raises(SchemaInUse):
+            warehouse.reset(schema)
+        assert pg.execute(user, db) == [(1, 1)]
+        assert pg.execute(f"select count(*) from {schema}.orders", db) == [(1,)]
+        # once the user's objects no longer need it, the next sweep drops it
+        pg.execute("drop view analytics.report; alter table analytics.customers drop "
+                   "constraint fk", db)  # fmt: skip
+        assert [(v.schema, d) for v, d in sweep(warehouse)] == [(schema, True)]
+        assert schema not in _schemas(pg, db)
+    finally:
+        warehouse.close()
+
+
+def test_the_sweep_judges_only_its_roles_schemas_and_goes_on_past_one_it_cannot_drop(
+    pg: PgCluster, db: str, tmp_path: Path
+) -> None:
+    from patchit.harnesses.dbt_pg import PgSchemas
+    from patchit.liveness import this_place
+
+    app, other, stranger = f"app_{db}", f"other_{db}", f"stranger_{db}"
+    # `app` is a member of `other` without its privileges (noinherit): it may not drop
+    # other's schemas; it is no member of `stranger` at all
+    pg.execute(
+        f"create role {app} login noinherit; create role {other}; create role {stranger}; "
+        f"grant {other} to {app}; grant create on database {db} to {app}, {other}, {stranger}",
+        db,
+    )
+    now = time.time()
+    dead = owner_comment(f"{socket.gethostname()}:{_dead_pid()}:1:{this_place()}", now - 60)
+    schemas = {"patchit_000000000001": other, "patchit_000000000002": stranger}
+    for schema, role in schemas.items():
+        pg.execute(f"set role {role}; create schema {schema}; comment on schema {schema} is "
+                   f"'{dead}'; create schema {schema}_marts; reset role", db)  # fmt: skip
+    # app's own dead run's schema, after theirs
+    pg.execute(f"set role {app}; create schema patchit_000000000003; comment on schema "
+               f"patchit_000000000003 is '{dead}'; reset role", db)  # fmt: skip
+    sandboxes = PgSchemas()
+    output = {**pg.profile("x", db), "user": app}
+    try:
+        sandboxes.warehouse(output)
+        left = _schemas(pg, db)
+        assert "patchit_000000000003" not in left  # app's own: swept past the failure
+        assert {*schemas, *(f"{s}_marts" for s in schemas)} <= left
+        assert sandboxes.swept == ["patchit_000000000003"]
+    finally:
+        problems = sandboxes.close()
+    assert len(problems) == 1, problems
+    assert "patchit_000000000001 of a dead run was not dropped" in problems[0]
+    assert "must be owner" in problems[0]
+
+
+def test_a_dead_runs_custom_schemas_go_with_it_only_when_they_have_its_owner(
+    pg: PgCluster, db: str, tmp_path: Path
+) -> None:
+    from patchit.sandbox.pg_orphans import sweep
+    from patchit.sandbox.postgres import PgWarehouse
+
+    killed, schema = _maker(pg, db, tmp_path / "killed")
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=30)
+    stranger = f"stranger_{db}"
+    pg.execute(f"create role {stranger}; grant create on database {db} to {stranger}; "
+               f"create schema {schema}_marts; set role {stranger}; "
+               f"create schema {schema}_theirs; reset role", db)  # fmt: skip
+    warehouse = PgWarehouse(pg.profile("x", db))  # a superuser: it could drop them all
+    try:
+        assert [(v.schema, d) for v, d in sweep(warehouse)] == [(schema, True)]
+        left = _schemas(pg, db)
+        assert schema not in left and f"{schema}_marts" not in left
+        assert f"{schema}_theirs" in left
+        # a run re-making the schema leaves another role's `<schema>_...` alone too
+        warehouse.reset(schema)
+        assert warehouse.drop(schema) and f"{schema}_theirs" in _schemas(pg, db)
+    finally:
+        warehouse.close()

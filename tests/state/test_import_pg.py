@@ -167,3 +167,36 @@ def test_an_older_patchits_memory_is_migrated_on_a_copy(tmp_path: Path, state_ur
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "new") == ["attempts.sqlite3"]
     [incident] = _incidents(tmp_path / "new", state_url)
     assert incident["id"] == "20260101-abcdef" and incident["status"] == "failed"
+
+
+def test_events_in_the_old_homes_fallback_file_refuse_the_import_until_spooled(
+    tmp_path: Path, state_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events a producer wrote to the fallback file are in no SQLite file: an import that
+    skipped them would lose them, and one that copied them could not be exactly once. The
+    import is refused in one line, nothing written, until the old worker spooled them."""
+    from patchit.intake.spool_files import append_fallback
+
+    monkeypatch.delenv("PATCHIT_STATE_URL", raising=False)
+    old, new = tmp_path / "old", tmp_path / "new"
+    with Memory.open(old), Spool.open(old) as spool:
+        spool.put({"event_id": "spooled"})
+    append_fallback({"event_id": "fell-back"}, old)
+    before = _fingerprint(old)
+    for dry in ((), ("--dry-run",)):
+        refused = _patchit(new, "state", "import", "--from", str(old), *dry, url=state_url)
+        assert refused.returncode == 2, refused.stdout
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1, refused.stderr
+        assert "1 fallback file(s)" in lines[0] and "fallback.jsonl" in lines[0]
+        assert "patchit worker --once" in lines[0] and "nothing was written" in lines[0]
+    assert _fingerprint(old) == before
+    # what the old worker does first: its fallback file into its spool, exactly once
+    with Spool.open(old) as spool:
+        assert spool.import_fallback() == 1
+    done = _patchit(new, "state", "import", "--from", str(old), url=state_url)
+    assert done.returncode == 0, done.stderr
+    assert "2 spool" in done.stdout
+    with _pg_spool(state_url) as pg:
+        payloads = [json.loads(r["payload"])["event_id"] for r in pg.rows()]
+    assert sorted(payloads) == ["fell-back", "spooled"]

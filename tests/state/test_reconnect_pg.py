@@ -200,3 +200,38 @@ def test_a_claim_cut_off_by_the_server_is_rolled_back_and_made_once_more(
         rows = other.execute("select owner, claims from spool order by id").fetchall()
         assert rows == [("me:2:2", 1), ("me:2:2", 1)]
     other.close()
+
+
+def test_a_producer_whose_connection_is_lost_writes_the_fallback_and_never_reconnects(
+    pg_home: Path, state_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A producer given up on (the Airflow callback's deadline) has written its events to the
+    fallback file: were its thread to reconnect and commit them, the worker would heal them
+    twice. So a producer's connection is never made again; a worker's is."""
+    from patchit.intake.spool import spool_events
+    from patchit.intake.spool_files import fallback_path
+
+    other = PgConn(connect(state_url))
+    put_many = Spool.put_many
+    opened: list[Spool] = []
+
+    def cut_then_put(spool: Spool, events: list[dict[str, object]]) -> list[int]:
+        assert spool.pg_conn is not None
+        opened.append(spool)
+        [[pid]] = spool.pg_conn.execute("select pg_backend_pid()").fetchall()
+        other.execute("select pg_terminate_backend(?)", (pid,))
+        time.sleep(0.2)
+        return put_many(spool, events)
+
+    monkeypatch.setattr(Spool, "put_many", cut_then_put)
+    try:
+        assert spool_events([{"n": 1}, {"n": 2}], pg_home) is False
+        assert opened and opened[0].pg_conn is not None and opened[0].pg_conn.reconnects == 0
+        assert other.execute("select count(*) from spool").fetchall() == [(0,)]
+        lines = fallback_path(pg_home).read_text().splitlines()
+        assert [json.loads(line)["n"] for line in lines] == [1, 2]
+        # a worker's spool reconnects
+        with Spool.open(pg_home) as spool:
+            assert spool.pg_conn is not None and spool.pg_conn.reopen is not None
+    finally:
+        other.close()
