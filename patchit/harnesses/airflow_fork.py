@@ -31,6 +31,7 @@ import os
 import select
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from patchit.errors import HarnessError
+from patchit.harnesses.airflow_home import ensure_template_db
+from patchit.harnesses.airflow_warmup import WARM_DB_ENV, adopt, warm_up
 from patchit.harnesses.warm import WarmProcess
 from patchit.sandbox.isolation import Sandbox, allowed_env
 from patchit.sandbox.landlock import restrict_writes
@@ -130,6 +133,32 @@ def enter_candidate(job: dict[str, Any]) -> None:
     settings.dispose_orm(do_log=False)
     settings.configure_vars()  # type: ignore[no-untyped-call]
     settings.configure_orm()  # type: ignore[no-untyped-call]
+    adopt(settings.engine)
+
+
+def warm_up_or_restart(reply_fd: int) -> dict[str, Any] | None:
+    """The warm-up run (`airflow_warmup`) on the copy of the template DB `WARM_DB_ENV` names.
+    Should it fail, or leave a thread behind (which a fork must not inherit), the parent
+    starts over as itself without it: a cold parent is slower, never wrong."""
+    template = os.environ.get(WARM_DB_ENV)
+    if not template:
+        return None
+    try:
+        report = warm_up(Path(os.environ["AIRFLOW_HOME"]), Path(template))
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        report = {"passed": False}
+    if report.get("passed") and report.get("threads") == 1:
+        return report
+    print(f"patchit: the Airflow parent's warm-up failed ({report}); restarting cold",
+          file=sys.stderr, flush=True)  # fmt: skip
+    os.environ.pop(WARM_DB_ENV)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(reply_fd, 1)  # the protocol's stdout again, as the new process expects it
+    os.execv(sys.executable, [sys.executable, "-m", "patchit.harnesses.airflow_fork"])
 
 
 def serve() -> int:
@@ -138,7 +167,8 @@ def serve() -> int:
     os.dup2(2, 1)
     reply = os.fdopen(reply_fd, "w", buffering=1, encoding="utf-8")
     preload()
-    reply.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    warm = warm_up_or_restart(reply_fd)
+    reply.write(json.dumps({"ready": True, "pid": os.getpid(), "warm": warm}) + "\n")
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -191,7 +221,7 @@ class ForkParent(WarmProcess):
 
     label = "Airflow parent"
 
-    def __init__(self, sandbox: Sandbox, home: Path) -> None:
+    def __init__(self, sandbox: Sandbox, home: Path, warm_db: Path | None = None) -> None:
         self._home = home
         env = {k: v for k, v in allowed_env(os.environ).items() if not k.startswith("AIRFLOW")}
         env |= {
@@ -202,6 +232,8 @@ class ForkParent(WarmProcess):
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         }
+        if warm_db is not None:
+            env[WARM_DB_ENV] = str(warm_db)
         argv = [sys.executable, "-m", "patchit.harnesses.airflow_fork"]
         super().__init__(argv, sandbox, env, cwd=home)
 
@@ -213,7 +245,14 @@ class ForkParent(WarmProcess):
         home = Path(tempfile.mkdtemp(prefix="patchit-airflow-parent-")).resolve()
         if sandbox.confines_writes:
             sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, home))
-        parent = cls(sandbox, home)
+        # The warm-up's own copy of the template DB, in the parent's home (the cache may be
+        # out of the sandbox's sight); the first verify would migrate the template anyway.
+        warm_db: Path | None = home / "warm-up.db"
+        try:
+            shutil.copyfile(ensure_template_db()[0], home / "warm-up.db")
+        except (HarnessError, OSError, subprocess.SubprocessError):
+            warm_db = None  # the parent starts cold; the verify reports the DB's problem
+        parent = cls(sandbox, home, warm_db)
         parent.wait_ready(startup_timeout_s)
         return parent
 

@@ -212,6 +212,21 @@ class TestWarmAirflowHarness(HarnessContract):
         assert "helper of candidate 3" in outputs[2] and "candidate 1" not in outputs[2]
         assert len(pids) == 1  # all three forks of one warm parent
 
+    def test_the_parent_warms_up_without_leaving_its_dag_to_a_candidate(
+        self, harness: AirflowHarness, make_case: MakeCase
+    ) -> None:
+        """The parent ran its own warm-up DAG before forking (one thread left, as a fork
+        needs); a candidate's run sees none of that DAG's modules."""
+        case = make_case("good")
+        code = 'import sys\nassert not [m for m in sys.modules if "patchit_warm_up" in m]'
+        add_escape_dag(case.workspace.root, code)
+        event = airflow_event(case.user_repo, "escape_dag", "escape", ESCAPE_DAG_FILE)
+        result = harness.verify(case.workspace, event)
+        assert result.passed, result.output
+        assert harness._parent is not None
+        warm = harness._parent.wait_ready(0)["warm"]
+        assert warm["passed"] is True and warm["threads"] == 1, warm
+
     def test_reuses_the_template_db(
         self, harness: AirflowHarness, make_case: MakeCase, seeded_home: Path
     ) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from patchit.harnesses.airflow_fork import RUN_MODULES
+from patchit.harnesses.airflow_warmup import WARM_DB_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -85,3 +86,23 @@ def test_no_preloaded_module_is_a_candidates() -> None:
     be served stale to every candidate."""
     roots = {name.split(".")[0] for name in RUN_MODULES}
     assert roots <= {"airflow", "a2wsgi", "anyio", "encodings", "jinja2", "patchit"}
+
+
+def test_a_failed_warm_up_restarts_the_parent_cold(tmp_path: Path) -> None:
+    """A warm-up that cannot run (here: its DB copy is missing) leaves no half-warmed parent:
+    it starts over without one and still says it is ready, on the protocol's stdout."""
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'unused.db'}",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        WARM_DB_ENV: str(tmp_path / "missing.db"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "patchit.harnesses.airflow_fork"], env=env, cwd=tmp_path,
+        input="", capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ready = json.loads(proc.stdout.splitlines()[0])
+    assert ready["ready"] is True and ready["warm"] is None
+    assert "warm-up failed" in proc.stderr and "restarting cold" in proc.stderr
