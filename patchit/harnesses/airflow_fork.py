@@ -1,11 +1,13 @@
 """A warm Airflow parent: `python -m patchit.harnesses.airflow_fork`, one fork per candidate.
 
 Importing Airflow costs seconds, and the first call into its in-process execution API costs
-more (cadwyn generates its versioned routers, ~15 s here). The parent pays both once, never
-parses a DAG or opens the metadata DB, and forks one child per request: the child takes the
-candidate's environment, re-points Airflow's settings at the candidate's AIRFLOW_HOME and DB,
-and runs `airflow_runner.run_to_file`. No DagBag or user module is shared between candidates:
-each child starts from the parent's clean state and exits.
+more (cadwyn generates its versioned routers, ~15 s here). The parent pays both once, then
+runs patchit's own warm-up DAG on its own copy of the template DB (`airflow_warmup`: compiled
+SQL, configured mappers, the execution API's first requests), and forks one child per request:
+the child takes the candidate's environment, re-points Airflow's settings at the candidate's
+AIRFLOW_HOME and DB, and runs `airflow_runner.run_to_file`. No user DAG, DagBag or user
+module is ever in the parent, so none is shared between candidates: each child starts from
+the parent's state, imports the candidate's own files, and exits.
 
 Protocol (one JSON object per line):
 
