@@ -124,6 +124,41 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        heavy_files_first(items)
+
+
+# --- balance across pytest-xdist workers ------------------------------------------------------
+
+# `make test` runs whole files per worker (`--dist loadfile`) and hands them out in collection
+# order (`--no-loadscope-reorder`): xdist's own order, most tests first, sent these files of one
+# to four long tests last, two of them queued on one worker while the others idled, and that
+# worker set the suite's wall time. So the longest files (seconds per file, measured on the
+# 2-core CI machine) start first, longest first; the rest keep their order. A stale list only
+# costs time: re-measure with `pytest -n 4 --dist loadfile --junitxml=...` and re-rank.
+HEAVY_FILES = (
+    "tests/bench/test_corpus_quick.py",
+    "tests/bench/test_corpus_quick_airflow.py",
+    "tests/patching/test_python_verify.py",
+    "tests/bench/test_corpus_postgres.py",
+    "tests/delivery/test_e2e_airflow.py",
+    "tests/integrations/test_airflow_real.py",
+    "tests/delivery/test_e2e_airflow_heal.py",
+    "tests/bench/test_perf_airflow.py",
+    "tests/bench/test_perf.py",
+    "tests/bench/test_fault.py",
+    "tests/cli/test_demo.py",
+    "tests/delivery/test_e2e_dbt.py",
+    "tests/test_loop_runtime.py",
+    "tests/patching/test_refs.py",
+)
+
+
+def heavy_files_first(items: list[pytest.Item]) -> None:
+    """Reorder `items` in place: HEAVY_FILES' tests first, in its order; a file's own tests
+    keep their order, and so do all other files'."""
+    rank = {path: number for number, path in enumerate(HEAVY_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 def fast_tier(config: pytest.Config) -> bool:
