@@ -7,9 +7,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PATCHIT_HOME ?= $(CURDIR)/var
 # Most of the suite waits on dbt and Airflow child processes, so more workers than cores pay;
-# whole files per worker keep module-scoped fixtures (a warm Airflow harness) built once.
+# whole files per worker keep module-scoped fixtures (a warm Airflow harness) built once;
+# files are handed out in collection order, which tests/conftest.py starts with the longest
+# (HEAVY_FILES), not xdist's most-tests-first order that left those for last.
 PYTEST_WORKERS ?= 4
-PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadfile
+PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: demo test test-fast fuzz lint typecheck install bubblewrap chromium postgres clean fault race
 

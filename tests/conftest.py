@@ -124,6 +124,68 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        heavy_files_first(items)
+
+
+# --- balance across pytest-xdist workers ------------------------------------------------------
+
+# `make test` runs whole files per worker (`--dist loadfile`) and hands them out in collection
+# order (`--no-loadscope-reorder`): xdist's own order, most tests first, sent these files of one
+# to four long tests last, two of them queued on one worker while the others idled, and that
+# worker set the suite's wall time. So the longest files start first, longest first (the 40
+# longest of a measured run: each file's summed test times from `--junitxml`, on the 2-core CI
+# machine); the rest keep their order. A stale list only costs time: re-measure and re-rank.
+HEAVY_FILES = (
+    "tests/patching/test_python_verify.py",
+    "tests/cli/test_dbt_wrapper.py",
+    "tests/cli/test_demo.py",
+    "tests/test_loop_llm.py",
+    "tests/bench/test_corpus_postgres.py",
+    "tests/integrations/test_airflow_real.py",
+    "tests/test_planted_secrets_real.py",
+    "tests/bench/test_fault.py",
+    "tests/bench/test_corpus_quick.py",
+    "tests/test_loop.py",
+    "tests/bench/test_corpus_quick_airflow.py",
+    "tests/test_loop_runtime.py",
+    "tests/delivery/test_e2e_airflow.py",
+    "tests/test_loop_airflow3.py",
+    "tests/bench/test_perf_airflow.py",
+    "tests/patching/test_airflow3.py",
+    "tests/test_postgres.py",
+    "tests/cli/test_unprepared_project.py",
+    "tests/delivery/test_e2e_dbt.py",
+    "tests/harnesses/test_airflow.py",
+    "tests/patching/test_columns.py",
+    "tests/delivery/test_e2e_airflow_heal.py",
+    "tests/patching/test_refs.py",
+    "tests/integrations/test_airflow_heal_dag.py",
+    "tests/harnesses/test_dbt_partial_parse.py",
+    "tests/cli/test_dropin.py",
+    "tests/harnesses/test_dbt.py",
+    "tests/test_loop_fidelity.py",
+    "tests/cli/test_bad_input.py",
+    "tests/test_loop_columns.py",
+    "tests/cli/test_inspect.py",
+    "tests/patching/test_message.py",
+    "tests/test_loop_limits.py",
+    "tests/classify/test_classify_data_changes.py",
+    "tests/test_worker.py",
+    "tests/harnesses/test_escapes.py",
+    "tests/patching/test_yaml_props.py",
+    "tests/bench/test_perf.py",
+    "tests/state/test_race_pg.py",
+    "tests/fidelity/test_dbt_check.py",
+    "tests/fidelity/test_airflow_check.py",
+)
+
+
+def heavy_files_first(items: list[pytest.Item]) -> None:
+    """Reorder `items` in place: HEAVY_FILES' tests first, in its order; a file's own tests
+    keep their order, and so do all other files'."""
+    rank = {path: number for number, path in enumerate(HEAVY_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 def fast_tier(config: pytest.Config) -> bool:

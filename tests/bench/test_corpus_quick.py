@@ -1,49 +1,33 @@
-"""The CI subset of the corpus: four scenarios through the real runner (`patchit bench
---only ...`), real dbt, Airflow, git and patchit subprocesses. The full corpus is
-`patchit bench`; this keeps one of each kind of verdict honest on every change."""
+"""The CI subset of the corpus, its dbt part: three scenarios on one base project through the
+real runner (`patchit bench --only ...`), real dbt, git and patchit subprocesses. The Airflow
+scenario is tests/bench/test_corpus_quick_airflow.py (its own file, so another xdist worker
+runs it beside this one). The full corpus is `patchit bench`; this keeps one of each kind of
+verdict honest on every change."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.bench.corpus_subset import assert_fixed_offline, bench_subset, by_name
+
 pytestmark = pytest.mark.slow
 
 # the trap: reverting the breaking change would drop the new column it added, so the candidate
 # that passes must end needs_review, never on a branch
-QUICK = ("dbt_ref_typo", "dbt_data_null_country", "dbt_trap_revert_new_column", "af_key_typo")
+QUICK = ("dbt_ref_typo", "dbt_data_null_country", "dbt_trap_revert_new_column")
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    results = tmp_path_factory.mktemp("results")
-    proc = subprocess.run(
-        [sys.executable, "-m", "patchit", "bench", "--only", ",".join(QUICK), "--json",
-         "--results", str(results)],
-        capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    data: dict[str, Any] = json.loads(proc.stdout)
-    data["_exit"], data["_stderr"], data["_results"] = proc.returncode, proc.stderr, results
-    return data
-
-
-def by_name(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {row["name"]: row for row in run["scenarios"]}
+    return bench_subset(QUICK, tmp_path_factory.mktemp("results"))
 
 
 def test_the_fixed_branch_reproduces_the_good_commits_values(quick_run: dict[str, Any]) -> None:
-    for name in ("dbt_ref_typo", "af_key_typo"):
-        row = by_name(quick_run)[name]
-        assert (row["outcome"], row["classification"]) == ("fixed", "code_bug"), row
-        assert row["hidden_check"] == "match" and row["branch"].startswith("patchit/")
-        assert row["tiers"] == [0] and row["tokens"] == 0  # offline: tier 0 alone
-        assert row["passed"] and row["time_to_final_s"] > 0
+    assert_fixed_offline(by_name(quick_run)["dbt_ref_typo"])
 
 
 def test_bad_data_is_escalated_as_data_issue(quick_run: dict[str, Any]) -> None:
@@ -63,13 +47,14 @@ def test_no_user_tree_is_touched_and_the_summary_adds_up(quick_run: dict[str, An
     assert [r["name"] for r in rows] == sorted(QUICK)
     assert all(r["untouched"] and r["touched"] == [] and r["broken_fails"] for r in rows)
     summary = quick_run["summary"]
-    assert summary["scenarios"] == 4 and summary["wrong_fixes"] == 0
+    assert summary["scenarios"] == 3 and summary["wrong_fixes"] == 0
     assert summary["user_tree_touches"] == 0 and summary["runner_errors"] == 0
-    assert summary["code_bugs"] == 2 and summary["code_bugs_fixed"] == 2
+    assert summary["code_bugs"] == 1 and summary["code_bugs_fixed"] == 1
     assert summary["escalations"] == 1 and summary["escalation_accuracy"] == 1.0
+    assert summary["traps"] == 1 and summary["traps_passed"] == 1
     assert quick_run["_exit"] == 0
     written = json.loads((quick_run["_results"] / "subset.json").read_text())
-    assert written["summary"]["passed"] == summary["passed"] == 4
+    assert written["summary"]["passed"] == summary["passed"] == 3
     assert (
         "| dbt_ref_typo | dbt | fixed | fixed | code_bug |"
         in (Path(quick_run["_results"]) / "subset.md").read_text()
