@@ -1,5 +1,12 @@
 """The tests' throw-away PostgreSQL clusters: `patchit.bench.pg_server` (the benchmark starts
-the same ones)."""
+the same ones); and the example shop project pointed at one."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
 
 from patchit.bench.pg_server import (
     PG_BIN,
@@ -19,4 +26,23 @@ __all__ = [
     "check_binaries",
     "pg_cluster",
     "pg_ctl",
+    "shop_on_postgres",
 ]
+
+
+def shop_on_postgres(tmp_path: Path, pg: PgCluster, schema: str, source: Path, green: bool) -> Path:
+    """`source` (the shop project) in a git repo at `tmp_path / "shop"`, its profile's target
+    `schema` of `pg`, committed; with `green`, built by dbt there as the user's last good run."""
+    from tests.conftest import commit_all, git, user_dbt_events
+
+    repo = tmp_path / "shop"
+    shutil.copytree(source, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
+    profiles = {"shop": {"target": "pg", "outputs": {"pg": pg.profile(schema)}}}
+    (repo / "profiles.yml").write_text(yaml.safe_dump(profiles))
+    (repo / ".gitignore").write_text("target/\nlogs/\n")
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "shop on postgres")
+    if green:
+        code, events = user_dbt_events(repo, ["build"])
+        assert code == 0 and events == [], [e.error_message for e in events]
+    return repo

@@ -12,7 +12,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from patchit.classify.classifier import classify_failure
 from patchit.classify.model import FailureClass
@@ -22,7 +21,7 @@ from patchit.patching.apply import apply_edits
 from patchit.patching.fixits.columns import RenameColumnStrategy
 from tests.cli.helpers import incidents, patchit_dbt
 from tests.conftest import commit_all, git, user_dbt_events
-from tests.pg_cluster import PgCluster
+from tests.pg_cluster import PgCluster, shop_on_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -62,16 +61,7 @@ def _repo(
     """The shop project (or `source`) on Postgres in a git repo: one good commit (with
     `green`, built by dbt into `schema` as the user's last good run), then daily_revenue reads
     `amont` (and the extra models are added)."""
-    repo = tmp_path / "shop"
-    shutil.copytree(source, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
-    profiles = {"shop": {"target": "pg", "outputs": {"pg": pg.profile(schema)}}}
-    (repo / "profiles.yml").write_text(yaml.safe_dump(profiles))
-    (repo / ".gitignore").write_text("target/\nlogs/\n")
-    git(repo, "init", "-q", "-b", "main")
-    commit_all(repo, "shop on postgres")
-    if green:
-        code, events = user_dbt_events(repo, ["build"])
-        assert code == 0 and events == [], [e.error_message for e in events]
+    repo = shop_on_postgres(tmp_path, pg, schema, source, green)
     daily = repo / DAILY
     daily.write_text(daily.read_text().replace("sum(amount) as revenue", "sum(amont) as revenue"))
     for name, sql in extra.items():

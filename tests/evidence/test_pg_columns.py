@@ -11,11 +11,9 @@ it became are in the warehouse, not in the artifacts (the schema.yml documents t
 from __future__ import annotations
 
 import itertools
-import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.dbt import gather_dbt_evidence
@@ -24,7 +22,7 @@ from patchit.examples import SHOP
 from patchit.patching.fixits.columns import RenameColumnStrategy
 from patchit.patching.llm.context import evidence_sections
 from tests.conftest import commit_all, git, user_dbt_events
-from tests.pg_cluster import PgCluster
+from tests.pg_cluster import PgCluster, shop_on_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -36,15 +34,7 @@ _N = itertools.count()
 
 def _renamed_upstream(tmp_path: Path, pg: PgCluster, schema: str) -> tuple[Path, Path]:
     """The shop project on Postgres, built green into `schema`; then the breaking commit."""
-    repo = tmp_path / "shop"
-    shutil.copytree(SHOP, repo, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
-    profiles = {"shop": {"target": "pg", "outputs": {"pg": pg.profile(schema)}}}
-    (repo / "profiles.yml").write_text(yaml.safe_dump(profiles))
-    (repo / ".gitignore").write_text("target/\nlogs/\n")
-    git(repo, "init", "-q", "-b", "main")
-    commit_all(repo, "shop on postgres")
-    code, events = user_dbt_events(repo, ["build"])
-    assert code == 0 and events == [], [e.error_message for e in events]
+    repo = shop_on_postgres(tmp_path, pg, schema, SHOP, green=True)
     stg = repo / STG
     stg.write_text(stg.read_text().replace("    first_name,\n", "    first_name as given_name,\n"))
     customers = repo / CUSTOMERS

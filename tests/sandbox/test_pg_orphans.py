@@ -59,6 +59,14 @@ def _maker(pg: PgCluster, db: str, scratch: Path) -> tuple[subprocess.Popen[str]
     return child, schema
 
 
+def _killed_maker(pg: PgCluster, db: str, scratch: Path) -> str:
+    """The schema of a run killed with `kill -9` once it made it."""
+    killed, schema = _maker(pg, db, scratch)
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=30)
+    return schema
+
+
 def _schemas(pg: PgCluster, db: str) -> set[str]:
     rows = pg.execute("select nspname from pg_namespace where nspname like 'patchit%'", db)
     return {str(r[0]) for r in rows}
@@ -200,20 +208,19 @@ def test_only_an_owner_of_this_boot_and_pid_namespace_is_judged_by_its_pid() -> 
     assert judge("patchit_000000000001", owner_comment(old, now - 25 * 3600), now).drop
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare"
-)
 def test_a_live_run_in_another_pid_namespace_on_this_host_keeps_its_schema(
     pg: PgCluster, db: str, tmp_path: Path
 ) -> None:
     from patchit.sandbox.pg_orphans import sweep
     from patchit.sandbox.postgres import PgWarehouse
 
-    probe = subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip(f"unshare -p: {probe.stderr.decode().strip()}")
+    # a pid namespace of its own (as root, as CI runs; else inside a user namespace)
+    unshare = ["unshare", *(["-r"] if os.geteuid() != 0 else []), "-p", "-f", "--mount-proc"]
+    assert shutil.which("unshare"), "unshare is required here: apt-get install util-linux"
+    probe = subprocess.run([*unshare, "true"], capture_output=True)
+    assert probe.returncode == 0, f"unshare -p cannot run here: {probe.stderr.decode().strip()}"
     child = subprocess.Popen(
-        ["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c", MAKER, pg.host,
+        [*unshare, sys.executable, "-c", MAKER, pg.host,
          str(pg.port), db, str(tmp_path / "contained")],
         stdout=subprocess.PIPE, text=True, env=_env(), start_new_session=True,
     )  # fmt: skip
@@ -240,9 +247,7 @@ def test_a_dead_runs_schema_that_the_users_objects_depend_on_is_kept_and_said(
     from patchit.sandbox.pg_orphans import sweep
     from patchit.sandbox.postgres import PgWarehouse, SchemaInUse
 
-    killed, schema = _maker(pg, db, tmp_path / "killed")
-    os.kill(killed.pid, signal.SIGKILL)
-    killed.wait(timeout=30)
+    schema = _killed_maker(pg, db, tmp_path / "killed")
     pg.execute(
         f"create table {schema}.orders (id int primary key); insert into {schema}.orders "
         "values (1); create schema analytics; create table analytics.customers "
@@ -325,9 +330,7 @@ def test_a_dead_runs_custom_schemas_go_with_it_only_when_they_have_its_owner(
     from patchit.sandbox.pg_orphans import sweep
     from patchit.sandbox.postgres import PgWarehouse
 
-    killed, schema = _maker(pg, db, tmp_path / "killed")
-    os.kill(killed.pid, signal.SIGKILL)
-    killed.wait(timeout=30)
+    schema = _killed_maker(pg, db, tmp_path / "killed")
     stranger = f"stranger_{db}"
     pg.execute(f"create role {stranger}; grant create on database {db} to {stranger}; "
                f"create schema {schema}_marts; set role {stranger}; "
