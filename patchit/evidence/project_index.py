@@ -64,7 +64,8 @@ def read_project_config(project_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _paths(config: dict[str, Any], key: str, default: list[str]) -> list[str]:
+def config_paths(config: dict[str, Any], key: str, default: list[str]) -> list[str]:
+    """A dbt_project.yml paths setting (`model-paths`...) as a list, or `default`."""
     value = config.get(key, default)
     if isinstance(value, str):
         return [value]
@@ -185,16 +186,16 @@ def node_names(project_dir: Path) -> list[str]:
 
 
 def _scan_nodes(project_dir: Path, config: dict[str, Any]) -> ProjectIndex:
-    model_paths = _paths(config, "model-paths", ["models"])
-    seed_paths = _paths(config, "seed-paths", ["seeds"])
-    snapshot_paths = _paths(config, "snapshot-paths", ["snapshots"])
+    model_paths = config_paths(config, "model-paths", ["models"])
+    seed_paths = config_paths(config, "seed-paths", ["seeds"])
+    snapshot_paths = config_paths(config, "snapshot-paths", ["snapshots"])
     packages = _packages(project_dir, config)
     models = [p.stem for p in _files(project_dir, model_paths, (".sql", ".py"))]
     for pkg_dir in packages.values():
         pkg_config = read_project_config(pkg_dir)
         models += [
             p.stem
-            for p in _files(pkg_dir, _paths(pkg_config, "model-paths", ["models"]), (".sql",))
+            for p in _files(pkg_dir, config_paths(pkg_config, "model-paths", ["models"]), (".sql",))
         ]
     seeds = [p.stem for p in _files(project_dir, seed_paths, (".csv",))]
     snapshot_sql = _files(project_dir, snapshot_paths, (".sql",))
@@ -218,10 +219,10 @@ def index_project(project_dir: Path, manifest_path: Path | None = None) -> Proje
     config = read_project_config(project_dir)
     index = _scan_nodes(project_dir, config)
     packages = _packages(project_dir, config)
-    macro_paths = _paths(config, "macro-paths", ["macros"])
+    macro_paths = config_paths(config, "macro-paths", ["macros"])
     macros = _macro_names(_files(project_dir, macro_paths, (".sql",)))
     for pkg_name, pkg_dir in packages.items():
-        macro_dirs = _paths(read_project_config(pkg_dir), "macro-paths", ["macros"])
+        macro_dirs = config_paths(read_project_config(pkg_dir), "macro-paths", ["macros"])
         macros += _macro_names(_files(pkg_dir, macro_dirs, (".sql",)), prefix=f"{pkg_name}.")
     macros += list(DBT_CONTEXT_NAMES) + list(builtin_macros())
 

@@ -19,6 +19,7 @@ from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt_prepare import sandbox_paths
+from patchit.harnesses.dbt_units import RUN_NODES_FILE
 from patchit.sandbox.dbt_profile import resolve_dbt_target, sandbox_db_location
 
 BUILT_TYPES = ("model", "seed", "snapshot")
@@ -69,9 +70,11 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def built_nodes(target_dir: Path, project_rel: Path) -> dict[str, BuiltNode]:
-    """Relations the run built successfully, from its run_results.json and manifest.json."""
+    """Relations the run built successfully, from its run_results.json and manifest.json (or
+    the warm worker's record of the run's nodes, which it writes instead of the manifest)."""
     results = _read_json(target_dir / "run_results.json").get("results") or []
-    manifest = _read_json(target_dir / "manifest.json")
+    run_nodes = target_dir / RUN_NODES_FILE
+    manifest = _read_json(run_nodes if run_nodes.is_file() else target_dir / "manifest.json")
     nodes: dict[str, BuiltNode] = {}
     for res in results:
         uid = str(res.get("unique_id"))

@@ -14,17 +14,30 @@ from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.project_index import node_names
 from patchit.evidence.redact import MASK
 from patchit.harnesses.base import Workspace
+from patchit.harnesses.dbt_changes import (
+    agrees_with_manifest,
+    changed_node_names,
+    read_failing_parse,
+)
 from patchit.harnesses.dbt_pg import PgSchemas
-from patchit.harnesses.dbt_units import DbtSandbox, replay_env, select_units, unbuilt_nodes
+from patchit.harnesses.dbt_units import (
+    RUN_NODES_FILE,
+    DbtSandbox,
+    replay_env,
+    select_units,
+    unbuilt_nodes,
+)
 from patchit.sandbox.dbt_profile import (
     resolve_dbt_target,
     sandbox_db_location,
+    user_target_dir,
     write_sandbox_profile,
 )
 from patchit.sandbox.envrefs import referenced_env_names
 from patchit.sandbox.isolation import allowed_env
 from patchit.sandbox.postgres import PASSWORD_ENV, is_postgres, password_of
 from patchit.sandbox.snapshot import (
+    PARTIAL_PARSE_FILE,
     copy_for_candidate,
     parse_cache_key,
     user_parse_file,
@@ -112,7 +125,10 @@ def prepare(
         raise HarnessError(f"cannot build the dbt sandbox: {exc}") from exc
 
     unbuilt = unbuilt_nodes(node_names(project_dir), relations)
-    selectors = select_units(event, with_state, unbuilt)
+    # What the candidate changed, by name, instead of dbt's state comparison (a third of a
+    # warm run on a large project); dbt still judges what the failing run's parse cannot.
+    changed = _changed_by_name(event, project_dir) if with_state else None
+    selectors = select_units(event, with_state and changed is None, unbuilt, changed or ())
     args = ["build"]
     if selectors:
         args += ["--select", *selectors]
@@ -128,7 +144,7 @@ def prepare(
         args += ["--vars", replay_vars]
     if "--full-refresh" in event.dbt.args:
         args.append("--full-refresh")
-    if with_state:
+    if with_state and (changed is None or pg_schema is not None):  # --defer reads it
         state_dir = scratch / "state"
         state_dir.mkdir(exist_ok=True)
         shutil.copyfile(str(manifest), state_dir / "manifest.json")
@@ -138,6 +154,7 @@ def prepare(
     args += ["--target-path", str(scratch / "target"), "--log-path", str(scratch / "logs")]
     log_path = scratch / "dbt_output.log"
     log_path.unlink(missing_ok=True)
+    (scratch / "target" / RUN_NODES_FILE).unlink(missing_ok=True)  # an earlier run's
     return DbtSandbox(
         args=args,
         cwd=cwd,
@@ -150,6 +167,16 @@ def prepare(
         env=env,
         pg_schema=pg_schema,
     )
+
+
+def _changed_by_name(event: UniversalFailureEvent, project_dir: Path) -> tuple[str, ...] | None:
+    """The nodes the candidate's worktree changed against the failing run's parse, by name;
+    None when only `state:modified+` can say (see `dbt_changes`)."""
+    assert event.dbt is not None
+    parse = read_failing_parse(user_target_dir(event) / PARTIAL_PARSE_FILE)
+    if parse is None or not agrees_with_manifest(parse, Path(str(event.artifacts["manifest"]))):
+        return None
+    return changed_node_names(parse, project_dir)
 
 
 def place_database(workspace: Workspace, user_db: Path, db_copy: Path) -> Path | None:

@@ -13,6 +13,9 @@ from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.redact import MASK
 
 OUTPUT_TAIL_LINES = 60
+# What the warm worker writes in a run's target dir instead of dbt's manifest.json: the nodes
+# the run's results name, in the manifest's shape (the data check reads where they were built)
+RUN_NODES_FILE = "patchit_run_nodes.json"
 # dbt itself treats warn and no-op as non-failing; so does verification
 PASSING_STATUSES = frozenset({"pass", "success", "warn", "no-op"})
 NODE_TYPES = ("model", "seed", "snapshot", "test", "unit_test", "source", "exposure", "analysis")
@@ -75,11 +78,16 @@ def node_selector(unique_id: str) -> str | None:
 
 
 def select_units(
-    event: UniversalFailureEvent, with_state: bool, unbuilt: Unbuilt = ()
+    event: UniversalFailureEvent,
+    with_state: bool,
+    unbuilt: Unbuilt = (),
+    changed: tuple[str, ...] = (),
 ) -> list[str]:
     """The failed unit and the incident's related units, each with its descendants; and the
     ancestors of those that the sandbox's warehouse lacks (`unbuilt`: their names, or `FRESH`
-    when there is no warehouse at all), which dbt builds first in the same run."""
+    when there is no warehouse at all), which dbt builds first in the same run. What the
+    candidate changed is added with its descendants: by name (`changed`, see dbt_changes),
+    or with `with_state` by dbt's `state:modified+`."""
     unit_ids = [event.unit_id, *(event.context.get("related_units") or [])]
     selectors: list[str] = []
 
@@ -97,6 +105,8 @@ def select_units(
         else:  # `@`: the unit, its descendants and their ancestors; `,`: intersection
             for name in unbuilt:
                 add(f"@{selector},{name}")
+    for name in changed:
+        add(f"{name}+")
     if with_state:
         selectors.append("state:modified+")
     return selectors

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from patchit.harnesses.dbt_serve import reply_line, serve
+from patchit.harnesses.dbt_units import RUN_NODES_FILE
 from patchit.harnesses.warm import WarmProcess
 from patchit.intake.dbt_child import release_duckdb
 from patchit.sandbox.isolation import (
@@ -93,6 +94,36 @@ def _collect_results(result: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _skip_manifest(*_args: Any, **_kwargs: Any) -> None:
+    """dbt's `write_manifest`, replaced in the worker: serialising the whole manifest twice a
+    run (after parsing, and after running) is a third of a warm run on a large project, and
+    nothing reads it; the run's own nodes are written by `_write_run_nodes`."""
+
+
+def _without_manifest_writes() -> None:
+    for module in ("dbt.parser.manifest", "dbt.task.runnable"):
+        with contextlib.suppress(ImportError, AttributeError):
+            mod = importlib.import_module(module)
+            if hasattr(mod, "write_manifest"):
+                setattr(mod, "write_manifest", _skip_manifest)  # noqa: B010
+
+
+def _write_run_nodes(args: list[str], result: Any) -> None:
+    """The run's result nodes as `{"nodes": {unique_id: node}}` in its `--target-path`."""
+    if "--target-path" not in args[:-1]:
+        return
+    target = Path(args[args.index("--target-path") + 1])
+    nodes: dict[str, Any] = {}
+    for item in getattr(result, "results", None) or []:
+        node = getattr(item, "node", None)
+        if node is not None and hasattr(node, "to_dict"):
+            with contextlib.suppress(Exception):  # a node dbt cannot serialise: left out
+                nodes[str(node.unique_id)] = node.to_dict(omit_none=True)
+    with contextlib.suppress(OSError):
+        target.mkdir(parents=True, exist_ok=True)
+        (target / RUN_NODES_FILE).write_text(json.dumps({"nodes": nodes}, default=str))
+
+
 def run_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
     from dbt.cli.main import dbtRunner
 
@@ -110,6 +141,7 @@ def run_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
     os.dup2(log_fd, 2)
     try:
         res = dbtRunner().invoke(list(request["args"]))
+        _write_run_nodes(list(request["args"]), res.result)
         exception = (
             None if res.exception is None else f"{type(res.exception).__name__}: {res.exception}"
         )
@@ -208,6 +240,7 @@ def main() -> int:
                 raise
             print(f"patchit dbt worker: cannot preload {module}: {exc}", file=sys.stderr)
 
+    _without_manifest_writes()
     _warm_up(stderr_fd)
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
     if threads > 1:  # a fork would lack the other threads: say so in the worker's stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -14,6 +15,7 @@ import pytest
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt import DbtHarness
+from patchit.harnesses.dbt_units import RUN_NODES_FILE
 from patchit.harnesses.dbt_worker import WARM_UP_PARSE
 from patchit.sandbox.isolation import shared_cache
 from patchit.sandbox.snapshot import snapshot_database
@@ -157,12 +159,12 @@ class TestWarmDbtHarness(HarnessContract):
         self, harness: DbtHarness, make_case: MakeCase, shop_repo: Path
     ) -> None:
         good = make_case("good")
-        # The failing run's manifest turns on state:modified+ with a copy of it as --state.
+        # The failing run's manifest and parse: what the candidate changed (nothing here) is
+        # selected by name, without dbt's state comparison (test_what_a_candidate_changed...)
         good.event.artifacts["manifest"] = str(shop_repo / "target" / "manifest.json")
         first = harness.verify(good.workspace, good.event)
         assert first.passed, first.output
-        assert "state:modified+" in first.command
-        assert (good.workspace.scratch / "state" / "manifest.json").is_file()
+        assert "state:modified+" not in first.command and "--state" not in first.command
         pid = harness.worker_pid
         assert pid is not None
 
@@ -217,6 +219,35 @@ class TestWarmDbtHarness(HarnessContract):
         assert harness.worker_pid == pid
 
     @pytest.mark.slow  # starts two dbt workers
+    def test_what_a_candidate_changed_is_selected_by_name_without_dbts_state_comparison(
+        self, harness: DbtHarness, make_case: MakeCase
+    ) -> None:
+        # the failing run's parse and manifest are the shop's own (dbt wrote both)
+        case = make_case("good")
+        root = case.workspace.root
+        staging = root / "models" / "staging" / "stg_customers.sql"  # not below orders
+        staging.write_text(staging.read_text() + "\n-- a candidate's second edit\n")
+        named = harness.verify(case.workspace, case.event)
+        assert named.passed, named.output
+        assert "stg_customers+" in named.command
+        assert "state:modified" not in named.command and "--state" not in named.command
+        assert "model.shop.stg_customers" not in named.failures
+        target = case.workspace.scratch / "target"
+        ran = json.loads((target / "run_results.json").read_text())
+        assert "model.shop.stg_customers" in {r["unique_id"] for r in ran["results"]}
+        # the worker writes the run's own nodes instead of dbt's whole manifest (twice)
+        assert not (target / "manifest.json").exists()
+        nodes = json.loads((target / RUN_NODES_FILE).read_text())["nodes"]
+        assert nodes["model.shop.stg_customers"]["schema"] == "main"
+        assert set(nodes) == {r["unique_id"] for r in ran["results"]}
+
+        schema = root / "models" / "marts" / "schema.yml"  # only dbt can judge a YAML edit
+        schema.write_text(schema.read_text() + "\n")
+        schema.write_text(schema.read_text().replace("version: 2", "version: 2\n# edited"))
+        judged = harness.verify(case.workspace, case.event)
+        assert judged.passed, judged.output
+        assert "state:modified+" in judged.command and "--state" in judged.command
+
     def test_a_worker_leaves_its_warm_up_parse_for_the_next_one(self, harness: DbtHarness) -> None:
         harness.start()
         cached = shared_cache() / WARM_UP_PARSE
