@@ -143,32 +143,48 @@ def agrees_with_manifest(parse: FailingParse, manifest_file: Path) -> bool:
         stat = manifest_file.stat()
     except OSError:
         return False
-    checksums = _manifest_checksums(str(manifest_file), stat.st_mtime_ns, stat.st_size)
-    if checksums is None:
+    read = _read_manifest(str(manifest_file), stat.st_mtime_ns, stat.st_size)
+    if read is None:
         return False
-    for rel, checksum in checksums.items():
+    for rel, checksum in read[0].items():
         parsed = parse.files.get(rel)
         if parsed is None or (parsed.checksum_name == "sha256" and parsed.checksum != checksum):
             return False
     return True
 
 
+def manifest_node_names(manifest_file: Path) -> frozenset[str] | None:
+    """The names of the models, seeds and snapshots in a manifest.json (packages' too)."""
+    try:
+        stat = manifest_file.stat()
+    except OSError:
+        return None
+    read = _read_manifest(str(manifest_file), stat.st_mtime_ns, stat.st_size)
+    return None if read is None else read[1]
+
+
 @lru_cache(maxsize=4)
-def _manifest_checksums(path: str, _mtime_ns: int, _size: int) -> dict[str, str] | None:
-    """The root project's node files and their checksums in a manifest.json."""
+def _read_manifest(
+    path: str, _mtime_ns: int, _size: int
+) -> tuple[dict[str, str], frozenset[str]] | None:
+    """The root project's node files with their checksums, and the names of the nodes that
+    are relations, in a manifest.json."""
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
         project = data["metadata"]["project_name"]
         found: dict[str, str] = {}
+        names: set[str] = set()
         for node in (data.get("nodes") or {}).values():
+            if node.get("resource_type") in ("model", "seed", "snapshot"):
+                names.add(str(node["name"]))
             checksum = node.get("checksum") or {}
             if node.get("package_name") != project or checksum.get("name") != "sha256":
                 continue
             found[str(node["original_file_path"])] = str(checksum["checksum"])
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
-    return found
+    return found, frozenset(names)
 
 
 def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...] | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 from patchit.errors import BadInputError, HarnessError
@@ -17,6 +18,7 @@ from patchit.harnesses.base import Workspace
 from patchit.harnesses.dbt_changes import (
     agrees_with_manifest,
     changed_node_names,
+    manifest_node_names,
     read_failing_parse,
 )
 from patchit.harnesses.dbt_pg import PgSchemas
@@ -119,15 +121,18 @@ def prepare(
         elif target.db_path is not None:
             db_copy, path_text = sandbox_db_location(target, cwd, workspace.root)
             warehouse = place_database(workspace, target.db_path, db_copy)
-            relations = warehouse_relations(warehouse)
+            relations = _relations(workspace, target.db_path.name, warehouse)
         write_sandbox_profile(target, db_copy, scratch, path_text=path_text, schema=pg_schema)
     except BadInputError as exc:
         raise HarnessError(f"cannot build the dbt sandbox: {exc}") from exc
 
-    unbuilt = unbuilt_nodes(node_names(project_dir), relations)
     # What the candidate changed, by name, instead of dbt's state comparison (a third of a
     # warm run on a large project); dbt still judges what the failing run's parse cannot.
     changed = _changed_by_name(event, project_dir) if with_state else None
+    names = manifest_node_names(Path(str(manifest))) if changed is not None else None
+    # the worktree's nodes: the failing run's and what the candidate added, else a scan
+    all_names = [*names, *changed] if names is not None and changed is not None else None
+    unbuilt = unbuilt_nodes(all_names or node_names(project_dir), relations)
     selectors = select_units(event, with_state and changed is None, unbuilt, changed or ())
     args = ["build"]
     if selectors:
@@ -177,6 +182,32 @@ def _changed_by_name(event: UniversalFailureEvent, project_dir: Path) -> tuple[s
     if parse is None or not agrees_with_manifest(parse, Path(str(event.artifacts["manifest"]))):
         return None
     return changed_node_names(parse, project_dir)
+
+
+def _relations(workspace: Workspace, db_name: str, warehouse: Path | None) -> set[str] | None:
+    """The relations of the candidate's copy; read once per incident snapshot (every
+    candidate's copy is a copy of it), from the copy, never from the snapshot itself."""
+    snapshot = workspace.snapshot / db_name if workspace.snapshot is not None else None
+    try:
+        stat = snapshot.stat() if snapshot is not None and warehouse is not None else None
+    except OSError:
+        stat = None
+    if snapshot is None or stat is None:
+        return warehouse_relations(warehouse)
+    key = (str(snapshot), stat.st_mtime_ns, stat.st_size)
+    with _RELATIONS_LOCK:
+        cached = _RELATIONS.get(key)
+    if cached is None:
+        cached = frozenset(warehouse_relations(warehouse) or ())
+        with _RELATIONS_LOCK:
+            _RELATIONS[key] = cached
+            while len(_RELATIONS) > 8:
+                _RELATIONS.pop(next(iter(_RELATIONS)))
+    return set(cached)
+
+
+_RELATIONS: dict[tuple[str, int, int], frozenset[str]] = {}
+_RELATIONS_LOCK = threading.Lock()
 
 
 def place_database(workspace: Workspace, user_db: Path, db_copy: Path) -> Path | None:

@@ -15,6 +15,7 @@ from patchit.harnesses.dbt_changes import (
     agrees_with_manifest,
     changed_node_names,
     file_checksum,
+    manifest_node_names,
     read_failing_parse,
 )
 
@@ -205,11 +206,15 @@ def _manifest(user: Path, dest: Path, **checksums: str) -> Path:
         if rel.startswith("dbt_packages/") or not ids or rel == "seeds/big_events.csv":
             continue
         digest = checksums.get(Path(rel).stem) or file_checksum(user / rel)
-        nodes[ids[0]] = {"package_name": "shop", "original_file_path": rel,
+        kind, _, name = ids[0].split(".")
+        nodes[ids[0]] = {"package_name": "shop", "original_file_path": rel, "name": name,
+                         "resource_type": kind,
                          "checksum": {"name": "sha256", "checksum": digest}}  # fmt: skip
     nodes["model.util.util_dates"] = {
         "package_name": "util",
         "original_file_path": "x.sql",
+        "name": "util_dates",
+        "resource_type": "model",
         "checksum": {"name": "sha256", "checksum": "2" * 64},
     }
     dest.write_text(json.dumps({"metadata": {"project_name": "shop"}, "nodes": nodes}))
@@ -222,7 +227,12 @@ def test_the_parse_is_used_only_when_it_agrees_with_the_failing_runs_manifest(
     user, _, parse_file = dirs
     parse = read_failing_parse(parse_file)
     assert parse is not None
-    assert agrees_with_manifest(parse, _manifest(user, tmp_path / "same.json"))
+    same = _manifest(user, tmp_path / "same.json")
+    assert agrees_with_manifest(parse, same)
+    # the relations the run knows, packages' too (tests are no relations)
+    assert manifest_node_names(same) == {
+        "stg_orders", "orders", "raw_orders", "orders_history", "util_dates"
+    }  # fmt: skip
     # a parse a later run rewrote after the user edited a model: not the failing run's files
     later = _manifest(user, tmp_path / "later.json", stg_orders="3" * 64)
     assert not agrees_with_manifest(parse, later)

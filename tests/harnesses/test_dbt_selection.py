@@ -182,3 +182,40 @@ def test_a_checkout_with_no_database_builds_on_a_fresh_one(tmp_path: Path) -> No
     args = prepared_args(tmp_path, None)  # no snapshot, and no shop.duckdb at the user's path
     assert args[args.index("--select") + 1 : args.index("--project-dir")] == ["orders+", "@orders"]
     assert not (tmp_path / "worktree" / "shop.duckdb").exists()  # dbt creates it
+
+
+def test_the_relations_are_read_once_per_incident_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import duckdb
+
+    from patchit.harnesses import dbt_prepare
+    from patchit.harnesses.base import Workspace
+
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    with duckdb.connect(str(snapshot / "shop.duckdb")) as con:
+        con.execute("create table stg_orders as select 1 as id")
+    reads: list[Path | None] = []
+
+    def counted(db: Path | None) -> set[str] | None:
+        reads.append(db)
+        return warehouse_relations(db)
+
+    monkeypatch.setattr(dbt_prepare, "warehouse_relations", counted)
+    workspace = Workspace(root=tmp_path / "tree", scratch=tmp_path / "scratch", snapshot=snapshot)
+    copies = []
+    for n in range(3):  # each candidate's copy of the snapshot
+        copy = tmp_path / f"c{n}" / "shop.duckdb"
+        copy.parent.mkdir()
+        copy.write_bytes((snapshot / "shop.duckdb").read_bytes())
+        copies.append(dbt_prepare._relations(workspace, "shop.duckdb", copy))
+    assert copies == [{"stg_orders"}] * 3
+    assert reads == [tmp_path / "c0" / "shop.duckdb"]  # the first copy, never the snapshot
+    with duckdb.connect(str(snapshot / "shop.duckdb")) as con:  # another incident's snapshot
+        con.execute("create table orders as select 1 as id")
+    again = tmp_path / "c3" / "shop.duckdb"
+    again.parent.mkdir()
+    again.write_bytes((snapshot / "shop.duckdb").read_bytes())
+    assert dbt_prepare._relations(workspace, "shop.duckdb", again) == {"stg_orders", "orders"}
+    assert dbt_prepare._relations(workspace, "shop.duckdb", None) is None  # a fresh warehouse
