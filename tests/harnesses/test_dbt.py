@@ -235,8 +235,9 @@ class TestWarmDbtHarness(HarnessContract):
         target = case.workspace.scratch / "target"
         ran = json.loads((target / "run_results.json").read_text())
         assert "model.shop.stg_customers" in {r["unique_id"] for r in ran["results"]}
-        # the worker writes the run's own nodes instead of dbt's whole manifest (twice)
+        # the worker writes the run's own nodes instead of dbt's whole manifest and graph
         assert not (target / "manifest.json").exists()
+        assert not (target / "graph.gpickle").exists()
         nodes = json.loads((target / RUN_NODES_FILE).read_text())["nodes"]
         assert nodes["model.shop.stg_customers"]["schema"] == "main"
         assert set(nodes) == {r["unique_id"] for r in ran["results"]}
