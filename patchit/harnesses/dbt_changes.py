@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -35,11 +36,10 @@ from patchit.evidence.project_index import config_paths, read_project_config
 # Files dbt reads under a project's paths; a new one of these types is a change.
 _PARSED_SUFFIXES = (".sql", ".py", ".yml", ".yaml", ".csv", ".md")
 _NODE_FILE_TYPES = frozenset({"model", "seed", "snapshot", "analysis", "singular_test"})
-_SKIP_DIRS = frozenset({".git", "__pycache__", "target", "logs", "dbt_packages"})
 _PATH_KEYS = (
     ("model-paths", "models"), ("seed-paths", "seeds"), ("test-paths", "tests"),
     ("analysis-paths", "analyses"), ("macro-paths", "macros"), ("snapshot-paths", "snapshots"),
-    ("docs-paths", None),
+    ("function-paths", "functions"), ("docs-paths", None),
 )  # fmt: skip
 
 
@@ -59,6 +59,9 @@ class FailingParse:
     files: dict[str, ParsedFile]
     project_hashes: dict[str, str]  # "" for the root project, "dbt_packages/x" for a package
     searched: frozenset[str]  # the root project's searched paths the run read files from
+    invocation_id: str | None
+    names: dict[str, str]  # node unique id -> its name
+    facts: dict[str, str]  # what YAML and macros decide, per unique id (see _facts)
 
 
 def file_checksum(path: Path) -> str | None:
@@ -97,10 +100,11 @@ def _read(path: str, _mtime_ns: int, _size: int) -> FailingParse | None:
         searched: set[str] = set()
         for entry in (data.get("files") or {}).values():
             where = entry.get("path") or {}
-            project_root = str(where.get("project_root") or "")
-            if project_root != root and not project_root.startswith(root + "/"):
-                continue  # dbt's and the adapter's own macros
-            local = os.path.relpath(project_root, root) if project_root != root else ""
+            local = _local_dir(str(where.get("project_root") or ""), root)
+            if local is None:
+                continue  # dbt's and the adapter's own macros, from the installation
+            if local == _UNRELATED:
+                return None  # a project dbt read from somewhere this cannot place
             roots[str(entry.get("project_name"))] = local
             rel = PurePosixPath(local, str(where["searched_path"]), str(where["relative_path"]))
             checksum = entry.get("checksum") or {}
@@ -117,28 +121,69 @@ def _read(path: str, _mtime_ns: int, _size: int) -> FailingParse | None:
             roots[name]: str((value or {}).get("checksum")) for name, value in hashes.items()
             if name in roots
         }  # fmt: skip
+        names = {str(uid): str(node.get("name")) for uid, node in (data.get("nodes") or {}).items()}
+        facts = _facts(data, (data.get("metadata") or {}).get("project_name"))
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
     if "" not in project_hashes:
         return None  # not a parse of this project
-    return FailingParse(files=files, project_hashes=project_hashes, searched=frozenset(searched))
+    return FailingParse(
+        files=files, project_hashes=project_hashes, searched=frozenset(searched),
+        invocation_id=(data.get("metadata") or {}).get("invocation_id"), names=names,
+        facts=facts,
+    )  # fmt: skip
+
+
+_UNRELATED = "\0"
+
+
+def _local_dir(project_root: str, root: str) -> str | None:
+    """A project's dir relative to the root project's ("" for the root itself); None for one
+    outside it (dbt's own include dirs), `_UNRELATED` when the two cannot be related (one
+    recorded relative, the other absolute, and not dbt's own)."""
+    here, top = os.path.normpath(project_root), os.path.normpath(root)
+    if os.path.isabs(here) != os.path.isabs(top):
+        # `--project-dir .` records the root and its packages relative, dbt's own absolute
+        return None if os.path.isabs(here) else _UNRELATED
+    rel = os.path.relpath(here, top)
+    if rel == ".":
+        return ""
+    return None if rel == ".." or rel.startswith("../") else PurePosixPath(rel).as_posix()
 
 
 def _root_of(data: dict[str, Any]) -> str | None:
     """The root project's dir as dbt recorded it (as given: `.` when run with `--project-dir
-    .`); its packages' dirs start with it."""
+    .`)."""
     name = (data.get("metadata") or {}).get("project_name")
     for key, entry in (data.get("files") or {}).items():
         if str(key).startswith(f"{name}://"):
-            return str(entry["path"]["project_root"]).rstrip("/") or "/"
+            return str(entry["path"]["project_root"]) or "."
     return None
 
 
+# What a node's YAML sets, and a macro's body: what must agree between a parse and a
+# manifest of two different runs (node checksums cover only the SQL and CSV files).
+_FACT_FIELDS = ("patch_path", "description", "config", "columns", "tags", "meta")
+
+
+def _facts(data: dict[str, Any], project: object) -> dict[str, str]:
+    """The root project's nodes' YAML-set fields and its macros' bodies, by unique id."""
+    found: dict[str, str] = {}
+    for uid, node in (data.get("nodes") or {}).items():
+        if node.get("package_name") == project:
+            picked = {k: node.get(k) for k in _FACT_FIELDS}
+            found[str(uid)] = json.dumps(picked, sort_keys=True, default=str)
+    for uid, macro in (data.get("macros") or {}).items():
+        if macro.get("package_name") == project:
+            found[str(uid)] = str(macro.get("macro_sql"))
+    return found
+
+
 def agrees_with_manifest(parse: FailingParse, manifest_file: Path) -> bool:
-    """Whether the parse describes the failing run's files: every node of the root project
-    in the run's manifest has the checksum the parse has for its file. A parse dbt did not
-    rewrite (nothing had changed since it) agrees; one a later run rewrote after other edits
-    does not, and is not used."""
+    """Whether the parse describes the failing run's files: written by that run (the same
+    invocation id), or else one dbt did not rewrite because nothing had changed since it,
+    which agrees with the run's manifest on every node's file checksum, YAML-set fields and
+    macro. One a later run rewrote after other edits does not agree, and is not used."""
     try:
         stat = manifest_file.stat()
     except OSError:
@@ -146,11 +191,15 @@ def agrees_with_manifest(parse: FailingParse, manifest_file: Path) -> bool:
     read = _read_manifest(str(manifest_file), stat.st_mtime_ns, stat.st_size)
     if read is None:
         return False
-    for rel, checksum in read[0].items():
+    if parse.invocation_id and parse.invocation_id == read.invocation_id:
+        return True
+    for rel, checksum in read.checksums.items():
         parsed = parse.files.get(rel)
         if parsed is None or (parsed.checksum_name == "sha256" and parsed.checksum != checksum):
             return False
-    return True
+    return all(parse.facts.get(uid) == fact for uid, fact in read.facts.items()) and len(
+        parse.facts
+    ) == len(read.facts)
 
 
 def manifest_node_names(manifest_file: Path) -> frozenset[str] | None:
@@ -160,15 +209,19 @@ def manifest_node_names(manifest_file: Path) -> frozenset[str] | None:
     except OSError:
         return None
     read = _read_manifest(str(manifest_file), stat.st_mtime_ns, stat.st_size)
-    return None if read is None else read[1]
+    return None if read is None else read.names
+
+
+@dataclass(frozen=True)
+class _Manifest:
+    checksums: dict[str, str]  # the root project's node files -> their checksums
+    names: frozenset[str]  # the nodes that are relations
+    invocation_id: str | None
+    facts: dict[str, str]
 
 
 @lru_cache(maxsize=4)
-def _read_manifest(
-    path: str, _mtime_ns: int, _size: int
-) -> tuple[dict[str, str], frozenset[str]] | None:
-    """The root project's node files with their checksums, and the names of the nodes that
-    are relations, in a manifest.json."""
+def _read_manifest(path: str, _mtime_ns: int, _size: int) -> _Manifest | None:
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -182,9 +235,11 @@ def _read_manifest(
             if node.get("package_name") != project or checksum.get("name") != "sha256":
                 continue
             found[str(node["original_file_path"])] = str(checksum["checksum"])
+        facts = _facts(data, project)
+        invocation = data["metadata"].get("invocation_id")
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
-    return found, frozenset(names)
+    return _Manifest(found, frozenset(names), invocation, facts)
 
 
 def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...] | None:
@@ -197,6 +252,8 @@ def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...
             return None
         if hashlib.sha256(text.encode("utf-8")).hexdigest() != digest:
             return None
+    if (project_dir / ".dbtignore").exists():
+        return None  # which files dbt reads is the ignore file's to say
     names: set[str] = set()
     for rel, parsed in parse.files.items():
         path = project_dir / rel
@@ -208,38 +265,52 @@ def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...
             continue
         if parsed.file_type not in _NODE_FILE_TYPES or not parsed.nodes:
             return None
-        names.update(uid.split(".")[2] for uid in parsed.nodes if uid.count(".") >= 2)
-    added = _new_files(parse, project_dir)
+        names.update(parse.names.get(uid, "") for uid in parsed.nodes)
+    config = read_project_config(project_dir)
+    added = _new_files(parse, project_dir, config)
     if added is None:
         return None
     for rel in added:
-        name = _new_node_name(rel, read_project_config(project_dir))
+        name = _new_node_name(rel, config)
         if name is None:
             return None
         names.add(name)
+    if not all(_NAME.fullmatch(name) for name in names):
+        return None  # a name dbt's selector syntax would split or miss
     return tuple(sorted(names))
 
 
-def _searched_dirs(parse: FailingParse, config: dict[str, object]) -> set[str]:
+_NAME = re.compile(r"\w+")
+
+
+def _searched_dirs(parse: FailingParse, config: dict[str, object]) -> set[str] | None:
+    """The root project's paths dbt reads; None when one is the project itself, above it or
+    absolute (a walk would not match dbt's)."""
     dirs = set(parse.searched)
     for key, default in _PATH_KEYS:
         dirs.update(config_paths(config, key, [default] if default else []))
-    return {d.strip("/") for d in dirs if d and not d.startswith("..") and d not in (".", "/")}
+    cleaned: set[str] = set()
+    for entry in dirs:
+        norm = os.path.normpath(entry) if entry else "."
+        if norm in (".", "/") or os.path.isabs(norm) or norm == ".." or norm.startswith("../"):
+            return None
+        cleaned.add(PurePosixPath(norm).as_posix())
+    return cleaned
 
 
-def _new_files(parse: FailingParse, project_dir: Path) -> list[str] | None:
-    """Files under the root project's paths that the failing run did not read; None when
-    dbt_project.yml does not say (it then differs anyway, or reads every path)."""
-    config = read_project_config(project_dir)
-    if not config:
+def _new_files(
+    parse: FailingParse, project_dir: Path, config: dict[str, object]
+) -> list[str] | None:
+    """Files under the root project's paths that the failing run did not read (every
+    directory, as dbt walks them); None when dbt_project.yml cannot say which paths."""
+    searched = _searched_dirs(parse, config) if config else None
+    if searched is None:
         return None
     found: list[str] = []
-    for top in sorted(_searched_dirs(parse, config)):
-        base = project_dir / top
-        for current, subdirs, filenames in os.walk(base):
-            subdirs[:] = [d for d in subdirs if d not in _SKIP_DIRS and not d.startswith(".")]
+    for top in sorted(searched):
+        for current, _subdirs, filenames in os.walk(project_dir / top):
             for filename in filenames:
-                if not filename.endswith(_PARSED_SUFFIXES):
+                if not filename.lower().endswith(_PARSED_SUFFIXES):
                     continue
                 rel = (Path(current) / filename).relative_to(project_dir).as_posix()
                 if rel not in parse.files:
@@ -251,14 +322,16 @@ def _new_node_name(rel: str, config: dict[str, object]) -> str | None:
     """The node a new file defines, when its name is its file's: a model, seed or singular
     test; None for anything whose effect only dbt can judge (YAML, macros, snapshots)."""
     path = PurePosixPath(rel)
+    suffix = path.suffix.lower()
 
     def under(key: str, default: str) -> bool:
         return any(path.is_relative_to(d.strip("/")) for d in config_paths(config, key, [default]))
 
-    if path.suffix in (".sql", ".py") and under("model-paths", "models"):
+    if suffix in (".sql", ".py") and under("model-paths", "models"):
         return path.stem
-    if path.suffix == ".csv" and under("seed-paths", "seeds"):
+    if suffix == ".csv" and under("seed-paths", "seeds"):
         return path.stem
-    if path.suffix == ".sql" and under("test-paths", "tests") and "generic" not in path.parts:
+    in_tests = under("test-paths", "tests") and not {"generic", "fixtures"} & set(path.parts)
+    if suffix == ".sql" and in_tests:
         return path.stem
     return None

@@ -96,9 +96,9 @@ def _collect_results(result: Any) -> list[dict[str, Any]]:
 
 def _skip_write(*_args: Any, **_kwargs: Any) -> None:
     """Replaces dbt's writers of artifacts nothing reads in a sandbox run: the whole manifest,
-    serialised twice a run (after parsing, and after running), and the pickled graph with
-    every node serialised again; on a 200-model project that was a third of a warm run. The
-    run's own nodes are written by `_write_run_nodes`."""
+    serialised twice a run (after parsing, and after running), the pickled graph with every
+    node serialised again, and a diagnostic summary of the graph; on a 200-model project that
+    was a third of a warm run. The run's own nodes are written by `_write_run_nodes`."""
 
 
 def _without_unread_artifacts() -> None:
@@ -108,9 +108,16 @@ def _without_unread_artifacts() -> None:
             if hasattr(mod, "write_manifest"):
                 setattr(mod, "write_manifest", _skip_write)  # noqa: B010
     with contextlib.suppress(ImportError):
-        compiler = importlib.import_module("dbt.compilation").Compiler
-        if hasattr(compiler, "write_graph_file"):
-            compiler.write_graph_file = _skip_write
+        compilation = importlib.import_module("dbt.compilation")
+        if hasattr(compilation.Compiler, "write_graph_file"):
+            compilation.Compiler.write_graph_file = _skip_write
+        if hasattr(compilation.Linker, "get_graph_summary"):  # graph_summary.json's contents
+            compilation.Linker.get_graph_summary = _no_summary
+
+
+def _no_summary(*_args: Any, **_kwargs: Any) -> dict[int, dict[str, Any]]:
+    """dbt's diagnostic summary of the graph (walked twice a build), left empty."""
+    return {}
 
 
 def _write_run_nodes(args: list[str], result: Any) -> None:

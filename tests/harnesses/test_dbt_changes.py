@@ -53,20 +53,33 @@ def _write(root: Path) -> None:
         (root / rel).write_text(text)
 
 
-def _parse_file(user: Path, dest: Path) -> Path:
-    """A partial-parse file in dbt's layout for the project at `user`."""
+def _nodes() -> dict[str, dict[str, object]]:
+    """The nodes as dbt serialises them (the fields compared across runs left unset)."""
+    return {
+        uid: {"name": uid.split(".")[2], "package_name": uid.split(".")[1],
+              "resource_type": uid.split(".")[0]}
+        for _, ids in NODES.values() for uid in ids
+    }  # fmt: skip
+
+
+def _parse_file(user: Path, dest: Path, root_text: str | None = None) -> Path:
+    """A partial-parse file in dbt's layout for the project at `user`, recorded at
+    `root_text` (as dbt does with `--project-dir .`) or at its absolute path."""
     files: dict[str, object] = {}
     for rel, (kind, nodes) in NODES.items():
         package = rel.startswith("dbt_packages/")
-        root = user / "dbt_packages" / "util" if package else user
+        top = root_text or str(user)
+        root = f"{top}/dbt_packages/util" if package else top
+        if root_text == ".":
+            root = "dbt_packages/util" if package else "."
         inner = rel.removeprefix("dbt_packages/util/")
         searched, _, relative = inner.partition("/")
         checksum = {"name": "sha256", "checksum": file_checksum(user / rel)}
-        if rel == "seeds/big_events.csv":  # dbt hashes a big seed's path, not its contents
-            checksum = {"name": "path", "checksum": str(user / rel)}
+        if rel == "seeds/big_events.csv":  # dbt names a big seed by its path, not contents
+            checksum = {"name": "path", "checksum": rel}
         files[f"{'util' if package else 'shop'}://{inner}"] = {
             "path": {"searched_path": searched, "relative_path": relative,
-                     "modification_time": 1.0, "project_root": str(root)},
+                     "modification_time": 1.0, "project_root": root},
             "checksum": checksum, "project_name": "util" if package else "shop",
             "parse_file_type": kind, "nodes": nodes,
         }  # fmt: skip
@@ -81,7 +94,9 @@ def _parse_file(user: Path, dest: Path) -> Path:
         return {"name": "sha256", "checksum": hashlib.sha256(path.read_bytes()).hexdigest()}
 
     data = {
-        "metadata": {"project_name": "shop"},
+        "metadata": {"project_name": "shop", "invocation_id": "run-1"},
+        "nodes": _nodes(),
+        "macros": {"macro.shop.cents": {"package_name": "shop", "macro_sql": "{{ x }} * 100"}},
         "files": files,
         "state_check": {"project_hashes": {
             "shop": project_hash(user / "dbt_project.yml"),
@@ -199,25 +214,23 @@ def test_no_parse_or_an_unreadable_one_is_not_used(tmp_path: Path) -> None:
     assert read_failing_parse(tmp_path / "other.msgpack") is None
 
 
-def _manifest(user: Path, dest: Path, **checksums: str) -> Path:
-    """A manifest.json with the root project's nodes (and a package's, never compared)."""
-    nodes = {}
+def _manifest(
+    user: Path, dest: Path, invocation: str = "run-2", macro: str = "{{ x }} * 100", **sums: str
+) -> Path:
+    """The failing run's manifest.json: its nodes (with the root project's file checksums)
+    and macros; another run's (`invocation`) unless it is the parse's own."""
+    nodes = _nodes()
     for rel, (_, ids) in NODES.items():
-        if rel.startswith("dbt_packages/") or not ids or rel == "seeds/big_events.csv":
-            continue
-        digest = checksums.get(Path(rel).stem) or file_checksum(user / rel)
-        kind, _, name = ids[0].split(".")
-        nodes[ids[0]] = {"package_name": "shop", "original_file_path": rel, "name": name,
-                         "resource_type": kind,
-                         "checksum": {"name": "sha256", "checksum": digest}}  # fmt: skip
-    nodes["model.util.util_dates"] = {
-        "package_name": "util",
-        "original_file_path": "x.sql",
-        "name": "util_dates",
-        "resource_type": "model",
-        "checksum": {"name": "sha256", "checksum": "2" * 64},
+        if ids and not rel.startswith("dbt_packages/") and rel != "seeds/big_events.csv":
+            digest = sums.get(Path(rel).stem) or file_checksum(user / rel)
+            nodes[ids[0]] |= {"original_file_path": rel,
+                              "checksum": {"name": "sha256", "checksum": digest}}  # fmt: skip
+    data = {
+        "metadata": {"project_name": "shop", "invocation_id": invocation},
+        "nodes": nodes,
+        "macros": {"macro.shop.cents": {"package_name": "shop", "macro_sql": macro}},
     }
-    dest.write_text(json.dumps({"metadata": {"project_name": "shop"}, "nodes": nodes}))
+    dest.write_text(json.dumps(data))
     return dest
 
 
@@ -228,14 +241,90 @@ def test_the_parse_is_used_only_when_it_agrees_with_the_failing_runs_manifest(
     parse = read_failing_parse(parse_file)
     assert parse is not None
     same = _manifest(user, tmp_path / "same.json")
+    # another run's manifest with the same files: a parse dbt had no reason to rewrite
     assert agrees_with_manifest(parse, same)
     # the relations the run knows, packages' too (tests are no relations)
     assert manifest_node_names(same) == {
-        "stg_orders", "orders", "raw_orders", "orders_history", "util_dates"
+        "stg_orders", "orders", "raw_orders", "orders_history", "util_dates", "big_events"
     }  # fmt: skip
     # a parse a later run rewrote after the user edited a model: not the failing run's files
     later = _manifest(user, tmp_path / "later.json", stg_orders="3" * 64)
     assert not agrees_with_manifest(parse, later)
+    # the parse's own run agrees whatever else (it wrote both)
+    assert agrees_with_manifest(parse, _manifest(user, tmp_path / "own.json", "run-1", "x"))
+    # a macro or a node's YAML-set fields that differ: another run's files
+    assert not agrees_with_manifest(parse, _manifest(user, tmp_path / "m.json", macro="x"))
+    described = json.loads(same.read_text())
+    described["nodes"]["model.shop.orders"]["description"] = "Orders, one row each"
+    (tmp_path / "described.json").write_text(json.dumps(described))
+    assert not agrees_with_manifest(parse, tmp_path / "described.json")
     assert not agrees_with_manifest(parse, tmp_path / "missing.json")
     (tmp_path / "broken.json").write_text("{")
     assert not agrees_with_manifest(parse, tmp_path / "broken.json")
+
+
+def test_a_parse_recorded_relative_to_the_project_still_sees_its_packages(tmp_path: Path) -> None:
+    user, tree = tmp_path / "user", tmp_path / "tree"
+    _write(user)
+    parse_file = _parse_file(user, tmp_path / "p.msgpack", root_text=".")
+    shutil.copytree(user, tree)
+    parse = read_failing_parse(parse_file)
+    assert parse is not None and set(parse.project_hashes) == {"", "dbt_packages/util"}
+    (tree / "dbt_packages/util/models/util_dates.sql").write_text("select 3 as d\n")
+    assert changed_node_names(parse, tree) == ("util_dates",)
+    (tree / "dbt_packages/util/dbt_project.yml").write_text("name: util\nversion: 2\n")
+    assert changed_node_names(parse, tree) is None
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        "models/logs/extra.yml",  # dbt walks every directory
+        "models/.hidden/x.yml",
+        "models/marts/target/new.yml",
+        "models/props.YML",  # and matches suffixes in any case
+        "functions/props.yml",  # function-paths (dbt 1.11)
+        "tests/fixtures/orders_rows.sql",  # a unit test's fixture
+    ],
+)
+def test_new_files_anywhere_dbt_reads_fall_back(dirs: tuple[Path, Path, Path], new: str) -> None:
+    path = dirs[1] / new
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("x\n")
+    assert _changed(dirs) is None
+
+
+def test_a_new_model_in_any_directory_or_case_is_named(dirs: tuple[Path, Path, Path]) -> None:
+    (dirs[1] / "models/logs").mkdir()
+    (dirs[1] / "models/logs/log_events.SQL").write_text("select 1\n")
+    assert _changed(dirs) == ("log_events",)
+
+
+@pytest.mark.parametrize("paths", ['["."]', '["/abs/models"]', '["../shared"]'])
+def test_paths_a_walk_cannot_match_fall_back(dirs: tuple[Path, Path, Path], paths: str) -> None:
+    _, tree, parse_file = dirs
+    parse = read_failing_parse(parse_file)
+    assert parse is not None
+    project = tree / "dbt_project.yml"
+    project.write_text(project.read_text() + f"model-paths: {paths}\n")
+    # the project file differs from the parse's, so the check falls back anyway; the walk's
+    # own refusal is what protects a project whose file says so from the start
+    from patchit.evidence.project_index import read_project_config
+    from patchit.harnesses.dbt_changes import _new_files
+
+    assert _new_files(parse, tree, read_project_config(tree)) is None
+
+
+def test_names_a_selector_would_split_and_an_ignore_file_fall_back(
+    dirs: tuple[Path, Path, Path],
+) -> None:
+    tree = dirs[1]
+    (tree / "models/my model.sql").write_text("select 1\n")
+    assert _changed(dirs) is None
+    (tree / "models/my model.sql").unlink()
+    (tree / "models/v2.orders.sql").write_text("select 1\n")
+    assert _changed(dirs) is None
+    (tree / "models/v2.orders.sql").unlink()
+    assert _changed(dirs) == ()
+    (tree / ".dbtignore").write_text("models/overview.md\n")
+    assert _changed(dirs) is None
