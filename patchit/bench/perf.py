@@ -96,6 +96,7 @@ class PerfResult:
     green_wrapper_s: list[float] = field(default_factory=list)
     idle_tail_s: list[float] = field(default_factory=list)
     idle_leftover: int = 0
+    cli_start_s: list[float] = field(default_factory=list)  # `patchit --help`
     # healing the example project and the data check's cost (perf_heal.HealPerf's fields)
     heal: dict[str, Any] = field(default_factory=dict)
 
@@ -165,7 +166,9 @@ def format_report(result: PerfResult) -> str:
             f"{'screen clone:'.ljust(14)}{result.screen_clone_ms / 1000:7.2f} s (one-off per "
             f"incident; first candidate {result.screen_first_ms:.1f} ms with it)"
         )
-    lines += format_lines(result.green_dbt_s, result.green_wrapper_s, result.idle_tail_s)
+    lines += format_lines(
+        result.green_dbt_s, result.green_wrapper_s, result.idle_tail_s, result.cli_start_s
+    )
     if result.heal:
         lines += format_heal_lines(HealPerf(**result.heal))
     return "\n".join(lines)
@@ -333,6 +336,7 @@ def run_perf(
         if wrapper_runs > 0:
             wrapper = run_wrapper_perf(work.resolve() / "wrapper", wrapper_runs, say)
             result.green_dbt_s, result.green_wrapper_s = wrapper.dbt_s, wrapper.wrapper_s
+            result.cli_start_s = wrapper.cli_s
             result.idle_tail_s, result.idle_leftover = wrapper.tail_s, wrapper.leftover
         if heal_runs > 0:
             with _patchit_home(work / "heal-home"):

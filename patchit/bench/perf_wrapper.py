@@ -33,6 +33,8 @@ from patchit.sandbox.git import run_git
 
 GREEN_TARGET = 1.05  # wrapper / dbt build, medians
 TAIL_TARGET_S = 0.2  # report line -> process exit
+CLI_TARGET_S = 0.3  # `patchit --help`
+CLI_RUNS = 5
 DROPPED_COMMA = ("models/marts/orders.sql", "    o.customer_id,\n", "    o.customer_id\n")
 _GIT_ID = ("-c", "user.name=patchit bench", "-c", "user.email=bench@localhost")
 
@@ -201,6 +203,7 @@ class WrapperPerf:
     wrapper_s: list[float] = field(default_factory=list)
     tail_s: list[float] = field(default_factory=list)
     leftover: int = 0  # processes a wrapped run left behind
+    cli_s: list[float] = field(default_factory=list)  # `patchit --help`
 
     def ratio(self) -> float:
         return statistics.median(self.wrapper_s) / statistics.median(self.dbt_s)
@@ -216,11 +219,32 @@ def run_wrapper_perf(
     dbt_s, wrapper_s = measure_green(repo, home, runs, say)
     say("timing the idle tail: a dropped comma, nothing to verify")
     tail = measure_idle_tail(repo, home)
-    return WrapperPerf(dbt_s, wrapper_s, [round(tail.tail_s or 0.0, 3)], len(tail.leftover))
+    say(f"timing `patchit --help` ({CLI_RUNS} runs)")
+    cli = measure_cli_start(CLI_RUNS)
+    return WrapperPerf(dbt_s, wrapper_s, [round(tail.tail_s or 0.0, 3)], len(tail.leftover), cli)
 
 
-def format_lines(dbt_s: list[float], wrapper_s: list[float], tail_s: list[float]) -> list[str]:
-    """The report's two lines (none for a measure not taken)."""
+def measure_cli_start(runs: int) -> list[float]:
+    """Seconds of `patchit --help` in a new process, `runs` times."""
+    seconds = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "patchit", "--help"], capture_output=True, env=_env()
+        )
+        seconds.append(round(time.perf_counter() - started, 3))
+        if done.returncode != 0:
+            raise HarnessError(f"patchit --help failed: {done.stderr.decode()[-1000:]}")
+    return seconds
+
+
+def format_lines(
+    dbt_s: list[float],
+    wrapper_s: list[float],
+    tail_s: list[float],
+    cli_s: list[float] | None = None,
+) -> list[str]:
+    """The report's lines (none for a measure not taken)."""
     lines = []
     if dbt_s and wrapper_s:
         dbt, wrapper = statistics.median(dbt_s), statistics.median(wrapper_s)
@@ -232,5 +256,12 @@ def format_lines(dbt_s: list[float], wrapper_s: list[float], tail_s: list[float]
         lines.append(
             f"idle tail: report -> exit {statistics.median(tail_s):.2f} s "
             f"(target <= {TAIL_TARGET_S:g} s)"
+        )
+    if cli_s:
+        cli = statistics.median(cli_s)
+        met = "met" if cli <= CLI_TARGET_S else "NOT met"
+        lines.append(
+            f"cli start: patchit --help {cli:.2f} s (target <= {CLI_TARGET_S:g} s: {met}; "
+            f"median of {len(cli_s)})"
         )
     return lines

@@ -24,6 +24,20 @@ def test_the_two_lines_carry_medians_ratio_and_targets() -> None:
     assert format_lines([], [], []) == []
 
 
+def test_the_cli_start_line_says_whether_its_target_is_met() -> None:
+    (line,) = format_lines([], [], [], [0.09, 0.4, 0.1])
+    assert line == "cli start: patchit --help 0.10 s (target <= 0.3 s: met; median of 3)"
+    (slow,) = format_lines([], [], [], [2.0])
+    assert "target <= 0.3 s: NOT met" in slow
+
+
+def test_the_cli_start_is_timed_in_a_new_process() -> None:
+    from patchit.bench.perf_wrapper import measure_cli_start
+
+    seconds = measure_cli_start(2)
+    assert len(seconds) == 2 and all(0 < s < 30 for s in seconds)
+
+
 def test_perf_report_and_json_hold_the_wrapper_measures() -> None:
     result = PerfResult(
         n_models=6, n_tests=3, runs=1, broken_model="int_000", selected_models=2,
