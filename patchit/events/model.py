@@ -186,6 +186,24 @@ class UniversalFailureEvent(Redacted):
         return f"{self.source.value}:{self.pipeline_id}:{self.unit_id}"
 
 
+BUNDLE_PREFIX = "bundle:"  # `[repos]` key and memory name of an Airflow DAG bundle
+
+
+def bundle_of(event: UniversalFailureEvent) -> str | None:
+    """The Airflow DAG bundle the event's task came from, when it names one."""
+    name = event.context.get("bundle_name") if event.source is FailureSource.AIRFLOW else None
+    return name if isinstance(name, str) and name.strip() else None
+
+
+def repo_identity(event: UniversalFailureEvent) -> str | None:
+    """The event's repository name shared by every host: its remote URL, else
+    `bundle:<name>` of its Airflow DAG bundle; None (its local path names it) without either."""
+    if event.repo_url:
+        return event.repo_url
+    bundle = bundle_of(event)
+    return f"{BUNDLE_PREFIX}{bundle}" if bundle else None
+
+
 def event_json_schema() -> dict[str, Any]:
     return UniversalFailureEvent.model_json_schema()
 
