@@ -353,3 +353,33 @@ def test_the_callback_records_the_bundles_name_and_path(
     event = UniversalFailureEvent.model_validate_json(row["payload"])
     assert event.repo_path is None and event.context["bundle_name"] == "dags"
     assert event.context["bundle_path"] == str(deployed)
+
+
+def test_a_worker_heals_another_hosts_bundle_event_in_the_mapped_checkout(
+    tmp_path: Path, _patchit_home: Path
+) -> None:
+    """Unmapped, the event is kept open and the worker says which entry to add; mapped, the
+    same failure from both hosts is one incident healed once, in this host's checkout."""
+    from patchit.bench.race import RIGHT, fake_context
+    from patchit.intake.spool import Spool
+    from patchit.worker import Worker
+
+    a, b = bundle_checkouts(tmp_path)
+    from_a = moved_away(in_bundle(failure(a, "")), a, tmp_path / "host-a-only" / "dags")
+    with Spool.open(_patchit_home) as spool:
+        spool.put_many([from_a.model_dump(mode="json")])
+    said: list[str] = []
+    stats = Worker(_patchit_home, say=said.append, make_context=fake_context).run(once=True)
+    assert stats.bad == 0 and stats.processed == 1
+    assert any('left open: no repository known' in line and '"bundle:dags"' in line
+               for line in said), said  # fmt: skip
+    deployment(_patchit_home, {"bundle:dags": b})
+    with Spool.open(_patchit_home) as spool:
+        spool.put_many([e.model_dump(mode="json") for e in (from_a, in_bundle(failure(b, "")))])
+    stats = Worker(_patchit_home, make_context=fake_context).run(once=True)
+    assert stats.bad == 0 and stats.processed == 2
+    with Memory.open(_patchit_home) as memory:
+        [incident] = memory.list_incidents()
+        assert incident.repo_url == "bundle:dags" and incident.status.value == "fixed"
+        assert incident.events == 2  # a's event, delivered twice, is stored once
+    assert RIGHT in git(b, "show", f"{incident.branch}:{JOB}")
