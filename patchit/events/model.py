@@ -190,8 +190,13 @@ BUNDLE_PREFIX = "bundle:"  # `[repos]` key and memory name of an Airflow DAG bun
 
 
 def bundle_of(event: UniversalFailureEvent) -> str | None:
-    """The Airflow DAG bundle the event's task came from, when it names one."""
-    name = event.context.get("bundle_name") if event.source is FailureSource.AIRFLOW else None
+    """The Airflow DAG bundle the event's task came from, when it names one (a dbt node's
+    event made from an Airflow task that ran dbt: that task's bundle)."""
+    if event.source is FailureSource.AIRFLOW:
+        name = event.context.get("bundle_name")
+    else:
+        origin = event.context.get("airflow")
+        name = origin.get("bundle_name") if isinstance(origin, dict) else None
     return name if isinstance(name, str) and name.strip() else None
 
 

@@ -383,3 +383,21 @@ def test_a_worker_heals_another_hosts_bundle_event_in_the_mapped_checkout(
         assert incident.repo_url == "bundle:dags" and incident.status.value == "fixed"
         assert incident.events == 2  # a's event, delivered twice, is stored once
     assert RIGHT in git(b, "show", f"{incident.branch}:{JOB}")
+
+
+def test_a_dbt_nodes_event_from_an_airflow_task_is_named_by_the_tasks_bundle() -> None:
+    from patchit.events.model import repo_identity
+
+    def dbt_event(context: dict[str, object], url: str | None = None) -> UniversalFailureEvent:
+        return UniversalFailureEvent(
+            source=FailureSource.DBT, pipeline_id="shop", unit_id="model.shop.orders",
+            repo_path="/srv/dags", repo_url=url, context=context,
+        )  # fmt: skip
+
+    airflow = {"dag_id": "shop", "task_id": "dbt_build", "bundle_name": "dags"}
+    assert repo_identity(dbt_event({"airflow": airflow})) == "bundle:dags"
+    assert repo_identity(dbt_event({"airflow": airflow}, "github.com/acme/dags")) == (
+        "github.com/acme/dags"
+    )
+    assert repo_identity(dbt_event({"bundle_name": "dags"})) is None  # dbt's own: no bundle
+    assert repo_identity(dbt_event({"airflow": {**airflow, "bundle_name": None}})) is None
