@@ -26,7 +26,7 @@ from pathlib import Path
 from patchit.context import Context, build_context
 from patchit.delivery.track import track
 from patchit.errors import BadInputError, MemoryStoreError, PatchitError, SpoolError
-from patchit.events.model import FailureSource, UniversalFailureEvent, validate_event
+from patchit.events.model import FailureSource, UniversalFailureEvent, repo_identity, validate_event
 from patchit.inputs import parse_json
 from patchit.intake.airflow_dbt import dbt_events_from_airflow
 from patchit.intake.checkouts import NoCheckoutError, local_checkout
@@ -43,7 +43,8 @@ from patchit.state.pg import StateDbError
 
 NO_REPO = (
     "not healed: no git repository holding the failing commit is known for this task "
-    "(map DAG bundles to repos with make_failure_callback(repos=...))"
+    "(map DAG bundles to repos with make_failure_callback(repos=...), or on the worker "
+    'with [repos] "bundle:NAME" = "/path/to/checkout" in $PATCHIT_HOME/patchit.toml)'
 )
 Say = Callable[[str], None]
 MakeContext = Callable[..., Context]
@@ -123,7 +124,7 @@ class Worker:
         # one loop context per repository for the whole run: plugins are loaded once and a
         # warm harness (dbt worker, Airflow parent) serves every batch, not just one
         self._contexts: dict[str, Context] = {}
-        self._unmapped: dict[str, str] = {}  # repo_url -> how to map it (no checkout here)
+        self._unmapped: dict[str, str] = {}  # repo_identity -> how to map it (no checkout here)
         self._swept_at = 0.0
         self._tracked_at = 0.0
 
@@ -248,13 +249,13 @@ class Worker:
             batch.failed[row.id] = f"{where} {row.id}: {exc}"
             return
         try:
-            event = local_checkout(event, self.home)  # named by remote URL: this host's clone
+            event = local_checkout(event, self.home)  # by remote URL or bundle: this host's clone
         except NoCheckoutError as exc:
             if event.source is not FailureSource.AIRFLOW:  # a dbt event is healed or bad
                 batch.failed[row.id] = str(exc)
                 return
             # kept as it came: recorded open ("no repository known"), with how to map it
-            self._unmapped[event.repo_url or ""] = exc.hint
+            self._unmapped[repo_identity(event) or ""] = exc.hint
         except BadInputError as exc:  # a [repos] mapping that is wrong
             batch.failed[row.id] = str(exc)
             return
@@ -318,7 +319,7 @@ class Worker:
             )
         what = "new incident" if created else f"attached to incident ({incident.status})"
         storm = f", storm of {cls}" if cls else ""
-        hint = self._unmapped.get(first.repo_url or "") if first.repo_url else None
+        hint = self._unmapped.get(repo_identity(first) or "")
         self.say(f"{first.short()}: {len(events)} event(s), {what} {incident.id}{storm}; "
                  "left open: no repository known" + (f" ({hint})" if hint else ""))  # fmt: skip
 

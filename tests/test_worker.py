@@ -176,6 +176,7 @@ def test_airflow_task_that_ran_dbt_is_healed_as_one_dbt_incident(
             "dbt_project_dir": str(shop_repo),
             "dbt_cwd": str(shop_repo),
             "task_started_utc": started.isoformat(),
+            "bundle_name": "dags",
         },
     )
     spool(_patchit_home, [event])
@@ -187,6 +188,7 @@ def test_airflow_task_that_ran_dbt_is_healed_as_one_dbt_incident(
     assert incident.status == "fixed", incident.summary
     assert stored[0].source.value == "dbt" and stored[0].unit_id == "model.shop.daily_revenue"
     assert stored[0].context["airflow"]["task_id"] == "dbt_build"
+    assert incident.repo_url == "bundle:dags"  # the task's bundle names the dbt node's repository
     assert git(shop_repo, "branch", "--list", incident.branch or "-")
     assert "sum(amount)" in git(
         shop_repo, "show", f"{incident.branch}:models/marts/daily_revenue.sql"

@@ -186,6 +186,29 @@ class UniversalFailureEvent(Redacted):
         return f"{self.source.value}:{self.pipeline_id}:{self.unit_id}"
 
 
+BUNDLE_PREFIX = "bundle:"  # `[repos]` key and memory name of an Airflow DAG bundle
+
+
+def bundle_of(event: UniversalFailureEvent) -> str | None:
+    """The Airflow DAG bundle the event's task came from, when it names one (a dbt node's
+    event made from an Airflow task that ran dbt: that task's bundle)."""
+    if event.source is FailureSource.AIRFLOW:
+        name = event.context.get("bundle_name")
+    else:
+        origin = event.context.get("airflow")
+        name = origin.get("bundle_name") if isinstance(origin, dict) else None
+    return name if isinstance(name, str) and name.strip() else None
+
+
+def repo_identity(event: UniversalFailureEvent) -> str | None:
+    """The event's repository name shared by every host: its remote URL, else
+    `bundle:<name>` of its Airflow DAG bundle; None (its local path names it) without either."""
+    if event.repo_url:
+        return event.repo_url
+    bundle = bundle_of(event)
+    return f"{BUNDLE_PREFIX}{bundle}" if bundle else None
+
+
 def event_json_schema() -> dict[str, Any]:
     return UniversalFailureEvent.model_json_schema()
 

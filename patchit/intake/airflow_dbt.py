@@ -100,6 +100,7 @@ def dbt_events_from_airflow(event: UniversalFailureEvent) -> list[UniversalFailu
         "run_id": event.run_id,
         "try_number": event.try_number,
         "event_id": event.event_id,
+        "bundle_name": event.context.get("bundle_name"),  # its repository's name on every host
     }
     converted = []
     for dbt_event in events:

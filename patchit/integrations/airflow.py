@@ -267,6 +267,8 @@ def build_event(
         "dag_file": fileloc,
         "bundle_name": bundle,
         "bundle_version": _plain(_safe(lambda: ti.bundle_instance.version)),
+        # a bundle folder outside git is moved to a worker's `[repos] "bundle:NAME"` by it
+        "bundle_path": _plain(_safe(lambda: clean_text(str(ti.bundle_instance.path)))),
         "operator": _text(_safe(lambda: type(task).__name__), 200) if task is not None else None,
         "task_started_utc": _iso(_safe(lambda: ti.start_date)),
         "hostname": _plain(_safe(lambda: ti.hostname)),

@@ -34,7 +34,7 @@ class Incident(BaseModel):
     fingerprint: str
     cause_key: str
     repo_path: str | None = None
-    repo_url: str | None = None  # normalised remote URL, when the checkout has one
+    repo_url: str | None = None  # normalised remote URL, else bundle:NAME (repo_identity)
     status: IncidentStatus = IncidentStatus.OPEN
     classification: str | None = None
     branch: str | None = None

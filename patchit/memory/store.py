@@ -18,7 +18,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from patchit.errors import BadInputError
-from patchit.events.model import UniversalFailureEvent
+from patchit.events.model import UniversalFailureEvent, repo_identity
 from patchit.liveness import owner_is_dead
 from patchit.memory.attempts import AttemptStore
 from patchit.memory.deliveries import DeliveryStore
@@ -68,11 +68,13 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         """The most recently active incident of this cause and repository within the window.
 
         The repository is its remote URL when known (clones at other paths share incidents),
-        else its local path. The two meet: an event with a URL finds an incident without one
-        at the same path (made before migration 8, or from a producer that sent no URL), and
-        an event without a URL finds one with a URL at its path."""
+        else `bundle:<name>` of its Airflow DAG bundle (`repo_identity`: the bundle's
+        checkouts on other hosts share incidents), else its local path. The two meet: an
+        event with a URL finds an incident without one at the same path (made before
+        migration 8, or from a producer that sent no URL), and an event named by neither URL
+        nor bundle finds one with either at its path."""
         since = (_now() - timedelta(days=window_days)).isoformat()
-        if repo_url:
+        if repo_url:  # or bundle:NAME
             repo = "(i.repo_url = ? or (i.repo_url is null and i.repo_path is ?))"
             params: tuple[Any, ...] = (cause_key, repo_url, repo_path, since)
         else:
@@ -99,7 +101,7 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
                     "fingerprint": fingerprint,
                     "cause_key": cause_key,
                     "repo_path": event.repo_path,
-                    "repo_url": event.repo_url,
+                    "repo_url": repo_identity(event),  # a URL, or bundle:NAME
                     "status": IncidentStatus.OPEN.value,
                     "summary": "",
                     "created_utc": now,
@@ -128,7 +130,7 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
             incident = self.get_incident(incident_id)
             self._insert_events(db, incident_id, events, cause_key)
             changes: dict[str, Any] = {"updated_utc": _now().isoformat()}
-            url = next((e.repo_url for e, _ in events if e.repo_url), None)
+            url = next((u for e, _ in events if (u := repo_identity(e))), None)
             if url and not incident.repo_url:  # an incident from before repo_url learns it
                 changes["repo_url"] = url
             db.table("incidents").update(incident_id, changes)
@@ -145,7 +147,9 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         Find and create run in one IMMEDIATE transaction, so concurrent workers agree.
         """
         with self._write():
-            found = self.find_incident(cause_key, event.repo_path, window_days, event.repo_url)
+            found = self.find_incident(
+                cause_key, event.repo_path, window_days, repo_identity(event)
+            )
             if found is not None:
                 self.attach_event(found.id, event, fingerprint, cause_key)
                 incident, created = found.id, False

@@ -17,7 +17,14 @@ from patchit.intake.spool import Spool
 from patchit.memory import Memory
 from patchit.worker import Worker
 from tests.conftest import git
-from tests.intake.test_checkouts import JOB, clones, failure
+from tests.intake.test_checkouts import (
+    JOB,
+    bundle_checkouts,
+    clones,
+    failure,
+    in_bundle,
+    moved_away,
+)
 
 
 def test_two_hosts_clones_share_one_incident_healed_once(tmp_path: Path, state_url: str) -> None:
@@ -47,3 +54,29 @@ def test_two_hosts_clones_share_one_incident_healed_once(tmp_path: Path, state_u
         assert [a.outcome for a in memory.attempts_for(incident.id)].count("verified") == 1
     assert RIGHT in git(b, "show", f"{incident.branch}:{JOB}")
     assert git(a, "branch", "--list", "patchit/*").strip() == ""
+
+
+def test_two_hosts_checkouts_of_one_bundle_share_one_incident_healed_once(
+    tmp_path: Path, state_url: str
+) -> None:
+    """The same, for a DAG bundle checked out without a remote: `[repos] "bundle:dags"`."""
+    a, b = bundle_checkouts(tmp_path)
+    homes = {name: tmp_path / f"home-{name}" for name in ("a", "b")}
+    for name, home in homes.items():
+        home.mkdir()
+        clone = a if name == "a" else b
+        (home / "patchit.toml").write_text(
+            f'[state]\nurl = {json.dumps(state_url)}\n[repos]\n"bundle:dags" = '
+            f"{json.dumps(str(clone))}\n"
+        )
+    from_a = moved_away(in_bundle(failure(a, "")), a, tmp_path / "host-a-only" / "dags")
+    from_b = in_bundle(failure(b, ""))
+    with Spool.open(homes["a"]) as spool:
+        spool.put_many([from_a.model_dump(mode="json"), from_b.model_dump(mode="json")])
+    stats = Worker(homes["b"], make_context=fake_context).run(once=True)
+    assert stats.bad == 0 and stats.processed == 2
+    with Memory.open(homes["a"]) as memory:
+        [incident] = memory.list_incidents()
+        assert incident.status.value == "fixed" and incident.repo_url == "bundle:dags"
+        assert incident.events == 2 and incident.repo_path == str(b)
+    assert RIGHT in git(b, "show", f"{incident.branch}:{JOB}")
