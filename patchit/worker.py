@@ -32,7 +32,7 @@ from patchit.intake.airflow_dbt import dbt_events_from_airflow
 from patchit.intake.checkouts import NoCheckoutError, local_checkout
 from patchit.intake.spool import Spool, SpooledEvent, spool_where
 from patchit.intake.storm import storm_class, storm_key
-from patchit.liveness import run_owner
+from patchit.liveness import claim_owner
 from patchit.loop import heal_group
 from patchit.memory import Incident, Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
@@ -118,7 +118,7 @@ class Worker:
         self.batch_size = batch_size
         self.lease_s = lease_s
         self.make_context = make_context
-        self.owner = run_owner()
+        self.owner = claim_owner()
         self.stats = WorkerStats()
         # one loop context per repository for the whole run: plugins are loaded once and a
         # warm harness (dbt worker, Airflow parent) serves every batch, not just one

@@ -5,9 +5,10 @@ Postgres state), standard library only.
 scan`) only INSERT a JSON event dict, with a short busy timeout, so they never wait long on a
 worker. Workers claim rows inside one `BEGIN IMMEDIATE` transaction, so two workers never take
 the same row. A row's life: `pending` -> `taken` -> `done` | `bad` (kept, with the reason, for
-inspection; `patchit spool retry` puts it back). A `taken` row whose worker died (its pid is
-gone) or whose lease ran out is claimed again; one whose workers died `MAX_CLAIMS` times is
-marked `bad` (it is what kills them).
+inspection; `patchit spool retry` puts it back). A `taken` row whose worker is known to be
+dead (`patchit.liveness.claimer_is_dead`: its pid, where it means that process) or whose lease
+ran out is claimed again; one whose workers died `MAX_CLAIMS` times is marked `bad` (it is what
+kills them).
 
 A producer never drops an event: when the spool is locked past its busy timeout or damaged, the
 event is appended to `spool/fallback.jsonl` beside it, which the worker imports (exactly once:
@@ -55,7 +56,7 @@ from patchit.intake.spool_files import fallback_batches, now_iso
 from patchit.intake.spool_files import fallback_path as fallback_path
 from patchit.intake.spool_files import spool_path as spool_path
 from patchit.intake.spool_files import spool_payload as spool_payload
-from patchit.liveness import owner_is_dead
+from patchit.liveness import claimer_is_dead
 from patchit.redaction import clean_text, environment_secrets, redact
 from patchit.state.pg import PgConn, StateDbError, StateUnavailableError
 from patchit.state.url import StateUrlError, mask_url, state_url
@@ -261,7 +262,7 @@ class Spool:
         owner: str,
         limit: int = 50,
         lease_s: float = 3600.0,
-        is_dead: Callable[[str], bool] = owner_is_dead,
+        is_dead: Callable[[str], bool] = claimer_is_dead,
     ) -> list[SpooledEvent]:
         """Take up to `limit` pending rows (or rows whose worker died or whose lease ran out),
         oldest first. A row whose workers died `MAX_CLAIMS` times is marked bad instead."""

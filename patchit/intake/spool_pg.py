@@ -143,8 +143,9 @@ def _claim(
 
 
 def _requeue_dead(conn: PgConn, owner: str, is_dead: Callable[[str], bool]) -> int:
-    """Put rows taken by workers known dead back to pending (a worker judges the owners of its
-    own host; another host's dead worker's rows come back when their lease runs out)."""
+    """Put rows taken by workers known dead back to pending (`is_dead`: a worker judges the
+    owners whose pids it can see; another host's dead worker's rows come back when their
+    lease runs out)."""
     owners = [
         str(r[0])
         for r in conn.execute(

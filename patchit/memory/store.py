@@ -19,7 +19,7 @@ from sqlite_utils import Database
 
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
-from patchit.liveness import owner_is_dead
+from patchit.liveness import claimer_is_dead
 from patchit.memory.attempts import AttemptStore
 from patchit.memory.deliveries import DeliveryStore
 from patchit.memory.lifecycle import Trigger, next_status
@@ -281,7 +281,7 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
                     (incident_id, now_s),
                 )
             )
-            if held and held[0]["owner"] != owner and not owner_is_dead(held[0]["owner"]):
+            if held and held[0]["owner"] != owner and not claimer_is_dead(held[0]["owner"]):
                 return False
             db.table("leases").upsert(
                 {"incident_id": incident_id, "owner": owner, "expires_utc": now_s + ttl_s},
@@ -306,14 +306,16 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
             "select owner from leases where incident_id = ? and expires_utc > ?",
             (incident_id, time.time()),
         )
-        return bool(rows) and not owner_is_dead(rows[0]["owner"])
+        return bool(rows) and not claimer_is_dead(rows[0]["owner"])
 
     def dead_leases(self) -> list[str]:
         """Incidents whose lease is held by no live run (expired, or its owner died)."""
         now_s = time.time()
         rows = self._rows("select incident_id, owner, expires_utc from leases")
         return [
-            r["incident_id"] for r in rows if r["expires_utc"] <= now_s or owner_is_dead(r["owner"])
+            r["incident_id"]
+            for r in rows
+            if r["expires_utc"] <= now_s or claimer_is_dead(r["owner"])
         ]
 
     def abandon_incident(self, incident_id: str, owner: str) -> None:
