@@ -19,9 +19,13 @@ when that cannot apply anything twice:
 - a write outside a transaction is preceded, after a second of silence, by `select 1`, so a
   connection that died while idle is replaced before the write; a write whose own round trip
   broke is not sent again (it may have been applied);
-- inside a transaction the server rolled it back: the error (`lost`, `reconnected`) goes to
-  the transaction's owner, who may run it again (`spool_pg.claim_rows` does); a lost `COMMIT`
-  is not known to have failed, and a lost `ROLLBACK` has nothing left to undo.
+- inside a transaction the server rolled it back: the error (`lost`, `reconnected`,
+  `rolled_back`) goes to the transaction's owner, who may run it again (`spool_pg.claim_rows`
+  does, and the worker heals a batch again whose memory write was cut); a lost `ROLLBACK` has
+  nothing left to undo;
+- a lost `COMMIT` is resolved on the new connection by the transaction's id (asked before the
+  COMMIT is sent, `txid_status`): committed, it returns as if nothing happened; rolled back,
+  it raises `rolled_back`; unknown (a server that cannot say), it raises without it.
 Past the bound, one `StateDbError(lost=True)` says the server did not come back.
 """
 
@@ -46,6 +50,7 @@ RECONNECT_ENV = "PATCHIT_STATE_RECONNECT_S"
 RECONNECT_S = 30.0  # how long a lost connection is tried again before giving up
 PING_IDLE_S = 1.0  # a write after this much silence checks the connection first
 _LOST_CODES = ("57P01", "57P02", "57P03")  # admin or crash shutdown, the server starting up
+COMMIT_STATUS_WAIT_S = 10.0  # a cut backend may still be ending its COMMIT: how long to ask
 _JSON_EXTRACT = re.compile(r"json_extract\((\w+),\s*'\$\.(\w+)'\)")
 _LITERAL = re.compile(r"('(?:[^']|'')*')")  # a string literal: left as it is written
 _TRANSLATIONS = [  # outside string literals
@@ -67,6 +72,7 @@ class StateDbError(Exception):
         self.integrity = integrity
         self.lost = lost
         self.reconnected = False  # lost, and the connection is open again: a retry may work
+        self.rolled_back = False  # lost inside a transaction that is known to be rolled back
 
 
 class StateUnavailableError(BadInputError):
@@ -241,7 +247,7 @@ class PgConn:
                     return None
                 raise
         if word == "COMMIT":
-            return self._run("commit", ())  # lost: not known to have failed, never resent
+            return self._commit()  # lost: resolved by the transaction's id, never resent
         args = tuple(params) if isinstance(params, (list, tuple)) else params
         return self._statement(to_pg(sql), args)
 
@@ -270,6 +276,39 @@ class PgConn:
                 raise
         return cur
 
+    def _commit(self) -> Any:
+        """COMMIT; when its round trip is lost, whether the server committed it, by its
+        transaction id: committed, nothing is raised."""
+        xid = None
+        if self.reopen is not None and self.in_transaction:
+            xid = self._run("select txid_current_if_assigned()", ()).fetchone()[0]
+        try:
+            return self._run("commit", ())
+        except StateDbError as exc:
+            if not exc.reconnected:
+                raise
+            if xid is None:
+                return None  # it wrote nothing: there was nothing to commit
+            status = self._xid_status(int(xid))
+            if status == "committed":
+                return None
+            exc.rolled_back = status == "aborted"
+            raise
+
+    def _xid_status(self, xid: int) -> str | None:
+        """`txid_status(xid)` on the new connection, waiting while the cut backend still ends
+        it ("in progress"); None when the server cannot say (too old, or an error)."""
+        deadline = time.monotonic() + COMMIT_STATUS_WAIT_S
+        while True:
+            try:
+                row = self._run("select txid_status(%s)", (xid,)).fetchone()
+            except StateDbError:
+                return None
+            status = str(row[0]) if row and row[0] is not None else None
+            if status != "in progress" or time.monotonic() > deadline:
+                return status
+            time.sleep(0.05)
+
     def _again_if_lost(self, send: Callable[[], Any]) -> Any:
         """`send()`, once more when the connection was lost and is open again."""
         try:
@@ -280,6 +319,7 @@ class PgConn:
         return send()
 
     def _run(self, sql: str, params: Any) -> Any:
+        inside = self.in_transaction  # a lost connection rolls it back
         try:
             cur = self.raw.cursor()
             cur.execute(sql, _without_nul(params))
@@ -293,6 +333,7 @@ class PgConn:
             if error.lost and self.reopen is not None:
                 self._reconnect(error)
                 error.reconnected = True
+                error.rolled_back = inside and sql != "commit"  # COMMIT: see _commit
             raise error from exc
         finally:
             self._used = time.monotonic()
