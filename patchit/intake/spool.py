@@ -51,8 +51,8 @@ from patchit.intake.spool_files import FALLBACK_NAME as FALLBACK_NAME
 from patchit.intake.spool_files import IMPORTING_MARK as IMPORTING_MARK
 from patchit.intake.spool_files import MAX_CLAIMS as MAX_CLAIMS
 from patchit.intake.spool_files import SPOOL_RELATIVE_PATH as SPOOL_RELATIVE_PATH
+from patchit.intake.spool_files import SQLITE_ID, fallback_batches, now_iso, spool_schema
 from patchit.intake.spool_files import append_fallback as append_fallback
-from patchit.intake.spool_files import fallback_batches, now_iso
 from patchit.intake.spool_files import fallback_path as fallback_path
 from patchit.intake.spool_files import spool_path as spool_path
 from patchit.intake.spool_files import spool_payload as spool_payload
@@ -69,25 +69,7 @@ PRODUCER_DEADLINE_S = 2.5
 PRODUCER_DEADLINE_PER_EVENT_S = 0.005
 WORKER_BUSY_TIMEOUT_S = 30.0
 
-_SCHEMA = """
-create table if not exists spool (
-    id integer primary key autoincrement,
-    created_utc text not null,
-    source text not null,
-    payload text not null,
-    state text not null default 'pending',
-    owner text,
-    taken_utc text,
-    claims integer not null default 0,
-    reason text
-);
-create index if not exists spool_state on spool (state, id);
-create table if not exists spool_imports (
-    name text primary key,
-    imported_utc text not null,
-    rows integer not null
-);
-"""
+_SCHEMA = spool_schema(SQLITE_ID)
 
 
 resolve_home_stdlib = resolve_home  # the state dir rule, standard library only
