@@ -46,7 +46,7 @@ time.sleep(600)
 """
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def home(
     request: pytest.FixtureRequest, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Path]:
