@@ -181,3 +181,51 @@ def test_no_proc_judges_an_older_owner_by_its_pid(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(liveness, "this_place", lambda: None)
     assert claimer_is_dead(f"{socket.gethostname()}:{_dead_pid()}")
     assert not claimer_is_dead(f"{socket.gethostname()}:{os.getpid()}")
+
+
+def test_a_process_it_cannot_read_keeps_a_claimer_of_another_namespace_alive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import patchit.liveness as liveness
+
+    here = this_place()
+    assert here is not None
+    boot, _, pidns = here.partition("/")
+    if pidns != INIT_PID_NS:
+        pytest.skip("only the initial pid namespace sees into the others")  # CI runs there
+    # a namespace that no longer exists: its claimer is dead ...
+    gone = f"{socket.gethostname()}:7:1:{boot}/1"
+    assert claimer_is_dead(gone)
+    # ... unless some process of another namespace cannot be read (not root): not known
+    child = subprocess.Popen([*_unshare(), "sleep", "60"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not _contained():
+            assert time.monotonic() < deadline, "the contained process did not start"
+            time.sleep(0.05)
+        real = os.readlink
+
+        def unreadable(path: str) -> str:
+            if path.endswith("/ns/pid"):
+                raise PermissionError(13, "Permission denied", path)
+            return real(path)
+
+        monkeypatch.setattr(liveness.os, "readlink", unreadable)
+        assert not claimer_is_dead(gone)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+
+
+def _contained() -> bool:
+    """Whether a process of another pid namespace runs (its NSpid names two pids or more)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", encoding="ascii") as handle:
+                if any(ln.startswith("NSpid:") and len(ln.split()) > 2 for ln in handle):
+                    return True
+        except OSError:
+            continue
+    return False
