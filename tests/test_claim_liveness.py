@@ -119,6 +119,7 @@ def test_a_dead_claimer_in_another_pid_namespace_is_seen_dead_from_the_initial_o
     assert here is not None
     if here.partition("/")[2] != INIT_PID_NS:
         pytest.skip("only the initial pid namespace sees into the others")  # CI runs there
+    _judge_sees_every_process()
     _spool_three(home)
     child, owner = _contained_claimer(home)
     os.killpg(child.pid, signal.SIGKILL)
@@ -131,6 +132,33 @@ def test_a_dead_claimer_in_another_pid_namespace_is_seen_dead_from_the_initial_o
         assert "inc-1" in memory.dead_leases()
         assert memory.claim_incident("inc-1", _me(), ttl_s=60)
         assert len(spool.claim(_me(), limit=10)) == 3
+
+
+def _judge_sees_every_process() -> None:
+    """Skip, saying why, when this process (not root) cannot know a claimer of another pid
+    namespace dead: some process of a child namespace is another user's, or /proc hides them.
+    As root (CI) it always can: the test runs."""
+    import patchit.liveness as liveness
+
+    if os.geteuid() == 0:
+        return
+    if liveness._proc_hides_processes() is not False:
+        pytest.skip("not root, and /proc hides other users' processes (hidepid): run as root")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", encoding="ascii") as handle:
+                contained = any(ln.startswith("NSpid:") and len(ln.split()) > 2 for ln in handle)
+            if contained:
+                os.readlink(f"/proc/{entry.name}/ns/pid")
+        except PermissionError:
+            pytest.skip(
+                f"not root, and process {entry.name} of another pid namespace is another"
+                " user's (unreadable): no claimer there is known dead; run as root"
+            )
+        except OSError:
+            continue
 
 
 def _dead_pid() -> int:
@@ -186,13 +214,13 @@ def test_no_proc_judges_an_older_owner_by_its_pid(monkeypatch: pytest.MonkeyPatc
 def test_a_process_it_cannot_read_keeps_a_claimer_of_another_namespace_alive(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import patchit.liveness as liveness
 
     here = this_place()
     assert here is not None
     boot, _, pidns = here.partition("/")
     if pidns != INIT_PID_NS:
         pytest.skip("only the initial pid namespace sees into the others")  # CI runs there
+    _judge_sees_every_process()
     # a namespace that no longer exists: its claimer is dead ...
     gone = f"{socket.gethostname()}:7:1:{boot}/1"
     assert claimer_is_dead(gone)
@@ -210,7 +238,7 @@ def test_a_process_it_cannot_read_keeps_a_claimer_of_another_namespace_alive(
                 raise PermissionError(13, "Permission denied", path)
             return real(path)
 
-        monkeypatch.setattr(liveness.os, "readlink", unreadable)
+        monkeypatch.setattr(os, "readlink", unreadable)
         assert not claimer_is_dead(gone)
     finally:
         os.killpg(child.pid, signal.SIGKILL)
@@ -229,3 +257,98 @@ def _contained() -> bool:
         except OSError:
             continue
     return False
+
+
+# a claimer that says its owner id and waits to be killed (liveness only: no spool, no memory)
+OWNER = "import time; from patchit.liveness import claim_owner; print(claim_owner(), flush=True);"
+OWNER += " time.sleep(600)"
+JUDGE = (
+    "import sys; from patchit.liveness import claimer_is_dead; print(claimer_is_dead(sys.argv[1]))"
+)
+
+
+def _initial_namespace_only() -> None:
+    here = this_place()
+    assert here is not None
+    if here.partition("/")[2] != INIT_PID_NS:
+        pytest.skip("only the initial pid namespace sees into the others")  # CI runs there
+
+
+def _owner_in(prefix: list[str]) -> tuple[subprocess.Popen[str], str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [*prefix, sys.executable, "-c", OWNER],
+        stdout=subprocess.PIPE, text=True, env=env, start_new_session=True,
+    )  # fmt: skip
+    assert child.stdout is not None
+    owner = child.stdout.readline().strip()
+    assert owner.count(":") == 3, owner
+    return child, owner
+
+
+def _kill(child: subprocess.Popen[str]) -> None:
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+
+
+def test_a_proc_that_hides_other_users_processes_keeps_a_live_claimer_alive() -> None:
+    # /proc mounted hidepid=2 (a hardened host): another user's processes are missing from its
+    # listing, not unreadable; a judge that cannot see every process knows nobody dead
+    _initial_namespace_only()
+    if os.geteuid() != 0:
+        pytest.skip("mounting /proc with hidepid=2 needs root")  # CI runs as root
+    for tool, package in (("unshare", "util-linux"), ("setpriv", "util-linux"), ("mount", "mount")):
+        assert shutil.which(tool), f"{tool} is required here: apt-get install {package}"
+    child, owner = _owner_in(_unshare())  # root's, in a pid namespace of its own
+    try:
+        script = (
+            "mount -t proc -o hidepid=2 proc /proc && exec setpriv --reuid=65534 --regid=65534"
+            ' --clear-groups "$0" -c "$1" "$2"'
+        )
+        judged = subprocess.run(
+            ["unshare", "-m", "sh", "-c", script, sys.executable, JUDGE, owner],
+            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        assert judged.returncode == 0, judged.stderr
+        assert judged.stdout.split() == ["False"], owner  # alive, as far as it can know
+    finally:
+        _kill(child)
+
+
+def test_a_claimer_in_a_time_namespace_with_a_boot_time_offset_is_alive_until_it_dies() -> None:
+    # a time namespace (CRIU restore, unshare -T): the claimer reads its start time with its
+    # boot-time offset added; this process reads it without
+    _initial_namespace_only()
+    if not os.path.lexists("/proc/self/ns/time"):
+        pytest.fail("this kernel has no time namespaces (Linux 5.6 or later is required)")
+    _judge_sees_every_process()
+    child, owner = _owner_in([*_unshare(), "-T", "--boottime", "100000"])
+    try:
+        assert int(owner.split(":")[2]) > 100000 * os.sysconf("SC_CLK_TCK")  # offset added
+        assert not claimer_is_dead(owner)
+    finally:
+        _kill(child)
+    deadline = time.monotonic() + 30
+    while not claimer_is_dead(owner):  # and once it is gone, it is dead
+        assert time.monotonic() < deadline, f"{owner} is still seen alive"
+        time.sleep(0.05)
+
+
+def test_no_nspid_line_in_proc_status_knows_no_claimer_of_another_namespace_dead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # kernels before 4.1 have no NSpid: every process would look like one of this namespace
+    import patchit.liveness as liveness
+
+    _initial_namespace_only()
+    _judge_sees_every_process()
+    boot = (this_place() or "").partition("/")[0]
+    gone = f"{socket.gethostname()}:7:1:{boot}/1"  # a namespace that does not exist
+    assert claimer_is_dead(gone)
+
+    def status(pid: str) -> list[str]:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
+            return [ln for ln in handle if not ln.startswith("NSpid:")]
+
+    monkeypatch.setattr(liveness, "_read_status", status, raising=False)
+    assert not claimer_is_dead(gone)
