@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -352,3 +353,36 @@ def test_no_nspid_line_in_proc_status_knows_no_claimer_of_another_namespace_dead
 
     monkeypatch.setattr(liveness, "_read_status", status, raising=False)
     assert not claimer_is_dead(gone)
+
+
+def test_proc_is_read_once_per_claim_before_the_lock(
+    _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # three claimers of other pid namespaces (gone): one reading of /proc judges all three, and
+    # it is made before the spool's write lock is taken, not once per owner inside it
+
+    _initial_namespace_only()
+    _judge_sees_every_process()
+    boot = (this_place() or "").partition("/")[0]
+    owners = [f"{socket.gethostname()}:7:1:{boot}/{n}" for n in (1, 2, 3)]
+    with Spool.open(_patchit_home) as spool, Memory.open(_patchit_home) as memory:
+        for n, owner in enumerate(owners):
+            spool.put({"source": "airflow", "unit_id": f"u{n}"})
+            assert spool.claim(owner, limit=1, is_dead=lambda _owner: False)
+            assert memory.claim_incident(f"inc-{n}", owner, ttl_s=3600)
+        conn = spool.conn
+        assert isinstance(conn, sqlite3.Connection)
+        real = os.scandir
+        reads: list[bool] = []  # whether the spool was inside its transaction at each
+
+        def scandir(path: str) -> object:
+            if path == "/proc":
+                reads.append(conn.in_transaction)
+            return real(path)
+
+        monkeypatch.setattr(os, "scandir", scandir)  # liveness reads /proc with it
+        assert len(spool.claim(_me(), limit=10)) == 3
+        assert reads == [False]
+        reads.clear()
+        assert sorted(memory.dead_leases()) == ["inc-0", "inc-1", "inc-2"]
+        assert reads == [False]

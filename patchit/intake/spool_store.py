@@ -34,7 +34,7 @@ from patchit.intake.spool_files import (
     spool_payload,
     spool_schema,
 )
-from patchit.liveness import claimer_is_dead
+from patchit.liveness import claimer_judge
 from patchit.redaction import clean_text, environment_secrets, redact
 from patchit.state.pg import PgConn, StateDbError
 from patchit.state.url import StateUrlError, mask_url, state_url
@@ -205,10 +205,13 @@ class Spool:
         owner: str,
         limit: int = 50,
         lease_s: float = 3600.0,
-        is_dead: Callable[[str], bool] = claimer_is_dead,
+        is_dead: Callable[[str], bool] | None = None,
     ) -> list[SpooledEvent]:
         """Take up to `limit` pending rows (or rows whose worker died or whose lease ran out),
-        oldest first. A row whose workers died `MAX_CLAIMS` times is marked bad instead."""
+        oldest first. A row whose workers died `MAX_CLAIMS` times is marked bad instead.
+        `is_dead` judges the claimers (by default `claimer_judge()`: /proc read once, before
+        the transaction takes its lock)."""
+        is_dead = is_dead or claimer_judge()
         if self.pg_conn is not None:
             from patchit.intake.spool_pg import claim_rows
 
