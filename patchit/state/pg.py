@@ -24,8 +24,15 @@ when that cannot apply anything twice:
   does, and the worker heals a batch again whose memory write was cut); a lost `ROLLBACK` has
   nothing left to undo;
 - a lost `COMMIT` is resolved on the new connection by the transaction's id (asked before the
-  COMMIT is sent, `txid_status`): committed, it returns as if nothing happened; rolled back,
-  it raises `rolled_back`; unknown (a server that cannot say), it raises without it.
+  COMMIT is sent, `txid_status`) when the server did not crash meanwhile: committed, it
+  returns as if nothing happened; rolled back, it raises `rolled_back`; unknown (a server that
+  cannot say), it raises without it. After a crash it raises without it: WAL lost in the crash
+  may let recovery hand the same xid to another transaction, whose 'committed' would be taken
+  for this one's. A crash is told by SQLSTATE 57P02/57P03 or, as the client mostly gets no
+  SQLSTATE at all (a `pg_terminate_backend` neither), by the statistics' reset time
+  (`pg_stat_bgwriter.stats_reset`, asked with the xid): crash recovery discards the
+  statistics, an orderly end of a backend or a fast restart keeps them (a `pg_stat_reset_shared`
+  meanwhile is taken for a crash: raised, the safe side).
 Past the bound, one `StateDbError(lost=True)` says the server did not come back.
 """
 
@@ -50,6 +57,11 @@ RECONNECT_ENV = "PATCHIT_STATE_RECONNECT_S"
 RECONNECT_S = 30.0  # how long a lost connection is tried again before giving up
 PING_IDLE_S = 1.0  # a write after this much silence checks the connection first
 _LOST_CODES = ("57P01", "57P02", "57P03")  # admin or crash shutdown, the server starting up
+_CRASH_CODES = ("57P02", "57P03")  # crash shutdown, the server starting up (recovering)
+# asked before a COMMIT: the transaction's id, and when the statistics were last reset (a
+# crash resets them: crash recovery discards them; an orderly end or restart keeps them)
+_BEFORE_COMMIT = "select txid_current_if_assigned(), (select stats_reset from pg_stat_bgwriter)"
+_STATS_RESET = "select stats_reset from pg_stat_bgwriter"
 COMMIT_STATUS_WAIT_S = 10.0  # a cut backend may still be ending its COMMIT: how long to ask
 _JSON_EXTRACT = re.compile(r"json_extract\((\w+),\s*'\$\.(\w+)'\)")
 _LITERAL = re.compile(r"('(?:[^']|'')*')")  # a string literal: left as it is written
@@ -71,6 +83,7 @@ class StateDbError(Exception):
         self.busy = busy
         self.integrity = integrity
         self.lost = lost
+        self.code = ""  # the SQLSTATE, when the server sent one
         self.reconnected = False  # lost, and the connection is open again: a retry may work
         self.rolled_back = False  # lost inside a transaction that is known to be rolled back
 
@@ -100,12 +113,14 @@ def _wrap(exc: Exception) -> StateDbError:
     code = str(getattr(exc, "pgcode", "") or "")
     dropped = type(exc).__name__ in ("OperationalError", "InterfaceError") and not code
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return StateDbError(
+    error = StateDbError(
         first,
         busy=code in ("55P03", "40P01", "57014"),  # lock timeout, deadlock, statement timeout
         integrity=code.startswith("23"),
         lost=code.startswith("08") or code in _LOST_CODES or dropped,
     )
+    error.code = code
+    return error
 
 
 def _passwords(url: str) -> list[str]:
@@ -279,9 +294,9 @@ class PgConn:
     def _commit(self) -> Any:
         """COMMIT; when its round trip is lost, whether the server committed it, by its
         transaction id: committed, nothing is raised."""
-        xid = None
+        xid = reset = None
         if self.reopen is not None and self.in_transaction:
-            xid = self._run("select txid_current_if_assigned()", ()).fetchone()[0]
+            xid, reset = self._run(_BEFORE_COMMIT, ()).fetchone()
         try:
             return self._run("commit", ())
         except StateDbError as exc:
@@ -289,11 +304,24 @@ class PgConn:
                 raise
             if xid is None:
                 return None  # it wrote nothing: there was nothing to commit
+            if exc.code in _CRASH_CODES or self._stats_reset() != reset:
+                # the server crashed meanwhile: WAL that never reached the disk may have left
+                # this xid to another transaction after recovery, whose 'committed' (or
+                # 'aborted') txid_status would report; the client cannot tell which it was
+                raise
             status = self._xid_status(int(xid))
             if status == "committed":
                 return None
             exc.rolled_back = status == "aborted"
             raise
+
+    def _stats_reset(self) -> object:
+        """When the server's statistics were last reset (`pg_stat_bgwriter`), on the new
+        connection; a new object (equal to nothing) when it cannot say."""
+        try:
+            return self._run(_STATS_RESET, ()).fetchone()[0]
+        except StateDbError:
+            return object()
 
     def _xid_status(self, xid: int) -> str | None:
         """`txid_status(xid)` on the new connection, waiting while the cut backend still ends

@@ -14,7 +14,7 @@ import pytest
 
 from patchit.bench.race import fake_context, make_cause
 from patchit.intake.spool import Spool
-from patchit.state.pg import PgConn, connect
+from patchit.state.pg import PgConn, StateDbError, connect
 from patchit.worker import Worker
 
 pytestmark = pytest.mark.slow
@@ -122,3 +122,42 @@ def test_a_commit_whose_reply_was_lost_is_known_committed(
     assert cut == ["commit"]
     assert not any("given back to the spool" in line for line in lines), lines
     _ended_once(other)
+
+
+def test_a_commit_cut_by_a_crash_is_not_settled_by_its_transaction_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the backend killed -9 just after its COMMIT ran: the postmaster ends every process and
+    # recovers (a crash; a cluster of its own). Its xid's status cannot be trusted after a
+    # crash (WAL lost in it may let another transaction reuse the xid): not settled, not
+    # retried, though this COMMIT did reach the disk
+    import os
+    import signal
+
+    from tests.pg_cluster import pg_cluster
+    from tests.state.conftest import database_url
+
+    with pg_cluster() as pg:
+        url = database_url(pg, "postgres")
+        conn = PgConn(connect(url), reopen=lambda: connect(url))
+        conn.execute("create table t (x int)")
+        real = PgConn._run
+
+        def run(self: PgConn, sql: str, params: Any) -> Any:
+            if sql != "commit":
+                return real(self, sql, params)
+            [[pid]] = real(self, "select pg_backend_pid()", ()).fetchall()
+            real(self, sql, params)  # committed ...
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(0.5)  # ... and its reply lost in the crash
+            return real(self, "select 1", ())
+
+        conn.execute("BEGIN")
+        conn.execute("insert into t values (1)")
+        monkeypatch.setattr(PgConn, "_run", run)
+        with pytest.raises(StateDbError) as info:
+            conn.execute("COMMIT")
+        monkeypatch.undo()
+        assert info.value.reconnected and not info.value.rolled_back
+        assert conn.execute("select count(*) from t").fetchone() == (1,)
+        conn.close()
