@@ -190,6 +190,7 @@ class Worker:
             while True:
                 try:
                     self._resume(incident, memory)
+                    self._cut_writes = 0  # a success: the cuts are counted in a row
                     break
                 except MemoryStoreError as exc:
                     if not self._may_retry(exc):
