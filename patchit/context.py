@@ -15,7 +15,7 @@ from pathlib import Path
 from patchit.config import PatchitConfig, load_config
 from patchit.harnesses.base import Harness
 from patchit.harnesses.registry import configure_harnesses, load_harnesses
-from patchit.liveness import run_owner
+from patchit.liveness import claim_owner
 from patchit.memory import Memory
 from patchit.patching.base import Strategy
 from patchit.patching.registry import load_strategies
@@ -31,8 +31,9 @@ def _quiet(_message: str) -> None:
 
 
 def default_owner() -> str:
-    """Who holds an incident's lease: this host and process (pid and start time)."""
-    return run_owner()
+    """Who holds an incident's lease: this host, process (pid and start time), boot and pid
+    namespace (`patchit.liveness.claim_owner`)."""
+    return claim_owner()
 
 
 def say_step(say: Say) -> Step:

@@ -30,7 +30,11 @@ class VcsError(PatchitError):
 
 
 class MemoryStoreError(PatchitError):
-    """The attempt memory could not be opened, migrated or written."""
+    """The attempt memory could not be opened, migrated or written. `retryable`: the shared
+    state's connection was lost inside a transaction that is known to be rolled back, and it
+    is open again: the work that wrote it can run again (the worker does)."""
+
+    retryable: bool = False
 
 
 class SpoolError(PatchitError):

@@ -19,7 +19,7 @@ from patchit.classify.model import FailureClass, Verdict
 from patchit.context import Context
 from patchit.delivery.approval import auto_deliver
 from patchit.delivery.notify import notify
-from patchit.errors import PatchitError, VcsError
+from patchit.errors import MemoryStoreError, PatchitError, VcsError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
@@ -108,6 +108,8 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
             return _finish(ctx, event, incident, created, status, search.stop, evidence, verdict,
                            search, landing)  # fmt: skip
     except PatchitError as exc:  # the incident must not be lost half-way: stop with a report
+        if isinstance(exc, MemoryStoreError) and exc.retryable:
+            raise  # a memory write cut off and rolled back: the caller heals it again
         stop = f"patchit could not finish: {exc}"
         ctx.say(stop)
         return _finish(ctx, event, incident, created, "failed", stop, evidence, verdict)

@@ -8,7 +8,10 @@ incidents only when no repository with the failing commit is known for them.
 An event that cannot be processed is marked `bad` in the spool with the reason and kept, and
 the rest of its batch goes on: one poison event never stalls the spool. An error of the
 memory itself (locked past its timeout, unreadable) is no event's fault: the batch goes back
-to `pending` and the worker stops with that error.
+to `pending` and the worker stops with that error; except a memory write cut off inside its
+transaction by a lost connection to a Postgres state that is back (the transaction known
+rolled back): the batch goes back to `pending` and is healed again, `CUT_WRITE_RETRIES` times
+in a row at most (every transaction that ended stays recorded once: nothing is recorded twice).
 
 At its start a worker opens the spool and the memory with their integrity checks (a damaged
 file is moved aside and reported), imports what producers appended to the fallback file,
@@ -32,7 +35,7 @@ from patchit.intake.airflow_dbt import dbt_events_from_airflow
 from patchit.intake.checkouts import NoCheckoutError, local_checkout
 from patchit.intake.spool import Spool, SpooledEvent, spool_where
 from patchit.intake.storm import storm_class, storm_key
-from patchit.liveness import run_owner
+from patchit.liveness import claim_owner
 from patchit.loop import heal_group
 from patchit.memory import Incident, Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
@@ -50,6 +53,7 @@ Say = Callable[[str], None]
 MakeContext = Callable[..., Context]
 SWEEP_EVERY_S = 60.0
 TRACK_EVERY_S = 600.0  # outcome tracking of merged fixes (`patchit track`) while idle
+CUT_WRITE_RETRIES = 3  # a batch healed again after a memory write cut off (in a row)
 
 
 @dataclass
@@ -119,7 +123,7 @@ class Worker:
         self.batch_size = batch_size
         self.lease_s = lease_s
         self.make_context = make_context
-        self.owner = run_owner()
+        self.owner = claim_owner()
         self.stats = WorkerStats()
         # one loop context per repository for the whole run: plugins are loaded once and a
         # warm harness (dbt worker, Airflow parent) serves every batch, not just one
@@ -127,6 +131,7 @@ class Worker:
         self._unmapped: dict[str, str] = {}  # repo_identity -> how to map it (no checkout here)
         self._swept_at = 0.0
         self._tracked_at = 0.0
+        self._cut_writes = 0  # memory writes cut off in a row (see CUT_WRITE_RETRIES)
 
     def run(
         self, once: bool, poll_s: float = 2.0, stop: Callable[[], bool] = lambda: False
@@ -183,7 +188,15 @@ class Worker:
         if line := sweep.summary():
             self.say(line)
         for incident in memory.abandoned_incidents():
-            self._resume(incident, memory)
+            while True:
+                try:
+                    self._resume(incident, memory)
+                    self._cut_writes = 0  # a success: the cuts are counted in a row
+                    break
+                except MemoryStoreError as exc:
+                    if not self._may_retry(exc):
+                        raise
+                    self.say(f"a memory write was cut off ({exc}): resuming {incident.id} again")
 
     def track(self, memory: Memory) -> None:
         """One pass of outcome tracking; a failure of it never stops the worker."""
@@ -217,9 +230,14 @@ class Worker:
         rows = spool.claim(self.owner, self.batch_size, self.lease_s)
         try:
             batch = self._heal_rows(rows, memory)
-        except MemoryStoreError:
+        except MemoryStoreError as exc:
             spool.release([row.id for row in rows])  # not the events' fault: keep them
-            raise
+            if not self._may_retry(exc):
+                raise
+            self.say(f"a memory write was cut off ({exc}): {len(rows)} event(s) given back "
+                     "to the spool, healed again")  # fmt: skip
+            return len(rows)
+        self._cut_writes = 0
         for row in rows:
             reason = batch.failed.get(row.id)
             if reason is None:
@@ -230,6 +248,14 @@ class Worker:
                 self.stats.bad += 1
                 self.say(f"could not process spool row {row.id} (kept as bad): {reason}")
         return len(rows)
+
+    def _may_retry(self, exc: MemoryStoreError) -> bool:
+        """Whether the work a memory error stopped is run again: a write cut off by a lost
+        connection that is back, its transaction rolled back; `CUT_WRITE_RETRIES` in a row."""
+        if not exc.retryable or self._cut_writes >= CUT_WRITE_RETRIES:
+            return False
+        self._cut_writes += 1
+        return True
 
     def _heal_rows(
         self, rows: list[SpooledEvent], memory: Memory, where: str = "spool row"

@@ -26,7 +26,7 @@ from patchit.faults import CHECKPOINTS, FAULT_ENV
 from patchit.harnesses.base import Workspace
 from patchit.harnesses.fake import FakeHarness
 from patchit.intake.spool import Spool
-from patchit.liveness import run_owner
+from patchit.liveness import claim_owner
 from patchit.loop import heal
 from patchit.memory import Memory
 from patchit.recovery import sweep_dead_runs
@@ -162,7 +162,7 @@ def test_the_next_run_of_any_incident_clears_what_a_killed_run_left(
     # another incident's heal, in another repository, starts by clearing it
     other_repo = init_repo(tmp_path / "other")
     other = script_failure(other_repo, "jobs/sum.py", SOURCE.replace("rows", "items"), "sum")
-    owner = run_owner()
+    owner = claim_owner()
     sweep = sweep_dead_runs(_patchit_home, memory, owner)
     assert (sweep.worktrees, sweep.sandboxes, sweep.leases) == (1, 1, 1)
     assert sweep.resumable == [left.id]

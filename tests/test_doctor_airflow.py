@@ -9,7 +9,7 @@ import pytest
 
 from patchit.doctor_airflow import check_heal
 from patchit.integrations import airflow_trigger as trig
-from tests.integrations.heal_server import FakeAirflow, serve
+from tests.fake_airflow import FakeAirflow, serve
 from tests.integrations.test_airflow_heal_trigger import free_port
 
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from patchit.cli.main import cli
 from patchit.errors import MemoryStoreError
 from patchit.intake.spool import MAX_CLAIMS, Spool
-from patchit.liveness import run_owner
+from patchit.liveness import claim_owner, this_place
 from patchit.memory import Memory
 from patchit.worker import Worker
 from tests.test_worker import OUTAGE, airflow_event, spool
@@ -87,16 +87,17 @@ def test_a_poison_event_is_bad_with_its_reason_and_the_rest_is_processed(
 
 
 def dead_owner() -> str:
+    """A worker of this host, boot and pid namespace that died (its pid is free)."""
     gone = subprocess.Popen(["true"])
     gone.wait()
-    return f"{socket.gethostname()}:{gone.pid}"
+    return f"{socket.gethostname()}:{gone.pid}:1:{this_place()}"
 
 
 def test_rows_taken_by_a_worker_that_died_are_processed_by_the_next(_patchit_home: Path) -> None:
     events = [airflow_event("dag", f"t{i}", "OperationalError", OUTAGE) for i in range(3)]
     spool(_patchit_home, events)
     with Spool.open(_patchit_home) as s:
-        assert len(s.claim(run_owner(), limit=10)) == 3  # a live worker (this process)
+        assert len(s.claim(claim_owner(), limit=10)) == 3  # a live worker (this process)
     assert Worker(_patchit_home).run(once=True).processed == 0  # it keeps them
     with Spool.open(_patchit_home) as s:
         s.conn.execute("update spool set owner = ?", (dead_owner(),))  # ... until it dies

@@ -51,7 +51,8 @@ def clean(
     or boot; or an older patchit that did not name them) more than --max-age-hours ago.
     Schemas without patchit's comment, live runs', and ones that the user's objects depend on
     (a view, a foreign key: a cascade would drop them) are kept, with why. One line per
-    schema; exit 0, 1 when the database cannot be reached, 2 for a target that is not
+    schema; exit 0, 1 when the database cannot be reached or a schema of a dead run could
+    not be dropped (two lines on stderr: which, and what to do), 2 for a target that is not
     Postgres.
     """
     from patchit.errors import BadInputError
@@ -95,4 +96,8 @@ def clean(
     verb = "would drop" if dry_run else "dropped"
     count = sum(v.drop for v, _ in done) if dry_run else count
     click.echo(f"{warehouse.where}: {len(done)} sandbox schema(s), {verb} {count}")
-    sys.exit(0)
+    failed = [verdict for verdict, _ in done if verdict.error]
+    for verdict in failed:
+        click.echo(f"patchit: error: {verdict.failure_line()}", err=True)
+        click.echo(f"patchit: {verdict.remedy_line()}", err=True)
+    sys.exit(1 if failed else 0)

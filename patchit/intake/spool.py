@@ -5,9 +5,10 @@ Postgres state), standard library only.
 scan`) only INSERT a JSON event dict, with a short busy timeout, so they never wait long on a
 worker. Workers claim rows inside one `BEGIN IMMEDIATE` transaction, so two workers never take
 the same row. A row's life: `pending` -> `taken` -> `done` | `bad` (kept, with the reason, for
-inspection; `patchit spool retry` puts it back). A `taken` row whose worker died (its pid is
-gone) or whose lease ran out is claimed again; one whose workers died `MAX_CLAIMS` times is
-marked `bad` (it is what kills them).
+inspection; `patchit spool retry` puts it back). A `taken` row whose worker is known to be
+dead (`patchit.liveness.claimer_is_dead`: its pid, where it means that process) or whose lease
+ran out is claimed again; one whose workers died `MAX_CLAIMS` times is marked `bad` (it is what
+kills them).
 
 A producer never drops an event: when the spool is locked past its busy timeout or damaged, the
 event is appended to `spool/fallback.jsonl` beside it, which the worker imports (exactly once:
@@ -21,29 +22,21 @@ With a state URL (`patchit.state.url`) the same rows live in Postgres (`patchit.
 claims with `FOR UPDATE SKIP LOCKED`); a producer that cannot reach it appends to the fallback
 file on its own host, which a worker on that host imports.
 
+The `Spool` class (opening, claims, the rows' life, the fallback import) is in
+`patchit.intake.spool_store`, and re-exported here; this module is the producers' side.
+
 This module is imported by the Airflow callback inside the task process: it must import
 nothing but the standard library (no pydantic, no patchit.events).
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, TypeVar, cast
 
-from patchit.dbfiles import (
-    create_atomically,
-    damage_of,
-    inode_of,
-    is_corruption,
-    moved_aside_line,
-    quarantine,
-    quick_check,
-)
 from patchit.home import resolve_home
 from patchit.intake.spool_files import BAD_AFTER_CLAIMS as BAD_AFTER_CLAIMS
 from patchit.intake.spool_files import FALLBACK_NAME as FALLBACK_NAME
@@ -51,14 +44,17 @@ from patchit.intake.spool_files import IMPORTING_MARK as IMPORTING_MARK
 from patchit.intake.spool_files import MAX_CLAIMS as MAX_CLAIMS
 from patchit.intake.spool_files import SPOOL_RELATIVE_PATH as SPOOL_RELATIVE_PATH
 from patchit.intake.spool_files import append_fallback as append_fallback
-from patchit.intake.spool_files import fallback_batches, now_iso
 from patchit.intake.spool_files import fallback_path as fallback_path
 from patchit.intake.spool_files import spool_path as spool_path
 from patchit.intake.spool_files import spool_payload as spool_payload
-from patchit.liveness import owner_is_dead
-from patchit.redaction import clean_text, environment_secrets, redact
-from patchit.state.pg import PgConn, StateDbError, StateUnavailableError
-from patchit.state.url import StateUrlError, mask_url, state_url
+from patchit.intake.spool_store import WORKER_BUSY_TIMEOUT_S as WORKER_BUSY_TIMEOUT_S
+from patchit.intake.spool_store import Spool as Spool
+from patchit.intake.spool_store import SpoolConn as SpoolConn
+from patchit.intake.spool_store import SpoolDamaged as SpoolDamaged
+from patchit.intake.spool_store import SpooledEvent as SpooledEvent
+from patchit.intake.spool_store import spool_where as spool_where
+from patchit.state.pg import StateDbError, StateUnavailableError
+from patchit.state.url import StateUrlError, state_url
 
 T = TypeVar("T")
 PRODUCER_BUSY_TIMEOUT_S = 2.0
@@ -66,69 +62,8 @@ PRODUCER_BUSY_TIMEOUT_S = 2.0
 # stalls must not block the Airflow task (the event goes to the fallback file instead)
 PRODUCER_DEADLINE_S = 2.5
 PRODUCER_DEADLINE_PER_EVENT_S = 0.005
-WORKER_BUSY_TIMEOUT_S = 30.0
-
-_SCHEMA = """
-create table if not exists spool (
-    id integer primary key autoincrement,
-    created_utc text not null,
-    source text not null,
-    payload text not null,
-    state text not null default 'pending',
-    owner text,
-    taken_utc text,
-    claims integer not null default 0,
-    reason text
-);
-create index if not exists spool_state on spool (state, id);
-create table if not exists spool_imports (
-    name text primary key,
-    imported_utc text not null,
-    rows integer not null
-);
-"""
-
 
 resolve_home_stdlib = resolve_home  # the state dir rule, standard library only
-
-
-class SpoolDamaged(Exception):
-    """The spool file is damaged; the producer spools to the fallback file instead."""
-
-
-def _init_schema(conn: sqlite3.Connection) -> None:
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.executescript(_SCHEMA)
-
-
-class SpooledEvent(NamedTuple):
-    """One claimed row: its id and the event dict as the producer wrote it (maybe invalid)."""
-
-    id: int
-    payload: str
-    claims: int
-
-    def data(self) -> Any:
-        return json.loads(self.payload)
-
-
-def spool_where(home: Path) -> str:
-    """What messages call the spool under `home`: its file, or the masked state URL."""
-    try:
-        url = state_url(home)
-    except StateUrlError:
-        url = None
-    return mask_url(url) if url else str(spool_path(home))
-
-
-class SpoolConn(Protocol):
-    """What the spool needs of a connection: sqlite3's, or `patchit.state.pg.PgConn`."""
-
-    def execute(self, sql: str, parameters: Any = (), /) -> Any: ...
-
-    def executemany(self, sql: str, parameters: Any, /) -> Any: ...
-
-    def close(self) -> None: ...
 
 
 # what a producer catches to write the fallback file instead (the spool locked, damaged or
@@ -137,296 +72,6 @@ PRODUCER_FAILURES = (
     sqlite3.Error, SpoolDamaged, OSError, StateDbError, StateUnavailableError, StateUrlError,
     ValueError,
 )  # fmt: skip
-
-
-class Spool:
-    """The spool. `Spool.open(home)` creates directories and schema when missing: the SQLite
-    file under `home`, or the tables of the deployment's Postgres state (`patchit.state`).
-
-    `check=True` (workers, `patchit spool`) runs SQLite's quick check and moves a damaged file
-    aside, starting a new one, with the one-line report in `notices`; producers leave that to
-    the worker and raise `SpoolDamaged`. `where` names the spool in messages (the file, or the
-    state URL with its password masked); `path`'s directory holds the fallback file either way.
-    """
-
-    conn: SpoolConn
-
-    def __init__(self, path: Path, busy_timeout_s: float, check: bool = False) -> None:
-        self.path = path
-        self.where = str(path)
-        self.pg_conn: PgConn | None = None
-        self.notices: list[str] = []
-        if not path.exists():
-            create_atomically(path, _init_schema)
-        elif why := damage_of(path):
-            self._replace_damaged(why, check)
-        try:
-            self.conn = self._connect(busy_timeout_s, check)
-        except sqlite3.DatabaseError as exc:
-            if not is_corruption(exc) and not str(exc).startswith("integrity check failed"):
-                raise
-            self._replace_damaged(str(exc), check)
-            self.conn = self._connect(busy_timeout_s, check=False)
-
-    def _connect(self, busy_timeout_s: float, check: bool) -> sqlite3.Connection:
-        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), never implicit
-        conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            if check and (why := quick_check(conn)):
-                raise sqlite3.DatabaseError(why)
-            conn.executescript(_SCHEMA)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _replace_damaged(self, why: str, check: bool) -> None:
-        if not check:
-            raise SpoolDamaged(f"{self.path} is damaged ({why})")
-        dest = quarantine(self.path, inode_of(self.path))
-        create_atomically(self.path, _init_schema)
-        self.notices.append(moved_aside_line("the spool", self.path, why, dest))
-
-    @classmethod
-    def open(
-        cls,
-        home: Path,
-        busy_timeout_s: float = WORKER_BUSY_TIMEOUT_S,
-        check: bool = False,
-        producer: bool = False,
-    ) -> Spool:
-        """The spool of `home`; a `producer`'s (an event's writer, given a deadline) never
-        reconnects to a Postgres state (`patchit.intake.spool_pg.open_pg_spool`)."""
-        path = spool_path(home)
-        url = state_url(home)
-        if url is not None:
-            return cls.on_postgres(url, path, busy_timeout_s, reconnect=not producer)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return cls(path, busy_timeout_s, check)
-
-    @classmethod
-    def on_postgres(
-        cls, url: str, path: Path, busy_timeout_s: float, reconnect: bool = True
-    ) -> Spool:
-        """The spool in the Postgres state at `url`; `path`'s directory keeps the fallback."""
-        from patchit.intake.spool_pg import open_pg_spool
-
-        spool = cls.__new__(cls)
-        spool.path, spool.where, spool.notices = path, mask_url(url), []
-        spool.conn = spool.pg_conn = open_pg_spool(url, busy_timeout_s, reconnect)
-        return spool
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def __enter__(self) -> Spool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def put(self, event: dict[str, Any], secrets: list[str] | None = None) -> int:
-        """Spool one event dict (one INSERT, committed at once), redacted; its row id."""
-        source = clean_text(str(event.get("source", "")))[:50]
-        return self._insert(spool_payload(event, secrets), source)
-
-    def _insert(self, payload: str, source: str, state: str = "pending", reason: str = "") -> int:
-        if self.pg_conn is not None:
-            from patchit.intake.spool_pg import insert_row
-
-            return insert_row(self.pg_conn, payload, source, state, reason)
-        cur = self.conn.execute(
-            "insert into spool (created_utc, source, payload, state, reason)"
-            " values (?, ?, ?, ?, ?)",
-            (now_iso(), source, payload, state, reason or None),
-        )
-        return int(cur.lastrowid or 0)
-
-    def put_many(self, events: list[dict[str, Any]]) -> list[int]:
-        ids: list[int] = []
-        secrets = environment_secrets()  # read once for the whole batch
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            ids = [self.put(e, secrets) for e in events]
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
-        return ids
-
-    def claim(
-        self,
-        owner: str,
-        limit: int = 50,
-        lease_s: float = 3600.0,
-        is_dead: Callable[[str], bool] = owner_is_dead,
-    ) -> list[SpooledEvent]:
-        """Take up to `limit` pending rows (or rows whose worker died or whose lease ran out),
-        oldest first. A row whose workers died `MAX_CLAIMS` times is marked bad instead."""
-        if self.pg_conn is not None:
-            from patchit.intake.spool_pg import claim_rows
-
-            taken = claim_rows(self.pg_conn, owner, limit, lease_s, is_dead)
-            return [SpooledEvent(id=i, payload=p, claims=n + 1) for i, p, n in taken]
-        expired = (datetime.now(UTC) - timedelta(seconds=lease_s)).isoformat()
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            self._requeue_dead(owner, is_dead)
-            self.conn.execute(
-                "update spool set state = 'bad', reason = ? where claims >= ?"
-                " and (state = 'pending' or (state = 'taken' and taken_utc < ?))"
-                " and owner is not null",
-                (BAD_AFTER_CLAIMS, MAX_CLAIMS, expired),
-            )
-            rows = self.conn.execute(
-                "select id, payload, claims from spool where state = 'pending'"
-                " or (state = 'taken' and taken_utc < ?) order by id limit ?",
-                (expired, limit),
-            ).fetchall()
-            self.conn.executemany(
-                "update spool set state = 'taken', owner = ?, taken_utc = ?,"
-                " claims = claims + 1 where id = ?",
-                [(owner, now_iso(), row[0]) for row in rows],
-            )
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
-        return [SpooledEvent(id=r[0], payload=r[1], claims=r[2] + 1) for r in rows]
-
-    def _requeue_dead(self, owner: str, is_dead: Callable[[str], bool]) -> int:
-        """Put rows taken by workers that died back to pending (inside claim's transaction)."""
-        owners = [
-            str(r[0])
-            for r in self.conn.execute(
-                "select distinct owner from spool where state = 'taken' and owner is not null"
-            ).fetchall()
-        ]
-        dead = [o for o in owners if o != owner and is_dead(o)]
-        requeued = 0
-        for gone in dead:
-            cur = self.conn.execute(
-                "update spool set state = 'pending' where state = 'taken' and owner = ?", (gone,)
-            )
-            requeued += cur.rowcount
-        return requeued
-
-    def release(self, row_ids: list[int]) -> None:
-        """Give taken rows back (pending) without counting the claim: the worker stops."""
-        self.conn.executemany(
-            "update spool set state = 'pending', claims = max(claims - 1, 0)"
-            " where id = ? and state = 'taken'",
-            [(i,) for i in row_ids],
-        )
-
-    def mark_done(self, row_id: int) -> None:
-        self.conn.execute("update spool set state = 'done', reason = null where id = ?", (row_id,))
-
-    def mark_bad(self, row_id: int, reason: str) -> None:
-        """Keep the row for inspection with why it could not be processed."""
-        self.conn.execute(
-            "update spool set state = 'bad', reason = ? where id = ?",
-            (redact(reason, max_chars=4000), row_id),
-        )
-
-    def retry(self, row_ids: list[int] | None = None) -> int:
-        """Put rows back to pending, with a fresh claim count: the given ones (bad, or taken by
-        a worker that died), or every bad row; how many."""
-        if row_ids:
-            marks = ", ".join("?" * len(row_ids))
-            cur = self.conn.execute(
-                "update spool set state = 'pending', reason = null, claims = 0, owner = null"
-                f" where id in ({marks}) and state in ('bad', 'taken', 'done')",
-                row_ids,
-            )
-        else:
-            cur = self.conn.execute(
-                "update spool set state = 'pending', reason = null, claims = 0, owner = null"
-                " where state = 'bad'"
-            )
-        return int(cur.rowcount)
-
-    def drop(self, row_ids: list[int] | None = None, state: str | None = None) -> int:
-        """Delete the given rows, or every row in `state`; how many."""
-        if row_ids:
-            marks = ", ".join("?" * len(row_ids))
-            cur = self.conn.execute(f"delete from spool where id in ({marks})", row_ids)
-        elif state:
-            cur = self.conn.execute("delete from spool where state = ?", (state,))
-        else:
-            return 0
-        return int(cur.rowcount)
-
-    def counts(self) -> dict[str, int]:
-        rows = self.conn.execute("select state, count(*) from spool group by state").fetchall()
-        return {str(state): int(n) for state, n in rows}
-
-    def rows(self, state: str | None = None) -> list[dict[str, Any]]:
-        sql = (
-            "select id, created_utc, source, payload, state, owner, taken_utc, claims, reason"
-            " from spool"
-        )
-        params: tuple[Any, ...] = ()
-        if state is not None:
-            sql += " where state = ?"
-            params = (state,)
-        cur = self.conn.execute(sql + " order by id", params)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-    # -- the producers' fallback file -------------------------------------------------------
-
-    def import_fallback(self) -> int:
-        """Move the events producers appended to `fallback.jsonl` into the spool, exactly once
-        (a crash between the import and the file's removal does not import it twice); how many
-        rows. A line that is not a JSON object is kept as a bad row, never dropped."""
-        return sum(self._import_batch(batch) for batch in fallback_batches(self.path.parent))
-
-    def _import_batch(self, batch: Path) -> int:
-        try:
-            return self._import_batch_once(batch)
-        except StateDbError as exc:  # the Postgres connection came back: imported or not,
-            if not exc.reconnected:  # the batch's name in spool_imports says which
-                raise
-        return self._import_batch_once(batch)
-
-    def _import_batch_once(self, batch: Path) -> int:
-        lines = batch.read_bytes().splitlines()
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            done = self.conn.execute(
-                "select 1 from spool_imports where name = ?", (batch.name,)
-            ).fetchone()
-            count = 0
-            if not done:
-                for number, raw in enumerate(lines, start=1):
-                    if raw.strip():
-                        self._import_line(batch.name, number, raw)
-                        count += 1
-                self.conn.execute(
-                    "insert into spool_imports (name, imported_utc, rows) values (?, ?, ?)",
-                    (batch.name, now_iso(), count),
-                )
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
-        batch.unlink(missing_ok=True)
-        return count
-
-    def _import_line(self, name: str, number: int, raw: bytes) -> None:
-        text = raw.decode("utf-8", "replace")
-        try:
-            event = json.loads(text)
-            if not isinstance(event, dict):
-                raise ValueError("not a JSON object")
-        except ValueError as exc:
-            why = f"{name} line {number} unreadable ({exc}); kept here as it was"
-            self._insert(text, "", state="bad", reason=why)
-            return
-        self.put(event)
 
 
 def _within_deadline(home: Path, work: Callable[[], T], deadline_s: float) -> T:

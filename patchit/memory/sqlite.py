@@ -166,13 +166,17 @@ class SqliteStore:
                 hint = f"another worker held its lock longer than {self.busy_timeout_s:g} s; retry"
             elif exc.integrity:
                 hint = "this is a patchit bug; please report it with this message"
+            elif exc.reconnected and exc.rolled_back:
+                hint = "the connection is back and the transaction was rolled back: run it again"
             elif exc.lost:
                 hint = "the state server went away: check it, then retry"
             else:
                 hint = "check the state database and the role's privileges"
-            return MemoryStoreError(
+            error = MemoryStoreError(
                 f"{self.where}: attempt memory could not {action} ({exc}); {hint}"
             )
+            error.retryable = exc.reconnected and exc.rolled_back
+            return error
         if "locked" in str(exc) or "busy" in str(exc):
             hint = f"another process held it longer than {self.busy_timeout_s:g} s; retry"
         elif isinstance(exc, sqlite3.IntegrityError):

@@ -19,7 +19,7 @@ from sqlite_utils import Database
 
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent, repo_identity
-from patchit.liveness import owner_is_dead
+from patchit.liveness import claimer_is_dead, claimer_judge
 from patchit.memory.attempts import AttemptStore
 from patchit.memory.deliveries import DeliveryStore
 from patchit.memory.lifecycle import Trigger, next_status
@@ -278,6 +278,7 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
     def claim_incident(self, incident_id: str, owner: str, ttl_s: float) -> bool:
         """Take (or renew) the right to heal an incident for ttl_s; False if another holds it."""
         now_s = time.time()
+        is_dead = claimer_judge()  # /proc read before the lock is taken
         with self._write() as db:
             held = list(
                 db.query(
@@ -285,7 +286,7 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
                     (incident_id, now_s),
                 )
             )
-            if held and held[0]["owner"] != owner and not owner_is_dead(held[0]["owner"]):
+            if held and held[0]["owner"] != owner and not is_dead(held[0]["owner"]):
                 return False
             db.table("leases").upsert(
                 {"incident_id": incident_id, "owner": owner, "expires_utc": now_s + ttl_s},
@@ -310,15 +311,14 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
             "select owner from leases where incident_id = ? and expires_utc > ?",
             (incident_id, time.time()),
         )
-        return bool(rows) and not owner_is_dead(rows[0]["owner"])
+        return bool(rows) and not claimer_is_dead(rows[0]["owner"])
 
     def dead_leases(self) -> list[str]:
         """Incidents whose lease is held by no live run (expired, or its owner died)."""
         now_s = time.time()
         rows = self._rows("select incident_id, owner, expires_utc from leases")
-        return [
-            r["incident_id"] for r in rows if r["expires_utc"] <= now_s or owner_is_dead(r["owner"])
-        ]
+        is_dead = claimer_judge()  # /proc read once for every owner
+        return [r["incident_id"] for r in rows if r["expires_utc"] <= now_s or is_dead(r["owner"])]
 
     def abandon_incident(self, incident_id: str, owner: str) -> None:
         """Keep the lease row but let it expire now: the incident's run died, its leftovers are

@@ -67,6 +67,17 @@ class Verdict:
             return f"kept {self.schema}: re-made by a live run, or dropped, meanwhile"
         return f"dropped {self.schema}: {self.why}"
 
+    def failure_line(self) -> str:
+        """The schema whose drop failed, and why (with an `error`)."""
+        return f"sandbox schema {self.schema} was not dropped: {self.error}"
+
+    def remedy_line(self) -> str:
+        """What to do about a schema whose drop failed."""
+        return (
+            f"to drop {self.schema}, run `patchit sandbox clean` with a target whose user owns "
+            f"it (or a superuser), or `drop schema {self.schema} cascade` as its owner"
+        )
+
 
 def judge(schema: str, comment: str | None, now: float, max_age_s: float = MAX_AGE_S) -> Verdict:
     """Whether `schema` (with `comment`, at server time `now`) is a dead run's, to drop."""

@@ -19,9 +19,20 @@ when that cannot apply anything twice:
 - a write outside a transaction is preceded, after a second of silence, by `select 1`, so a
   connection that died while idle is replaced before the write; a write whose own round trip
   broke is not sent again (it may have been applied);
-- inside a transaction the server rolled it back: the error (`lost`, `reconnected`) goes to
-  the transaction's owner, who may run it again (`spool_pg.claim_rows` does); a lost `COMMIT`
-  is not known to have failed, and a lost `ROLLBACK` has nothing left to undo.
+- inside a transaction the server rolled it back: the error (`lost`, `reconnected`,
+  `rolled_back`) goes to the transaction's owner, who may run it again (`spool_pg.claim_rows`
+  does, and the worker heals a batch again whose memory write was cut); a lost `ROLLBACK` has
+  nothing left to undo;
+- a lost `COMMIT` is resolved on the new connection by the transaction's id (asked before the
+  COMMIT is sent, `txid_status`) when the server did not crash meanwhile: committed, it
+  returns as if nothing happened; rolled back, it raises `rolled_back`; unknown (a server that
+  cannot say), it raises without it. After a crash it raises without it: WAL lost in the crash
+  may let recovery hand the same xid to another transaction, whose 'committed' would be taken
+  for this one's. A crash is told by SQLSTATE 57P02/57P03 or, as the client mostly gets no
+  SQLSTATE at all (a `pg_terminate_backend` neither), by the statistics' reset time
+  (`pg_stat_bgwriter.stats_reset`, asked with the xid): crash recovery discards the
+  statistics, an orderly end of a backend or a fast restart keeps them (a `pg_stat_reset_shared`
+  meanwhile is taken for a crash: raised, the safe side).
 Past the bound, one `StateDbError(lost=True)` says the server did not come back.
 """
 
@@ -46,6 +57,12 @@ RECONNECT_ENV = "PATCHIT_STATE_RECONNECT_S"
 RECONNECT_S = 30.0  # how long a lost connection is tried again before giving up
 PING_IDLE_S = 1.0  # a write after this much silence checks the connection first
 _LOST_CODES = ("57P01", "57P02", "57P03")  # admin or crash shutdown, the server starting up
+_CRASH_CODES = ("57P02", "57P03")  # crash shutdown, the server starting up (recovering)
+# asked before a COMMIT: the transaction's id, and when the statistics were last reset (a
+# crash resets them: crash recovery discards them; an orderly end or restart keeps them)
+_BEFORE_COMMIT = "select txid_current_if_assigned(), (select stats_reset from pg_stat_bgwriter)"
+_STATS_RESET = "select stats_reset from pg_stat_bgwriter"
+COMMIT_STATUS_WAIT_S = 10.0  # a cut backend may still be ending its COMMIT: how long to ask
 _JSON_EXTRACT = re.compile(r"json_extract\((\w+),\s*'\$\.(\w+)'\)")
 _LITERAL = re.compile(r"('(?:[^']|'')*')")  # a string literal: left as it is written
 _TRANSLATIONS = [  # outside string literals
@@ -66,7 +83,9 @@ class StateDbError(Exception):
         self.busy = busy
         self.integrity = integrity
         self.lost = lost
+        self.code = ""  # the SQLSTATE, when the server sent one
         self.reconnected = False  # lost, and the connection is open again: a retry may work
+        self.rolled_back = False  # lost inside a transaction that is known to be rolled back
 
 
 class StateUnavailableError(BadInputError):
@@ -94,12 +113,14 @@ def _wrap(exc: Exception) -> StateDbError:
     code = str(getattr(exc, "pgcode", "") or "")
     dropped = type(exc).__name__ in ("OperationalError", "InterfaceError") and not code
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return StateDbError(
+    error = StateDbError(
         first,
         busy=code in ("55P03", "40P01", "57014"),  # lock timeout, deadlock, statement timeout
         integrity=code.startswith("23"),
         lost=code.startswith("08") or code in _LOST_CODES or dropped,
     )
+    error.code = code
+    return error
 
 
 def _passwords(url: str) -> list[str]:
@@ -241,7 +262,7 @@ class PgConn:
                     return None
                 raise
         if word == "COMMIT":
-            return self._run("commit", ())  # lost: not known to have failed, never resent
+            return self._commit()  # lost: resolved by the transaction's id, never resent
         args = tuple(params) if isinstance(params, (list, tuple)) else params
         return self._statement(to_pg(sql), args)
 
@@ -270,6 +291,52 @@ class PgConn:
                 raise
         return cur
 
+    def _commit(self) -> Any:
+        """COMMIT; when its round trip is lost, whether the server committed it, by its
+        transaction id: committed, nothing is raised."""
+        xid = reset = None
+        if self.reopen is not None and self.in_transaction:
+            xid, reset = self._run(_BEFORE_COMMIT, ()).fetchone()
+        try:
+            return self._run("commit", ())
+        except StateDbError as exc:
+            if not exc.reconnected:
+                raise
+            if xid is None:
+                return None  # it wrote nothing: there was nothing to commit
+            if exc.code in _CRASH_CODES or self._stats_reset() != reset:
+                # the server crashed meanwhile: WAL that never reached the disk may have left
+                # this xid to another transaction after recovery, whose 'committed' (or
+                # 'aborted') txid_status would report; the client cannot tell which it was
+                raise
+            status = self._xid_status(int(xid))
+            if status == "committed":
+                return None
+            exc.rolled_back = status == "aborted"
+            raise
+
+    def _stats_reset(self) -> object:
+        """When the server's statistics were last reset (`pg_stat_bgwriter`), on the new
+        connection; a new object (equal to nothing) when it cannot say."""
+        try:
+            return self._run(_STATS_RESET, ()).fetchone()[0]
+        except StateDbError:
+            return object()
+
+    def _xid_status(self, xid: int) -> str | None:
+        """`txid_status(xid)` on the new connection, waiting while the cut backend still ends
+        it ("in progress"); None when the server cannot say (too old, or an error)."""
+        deadline = time.monotonic() + COMMIT_STATUS_WAIT_S
+        while True:
+            try:
+                row = self._run("select txid_status(%s)", (xid,)).fetchone()
+            except StateDbError:
+                return None
+            status = str(row[0]) if row and row[0] is not None else None
+            if status != "in progress" or time.monotonic() > deadline:
+                return status
+            time.sleep(0.05)
+
     def _again_if_lost(self, send: Callable[[], Any]) -> Any:
         """`send()`, once more when the connection was lost and is open again."""
         try:
@@ -280,6 +347,7 @@ class PgConn:
         return send()
 
     def _run(self, sql: str, params: Any) -> Any:
+        inside = self.in_transaction  # a lost connection rolls it back
         try:
             cur = self.raw.cursor()
             cur.execute(sql, _without_nul(params))
@@ -293,6 +361,7 @@ class PgConn:
             if error.lost and self.reopen is not None:
                 self._reconnect(error)
                 error.reconnected = True
+                error.rolled_back = inside and sql != "commit"  # COMMIT: see _commit
             raise error from exc
         finally:
             self._used = time.monotonic()

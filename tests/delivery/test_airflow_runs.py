@@ -7,11 +7,8 @@ DAG processor are in test_e2e_airflow.py."""
 from __future__ import annotations
 
 import copy
-import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlparse
@@ -24,6 +21,7 @@ from patchit.events.model import UniversalFailureEvent
 from patchit.memory import Memory
 from tests.conftest import git
 from tests.delivery.test_track import UNIT, healed
+from tests.fake_airflow import AirflowApiHandler, serving
 
 # One task instance as Airflow 3.3.2's API server returned it (ids and times replaced per test).
 TI: dict[str, Any] = {
@@ -64,7 +62,7 @@ def failure_log(exc_type: str, exc_value: str, repo: Path) -> dict[str, Any]:
     ], "continuation_token": None}  # fmt: skip
 
 
-class FakeAirflow(BaseHTTPRequestHandler):
+class FakeAirflow(AirflowApiHandler):
     tis: ClassVar[list[dict[str, Any]]] = []
     logs: ClassVar[dict[str, dict[str, Any]]] = {}
     asked: ClassVar[list[str]] = []
@@ -77,33 +75,19 @@ class FakeAirflow(BaseHTTPRequestHandler):
             offset, limit = int(query["offset"][0]), int(query["limit"][0])
             since = datetime.fromisoformat(query["start_date_gte"][0].replace("Z", "+00:00"))
             mine = [t for t in self.tis if datetime.fromisoformat(t["start_date"]) >= since]
-            self._json({"task_instances": mine[offset : offset + limit],
-                        "total_entries": len(mine)})  # fmt: skip
+            self.answer_json(200, {"task_instances": mine[offset : offset + limit],
+                                   "total_entries": len(mine)})  # fmt: skip
         elif "/logs/" in url.path and unquote(url.path.split("/")[6]) in self.logs:
-            self._json(self.logs[unquote(url.path.split("/")[6])])
+            self.answer_json(200, self.logs[unquote(url.path.split("/")[6])])
         else:
             self.send_error(404)
-
-    def _json(self, data: object) -> None:
-        body = json.dumps(data).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: Any) -> None:
-        return
 
 
 @pytest.fixture
 def api_url() -> Iterator[str]:
     FakeAirflow.tis, FakeAirflow.logs, FakeAirflow.asked = [], {}, []
-    server = HTTPServer(("127.0.0.1", 0), FakeAirflow)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(FakeAirflow) as url:
+        yield url
 
 
 def test_runs_read_from_the_api_judge_the_fix_fixed_then_regression(

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -18,6 +15,7 @@ from patchit.events.model import UniversalFailureEvent
 from patchit.intake.airflow_scan import fetch_import_errors, split_error
 from patchit.intake.spool import Spool
 from tests.conftest import commit_all, git
+from tests.fake_airflow import AirflowApiHandler, serving
 
 GOOD_DAG = """
 from datetime import datetime
@@ -90,7 +88,7 @@ def test_scan_without_a_folder_is_bad_input(tmp_path: Path) -> None:
     assert "DAG folder does not exist" in proc.stderr
 
 
-class ImportErrorsApi(BaseHTTPRequestHandler):
+class ImportErrorsApi(AirflowApiHandler):
     """Serves Airflow's documented `GET /api/v2/importErrors` shape, paginated."""
 
     items: list[dict[str, Any]] = [
@@ -114,27 +112,19 @@ class ImportErrorsApi(BaseHTTPRequestHandler):
         query = parse_qs(url.query)
         offset = int(query.get("offset", ["0"])[0])
         limit = int(query.get("limit", ["100"])[0])
-        body = json.dumps(
-            {"import_errors": self.items[offset : offset + limit], "total_entries": len(self.items)}
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: Any) -> None:
-        return
+        self.answer_json(
+            200,
+            {
+                "import_errors": self.items[offset : offset + limit],
+                "total_entries": len(self.items),
+            },
+        )
 
 
 @pytest.fixture
 def api_url() -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), ImportErrorsApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(ImportErrorsApi) as url:
+        yield url
 
 
 def test_fetch_import_errors_pages_through_the_api(api_url: str) -> None:

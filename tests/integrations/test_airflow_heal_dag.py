@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import commit_all, git
-from tests.integrations.heal_server import FakeAirflow, serve
+from tests.fake_airflow import FakeAirflow, serve
 from tests.integrations.test_airflow_real import (
     AIRFLOW,
     DAG,

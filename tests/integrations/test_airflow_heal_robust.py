@@ -15,7 +15,7 @@ import pytest
 
 from patchit.integrations import airflow_trigger as trig
 from patchit.integrations.airflow import make_failure_callback
-from tests.integrations.heal_server import FakeAirflow, serve
+from tests.fake_airflow import FakeAirflow, serve
 from tests.integrations.test_airflow_callback import dag_repo, spooled
 from tests.integrations.test_airflow_heal_trigger import TOKEN, _clean_env, context, free_port
 

@@ -16,7 +16,7 @@ from patchit.config import AirflowConfig, PatchitConfig
 from patchit.events.model import UniversalFailureEvent
 from patchit.integrations import airflow_trigger as trig
 from patchit.integrations.airflow import make_failure_callback
-from tests.integrations.heal_server import LOGIN_TOKEN, FakeAirflow, serve
+from tests.fake_airflow import LOGIN_TOKEN, FakeAirflow, serve
 from tests.integrations.test_airflow_callback import FakeDag, FakeTI, dag_repo, spooled
 
 __all__ = ["dag_repo"]  # the fixture, used here

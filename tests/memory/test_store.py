@@ -369,12 +369,14 @@ def test_a_lease_of_a_dead_process_on_this_host_is_taken_over(tmp_path: Path) ->
     import socket
     import subprocess
 
+    from patchit.liveness import claim_owner, process_start, this_place
+
     memory = Memory.open(tmp_path)
     inc = memory.create_incident(event(), "fp", "ck")
     gone = subprocess.Popen(["true"])
     gone.wait()
-    host = socket.gethostname()
-    assert memory.claim_incident(inc.id, f"{host}:{gone.pid}", ttl_s=3600)
-    assert memory.claim_incident(inc.id, f"{host}:{os.getpid()}", ttl_s=3600)
+    host, place = socket.gethostname(), this_place()
+    assert memory.claim_incident(inc.id, f"{host}:{gone.pid}:1:{place}", ttl_s=3600)
+    assert memory.claim_incident(inc.id, claim_owner(), ttl_s=3600)
     # a live owner keeps its lease
-    assert not memory.claim_incident(inc.id, f"{host}:1", ttl_s=3600)
+    assert not memory.claim_incident(inc.id, f"{host}:1:{process_start(1)}:{place}", ttl_s=3600)

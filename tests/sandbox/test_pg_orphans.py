@@ -346,3 +346,39 @@ def test_a_dead_runs_custom_schemas_go_with_it_only_when_they_have_its_owner(
         assert warehouse.drop(schema) and f"{schema}_theirs" in _schemas(pg, db)
     finally:
         warehouse.close()
+
+
+def test_sandbox_clean_exits_1_naming_a_schema_it_could_not_drop(
+    pg: PgCluster, db: str, tmp_path: Path
+) -> None:
+    from patchit.liveness import this_place
+
+    app, other = f"app_{db}", f"other_{db}"
+    # `app` is a member of `other` without its privileges: it judges other's schema, and its
+    # drop fails ("must be owner"); app's own dead run's schema is still dropped
+    pg.execute(f"create role {app} login noinherit; create role {other}; grant {other} to {app}; "
+               f"grant create on database {db} to {app}, {other}", db)  # fmt: skip
+    dead = owner_comment(f"{socket.gethostname()}:{_dead_pid()}:1:{this_place()}", time.time())
+    for schema, role in (("patchit_000000000001", other), ("patchit_000000000002", app)):
+        pg.execute(f"set role {role}; create schema {schema}; comment on schema {schema} is "
+                   f"'{dead}'; reset role", db)  # fmt: skip
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "dbt_project.yml").write_text("name: proj\nprofile: proj\nversion: '1'\n")
+    (project / "profiles.yml").write_text(
+        f"proj:\n  target: dev\n  outputs:\n    dev:\n      type: postgres\n"
+        f"      host: {pg.host}\n      port: {pg.port}\n      user: {app}\n"
+        f"      password: ''\n      dbname: {db}\n      schema: analytics\n      threads: 1\n"
+    )
+    cmd = [sys.executable, "-m", "patchit", "--home", str(tmp_path / "home"), "sandbox", "clean",
+           "--project-dir", str(project)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "dropped patchit_000000000002: its run" in done.stdout
+    assert "patchit_000000000001" in _schemas(pg, db)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("patchit: error: sandbox schema patchit_000000000001 was not "
+                               "dropped: ") and "must be owner" in lines[0]  # fmt: skip
+    assert "patchit_000000000001" in lines[1] and "patchit sandbox clean" in lines[1]
+    assert "owner" in lines[1]
