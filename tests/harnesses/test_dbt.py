@@ -218,7 +218,6 @@ class TestWarmDbtHarness(HarnessContract):
         assert not results["broken"].passed and '"statuss"' in results["broken"].output
         assert harness.worker_pid == pid
 
-    @pytest.mark.slow  # starts two dbt workers
     def test_what_a_candidate_changed_is_selected_by_name_without_dbts_state_comparison(
         self, harness: DbtHarness, make_case: MakeCase
     ) -> None:
@@ -249,6 +248,7 @@ class TestWarmDbtHarness(HarnessContract):
         assert judged.passed, judged.output
         assert "state:modified+" in judged.command and "--state" in judged.command
 
+    @pytest.mark.slow  # starts two dbt workers
     def test_a_worker_leaves_its_warm_up_parse_for_the_next_one(self, harness: DbtHarness) -> None:
         harness.start()
         cached = shared_cache() / WARM_UP_PARSE
