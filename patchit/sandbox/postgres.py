@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -305,12 +305,15 @@ class PgWarehouse:
         )
         return [(str(r[0]), None if r[1] is None else str(r[1]), float(r[2])) for r in rows]
 
-    def relations(self) -> set[str]:
-        """Names of the user's tables and views (not patchit's sandbox schemas)."""
+    def relations(self, schemas: Iterable[str] | None = None) -> set[str]:
+        """Names of the user's tables and views in `schemas` (every schema: None), never in
+        patchit's sandbox schemas or the system's."""
+        where = "" if schemas is None else " and table_schema = any(%s)"
+        params: tuple[Any, ...] = (list(_SYSTEM), SANDBOX_PREFIX.replace("_", r"\_") + "%")
         rows = self.query(
             "select table_name from information_schema.tables "
-            "where table_schema <> all(%s) and table_schema not like %s",
-            (list(_SYSTEM), SANDBOX_PREFIX.replace("_", r"\_") + "%"),
+            "where table_schema <> all(%s) and table_schema not like %s" + where,
+            params if schemas is None else (*params, sorted(set(schemas))),
         )
         return {str(r[0]) for r in rows}
 
