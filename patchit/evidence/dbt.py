@@ -1,9 +1,9 @@
 """Evidence for one failed dbt node: its code, its neighbours, its tests, history and index.
 
 Nothing here runs dbt: it reads the repo, the artifacts this run wrote, git and a read-only
-copy of the warehouse (a Postgres target: its information_schema, read-only, see
-`pg_columns`). Missing optional pieces become `notes`, never exceptions, because a
-parse-time failure leaves most artifacts unwritten.
+copy of the warehouse (a Postgres target: its information_schema, see `pg_columns`, and a
+failing test's rows, each read-only). Missing optional pieces become `notes`, never
+exceptions, because a parse-time failure leaves most artifacts unwritten.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.conversion import find_conversion
-from patchit.evidence.failing_rows import sample_failing_rows
+from patchit.evidence.failing_rows import sample_failing_rows, sample_failing_rows_pg
 from patchit.evidence.gitlog import breaking_diff_or_note, change_base, history_and_changes
 from patchit.evidence.model import Evidence, ProjectIndex, Relation
 from patchit.evidence.pg_columns import pg_upstream_columns, postgres_output
@@ -385,6 +385,12 @@ def gather_dbt_evidence(
     if event.status == "fail" and compiled and db_snapshot is not None:
         evidence.failing_rows, note = sample_failing_rows(
             compiled, db_snapshot, column=evidence.tested_column
+        )
+        if note:
+            notes.append(note)
+    elif event.status == "fail" and compiled and output is not None:
+        evidence.failing_rows, note = sample_failing_rows_pg(
+            compiled, output, column=evidence.tested_column
         )
         if note:
             notes.append(note)

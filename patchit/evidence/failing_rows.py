@@ -1,7 +1,9 @@
 """A sample of the rows a failing data test found, read from the warehouse snapshot.
 
 The test's compiled SQL is run read-only against the incident's copy of the database (never the
-user's file), so a report on a `not_null`/`unique` failure shows the offending rows. A test
+user's file), so a report on a `not_null`/`unique` failure shows the offending rows. On a
+Postgres target there is no copy: the query runs on the user's database in a read-only
+transaction with a `statement_timeout`, at most `limit` rows (`sample_failing_rows_pg`). A test
 that selects only the tested column from one relation (`not_null`, many singular tests) is
 widened to the whole row, and the sample keeps the row's key columns (`id`, `*_id`) first, so
 a reader can find the row: `| customer_id | country |`, not `| country |`.
@@ -10,10 +12,15 @@ a reader can find the row: `| customer_id | country |`, not `| country |`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from patchit.errors import PatchitError
 
 SAMPLE_ROWS = 5
 SAMPLE_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 5  # the profile's own connect_timeout wins
 MAX_COLUMNS = 6
 
 
@@ -26,16 +33,47 @@ def sample_failing_rows(
 ) -> tuple[list[dict[str, str]], str | None]:
     """Up to `limit` rows of the test query, as strings; (rows, note when it could not run).
     With the tested `column` known, whole rows where the query allows it, keys first."""
-    sql = compiled_sql.strip().rstrip(";")
-    wide = whole_rows(sql) if column else None
+    return _widened(
+        compiled_sql, column, "duckdb", lambda sql: _sample(sql, db_snapshot, limit, timeout_s)
+    )
+
+
+def sample_failing_rows_pg(
+    compiled_sql: str,
+    output: dict[str, Any],
+    limit: int = SAMPLE_ROWS,
+    timeout_s: float = SAMPLE_TIMEOUT_S,
+    column: str | None = None,
+) -> tuple[list[dict[str, str]], str | None]:
+    """`sample_failing_rows` on the Postgres database of dbt profile `output`: read-only, at
+    most `limit` rows, each statement stopped after `timeout_s`."""
+    from patchit.sandbox.postgres import PgWarehouse
+
+    timeout = output.get("connect_timeout") or CONNECT_TIMEOUT_S
+    warehouse = PgWarehouse({**output, "connect_timeout": timeout}, purpose="failing rows")
+    try:
+        return _widened(
+            compiled_sql, column, "postgres",
+            lambda sql: _sample_pg(sql, warehouse, limit, timeout_s),
+        )  # fmt: skip
+    finally:
+        warehouse.close()
+
+
+Sample = tuple[list[dict[str, str]], str | None]
+
+
+def _widened(sql: str, column: str | None, dialect: str, run: Callable[[str], Sample]) -> Sample:
+    sql = sql.strip().rstrip(";")
+    wide = whole_rows(sql, dialect) if column else None
     if wide is not None and column:
-        rows, note = _sample(wide, db_snapshot, limit, timeout_s)
+        rows, note = run(wide)
         if note is None and rows and any(k.lower() == column.lower() for k in rows[0]):
             return [_keyed(row, column) for row in rows], None
-    return _sample(sql, db_snapshot, limit, timeout_s)
+    return run(sql)
 
 
-def whole_rows(sql: str) -> str | None:
+def whole_rows(sql: str, dialect: str = "duckdb") -> str | None:
     """The query with `*` for its columns, when it is one plain select from one relation (no
     grouping, aggregate, join, set operation or distinct); else None."""
     try:
@@ -44,7 +82,7 @@ def whole_rows(sql: str) -> str | None:
     except ImportError:
         return None
     try:
-        tree = sqlglot.parse_one(sql, read="duckdb")
+        tree = sqlglot.parse_one(sql, read=dialect)
     except sqlglot.errors.ParseError:
         return None
 
@@ -61,7 +99,7 @@ def whole_rows(sql: str) -> str | None:
         return None
     wide = tree.copy()
     wide.set("expressions", [exp.Star()])
-    return str(wide.sql(dialect="duckdb"))
+    return str(wide.sql(dialect=dialect))
 
 
 def _keyed(row: dict[str, str], column: str) -> dict[str, str]:
@@ -91,10 +129,22 @@ def _sample(
                 rows = cursor.fetchall()
             finally:
                 timer.cancel()
-            return [
-                {n: "NULL" if v is None else str(v) for n, v in zip(names, row, strict=True)}
-                for row in rows
-            ], None
+            return _strings(names, rows), None
     except duckdb.Error as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return [], f"failing rows not sampled: {first}"
+
+
+def _strings(names: list[str], rows: list[tuple[Any, ...]]) -> list[dict[str, str]]:
+    return [
+        {n: "NULL" if v is None else str(v) for n, v in zip(names, row, strict=True)}
+        for row in rows
+    ]
+
+
+def _sample_pg(sql: str, warehouse: Any, limit: int, timeout_s: float) -> Sample:
+    try:
+        names, rows = warehouse.sample(sql, limit, timeout_s)
+    except PatchitError as exc:
+        return [], f"failing rows not sampled: {exc}"
+    return _strings(names, rows), None

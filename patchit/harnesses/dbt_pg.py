@@ -10,6 +10,7 @@ user's own schema: such a candidate is refused, and nothing is built.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -53,15 +54,19 @@ class PgSchemas:
                 self._problems.append(f"sandbox schemas of dead runs were not swept: {exc}")
         return self._warehouses[key]
 
-    def place(self, output: dict[str, Any], scratch: Path) -> tuple[str, set[str]]:
+    def place(
+        self, output: dict[str, Any], scratch: Path, manifest: Path | None = None
+    ) -> tuple[str, set[str]]:
         """An empty sandbox schema for the candidate whose scratch dir is `scratch`, and the
-        names of the user's relations (what `--defer` can resolve to)."""
+        names of the user's relations in the schemas `--defer` reads (`deferred_schemas`):
+        a same-named table in another schema of the database (another environment's) is not
+        the user's node built."""
         warehouse = self.warehouse(output)
         schema = sandbox_schema(scratch)
         warehouse.reset(schema)
         if all(made[1] != schema for made in self._made):
             self._made.append((warehouse, schema, scratch.resolve()))
-        return schema, warehouse.relations()
+        return schema, warehouse.relations(deferred_schemas(output, manifest))
 
     def release(self, area: Path | None = None) -> list[str]:
         """Drop the schemas made for scratch dirs under `area` (all: None); returns a line per
@@ -89,6 +94,43 @@ class PgSchemas:
                 warehouse.close()
         self._warehouses.clear()
         return problems
+
+
+def deferred_schemas(output: dict[str, Any], manifest: Path | None) -> list[str]:
+    """The schemas where the user's nodes live, which `--defer` reads: the target's schema
+    and every schema the failing run's manifest places a model, seed or snapshot of the
+    target's database in (dbt's `<schema>_<custom>` ones, a custom `generate_schema_name`'s)."""
+    found = {str(output.get("schema") or "public")}
+    if manifest is not None:
+        dbname = str(output.get("dbname") or output.get("database") or "")
+        found |= _manifest_schemas(str(manifest), _stamp(manifest), dbname)
+    return sorted(found)
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return (0, 0)
+    return (stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _manifest_schemas(manifest: str, stamp: tuple[int, int], dbname: str) -> frozenset[str]:
+    """The schemas of the manifest's models, seeds and snapshots in database `dbname` (any:
+    "") read once per file version: every candidate of a heal asks."""
+    try:
+        nodes = json.loads(Path(manifest).read_text(encoding="utf-8")).get("nodes") or {}
+    except (OSError, ValueError, AttributeError):
+        return frozenset()
+    return frozenset(
+        str(node["schema"])
+        for node in nodes.values()
+        if isinstance(node, dict)
+        and node.get("resource_type") in ("model", "seed", "snapshot")
+        and node.get("schema")
+        and (not dbname or str(node.get("database") or dbname) == dbname)
+    )
 
 
 def listing_args(build_args: list[str]) -> list[str]:

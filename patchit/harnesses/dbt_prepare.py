@@ -112,7 +112,9 @@ def prepare(
         relations: set[str] | None = None  # none: an in-memory target starts empty
         if is_postgres(target.output):
             # A schema of its own; unselected refs read the user's relations (--defer)
-            pg_schema, relations = pg.place(target.output, scratch)
+            pg_schema, relations = pg.place(
+                target.output, scratch, Path(str(manifest)) if with_state else None
+            )
             path_text = pg_schema
             if (password := password_of(target.output)) is not None:
                 env[PASSWORD_ENV] = password

@@ -10,8 +10,9 @@ sandbox is refused before anything is built (`patchit.harnesses.dbt_pg`).
 patchit's own connection does three things only: create and drop sandbox schemas (names that
 match `SANDBOX_NAME`, and dbt's `<schema>_<custom>` schemas derived from them), list the
 relations of the user's database, and compare relations for the data check. The last two run
-in read-only transactions. The password is never written to disk: the sandbox profile reads it
-from an environment variable set only for the run.
+in read-only transactions, as do the evidence's reads (`patchit.evidence.pg_columns`, a failing
+test's rows in `patchit.evidence.failing_rows`). The password is never written to disk: the
+sandbox profile reads it from an environment variable set only for the run.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -217,6 +218,20 @@ class PgWarehouse:
             cur.execute(sql, params)
             return list(cur.fetchall()) if cur.description else []
 
+    def sample(
+        self, sql: str, limit: int, timeout_s: float
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """At most `limit` rows of `sql` (its column names, its rows) in a read-only
+        transaction whose statements stop after `timeout_s` (`statement_timeout`): a query
+        over a big table must not stall the heal, and cannot write."""
+        with self._cursor(read_only=True) as cur:
+            cur.execute("set transaction read only")
+            cur.execute("select set_config('statement_timeout', %s, true)",
+                        (f"{max(1, int(timeout_s * 1000))}ms",))  # fmt: skip
+            cur.execute(f"select * from ({sql}) as failing limit {int(limit)}")
+            names = [str(d[0]) for d in cur.description or []]
+            return names, list(cur.fetchall())
+
     def _sandbox_schemas(self, cur: Any, schema: str) -> list[str]:
         """`schema` and dbt's `<schema>_<custom>` schemas, as they exist now: those of the same
         owner as `schema` (of this connection's role while there is no `schema`); another
@@ -290,12 +305,15 @@ class PgWarehouse:
         )
         return [(str(r[0]), None if r[1] is None else str(r[1]), float(r[2])) for r in rows]
 
-    def relations(self) -> set[str]:
-        """Names of the user's tables and views (not patchit's sandbox schemas)."""
+    def relations(self, schemas: Iterable[str] | None = None) -> set[str]:
+        """Names of the user's tables and views in `schemas` (every schema: None), never in
+        patchit's sandbox schemas or the system's."""
+        where = "" if schemas is None else " and table_schema = any(%s)"
+        params: tuple[Any, ...] = (list(_SYSTEM), SANDBOX_PREFIX.replace("_", r"\_") + "%")
         rows = self.query(
             "select table_name from information_schema.tables "
-            "where table_schema <> all(%s) and table_schema not like %s",
-            (list(_SYSTEM), SANDBOX_PREFIX.replace("_", r"\_") + "%"),
+            "where table_schema <> all(%s) and table_schema not like %s" + where,
+            params if schemas is None else (*params, sorted(set(schemas))),
         )
         return {str(r[0]) for r in rows}
 

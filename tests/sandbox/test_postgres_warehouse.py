@@ -107,3 +107,42 @@ def test_an_incidents_schemas_are_dropped_when_it_ends_and_the_rest_on_close(
     assert one not in _schemas(pg) and two in _schemas(pg)
     assert schemas.close() == []
     assert two not in _schemas(pg)
+
+
+def test_the_users_relations_are_read_where_the_manifest_places_its_nodes(
+    pg: PgCluster, tmp_path: Path
+) -> None:
+    """What `--defer` can read: the target's schema and the schemas the failing run's manifest
+    places nodes in; a same-named table of another environment's schema is not the node built."""
+    import json
+
+    from patchit.harnesses.dbt_pg import PgSchemas
+
+    n = next(_N)
+    user, other, marts = f"wh_user_{n}", f"wh_other_{n}", f"wh_user_{n}_marts"
+    pg.execute(
+        f"create schema {user}; create schema {other}; create schema {marts};"
+        f"create table {user}.orders as select 1 as id;"
+        f"create view {marts}.revenue as select 1 as total;"
+        f"create table {other}.customers as select 1 as id;"
+    )
+    node = {"resource_type": "model", "database": "postgres"}
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"nodes": {
+        "model.p.orders": {**node, "schema": user},
+        "model.p.revenue": {**node, "schema": marts},
+        "model.p.customers": {**node, "schema": user},
+        "model.p.elsewhere": {**node, "schema": other, "database": "another_db"},
+        "test.p.t": {"resource_type": "test", "schema": other, "database": "postgres"},
+    }}))  # fmt: skip
+    schemas = PgSchemas()
+    try:
+        box, relations = schemas.place(pg.profile(user), tmp_path / "candidate-1", manifest)
+        pg.execute(f"create table {box}.customers as select 1 as id")  # a sandbox's: never
+        assert relations == {"orders", "revenue"}
+        _, again = schemas.place(pg.profile(user), tmp_path / "candidate-2", manifest)
+        assert again == {"orders", "revenue"}
+        _, without = schemas.place(pg.profile(user), tmp_path / "candidate-3")
+        assert without == {"orders"}  # no manifest: the target's schema only
+    finally:
+        assert schemas.close() == []
