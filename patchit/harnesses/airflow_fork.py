@@ -89,12 +89,37 @@ def preload() -> None:
         with contextlib.suppress(ImportError):  # another Airflow may lay them out otherwise
             importlib.import_module(name)
     warm_orm()
-    app = execution_api.InProcessExecutionAPI().app
+    callers = CallersLifespan(execution_api.lifespan)
+    app: Any = execution_api.create_task_execution_api_app(lifespan=callers)  # type: ignore[arg-type]
     # Cadwyn would generate its versioned routers on the first request, in every child.
     if not getattr(app, "_cadwyn_initialized", True):
         app._cadwyn_initialize()
-    # Every later InProcessExecutionAPI (one per task) builds on this app instead of a new one.
-    execution_api.create_task_execution_api_app = lambda **_: app
+
+    # Every later InProcessExecutionAPI (one per task) gets this app instead of a new one,
+    # with the lifespan it asked for: its own registry, in which it stubs the JWT validator.
+    def shared_app(lifespan: Any = execution_api.lifespan) -> Any:
+        callers.current = lifespan
+        return app
+
+    execution_api.create_task_execution_api_app = shared_app
+
+
+class CallersLifespan:
+    """The shared execution API app's lifespan: the one its latest caller passed.
+
+    `InProcessExecutionAPI` gives each app its own services registry (a copy of Airflow's
+    lifespan with a new one) and puts a stand-in JWT validator in it after building the app;
+    the lifespan builds a real validator only if the registry has none, and a real one needs
+    `api_auth/jwt_secret`, which nothing sets for an imported Airflow (only `python -m airflow`
+    writes one to a new airflow.cfg). A lifespan's exit empties its registry, so the app's
+    lifespan must not keep the one the parent built the app with: after the warm-up's API
+    shut down, every child's lifespan would find it empty and fail on the secret."""
+
+    def __init__(self, default: Any) -> None:
+        self.current = default
+
+    def __call__(self, app: Any) -> Any:
+        return self.current(app)
 
 
 def warm_orm() -> None:

@@ -21,6 +21,7 @@ import shutil
 import sys
 import threading
 import time
+import weakref
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -98,10 +99,8 @@ def warm_up(home: Path, db: Path) -> dict[str, Any]:
             if _defined_in(sys.modules.get(name), dags):
                 del sys.modules[name]
         # Its cached in-process execution API holds a transport bound to a loop thread: a
-        # child must build its own. Collected, the transport stops its loop and thread.
-        from airflow.sdk.execution_time import supervisor
-
-        supervisor.in_process_api_server.cache_clear()
+        # child must build its own. Shut down now, not whenever the collector gets to it.
+        close_in_process_api()
         gc.collect()
         _join_threads()
         shutil.rmtree(dags, ignore_errors=True)
@@ -109,6 +108,22 @@ def warm_up(home: Path, db: Path) -> dict[str, Any]:
     return {"passed": bool(result.get("passed")), "error": result.get("error") or
             result.get("import_error"), "warm_up_s": round(time.monotonic() - started, 3),
             "threads": threading.active_count()}  # fmt: skip
+
+
+def close_in_process_api() -> None:
+    """Shut the cached in-process execution API down as collecting its transport would (its
+    lifespan exits, its loop and thread stop) and drop it. Left to the collector, that
+    happened in the parent or not depending on its timing; one not collected before its loop
+    is stopped is inherited by every child, whose collector would then run its finalizer
+    against the stopped loop (which waits 5 s for it)."""
+    from airflow.sdk.execution_time import supervisor
+
+    if supervisor.in_process_api_server.cache_info().currsize:
+        transport = vars(supervisor.in_process_api_server()).get("transport")
+        for finalizer in list(getattr(weakref.finalize, "_registry", {})):
+            if transport is not None and (finalizer.peek() or (None,))[0] is transport:
+                finalizer()
+    supervisor.in_process_api_server.cache_clear()
 
 
 def adopt(engine: Any) -> bool:

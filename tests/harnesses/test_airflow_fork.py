@@ -106,3 +106,53 @@ def test_a_failed_warm_up_restarts_the_parent_cold(tmp_path: Path) -> None:
     ready = json.loads(proc.stdout.splitlines()[0])
     assert ready["ready"] is True and ready["warm"] is None
     assert "warm-up failed" in proc.stderr and "restarting cold" in proc.stderr
+
+
+# Two in-process execution APIs one after the other on the parent's one app, the first one
+# shut down in between the way collecting its transport does it (the warm-up's, in the
+# parent), with no `api_auth/jwt_secret` anywhere: like the parent, nothing here wrote an
+# airflow.cfg, which only `python -m airflow` does.
+LIFESPAN_PROBE = """
+import json, weakref
+from patchit.harnesses.airflow_fork import preload
+
+preload()
+from airflow.api_fastapi.execution_api.app import InProcessExecutionAPI
+from airflow.configuration import conf
+
+runs = []
+for _ in range(3):
+    try:
+        transport = InProcessExecutionAPI().transport
+    except ValueError as exc:
+        runs.append(str(exc))
+        break
+    runs.append("ok")
+    for done in list(weakref.finalize._registry):  # what collecting the transport runs
+        if (done.peek() or (None,))[0] is transport:
+            done()
+print(json.dumps({"jwt_secret": conf.get("api_auth", "jwt_secret", fallback=None),
+                  "runs": runs}))
+"""
+
+
+def test_a_task_after_an_earlier_ones_api_shut_down_needs_no_jwt_secret(tmp_path: Path) -> None:
+    """The regression behind the reverted landing: the app is built once, but each
+    in-process API's lifespan must run on its own registry (with Airflow's stand-in JWT
+    validator), not on one an earlier API's shutdown has emptied; else the lifespan builds
+    a real validator and dies on the unset `api_auth/jwt_secret`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env |= {
+        "AIRFLOW_HOME": str(tmp_path),
+        "AIRFLOW_CONFIG": str(tmp_path / "airflow.cfg"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'unused.db'}",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", LIFESPAN_PROBE], env=env, cwd=tmp_path, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert data["jwt_secret"] == ""  # as in the parent: the test would prove nothing else
+    assert data["runs"] == ["ok", "ok", "ok"], data["runs"]
