@@ -78,6 +78,7 @@ def warm_up(home: Path, db: Path) -> dict[str, Any]:
     modules = set(sys.modules)
     started = time.monotonic()
     result: dict[str, Any] = {}
+    shut_down = False
     try:
         _repoint(settings)
         result = run_request({
@@ -100,30 +101,35 @@ def warm_up(home: Path, db: Path) -> dict[str, Any]:
                 del sys.modules[name]
         # Its cached in-process execution API holds a transport bound to a loop thread: a
         # child must build its own. Shut down now, not whenever the collector gets to it.
-        close_in_process_api()
+        shut_down = close_in_process_api()
         gc.collect()
         _join_threads()
         shutil.rmtree(dags, ignore_errors=True)
         db.unlink(missing_ok=True)
     return {"passed": bool(result.get("passed")), "error": result.get("error") or
             result.get("import_error"), "warm_up_s": round(time.monotonic() - started, 3),
-            "threads": threading.active_count()}  # fmt: skip
+            "threads": threading.active_count(), "api_shut_down": shut_down}  # fmt: skip
 
 
-def close_in_process_api() -> None:
-    """Shut the cached in-process execution API down as collecting its transport would (its
-    lifespan exits, its loop and thread stop) and drop it. Left to the collector, that
-    happened in the parent or not depending on its timing; one not collected before its loop
-    is stopped is inherited by every child, whose collector would then run its finalizer
-    against the stopped loop (which waits 5 s for it)."""
+def close_in_process_api() -> bool:
+    """Shut the warm-up's in-process execution API down as collecting its transport would (its
+    lifespan exits, its loop and thread stop: the finalizer Airflow registered on the
+    transport) and drop it. Left to the collector, that happened in the parent or not
+    depending on its timing; one not collected before its loop is stopped is inherited by
+    every child, whose collector would then run that finalizer against the stopped loop
+    (which waits 5 s for it). True if it shut one down."""
+    from airflow.api_fastapi.execution_api import app
     from airflow.sdk.execution_time import supervisor
 
-    if supervisor.in_process_api_server.cache_info().currsize:
-        transport = vars(supervisor.in_process_api_server()).get("transport")
-        for finalizer in list(getattr(weakref.finalize, "_registry", {})):
-            if transport is not None and (finalizer.peek() or (None,))[0] is transport:
-                finalizer()
     supervisor.in_process_api_server.cache_clear()
+    shutdown = getattr(app, "_shutdown_loop", None)
+    shut_down = False
+    for finalizer in list(getattr(weakref.finalize, "_registry", {})):
+        peeked = finalizer.peek()
+        if shutdown is not None and peeked is not None and peeked[1] is shutdown:
+            finalizer()
+            shut_down = True
+    return shut_down
 
 
 def adopt(engine: Any) -> bool:

@@ -225,7 +225,9 @@ class TestWarmAirflowHarness(HarnessContract):
         assert result.passed, result.output
         assert harness._parent is not None
         warm = harness._parent.wait_ready(0)["warm"]
+        assert warm is not None, harness._parent.stderr_tail()  # None: it restarted cold
         assert warm["passed"] is True and warm["threads"] == 1, warm
+        assert warm["api_shut_down"] is True  # by the parent itself, not left to collection
 
     def test_reuses_the_template_db(
         self, harness: AirflowHarness, make_case: MakeCase, seeded_home: Path
