@@ -116,10 +116,10 @@ class WarmProcess:
             return self._ready
         ready = self.read_line(timeout_s)
         if ready is None or not ready.get("ready"):
+            tail = self.stderr_tail()  # before stop() closes the file
             self.stop()
-            raise HarnessError(
-                f"the {self.label} did not start ({self.sandbox.describe()}): {self.stderr_tail()}"
-            )
+            where = self.sandbox.describe()
+            raise HarnessError(f"the {self.label} did not start ({where}): {tail}")
         self._ready = ready
         return ready
 

@@ -186,6 +186,49 @@ class TestWarmAirflowHarness(HarnessContract):
         assert screening.reason.startswith("SyntaxError")
         assert not (case.workspace.scratch / "screen").exists()  # no fork, no Airflow home
 
+    def test_a_second_candidate_changing_a_helper_module_is_seen(
+        self, harness: AirflowHarness, make_case: MakeCase
+    ) -> None:
+        """The DAG imports `shop_lib.transforms`; three candidates in a row on one warm parent
+        each change that helper, and each verdict follows its own copy (a module left over
+        from the candidate before would be a false verification)."""
+        helper = "examples/airflow/dags/shop_lib/transforms.py"
+        marker = "    totals: dict[str, int] = {}\n"
+        pids, outputs = set(), []
+        for raised in ("helper of candidate 1", None, "helper of candidate 3"):
+            case = make_case("good")
+            path = case.workspace.root / helper
+            if raised:
+                text = path.read_text()
+                path.write_text(text.replace(marker, f"    raise ValueError({raised!r})\n{marker}"))
+            event = airflow_event(case.user_repo, "shop_orders", "summarise",
+                                  "examples/airflow/dags/shop_orders.py")  # fmt: skip
+            result = harness.verify(case.workspace, event)
+            assert result.passed is (raised is None), result.output
+            outputs.append(result.output)
+            pids.add(harness.parent_pid)
+        assert "ValueError: helper of candidate 1" in outputs[0]
+        assert "helper of candidate" not in outputs[1]
+        assert "helper of candidate 3" in outputs[2] and "candidate 1" not in outputs[2]
+        assert len(pids) == 1  # all three forks of one warm parent
+
+    def test_the_parent_warms_up_without_leaving_its_dag_to_a_candidate(
+        self, harness: AirflowHarness, make_case: MakeCase
+    ) -> None:
+        """The parent ran its own warm-up DAG before forking (one thread left, as a fork
+        needs); a candidate's run sees none of that DAG's modules."""
+        case = make_case("good")
+        code = 'import sys\nassert not [m for m in sys.modules if "patchit_warm_up" in m]'
+        add_escape_dag(case.workspace.root, code)
+        event = airflow_event(case.user_repo, "escape_dag", "escape", ESCAPE_DAG_FILE)
+        result = harness.verify(case.workspace, event)
+        assert result.passed, result.output
+        assert harness._parent is not None
+        warm = harness._parent.wait_ready(0)["warm"]
+        assert warm is not None, harness._parent.stderr_tail()  # None: it restarted cold
+        assert warm["passed"] is True and warm["threads"] == 1, warm
+        assert warm["api_shut_down"] is True  # by the parent itself, not left to collection
+
     def test_reuses_the_template_db(
         self, harness: AirflowHarness, make_case: MakeCase, seeded_home: Path
     ) -> None:
