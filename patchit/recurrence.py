@@ -79,7 +79,7 @@ def needs_recheck(incident: Incident, event: UniversalFailureEvent, memory: Memo
         return False
     if not incident.classification or event.commit is None:
         return False
-    return event.commit not in memory.event_commits(incident.id, besides=event.event_id)
+    return not memory.has_event_from(incident.id, event.commit, besides=event.event_id)
 
 
 def new_cause(incident: Incident, cls: str) -> bool:

@@ -380,3 +380,32 @@ def test_a_lease_of_a_dead_process_on_this_host_is_taken_over(tmp_path: Path) ->
     assert memory.claim_incident(inc.id, claim_owner(), ttl_s=3600)
     # a live owner keeps its lease
     assert not memory.claim_incident(inc.id, f"{host}:1:{process_start(1)}:{place}", ttl_s=3600)
+
+
+def test_an_incident_knows_which_commits_its_events_came_from(memory: Memory) -> None:
+    first = event(commit="a" * 40, error_message="the sha " + "c" * 40 + " in a message")
+    incident, _ = memory.open_or_attach(first, "fp", "ck")
+    odd = event(commit="50%_off!", error_message="x")
+    memory.open_or_attach(odd, "fp", "ck")
+    assert memory.has_event_from(incident.id, "a" * 40)
+    assert not memory.has_event_from(incident.id, "a" * 40, besides=first.event_id)
+    assert not memory.has_event_from(incident.id, "c" * 40)  # in the text, not the commit
+    assert not memory.has_event_from(incident.id, "A" * 40)  # SQLite's LIKE ignores case
+    assert memory.has_event_from(incident.id, "50%_off!")  # LIKE's wildcards taken literally
+    assert not memory.has_event_from(incident.id, "50xyoff!")
+    assert not memory.has_event_from(incident.id, "b" * 40)
+
+
+def test_the_commit_lookup_reads_every_event_only_when_the_text_is_everywhere(
+    memory: Memory,
+) -> None:
+    # 40 events whose messages all name the sha: past the first rows, it reads them all
+    sha = "d" * 40
+    incident = None
+    for n in range(40):
+        incident, _ = memory.open_or_attach(
+            event(commit=f"{n:040x}", error_message=f"after {sha}"), "fp", "ck"
+        )
+    assert incident is not None
+    assert not memory.has_event_from(incident.id, sha)
+    assert memory.has_event_from(incident.id, f"{39:040x}")

@@ -58,6 +58,8 @@ def test_an_event_with_nul_characters_is_stored_and_read_on_postgres(pg_home: Pa
         incident, created = memory.open_or_attach(nul, "fp\x00", "ck\x00")
         assert created
         assert memory.event_commits(incident.id) == {"a" * 40}
+        assert memory.has_event_from(incident.id, "a" * 40)
+        assert not memory.has_event_from(incident.id, "b" * 40)
         assert memory.events_for(incident.id)[0].error_message == "bad byte \x00 in row"
         updated = memory.update_incident(incident.id, summary="a \x00 summary")
         assert updated.summary == "a \ufffd summary"
