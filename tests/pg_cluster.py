@@ -46,3 +46,20 @@ def shop_on_postgres(tmp_path: Path, pg: PgCluster, schema: str, source: Path, g
         code, events = user_dbt_events(repo, ["build"])
         assert code == 0 and events == [], [e.error_message for e in events]
     return repo
+
+
+def schema_state(pg: PgCluster, schema: str) -> dict[str, object]:
+    """Every relation of the user's schema with its row count and a checksum of its rows,
+    and the database's schemas (a sandbox schema left behind would show)."""
+    relations = pg.execute(
+        "select table_name, table_type from information_schema.tables "
+        f"where table_schema = '{schema}' order by 1"
+    )
+    state: dict[str, object] = {"relations": relations}
+    for name, _kind in relations:
+        state[str(name)] = pg.execute(
+            f"select count(*), md5(coalesce(string_agg(t::text, '|' order by t::text), '')) "
+            f"from {schema}.{name} as t"
+        )
+    state["schemas"] = pg.execute("select nspname from pg_namespace order by 1")
+    return state

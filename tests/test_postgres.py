@@ -21,7 +21,7 @@ from patchit.patching.apply import apply_edits
 from patchit.patching.fixits.columns import RenameColumnStrategy
 from tests.cli.helpers import incidents, patchit_dbt
 from tests.conftest import commit_all, git, user_dbt_events
-from tests.pg_cluster import PgCluster, shop_on_postgres
+from tests.pg_cluster import PgCluster, schema_state, shop_on_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -70,23 +70,6 @@ def _repo(
     return repo
 
 
-def _schema_state(pg: PgCluster, schema: str) -> dict[str, object]:
-    """Every relation of the user's schema with its row count and a checksum of its rows,
-    and the database's schemas (a sandbox schema left behind would show)."""
-    relations = pg.execute(
-        "select table_name, table_type from information_schema.tables "
-        f"where table_schema = '{schema}' order by 1"
-    )
-    state: dict[str, object] = {"relations": relations}
-    for name, _kind in relations:
-        state[str(name)] = pg.execute(
-            f"select count(*), md5(coalesce(string_agg(t::text, '|' order by t::text), '')) "
-            f"from {schema}.{name} as t"
-        )
-    state["schemas"] = pg.execute("select nspname from pg_namespace order by 1")
-    return state
-
-
 def test_real_postgres_errors_are_classified_and_the_hint_gives_the_rename(
     pg: PgCluster, tmp_path: Path
 ) -> None:
@@ -131,7 +114,7 @@ def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
 ) -> None:
     schema = f"analytics_{next(_SCHEMAS)}"
     repo = _repo(tmp_path, pg, schema, {}, green=True)
-    before = _schema_state(pg, schema)
+    before = schema_state(pg, schema)
     others = _sandbox_schemas(pg)  # other tests' on this session's cluster
     res = patchit_dbt(repo, "build", "--select", "daily_revenue")
     assert res.returncode == 1, res.stderr  # dbt's own exit code
@@ -149,7 +132,7 @@ def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
     assert "; Postgres: built in schema patchit_" in report
     assert "upstream read live from the user's relations (--defer)" in report
     # The user's schema, its relations, rows and checksums: untouched; no sandbox left behind
-    assert _schema_state(pg, schema) == before
+    assert schema_state(pg, schema) == before
     assert _sandbox_schemas(pg) == others
     assert git(repo, "status", "--porcelain") == ""
 
@@ -179,7 +162,7 @@ def test_a_build_that_would_leave_the_sandbox_schema_is_refused(
     tmp.mkdir()
     shutil.move(repo, tmp / "shop")
     repo = _repo(tmp_path, pg, schema, {}, green=True, source=tmp / "shop")
-    user = {name: _schema_state(pg, name) for name in (schema, marts)}
+    user = {name: schema_state(pg, name) for name in (schema, marts)}
     others = _sandbox_schemas(pg)  # other tests' on this session's cluster
     assert [r for r, _ in user[marts]["relations"]] == [  # type: ignore[index]
         "customer_segments", "customers", "daily_revenue", "order_payments", "orders",
@@ -191,5 +174,5 @@ def test_a_build_that_would_leave_the_sandbox_schema_is_refused(
     ), res.stderr
     [incident] = incidents()
     assert incident["status"] == "failed" and incident["branch"] is None
-    assert {name: _schema_state(pg, name) for name in (schema, marts)} == user
+    assert {name: schema_state(pg, name) for name in (schema, marts)} == user
     assert _sandbox_schemas(pg) == others

@@ -17,7 +17,7 @@ from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.failing_rows import sample_failing_rows_pg
 from patchit.examples import SHOP
 from tests.conftest import user_dbt_events
-from tests.pg_cluster import PgCluster, shop_on_postgres
+from tests.pg_cluster import PgCluster, schema_state, shop_on_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -25,19 +25,8 @@ _N = itertools.count()
 
 
 def _schema_state(pg: PgCluster, schema: str) -> dict[str, object]:
-    """Every relation of `schema` with its row count and a checksum of its rows, and the
-    database's schemas and sequences' values."""
-    relations = pg.execute(
-        "select table_name, table_type from information_schema.tables "
-        f"where table_schema = '{schema}' order by 1"
-    )
-    state: dict[str, object] = {"relations": relations}
-    for name, _kind in relations:
-        state[str(name)] = pg.execute(
-            f"select count(*), md5(coalesce(string_agg(t::text, '|' order by t::text), '')) "
-            f"from {schema}.{name} as t"
-        )
-    state["schemas"] = pg.execute("select nspname from pg_namespace order by 1")
+    """`schema_state`, and the sequences' values (a read that ran `nextval()` would show)."""
+    state = schema_state(pg, schema)
     state["sequences"] = pg.execute(
         "select schemaname, sequencename, last_value from pg_sequences order by 1, 2"
     )

@@ -92,15 +92,21 @@ def test_a_cut_inside_a_memory_transaction_is_healed_again(
     _ended_once(other)
 
 
-def test_a_cut_commit_the_server_rolled_back_is_healed_again(
-    pg_home: Path, other: PgConn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _attempts_commit() -> Callable[[str], bool]:
+    """A matcher of the COMMIT of the transaction that inserts an attempt."""
     seen: list[str] = []
 
     def commit_of_attempt(sql: str) -> bool:
         seen.append(sql)
         return sql == "commit" and any(s.startswith('insert into "attempts"') for s in seen[-4:])
 
+    return commit_of_attempt
+
+
+def test_a_cut_commit_the_server_rolled_back_is_healed_again(
+    pg_home: Path, other: PgConn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commit_of_attempt = _attempts_commit()
     cut = _cut_at(monkeypatch, other, commit_of_attempt)
     _worker, lines = _heal_one(pg_home, tmp_path)
     assert cut == ["commit"]
@@ -111,12 +117,7 @@ def test_a_cut_commit_the_server_rolled_back_is_healed_again(
 def test_a_commit_whose_reply_was_lost_is_known_committed(
     pg_home: Path, other: PgConn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen: list[str] = []
-
-    def commit_of_attempt(sql: str) -> bool:
-        seen.append(sql)
-        return sql == "commit" and any(s.startswith('insert into "attempts"') for s in seen[-4:])
-
+    commit_of_attempt = _attempts_commit()
     cut = _cut_at(monkeypatch, other, commit_of_attempt, after=True)
     _worker, lines = _heal_one(pg_home, tmp_path)
     assert cut == ["commit"]
