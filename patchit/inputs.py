@@ -12,12 +12,16 @@ Standard library only: the Airflow callback's git reading uses it inside the tas
 
 from __future__ import annotations
 
+import copy
 import errno
+import hashlib
 import json
 import os
 import stat
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from patchit.errors import BadInputError
 
@@ -32,6 +36,11 @@ _KINDS = (
 )
 _MISSING = {errno.ENOENT, errno.ENOTDIR}
 PathLike = str | os.PathLike[str]
+T = TypeVar("T")
+_PARSED_MAX = 64  # parsed files kept
+_PARSED_MAX_BYTES = 1024 * 1024  # larger ones are parsed every time
+_parsed: dict[tuple[str, bytes], Any] = {}
+_parsed_lock = threading.Lock()
 
 
 def shown(path: PathLike) -> str:
@@ -197,3 +206,25 @@ def as_list(value: object) -> list[Any]:
 def as_str(value: object) -> str | None:
     """`value` when it is a string, else None."""
     return value if isinstance(value, str) else None
+
+
+def parsed_once(path: PathLike, parse: Callable[[Path], T], kind: str) -> T:
+    """`parse(path)` for a file whose text `parse` (named by `kind`) has parsed before, from
+    the result kept then, handed out as a deep copy: a warm harness reads the same
+    dbt_project.yml and profiles.yml, in a new worktree, for every candidate. Keyed by the
+    text, so `parse` must depend on nothing else; what it raises is raised every time."""
+    try:
+        text = read_input_bytes(path, _PARSED_MAX_BYTES)
+    except BadInputError:
+        return parse(Path(path))  # it says what is wrong, in its own words
+    key = (kind, hashlib.sha256(text).digest())
+    with _parsed_lock:
+        found = key in _parsed
+        value: T = _parsed[key] if found else None  # type: ignore[assignment]
+    if not found:
+        value = parse(Path(path))
+        with _parsed_lock:
+            while len(_parsed) >= _PARSED_MAX:
+                _parsed.pop(next(iter(_parsed)))
+            _parsed[key] = value
+    return copy.deepcopy(value)

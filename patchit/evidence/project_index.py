@@ -22,6 +22,7 @@ from patchit.inputs import (
     as_dict,
     as_str,
     is_regular_file,
+    parsed_once,
     read_input_json_or_none,
     read_input_text,
     read_input_text_or_none,
@@ -54,6 +55,10 @@ def load_yaml_text(text: str) -> Any:
 
 
 def _load_yaml(path: Path) -> Any:
+    return parsed_once(path, _parse_yaml, "project_index.yaml")
+
+
+def _parse_yaml(path: Path) -> Any:
     text = read_input_text_or_none(path)
     return None if text is None else load_yaml_text(text)
 

@@ -10,11 +10,11 @@ One warm worker process (`patchit.harnesses.dbt_worker`) serves every verify() c
 harness, which saves the seconds dbt spends importing itself; `warm=False` runs a fresh `dbt`
 subprocess per call instead. Both produce the same outcome and are judged the same way.
 
-Parsing the project is most of a warm run, so each run is offered dbt's partial-parse file:
-the previous candidate's (kept in a private dir under `$PATCHIT_HOME/cache/` until close()),
-or for the first candidate the one the user's failing run wrote. The sandbox profile's `path:`
-is the same string for every candidate (see `sandbox_db_location`), so dbt accepts it and
-re-parses only the files the candidate changed; dbt checks everything else itself.
+Parsing the project is most of a warm run, so each run is offered a saved parse: the failing
+run's, which the worker decodes once (`dbt_parses`, `dbt_saved_parse`), or the previous
+candidate's. The sandbox profile's `path:` is the same string for every candidate (see
+`sandbox_db_location`), so dbt accepts it and re-parses only the files the candidate changed;
+dbt checks everything else itself.
 
 The worker (or the fresh `dbt`) runs in the sandbox `self.sandbox` configures
 (`patchit.sandbox.isolation`); a worker whose sandbox cannot write a workspace is replaced.
@@ -32,22 +32,21 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
-from patchit.config import PatchitConfig, SandboxConfig, resolve_home
+from patchit.config import PatchitConfig, SandboxConfig
 from patchit.errors import HarnessError, PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.base import Screening, Verification, Workspace
+from patchit.harnesses.dbt_parses import ParseSeeds
 from patchit.harnesses.dbt_pg import PgSchemas, guard_schemas, warehouse_note
 from patchit.harnesses.dbt_prepare import prepare, run_env, sandbox_paths
 from patchit.harnesses.dbt_prewarm import adopt
 from patchit.harnesses.dbt_units import (
     DbtOutcome,
-    DbtSandbox,
     judge_outcome,
     tail_lines,
 )
@@ -63,13 +62,6 @@ from patchit.sandbox.isolation import (
     patchit_areas,
 )
 from patchit.sandbox.postgres import is_postgres
-from patchit.sandbox.snapshot import (
-    PARTIAL_PARSE_FILE,
-    keep_partial_parse,
-    read_parse_mode,
-    rebase_partial_parse,
-    seed_partial_parse,
-)
 from patchit.screen.dbt import DbtScreen, Where
 
 
@@ -94,13 +86,15 @@ class DbtHarness:
         self._idle = threading.Condition(self._lock)  # notified as a run in the worker ends
         self._in_flight = 0  # verify() calls running dbt in the worker now
         self._cancel = threading.Event()  # set by close(): a background start gives up
-        # This instance's latest parse per lineage: in a private dir removed by close(), since
-        # dbt's parse holds rendered vars (secrets too) and patchit keeps none at rest.
-        self._parse_dir: Path | None = None
-        self.last_parse_mode = "unknown"  # how the last verify's dbt parsed (read_parse_mode)
+        self._parses = ParseSeeds()  # the saved parse each run starts from (dbt_parses)
         self.screener = DbtScreen()  # one incident's schema-only clone, kept until close()
         self._pg = PgSchemas()  # a Postgres target's sandbox schemas, dropped by close()
         self.notices: list[str] = []  # what close() could not clean up
+
+    @property
+    def last_parse_mode(self) -> str:
+        """How the last verify's dbt parsed: "partial", "full: <dbt's reason>", "unknown"."""
+        return self._parses.last_mode
 
     @property
     def worker_pid(self) -> int | None:
@@ -183,9 +177,10 @@ class DbtHarness:
         if box.pg_schema is not None:
             self._allow_network_for({"type": "postgres"})
         with self._lock:
-            self._seed_parse(box)
             worker = self._ensure_worker(need) if self.warm else None
+            saved_parse = self._parses.seed(box, worker.pid if worker is not None else None)
             self._in_flight += worker is not None
+        outcome: DbtOutcome | None = None
         try:  # outside the lock: another verify (the data check's baseline) may run beside
             if worker is not None:
                 sandbox = worker.sandbox
@@ -193,7 +188,7 @@ class DbtHarness:
                 live = worker
 
                 def run(args: list[str], log: Path) -> DbtOutcome:
-                    return self._run_warm(live, args, box.cwd, env, log, writable)
+                    return self._run_warm(live, args, box.cwd, env, log, writable, saved_parse)
             else:
                 sandbox = make_sandbox(self.sandbox, need)
 
@@ -207,7 +202,8 @@ class DbtHarness:
             with self._lock:
                 self._in_flight -= worker is not None
                 self._idle.notify_all()
-                self._keep_parse(box)
+                pid = worker.pid if worker is not None else None
+                self._parses.after(box, outcome, pid, saved_parse)
         passed, failures = judge_outcome(outcome, event.unit_id)
         output = tail_lines(box.log_path)
         if outcome.exception and outcome.exception not in output:
@@ -248,9 +244,7 @@ class DbtHarness:
         self.screener.close()
         self.notices += self._pg.close()
         with self._lock:
-            if self._parse_dir is not None:
-                shutil.rmtree(self._parse_dir, ignore_errors=True)
-                self._parse_dir = None
+            self._parses.close()
             if self._worker is not None:
                 self._worker.stop()
                 self._worker = None
@@ -260,29 +254,6 @@ class DbtHarness:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- partial parsing ------------------------------------------------------------------
-
-    def _parse_file(self, key: str) -> Path:
-        if self._parse_dir is None:
-            cache = resolve_home() / "cache"
-            cache.mkdir(parents=True, exist_ok=True)
-            self._parse_dir = Path(tempfile.mkdtemp(prefix="dbt-partial-parse-", dir=cache))
-        return self._parse_dir / key / PARTIAL_PARSE_FILE
-
-    def _seed_parse(self, box: DbtSandbox) -> None:
-        """This instance's last parse of the lineage, else the one the user's failing run
-        wrote; dbt re-parses what differs (or everything, saying why)."""
-        kept = self._parse_file(box.parse_key)
-        if kept.is_file():
-            seed_partial_parse(kept, box.target_dir)
-        elif box.user_parse_file is not None:
-            rebase_partial_parse(box.user_parse_file, box.target_dir, box.project_dir)
-
-    def _keep_parse(self, box: DbtSandbox) -> None:
-        self.last_parse_mode = read_parse_mode(box.log_path.parent / "logs")
-        with contextlib.suppress(OSError):  # a parse not kept costs speed, never correctness
-            keep_partial_parse(box.target_dir, self._parse_file(box.parse_key))
 
     # -- running dbt ----------------------------------------------------------------------
 
@@ -342,12 +313,17 @@ class DbtHarness:
         env: dict[str, str],
         log: Path,
         writable: list[str] | None = None,
+        saved_parse: dict[str, str] | None = None,
     ) -> DbtOutcome:
+        # dbt's debug log is not written: nothing reads it (the reply says how dbt parsed)
         request: dict[str, object] = {
-            "args": args, "cwd": str(cwd), "env": env, "log_path": str(log),
+            "args": [*args, "--log-level-file", "none"], "cwd": str(cwd), "env": env,
+            "log_path": str(log),
         }  # fmt: skip
         if writable:
             request["writable"] = writable
+        if saved_parse:
+            request["saved_parse"] = saved_parse
         reply = worker.request(request, self.timeout_s)
         if reply is not None and reply.get("worker_died") and not log.exists():
             # It died before it began this request (killed while idle, the kill still landing
@@ -374,6 +350,8 @@ class DbtHarness:
             success=bool(reply.get("success")),
             exception=reply.get("exception"),
             results=list(reply.get("results") or []),
+            parse_mode=reply.get("parse"),
+            saved_parse_kept=bool(reply.get("saved_parse_kept")),
         )
 
     def _run_fresh(

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from patchit.sandbox.landlock import restrict_writes
 
 Run = Callable[[dict[str, Any], int], dict[str, Any]]  # (request, stderr fd) -> reply
+Prepare = Callable[[dict[str, Any]], None]  # in the worker, before a request's fork
 
 
 def reply_line(channel: TextIO, payload: dict[str, Any]) -> None:
@@ -37,9 +38,12 @@ def _check_request(line: bytes) -> dict[str, Any]:
     return request
 
 
-def serve(channel: TextIO, stderr_fd: int, run: Run, stdin_fd: int = 0) -> None:
+def serve(
+    channel: TextIO, stderr_fd: int, run: Run, stdin_fd: int = 0, prepare: Prepare | None = None
+) -> None:
     """Start each request line from `stdin_fd` in its own fork as it comes, and reply to each
-    (with its `id`) as its fork finishes; return at the end of stdin once every run is done."""
+    (with its `id`) as its fork finishes; return at the end of stdin once every run is done.
+    `prepare` runs in the worker itself before each fork (what it keeps, every fork shares)."""
     selector = selectors.DefaultSelector()
     selector.register(stdin_fd, selectors.EVENT_READ)
     running: dict[int, tuple[int, dict[str, Any], list[bytes]]] = {}  # read fd -> run
@@ -57,7 +61,7 @@ def serve(channel: TextIO, stderr_fd: int, run: Run, stdin_fd: int = 0) -> None:
                 while b"\n" in pending:
                     line, pending = pending.split(b"\n", 1)
                     if line.strip():
-                        started = _start(line, channel, stderr_fd, run)
+                        started = _start(line, channel, stderr_fd, run, prepare)
                         if started is not None:
                             running[started[0]] = started[1]
                             selector.register(started[0], selectors.EVENT_READ)
@@ -75,7 +79,7 @@ def _with_id(reply: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _start(
-    line: bytes, channel: TextIO, stderr_fd: int, run: Run
+    line: bytes, channel: TextIO, stderr_fd: int, run: Run, prepare: Prepare | None = None
 ) -> tuple[int, tuple[int, dict[str, Any], list[bytes]]] | None:
     """Fork the run of one request line: (its reply pipe's fd, (pid, request, chunks)); a bad
     line is answered at once (None)."""
@@ -87,6 +91,8 @@ def _start(
             reply = _with_id(reply, json.loads(line))
         reply_line(channel, reply)
         return None
+    if prepare is not None:
+        prepare(request)
     pid, read_fd = _fork_run(request, stderr_fd, run)
     return read_fd, (pid, request, [])
 

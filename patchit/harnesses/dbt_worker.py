@@ -6,9 +6,12 @@ confined to its own dirs there (`writable`, Landlock) and nothing it changes out
 Protocol (one JSON object per line):
 
     stdin   {"args": [...], "cwd": "...", "env": {...}, "log_path": "...",
-             "writable": [dir, ...] (optional), "id": int (optional)}
+             "writable": [dir, ...] (optional), "id": int (optional),
+             "saved_parse": {"source", "root", "file"} (optional, see dbt_saved_parse)}
     reply   {"success": bool, "exception": str | null, "duration_ms": int,
              "results": [{"unique_id", "status", "message", "resource_type"}],
+             "saved_parse_kept": bool (dbt read the worker's decoded parse),
+             "parse": "partial" | "full" | "unknown" (how dbt parsed),
              "id": the request's id (when it had one)}
 
 Requests run concurrently: the worker reads the next request while earlier ones run (each in
@@ -26,6 +29,7 @@ imported.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import importlib.metadata
 import json
@@ -40,6 +44,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from patchit.harnesses import dbt_saved_parse, dbt_tuning
 from patchit.harnesses.dbt_serve import reply_line, serve
 from patchit.harnesses.dbt_units import RUN_NODES_FILE
 from patchit.harnesses.warm import WarmProcess
@@ -51,7 +56,7 @@ from patchit.sandbox.isolation import (
     patchit_areas,
     shared_cache,
 )
-from patchit.sandbox.snapshot import PARTIAL_PARSE_FILE, read_parse_mode, rebase_partial_parse
+from patchit.sandbox.snapshot import PARTIAL_PARSE_FILE, rebase_partial_parse
 
 STARTUP_TIMEOUT_S = 120.0
 _PRELOAD = (
@@ -94,32 +99,6 @@ def _collect_results(result: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _skip_write(*_args: Any, **_kwargs: Any) -> None:
-    """Replaces dbt's writers of artifacts nothing reads in a sandbox run: the whole manifest,
-    serialised twice a run (after parsing, and after running), the pickled graph with every
-    node serialised again, and a diagnostic summary of the graph; on a 200-model project that
-    was a third of a warm run. The run's own nodes are written by `_write_run_nodes`."""
-
-
-def _without_unread_artifacts() -> None:
-    for module in ("dbt.parser.manifest", "dbt.task.runnable"):
-        with contextlib.suppress(ImportError):
-            mod = importlib.import_module(module)
-            if hasattr(mod, "write_manifest"):
-                setattr(mod, "write_manifest", _skip_write)  # noqa: B010
-    with contextlib.suppress(ImportError):
-        compilation = importlib.import_module("dbt.compilation")
-        if hasattr(compilation.Compiler, "write_graph_file"):
-            compilation.Compiler.write_graph_file = _skip_write
-        if hasattr(compilation.Linker, "get_graph_summary"):  # graph_summary.json's contents
-            compilation.Linker.get_graph_summary = _no_summary
-
-
-def _no_summary(*_args: Any, **_kwargs: Any) -> dict[int, dict[str, Any]]:
-    """dbt's diagnostic summary of the graph (walked twice a build), left empty."""
-    return {}
-
-
 def _write_run_nodes(args: list[str], result: Any) -> None:
     """The run's result nodes as `{"nodes": {unique_id: node}}` in its `--target-path`."""
     if "--target-path" not in args[:-1]:
@@ -151,6 +130,8 @@ def run_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
     sys.stderr.flush()
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
+    dbt_saved_parse.arm(request)
+    dbt_tuning.forget_parse_mode()
     try:
         res = dbtRunner().invoke(list(request["args"]))
         _write_run_nodes(list(request["args"]), res.result)
@@ -161,6 +142,8 @@ def run_request(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
             "success": bool(res.success),
             "exception": exception,
             "results": _collect_results(res.result),
+            "saved_parse_kept": dbt_saved_parse.used(),
+            "parse": dbt_tuning.parse_mode(),
         }
     except (Exception, SystemExit) as exc:  # report it and keep serving the next request
         traceback.print_exc()
@@ -229,7 +212,7 @@ def _warm_up(stderr_fd: int) -> None:
             if not reply["success"]:  # a cold first request is slower, not wrong: carry on
                 print(f"patchit dbt worker: warm-up failed: {reply['exception']}", file=sys.stderr)
                 return
-            if read_parse_mode(root / "logs") == "partial":
+            if reply.get("parse") == "partial":
                 break  # it started from the cached parse: its partial parse is paid already
         if save:
             with contextlib.suppress(OSError):  # a parse not saved costs the next worker time
@@ -252,14 +235,18 @@ def main() -> int:
                 raise
             print(f"patchit dbt worker: cannot preload {module}: {exc}", file=sys.stderr)
 
-    _without_unread_artifacts()
+    dbt_tuning.install()
     _warm_up(stderr_fd)
+    # What the worker holds now (dbt's modules, the warm-up's caches) is never collected
+    # again: each run's collections traverse only what the run itself allocated.
+    gc.collect()
+    gc.freeze()
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
     if threads > 1:  # a fork would lack the other threads: say so in the worker's stderr
         print(f"patchit dbt worker: {threads} threads before forking requests", file=sys.stderr)
     dbt_version = importlib.metadata.version("dbt-core")
     reply_line(channel, {"ready": True, "pid": os.getpid(), "dbt_version": dbt_version})
-    serve(channel, stderr_fd, run_request)
+    serve(channel, stderr_fd, run_request, prepare=dbt_saved_parse.preload)
     return 0
 
 

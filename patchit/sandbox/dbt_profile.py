@@ -19,6 +19,7 @@ from ruamel.yaml.error import YAMLError
 from patchit.dbt_args import option_value
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
+from patchit.inputs import parsed_once
 from patchit.sandbox.postgres import is_postgres, sandbox_output
 
 _MISSING = object()
@@ -36,6 +37,10 @@ class DbtTarget:
 
 
 def _load_yaml(path: Path) -> Any:
+    return parsed_once(path, _parse_yaml, "dbt_profile.yaml")
+
+
+def _parse_yaml(path: Path) -> Any:
     try:
         return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -16,8 +16,14 @@ from ruamel.yaml import YAML
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.harnesses.base import Workspace
 from patchit.harnesses.dbt import DbtHarness
+from patchit.harnesses.dbt_saved_parse import rebase_manifest
 from patchit.harnesses.dbt_worker import WARM_UP_PARSE
-from patchit.sandbox.snapshot import read_parse_mode, snapshot_database
+from patchit.sandbox.snapshot import (
+    PARTIAL_PARSE_FILE,
+    read_parse_mode,
+    rebase_partial_parse,
+    snapshot_database,
+)
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
 from tests.conftest import commit_all, git, run_dbt
 
@@ -82,14 +88,17 @@ def test_candidates_reuse_the_parse_and_are_judged_right(
     with DbtHarness(warm=warm) as harness:
         first = harness.verify(wrong, failed_run)
         # The user's own partial parse was valid here: the sandbox profile hashes as theirs.
-        assert read_parse_mode(wrong.scratch / "logs") == "partial"
         assert harness.last_parse_mode == "partial"
+        # a warm run writes no debug log: the worker says how dbt parsed
+        assert read_parse_mode(wrong.scratch / "logs") == ("unknown" if warm else "partial")
         assert not first.passed
         assert "amout_total" in first.output  # the patched file was re-parsed, not reused
         assert "model.shop.daily_revenue" in first.failures
 
         second = harness.verify(right, failed_run)
-        assert read_parse_mode(right.scratch / "logs") == "partial"
+        assert harness.last_parse_mode == "partial"
+        if warm:  # an empty seed: dbt started from the parse the worker decoded for the first
+            assert (right.scratch / "target" / PARTIAL_PARSE_FILE).read_bytes() == b""
         assert second.passed, second.output
         assert second.failures == []
 
@@ -97,6 +106,7 @@ def test_candidates_reuse_the_parse_and_are_judged_right(
     # warm-up parse, of patchit's own tiny project, which holds no user's vars or profile).
     kept = (_patchit_home / "cache").rglob("*.msgpack")
     assert [p for p in kept if p != _patchit_home / "cache" / WARM_UP_PARSE] == []
+    assert list((_patchit_home / "sandboxes").glob(".dbt-failing-parse-*")) == []
     # A new harness (a later patchit process) starts from the user's run again.
     with DbtHarness(warm=warm) as later:
         assert later.verify(again, failed_run).passed
@@ -117,5 +127,30 @@ def test_a_changed_profile_falls_back_to_a_full_parse(
     failed_run.dbt.vars = "{segment_floor: 1}"
     with DbtHarness(warm=True) as harness:
         result = harness.verify(candidates[1], failed_run)
-    assert result.passed, result.output
-    assert harness.last_parse_mode.startswith("full: config vars"), harness.last_parse_mode
+        assert result.passed, result.output
+        assert harness.last_parse_mode.startswith("full: config vars"), harness.last_parse_mode
+        # the next candidate in that worktree starts from that run's parse, not the refused one
+        assert harness.verify(candidates[1], failed_run).passed
+        assert harness.last_parse_mode == "partial"
+
+
+def test_the_worker_re_roots_the_decoded_parse_as_the_file_would_be(
+    failed_run: UniversalFailureEvent, shop_repo: Path, tmp_path: Path
+) -> None:
+    """`rebase_manifest` (the worker's decoded parse) and `rebase_partial_parse` (the file)
+    give the same manifest, byte for byte once encoded again."""
+    from dbt.contracts.graph.manifest import Manifest
+    from dbt.parser.manifest import extended_mashumaro_encoder, extended_mashumuro_decoder
+
+    def decoded(path: Path) -> Manifest:
+        return Manifest.from_msgpack(path.read_bytes(), decoder=extended_mashumuro_decoder)
+
+    user_parse = shop_repo / "target" / PARTIAL_PARSE_FILE
+    new_root = tmp_path / "wt"
+    assert rebase_partial_parse(user_parse, tmp_path / "target", new_root)
+    from_file = decoded(tmp_path / "target" / PARTIAL_PARSE_FILE)
+    in_memory = decoded(user_parse)
+    rebase_manifest(in_memory, str(new_root))
+    assert any(f.path.project_root == str(new_root) for f in in_memory.files.values())
+    encode = extended_mashumaro_encoder
+    assert in_memory.to_msgpack(encode) == from_file.to_msgpack(encode)

@@ -90,3 +90,32 @@ def test_the_worker_serves_a_request_while_an_earlier_one_still_runs(tmp_path: P
     assert [r["id"] for r in replies] == [3, 2, 1]
     assert "bad request" in replies[0]["exception"]
     assert [r.get("slept") for r in replies[1:]] == ["0.0", "1.0"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the worker forks each run")
+def test_what_prepare_keeps_in_the_worker_every_later_run_sees(tmp_path: Path) -> None:
+    """`prepare` runs in the worker before each fork: what it keeps outlives the runs (the
+    failing run's decoded parse), what a run changes does not."""
+    kept: dict[str, int] = {}
+
+    def prepare(request: dict[str, Any]) -> None:
+        kept[request["args"][0]] = kept.get(request["args"][0], 0) + 1
+
+    def stand_in(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
+        seen = dict(kept)
+        kept.clear()  # in the fork: gone with it
+        return {"success": True, "exception": None, "results": [], "seen": seen}
+
+    read_fd, write_fd = os.pipe()
+    lines = [
+        {"args": [name], "cwd": str(tmp_path), "log_path": "x", "id": number}
+        for number, name in enumerate(["a", "a", "b"], start=1)
+    ]
+    os.write(write_fd, "".join(json.dumps(line) + "\n" for line in lines).encode())
+    os.close(write_fd)
+    channel = io.StringIO()
+    dbt_serve.serve(channel, os.dup(2), stand_in, stdin_fd=read_fd, prepare=prepare)
+    os.close(read_fd)
+    seen = {r["id"]: r["seen"] for r in map(json.loads, channel.getvalue().splitlines())}
+    assert seen == {1: {"a": 1}, 2: {"a": 2}, 3: {"a": 2, "b": 1}}
+    assert kept == {"a": 2, "b": 1}

@@ -1,0 +1,147 @@
+"""Which saved parse each dbt run of a harness starts from, and what is kept after it.
+
+Parsing the project is most of a warm run, so each run is offered a saved parse (dbt checks
+it, and re-parses only the files that differ, or everything, saying why):
+
+- **A warm worker** starts every run from the failing run's parse, which it decodes once and
+  keeps (`dbt_saved_parse`): the request names a private copy of it (`source`). The run's
+  target dir is seeded with that parse re-rooted at the candidate's worktree, which is what
+  dbt reads if the worker does not hold the decoded one; once the worker has said it holds it,
+  an empty file stands in (dbt reads the decoded parse; were it gone, dbt would parse in
+  full, never wrongly).
+- **Otherwise** (a fresh `dbt` per run, no parse from the failing run, or one dbt refused):
+  the harness's last parse of the lineage, else the failing run's, re-rooted.
+
+Kept parses and the copy hold rendered vars (secrets too): they live in private dirs that
+`close()` removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from patchit.config import resolve_home
+from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
+from patchit.sandbox.isolation import patchit_areas
+from patchit.sandbox.snapshot import (
+    PARTIAL_PARSE_FILE,
+    keep_partial_parse,
+    read_parse_mode,
+    rebase_partial_parse,
+    seed_partial_parse,
+)
+
+SavedParse = dict[str, str]  # a warm request's `saved_parse`: source, root, file
+_FULL_PARSE_REASON = re.compile(r"Unable to do partial parsing because ([^\n]*)")
+
+
+class ParseSeeds:
+    """One harness's saved parses: seed a run's target dir, keep what the run wrote."""
+
+    def __init__(self) -> None:
+        self._kept_dir: Path | None = None  # the latest parse per lineage
+        self._copies_dir: Path | None = None  # the failing runs' parses, for the worker
+        self._copies: dict[tuple[str, int, int], Path] = {}  # (path, mtime, size) -> copy
+        self._refused: set[str] = set()  # lineages whose dbt parsed in full from the copy
+        self._held: set[tuple[int, str]] = set()  # (worker pid, copy) the worker decoded
+        self.last_mode = "unknown"  # how the last run parsed: "partial", "full: <why>"
+
+    def seed(self, box: DbtSandbox, worker_pid: int | None) -> SavedParse | None:
+        """Seed `box`'s target dir; the request's `saved_parse` for a warm worker's run."""
+        user = box.user_parse_file
+        if worker_pid is not None and user is not None and box.parse_key not in self._refused:
+            source = self._copy_of(user)
+            file = box.target_dir / PARTIAL_PARSE_FILE
+            if source is not None and (worker_pid, str(source)) in self._held:
+                box.target_dir.mkdir(parents=True, exist_ok=True)
+                file.write_bytes(b"")
+                return {"source": str(source), "root": str(box.project_dir), "file": str(file)}
+            if source is not None and rebase_partial_parse(source, box.target_dir, box.project_dir):
+                return {"source": str(source), "root": str(box.project_dir), "file": str(file)}
+        kept = self._kept_file(box.parse_key)
+        if kept.is_file():
+            seed_partial_parse(kept, box.target_dir)
+        elif user is not None:
+            rebase_partial_parse(user, box.target_dir, box.project_dir)
+        return None
+
+    def after(
+        self,
+        box: DbtSandbox,
+        outcome: DbtOutcome | None,
+        worker_pid: int | None,
+        saved: SavedParse | None,
+    ) -> None:
+        """Note how the run parsed, and keep the parse it wrote for the lineage's next run."""
+        mode = outcome.parse_mode if outcome is not None else None
+        self.last_mode = (
+            read_parse_mode(box.log_path.parent / "logs")
+            if mode is None
+            else _with_reason(mode, box.log_path)
+        )
+        if saved is not None and worker_pid is not None:
+            held = (worker_pid, saved["source"])
+            if self.last_mode.startswith("full"):  # dbt said why; the kept one next time
+                self._held.discard(held)
+                self._refused.add(box.parse_key)
+            elif outcome is not None and outcome.saved_parse_kept:
+                self._held.add(held)
+                return  # the run wrote no parse: the failing run's seeds the next one
+            else:
+                self._held.discard(held)
+        with contextlib.suppress(OSError):  # a parse not kept costs speed, never correctness
+            keep_partial_parse(box.target_dir, self._kept_file(box.parse_key))
+
+    def close(self) -> None:
+        for where in (self._kept_dir, self._copies_dir):
+            if where is not None:
+                shutil.rmtree(where, ignore_errors=True)
+        self._kept_dir = self._copies_dir = None
+        self._copies.clear()
+        self._held.clear()
+
+    def _kept_file(self, key: str) -> Path:
+        if self._kept_dir is None:
+            cache = resolve_home() / "cache"
+            cache.mkdir(parents=True, exist_ok=True)
+            self._kept_dir = Path(tempfile.mkdtemp(prefix="dbt-partial-parse-", dir=cache))
+        return self._kept_dir / key / PARTIAL_PARSE_FILE
+
+    def _copy_of(self, user_parse: Path) -> Path | None:
+        """The failing run's parse, copied once into a private dir under patchit's sandboxes
+        area: the worker reads it there (the user's target dir may be hidden from its
+        sandbox, and patchit's cache is only visible if it existed when the worker began)."""
+        try:
+            stat = user_parse.stat()
+        except OSError:
+            return None
+        key = (str(user_parse), stat.st_mtime_ns, stat.st_size)
+        copy = self._copies.get(key)
+        if copy is not None and copy.is_file():
+            return copy
+        try:
+            if self._copies_dir is None:
+                area = patchit_areas()[1]
+                area.mkdir(parents=True, exist_ok=True)
+                self._copies_dir = Path(tempfile.mkdtemp(prefix=".dbt-failing-parse-", dir=area))
+            copy = self._copies_dir / f"{len(self._copies)}.msgpack"
+            shutil.copyfile(user_parse, copy)
+        except OSError:
+            return None
+        self._copies[key] = copy
+        return copy
+
+
+def _with_reason(mode: str, output_log: Path) -> str:
+    """A warm run's "full" with dbt's reason, from its output (dbt says it at info level)."""
+    if mode != "full":
+        return mode
+    with contextlib.suppress(OSError):
+        found = _FULL_PARSE_REASON.findall(output_log.read_text("utf-8", errors="replace"))
+        if found:
+            return f"full: {found[-1].strip()}"
+    return mode

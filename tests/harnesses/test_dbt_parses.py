@@ -1,0 +1,100 @@
+"""Which saved parse a dbt run starts from (`ParseSeeds`), without dbt: the runs' outcomes are
+stand-ins, the files real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from patchit.harnesses.dbt_parses import ParseSeeds
+from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
+from patchit.sandbox.snapshot import PARTIAL_PARSE_FILE
+
+USER_ROOT = "/home/dana/shop"
+
+
+@pytest.fixture
+def user_parse(tmp_path: Path) -> Path:
+    data = {
+        "metadata": {"project_name": "shop"},
+        "files": {"shop://models/a.sql": {"path": {"project_root": USER_ROOT}}},
+        "nodes": {"seed.shop.s": {"root_path": USER_ROOT}},
+    }
+    path = tmp_path / "user" / "target" / PARTIAL_PARSE_FILE
+    path.parent.mkdir(parents=True)
+    path.write_bytes(msgpack.packb(data, use_bin_type=True))
+    return path
+
+
+def _box(tmp_path: Path, name: str, user_parse: Path | None) -> DbtSandbox:
+    scratch = tmp_path / "sandboxes" / name
+    (scratch / "logs").mkdir(parents=True)
+    return DbtSandbox(
+        args=["build"], cwd=tmp_path / name, log_path=scratch / "out.log",
+        target_dir=scratch / "target", parse_key="lineage", project_dir=tmp_path / name,
+        user_parse_file=user_parse,
+    )  # fmt: skip
+
+
+def _seeded(box: DbtSandbox) -> bytes:
+    return (box.target_dir / PARTIAL_PARSE_FILE).read_bytes()
+
+
+def test_a_worker_gets_the_copy_and_then_an_empty_seed(
+    tmp_path: Path, user_parse: Path, _patchit_home: Path
+) -> None:
+    seeds = ParseSeeds()
+    first = _box(tmp_path, "c1", user_parse)
+    saved = seeds.seed(first, worker_pid=41)
+    assert saved is not None
+    source = Path(saved["source"])
+    assert source.read_bytes() == user_parse.read_bytes()  # not re-rooted: the worker does it
+    assert source.is_relative_to(_patchit_home / "sandboxes")  # where the worker can read it
+    assert saved["root"] == str(first.project_dir)
+    assert b"/home/dana" not in _seeded(first)  # the file dbt reads is re-rooted
+    seeds.after(first, DbtOutcome(success=True, parse_mode="partial", saved_parse_kept=True),
+                41, saved)  # fmt: skip
+    assert seeds.last_mode == "partial"
+
+    second = _box(tmp_path, "c2", user_parse)
+    again = seeds.seed(second, worker_pid=41)
+    assert again == {**saved, "root": str(second.project_dir),
+                     "file": saved["file"].replace("c1", "c2")}  # fmt: skip
+    assert _seeded(second) == b""  # the worker said it holds the decoded parse
+    # another worker (the first died) has not decoded it: the re-rooted file again
+    third = _box(tmp_path, "c3", user_parse)
+    assert seeds.seed(third, worker_pid=42) is not None
+    assert _seeded(third) != b""
+    seeds.close()
+    assert not source.exists()
+
+
+def test_a_parse_dbt_refused_is_not_offered_again(tmp_path: Path, user_parse: Path) -> None:
+    seeds = ParseSeeds()
+    first = _box(tmp_path, "c1", user_parse)
+    saved = seeds.seed(first, worker_pid=41)
+    first.log_path.write_text("Unable to do partial parsing because config vars changed\n")
+    (first.target_dir / PARTIAL_PARSE_FILE).write_bytes(b"dbt's full parse")
+    seeds.after(first, DbtOutcome(success=True, parse_mode="full"), 41, saved)
+    assert seeds.last_mode == "full: config vars changed"
+    second = _box(tmp_path, "c2", user_parse)
+    assert seeds.seed(second, worker_pid=41) is None  # the lineage's own parse instead
+    assert _seeded(second) == b"dbt's full parse"
+    seeds.close()
+
+
+def test_without_a_worker_the_lineage_carries_on(tmp_path: Path, user_parse: Path) -> None:
+    seeds = ParseSeeds()
+    first = _box(tmp_path, "c1", user_parse)
+    assert seeds.seed(first, worker_pid=None) is None
+    assert b"/home/dana" not in _seeded(first)
+    (first.target_dir / PARTIAL_PARSE_FILE).write_bytes(b"the run's parse")
+    (first.log_path.parent / "logs" / "dbt.log").write_text("Partial parsing enabled\n")
+    seeds.after(first, DbtOutcome(success=True), None, None)
+    assert seeds.last_mode == "partial"  # read from dbt's log
+    second = _box(tmp_path, "c2", user_parse)
+    assert seeds.seed(second, worker_pid=None) is None
+    assert _seeded(second) == b"the run's parse"
+    seeds.close()
