@@ -13,12 +13,14 @@ it, and re-parses only the files that differ, or everything, saying why):
   the harness's last parse of the lineage, else the failing run's, re-rooted.
 
 Kept parses and the copy hold rendered vars (secrets too): they live in private dirs that
-`close()` removes.
+`close()` removes; the dirs of a process that died without closing are removed by the next
+harness that makes one (each dir is named after its process).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import tempfile
@@ -106,9 +108,7 @@ class ParseSeeds:
 
     def _kept_file(self, key: str) -> Path:
         if self._kept_dir is None:
-            cache = resolve_home() / "cache"
-            cache.mkdir(parents=True, exist_ok=True)
-            self._kept_dir = Path(tempfile.mkdtemp(prefix="dbt-partial-parse-", dir=cache))
+            self._kept_dir = _private_dir(resolve_home() / "cache", "dbt-partial-parse-")
         return self._kept_dir / key / PARTIAL_PARSE_FILE
 
     def _copy_of(self, user_parse: Path) -> Path | None:
@@ -125,15 +125,34 @@ class ParseSeeds:
             return copy
         try:
             if self._copies_dir is None:
-                area = patchit_areas()[1]
-                area.mkdir(parents=True, exist_ok=True)
-                self._copies_dir = Path(tempfile.mkdtemp(prefix=".dbt-failing-parse-", dir=area))
+                self._copies_dir = _private_dir(patchit_areas()[1], ".dbt-failing-parse-")
             copy = self._copies_dir / f"{len(self._copies)}.msgpack"
             shutil.copyfile(user_parse, copy)
         except OSError:
             return None
         self._copies[key] = copy
         return copy
+
+
+def _private_dir(parent: Path, prefix: str) -> Path:
+    """A new private dir `<prefix><pid>-<random>` under `parent`, after removing those of
+    processes no longer alive (a pid reused since keeps its dir: never another's removed)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for entry in parent.glob(f"{prefix}*"):
+        pid = entry.name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: alive
+    return True
 
 
 def _with_reason(mode: str, output_log: Path) -> str:

@@ -3,6 +3,9 @@ stand-ins, the files real."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import msgpack
@@ -98,3 +101,23 @@ def test_without_a_worker_the_lineage_carries_on(tmp_path: Path, user_parse: Pat
     assert seeds.seed(second, worker_pid=None) is None
     assert _seeded(second) == b"the run's parse"
     seeds.close()
+
+
+def test_a_dead_process_s_parses_are_removed_by_the_next_harness(
+    tmp_path: Path, user_parse: Path, _patchit_home: Path
+) -> None:
+    """A process that died holding the failing run's parse (rendered vars, secrets too)."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    area = _patchit_home / "sandboxes"
+    left = area / f".dbt-failing-parse-{dead}-abc123" / "0.msgpack"
+    left.parent.mkdir(parents=True)
+    left.write_bytes(b"secrets")
+    live = area / f".dbt-failing-parse-{os.getppid()}-def456"  # a live process's: kept
+    live.mkdir()
+    seeds = ParseSeeds()
+    assert seeds.seed(_box(tmp_path, "c1", user_parse), worker_pid=41) is not None
+    assert not left.parent.exists()
+    assert live.is_dir()
+    seeds.close()
+    assert [p.name for p in area.glob(".dbt-failing-parse-*")] == [live.name]
