@@ -162,14 +162,24 @@ class Worker:
     def heal_payloads(self, payloads: list[str]) -> dict[int, str]:
         """Heal events handed over directly (the `patchit_heal` DAG's run conf), as a batch
         claimed from the spool is healed, but without the spool: the caller keeps the events
-        until this returns. Why each one that could not be processed failed, by index."""
+        until this returns (a memory write cut off is healed again here, as a spooled batch
+        would be). Why each one that could not be processed failed, by index."""
         with Memory.open(self.home) as memory:
             for notice in memory.notices:
                 self.say(notice)
             try:
                 self.recover(memory)
                 rows = [SpooledEvent(i, payload, 1) for i, payload in enumerate(payloads)]
-                batch = self._heal_rows(rows, memory, where="event")
+                while True:
+                    try:
+                        batch = self._heal_rows(rows, memory, where="event")
+                        self._cut_writes = 0
+                        break
+                    except MemoryStoreError as exc:  # rolled back: heal the events again
+                        if not self._may_retry(exc):
+                            raise
+                        self.say(f"a memory write was cut off ({exc}): healing the "
+                                 f"{len(rows)} event(s) again")  # fmt: skip
             finally:
                 self._close_contexts()
         self.stats.processed += len(payloads) - len(batch.failed)

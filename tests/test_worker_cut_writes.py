@@ -4,6 +4,7 @@ resumed incident); SQLite's errors are never retryable (fast: the cuts are simul
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
@@ -80,6 +81,23 @@ def test_a_resumed_incident_counts_the_cuts_afresh(
     _heals(monkeypatch, [False, True])  # a batch cut once after the resume's 3 cuts
     assert Worker(_patchit_home, say=lambda _line: None).run(once=True).processed == 1
     assert resumes == []
+
+
+def test_the_heal_dag_s_events_are_healed_again_after_a_cut(
+    _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `patchit_heal` task (`heal_payloads`) keeps its events in the run's conf: a cut
+    write heals them again in the task, as many times in a row as a spooled batch."""
+    payload = json.dumps(airflow_event("dag", "task", "ValueError", "boom"))
+    left = _heals(monkeypatch, [False] * CUT_WRITE_RETRIES + [True])
+    said: list[str] = []
+    worker = Worker(_patchit_home, say=said.append)
+    assert worker.heal_payloads([payload]) == {}
+    assert left == []
+    assert sum("healing the 1 event(s) again" in line for line in said) == CUT_WRITE_RETRIES
+    _heals(monkeypatch, [False] * (CUT_WRITE_RETRIES + 1))
+    with pytest.raises(MemoryStoreError):  # past the retries: the task fails, Airflow retries
+        worker.heal_payloads([payload])
 
 
 def test_sqlite_memory_errors_are_never_retryable(_patchit_home: Path) -> None:
