@@ -208,21 +208,28 @@ def as_str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def parsed_once(path: PathLike, parse: Callable[[Path], T], kind: str) -> T:
-    """`parse(path)` for a file whose text `parse` (named by `kind`) has parsed before, from
-    the result kept then, handed out as a deep copy: a warm harness reads the same
-    dbt_project.yml and profiles.yml, in a new worktree, for every candidate. Keyed by the
-    text, so `parse` must depend on nothing else; what it raises is raised every time."""
+def parsed_once(
+    path: PathLike,
+    parse: Callable[[Path, str], T],
+    kind: str,
+    otherwise: Callable[[Path], T],
+) -> T:
+    """`parse(path, text)` of the file's UTF-8 text, kept by the text's hash (and `kind`, the
+    parser's name) and handed out as a deep copy: a warm harness reads the same
+    dbt_project.yml and profiles.yml, in a new worktree, for every candidate. `parse` must
+    depend on the text alone (`path` only names it in messages); what it raises is raised
+    every time. A file that cannot be read as such (missing, not a regular file, not UTF-8,
+    over 1 MiB) goes to `otherwise(path)`, which says what is wrong in its own words."""
     try:
-        text = read_input_bytes(path, _PARSED_MAX_BYTES)
+        text = read_input_text(path, _PARSED_MAX_BYTES)
     except BadInputError:
-        return parse(Path(path))  # it says what is wrong, in its own words
-    key = (kind, hashlib.sha256(text).digest())
+        return otherwise(Path(path))
+    key = (kind, hashlib.sha256(text.encode("utf-8")).digest())
     with _parsed_lock:
         found = key in _parsed
         value: T = _parsed[key] if found else None  # type: ignore[assignment]
     if not found:
-        value = parse(Path(path))
+        value = parse(Path(path), text)
         with _parsed_lock:
             while len(_parsed) >= _PARSED_MAX:
                 _parsed.pop(next(iter(_parsed)))

@@ -55,7 +55,8 @@ def load_yaml_text(text: str) -> Any:
 
 
 def _load_yaml(path: Path) -> Any:
-    return parsed_once(path, _parse_yaml, "project_index.yaml")
+    return parsed_once(path, lambda _path, text: load_yaml_text(text), "project_index.yaml",
+                       _parse_yaml)  # fmt: skip
 
 
 def _parse_yaml(path: Path) -> Any:

@@ -20,10 +20,12 @@ harness that makes one (each dir is named after its process).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 
 from patchit.config import resolve_home
@@ -37,7 +39,7 @@ from patchit.sandbox.snapshot import (
     seed_partial_parse,
 )
 
-SavedParse = dict[str, str]  # a warm request's `saved_parse`: source, root, file
+SavedParse = dict[str, str]  # a warm request's `saved_parse`: source, sha256, root, file
 _FULL_PARSE_REASON = re.compile(r"Unable to do partial parsing because ([^\n]*)")
 
 
@@ -47,7 +49,9 @@ class ParseSeeds:
     def __init__(self) -> None:
         self._kept_dir: Path | None = None  # the latest parse per lineage
         self._copies_dir: Path | None = None  # the failing runs' parses, for the worker
-        self._copies: dict[tuple[str, int, int], Path] = {}  # (path, mtime, size) -> copy
+        # (path, mtime, size) -> (copy, its sha256): the worker checks the hash, since a run
+        # (without Landlock) could write where the copy is
+        self._copies: dict[tuple[str, int, int], tuple[Path, str]] = {}
         self._refused: set[str] = set()  # lineages whose dbt parsed in full from the copy
         self._held: set[tuple[int, str]] = set()  # (worker pid, copy) the worker decoded
         self.last_mode = "unknown"  # how the last run parsed: "partial", "full: <why>"
@@ -55,15 +59,18 @@ class ParseSeeds:
     def seed(self, box: DbtSandbox, worker_pid: int | None) -> SavedParse | None:
         """Seed `box`'s target dir; the request's `saved_parse` for a warm worker's run."""
         user = box.user_parse_file
-        if worker_pid is not None and user is not None and box.parse_key not in self._refused:
-            source = self._copy_of(user)
+        copy = self._copy_of(user) if user is not None and worker_pid is not None else None
+        if copy is not None and box.parse_key not in self._refused:
+            source, digest = copy
             file = box.target_dir / PARTIAL_PARSE_FILE
-            if source is not None and (worker_pid, str(source)) in self._held:
+            saved = {"source": str(source), "sha256": digest, "root": str(box.project_dir),
+                     "file": str(file)}  # fmt: skip
+            if (worker_pid, str(source)) in self._held:
                 box.target_dir.mkdir(parents=True, exist_ok=True)
                 file.write_bytes(b"")
-                return {"source": str(source), "root": str(box.project_dir), "file": str(file)}
-            if source is not None and rebase_partial_parse(source, box.target_dir, box.project_dir):
-                return {"source": str(source), "root": str(box.project_dir), "file": str(file)}
+                return saved
+            if rebase_partial_parse(source, box.target_dir, box.project_dir):
+                return saved
         kept = self._kept_file(box.parse_key)
         if kept.is_file():
             seed_partial_parse(kept, box.target_dir)
@@ -87,14 +94,14 @@ class ParseSeeds:
         )
         if saved is not None and worker_pid is not None:
             held = (worker_pid, saved["source"])
-            if self.last_mode.startswith("full"):  # dbt said why; the kept one next time
-                self._held.discard(held)
-                self._refused.add(box.parse_key)
-            elif outcome is not None and outcome.saved_parse_kept:
-                self._held.add(held)
-                return  # the run wrote no parse: the failing run's seeds the next one
-            else:
-                self._held.discard(held)
+            if not self.last_mode.startswith("full"):
+                if outcome is not None and outcome.saved_parse_kept:
+                    self._held.add(held)
+                else:
+                    self._held.discard(held)
+                return  # nothing new to keep (what is there may be the empty seed)
+            self._held.discard(held)
+            self._refused.add(box.parse_key)  # dbt said why; the parse it wrote next time
         with contextlib.suppress(OSError):  # a parse not kept costs speed, never correctness
             keep_partial_parse(box.target_dir, self._kept_file(box.parse_key))
 
@@ -105,33 +112,44 @@ class ParseSeeds:
         self._kept_dir = self._copies_dir = None
         self._copies.clear()
         self._held.clear()
+        self._refused.clear()
+        self.last_mode = "unknown"
 
     def _kept_file(self, key: str) -> Path:
         if self._kept_dir is None:
             self._kept_dir = _private_dir(resolve_home() / "cache", "dbt-partial-parse-")
         return self._kept_dir / key / PARTIAL_PARSE_FILE
 
-    def _copy_of(self, user_parse: Path) -> Path | None:
+    def _copy_of(self, user_parse: Path) -> tuple[Path, str] | None:
         """The failing run's parse, copied once into a private dir under patchit's sandboxes
-        area: the worker reads it there (the user's target dir may be hidden from its
-        sandbox, and patchit's cache is only visible if it existed when the worker began)."""
+        area (the worker reads it there: the user's target dir may be hidden from its
+        sandbox, and patchit's cache is only visible if it existed when the worker began),
+        with its sha256; copied again when the copy no longer has that hash."""
         try:
             stat = user_parse.stat()
         except OSError:
             return None
         key = (str(user_parse), stat.st_mtime_ns, stat.st_size)
-        copy = self._copies.get(key)
-        if copy is not None and copy.is_file():
-            return copy
+        known = self._copies.get(key)
+        if known is not None and _sha256(known[0]) == known[1]:
+            return known
         try:
             if self._copies_dir is None:
                 self._copies_dir = _private_dir(patchit_areas()[1], ".dbt-failing-parse-")
-            copy = self._copies_dir / f"{len(self._copies)}.msgpack"
-            shutil.copyfile(user_parse, copy)
+            data = user_parse.read_bytes()
+            copy = self._copies_dir / f"{uuid.uuid4().hex}.msgpack"
+            copy.write_bytes(data)
         except OSError:
             return None
-        self._copies[key] = copy
-        return copy
+        self._copies[key] = (copy, hashlib.sha256(data).hexdigest())
+        return self._copies[key]
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def _private_dir(parent: Path, prefix: str) -> Path:

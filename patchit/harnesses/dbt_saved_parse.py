@@ -7,12 +7,14 @@ that is lost when the run ends, so every candidate paid it again (a fifth of a w
 200 models).
 
 A request may carry `saved_parse`: `{"source": the failing run's parse (a copy the harness
-put where the worker can read it, not re-rooted), "root": the candidate's project dir,
-"file": what the harness seeded in the run's target dir}`. The worker decodes `source` before
-forking (`preload`, once per file) and keeps it. In the fork, when dbt reads `file`, it gets
-the kept manifest instead, re-rooted at `root` exactly as `rebase_partial_parse` re-roots the
-file (`rebase_manifest`); dbt's own checks of it (version, vars, profile, every file's
-checksum) run as before. The fork's copy is its own (copy-on-write), so dbt may change it.
+put where the worker can read it, not re-rooted), "sha256": the copy's hash, "root": the
+candidate's project dir, "file": what the harness seeded in the run's target dir}`. The worker
+decodes `source` before forking (`preload`, once per file, only when its hash is the
+harness's: a run without Landlock could write where the copy is) and keeps it. In the fork,
+when dbt reads `file`, it gets the kept manifest instead, re-rooted at `root` exactly as
+`rebase_partial_parse` re-roots the file (`rebase_manifest`); dbt's own checks of it
+(version, vars, profile, every file's checksum) run as before. The fork's copy is its own
+(copy-on-write), so dbt may change it.
 
 The seeded file is what dbt reads when the worker does not hold the decoded parse (see
 `dbt_parses`). A run that partially parsed from the kept manifest does not write its parse
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import os
 import sys
 from dataclasses import dataclass
@@ -66,6 +69,8 @@ def preload(request: dict[str, Any]) -> None:
 
         with open(spec["source"], "rb") as fp:
             data = fp.read()
+        if hashlib.sha256(data).hexdigest() != spec.get("sha256"):
+            raise ValueError("its sha256 is not the harness's (changed since it was copied)")
         manifest = Manifest.from_msgpack(data, decoder=extended_mashumuro_decoder)
     except Exception as exc:  # dbt reads the seeded file itself, and says what is wrong
         print(f"patchit dbt worker: cannot preload {spec['source']}: {exc}", file=sys.stderr)

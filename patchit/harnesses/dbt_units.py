@@ -27,9 +27,6 @@ _NOT_REPLAYED = frozenset(
 )  # fmt: skip
 _SANDBOX_ENV = {
     "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
-    # dbt's faster way of making tests block what runs after them: the same ordering (the
-    # same transitive reduction, dbt checks), a fraction of the time on a large project
-    "DBT_USE_FAST_TEST_EDGES": "true",
     "DBT_USE_COLORS": "false",
     "DBT_PRINTER_WIDTH": "120",
 }

@@ -37,14 +37,20 @@ class DbtTarget:
 
 
 def _load_yaml(path: Path) -> Any:
-    return parsed_once(path, _parse_yaml, "dbt_profile.yaml")
+    return parsed_once(path, _parse_yaml_text, "dbt_profile.yaml", _parse_yaml)
 
 
 def _parse_yaml(path: Path) -> Any:
     try:
-        return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise BadInputError(f"{path}: cannot read ({exc.strerror}); check the path") from exc
+    return _parse_yaml_text(path, text)
+
+
+def _parse_yaml_text(path: Path, text: str) -> Any:
+    try:
+        return YAML(typ="safe").load(text)
     except YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BadInputError(f"{path}: not valid YAML ({first}); fix the file") from exc

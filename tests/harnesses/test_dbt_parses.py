@@ -3,6 +3,7 @@ stand-ins, the files real."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -72,6 +73,32 @@ def test_a_worker_gets_the_copy_and_then_an_empty_seed(
     assert _seeded(third) != b""
     seeds.close()
     assert not source.exists()
+
+
+def test_a_copy_changed_since_is_copied_again_and_a_stub_is_never_kept(
+    tmp_path: Path, user_parse: Path
+) -> None:
+    seeds = ParseSeeds()
+    first = _box(tmp_path, "c1", user_parse)
+    saved = seeds.seed(first, worker_pid=41)
+    assert saved is not None
+    assert saved["sha256"] == hashlib.sha256(user_parse.read_bytes()).hexdigest()
+    Path(saved["source"]).write_bytes(b"written by a run")  # no Landlock: a run could
+    second = _box(tmp_path, "c2", user_parse)
+    again = seeds.seed(second, worker_pid=41)
+    assert again is not None and again["source"] != saved["source"]
+    assert Path(again["source"]).read_bytes() == user_parse.read_bytes()
+    assert again["sha256"] == saved["sha256"]
+    # a run seeded with the empty stub that died before dbt parsed: the stub is not kept
+    seeds.after(second, DbtOutcome(success=True, parse_mode="partial", saved_parse_kept=True),
+                41, again)  # fmt: skip
+    stubbed = _box(tmp_path, "c3", user_parse)
+    stub = seeds.seed(stubbed, worker_pid=41)
+    assert _seeded(stubbed) == b""
+    seeds.after(stubbed, DbtOutcome(success=False), 41, stub)
+    assert seeds.last_mode == "unknown"
+    assert not seeds._kept_file("lineage").exists()
+    seeds.close()
 
 
 def test_a_parse_dbt_refused_is_not_offered_again(tmp_path: Path, user_parse: Path) -> None:
