@@ -3,8 +3,8 @@
 Each run of a warm worker is a fork of it (`dbt_serve`), and dbt starts every run by reading
 its saved parse (`partial_parse.msgpack`): decoding the whole manifest, and on the first read
 in a process, generating the decoders of every node type the project has. In a fork, all of
-that is lost when the run ends, so every candidate paid it again (a fifth of a warm run on
-200 models).
+that is lost when the run ends, so every candidate paid it again (with writing the parse
+back, 0.13 s of a 1 s warm run on 200 models).
 
 A request may carry `saved_parse`: `{"source": the failing run's parse (a copy the harness
 put where the worker can read it, not re-rooted), "sha256": the copy's hash, "root": the
