@@ -167,6 +167,13 @@ def _not_ours(incident: Incident, created: bool, ctx: Context) -> HealOutcome | 
     if not ctx.memory.claim_incident(incident.id, ctx.owner, ttl_s=LEASE_TTL_S):
         ctx.say(f"incident {incident.id} is being healed by another worker: event attached")
         return HealOutcome(incident, created=created)
+    # another worker may have finished it between the attach and the claim (its lease gone)
+    current = ctx.memory.get_incident(incident.id)
+    if current.status != "open":
+        ctx.memory.release_incident(incident.id, ctx.owner)
+        refresh_report(ctx.memory, incident.id)
+        ctx.say(f"incident {incident.id} was {current.status} meanwhile: event attached")
+        return HealOutcome(current, created=False)
     checkpoint("claimed")
     return None
 

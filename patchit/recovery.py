@@ -2,7 +2,8 @@
 `patchit dbt`, the worker).
 
 A heal takes its incident's lease before it creates anything under `$PATCHIT_HOME/worktrees`
-or `sandboxes` (every entry there is named after the incident) and gives it up only after it
+or `sandboxes` (every entry there is named after the incident, but the dbt harness's private
+parse dirs, named after their process: `patchit.sandbox.private_dirs`) and gives it up only after it
 removed them. So an entry named after an incident that no live run holds is a leftover of a
 run that died. The sweep takes such an incident's lease while it clears it (a run starting on
 the incident meanwhile waits its turn instead of losing its fresh worktree), then leaves an
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from patchit.errors import PatchitError
 from patchit.memory import Incident, Memory
+from patchit.sandbox import private_dirs
 from patchit.sandbox.worktree import remove_worktree, remove_worktrees_under, worktree_repo
 
 INCIDENT_ENTRY = re.compile(r"^(\d{8}-[0-9a-f]{6})(?:-|$)")
@@ -60,6 +62,8 @@ def sweep_dead_runs(home: Path, memory: Memory, owner: str) -> Sweep:
             if match := INCIDENT_ENTRY.match(entry.name):
                 entries.setdefault(match[1], []).append(entry)
     sweep = Sweep()
+    for kind in private_dirs.ALL:  # the dbt harness's parses of processes killed mid-heal
+        sweep.sandboxes += private_dirs.remove_dead(home, kind)
     for incident_id in sorted(set(entries) | set(memory.dead_leases())):
         if memory.lease_is_live(incident_id):
             continue

@@ -13,24 +13,22 @@ it, and re-parses only the files that differ, or everything, saying why):
   the harness's last parse of the lineage, else the failing run's, re-rooted.
 
 Kept parses and the copy hold rendered vars (secrets too): they live in private dirs that
-`close()` removes; the dirs of a process that died without closing are removed by the next
-harness that makes one (each dir is named after its process).
+`close()` removes; those of a process killed before that are removed by the next run's
+recovery sweep, or the next harness that makes one (`patchit.sandbox.private_dirs`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import re
 import shutil
-import tempfile
 import uuid
 from pathlib import Path
 
 from patchit.config import resolve_home
 from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
-from patchit.sandbox.isolation import patchit_areas
+from patchit.sandbox.private_dirs import FAILING_PARSES, KEPT_PARSES, make_private_dir
 from patchit.sandbox.snapshot import (
     PARTIAL_PARSE_FILE,
     keep_partial_parse,
@@ -117,7 +115,7 @@ class ParseSeeds:
 
     def _kept_file(self, key: str) -> Path:
         if self._kept_dir is None:
-            self._kept_dir = _private_dir(resolve_home() / "cache", "dbt-partial-parse-")
+            self._kept_dir = make_private_dir(resolve_home(), KEPT_PARSES)
         return self._kept_dir / key / PARTIAL_PARSE_FILE
 
     def _copy_of(self, user_parse: Path) -> tuple[Path, str] | None:
@@ -135,7 +133,7 @@ class ParseSeeds:
             return known
         try:
             if self._copies_dir is None:
-                self._copies_dir = _private_dir(patchit_areas()[1], ".dbt-failing-parse-")
+                self._copies_dir = make_private_dir(resolve_home(), FAILING_PARSES)
             data = user_parse.read_bytes()
             copy = self._copies_dir / f"{uuid.uuid4().hex}.msgpack"
             copy.write_bytes(data)
@@ -150,27 +148,6 @@ def _sha256(path: Path) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
-
-
-def _private_dir(parent: Path, prefix: str) -> Path:
-    """A new private dir `<prefix><pid>-<random>` under `parent`, after removing those of
-    processes no longer alive (a pid reused since keeps its dir: never another's removed)."""
-    parent.mkdir(parents=True, exist_ok=True)
-    for entry in parent.glob(f"{prefix}*"):
-        pid = entry.name[len(prefix) :].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            shutil.rmtree(entry, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # another user's: alive
-    return True
 
 
 def _with_reason(mode: str, output_log: Path) -> str:

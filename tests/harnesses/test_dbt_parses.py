@@ -14,6 +14,9 @@ import pytest
 
 from patchit.harnesses.dbt_parses import ParseSeeds
 from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
+from patchit.liveness import run_owner
+from patchit.memory import Memory
+from patchit.recovery import sweep_dead_runs
 from patchit.sandbox.snapshot import PARTIAL_PARSE_FILE
 
 USER_ROOT = "/home/dana/shop"
@@ -130,17 +133,17 @@ def test_without_a_worker_the_lineage_carries_on(tmp_path: Path, user_parse: Pat
     seeds.close()
 
 
-def test_a_dead_process_s_parses_are_removed_by_the_next_harness(
+def test_a_dead_process_s_parses_are_removed_by_the_next_harness_and_the_sweep(
     tmp_path: Path, user_parse: Path, _patchit_home: Path
 ) -> None:
-    """A process that died holding the failing run's parse (rendered vars, secrets too)."""
+    """A process killed holding the failing run's parse (rendered vars, secrets too)."""
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     area = _patchit_home / "sandboxes"
-    left = area / f".dbt-failing-parse-{dead}-abc123" / "0.msgpack"
+    left = area / f".dbt-failing-parse-{run_owner(int(dead))}-abc123" / "0.msgpack"
     left.parent.mkdir(parents=True)
     left.write_bytes(b"secrets")
-    live = area / f".dbt-failing-parse-{os.getppid()}-def456"  # a live process's: kept
+    live = area / f".dbt-failing-parse-{run_owner(os.getppid())}-def456"  # kept
     live.mkdir()
     seeds = ParseSeeds()
     assert seeds.seed(_box(tmp_path, "c1", user_parse), worker_pid=41) is not None
@@ -148,3 +151,11 @@ def test_a_dead_process_s_parses_are_removed_by_the_next_harness(
     assert live.is_dir()
     seeds.close()
     assert [p.name for p in area.glob(".dbt-failing-parse-*")] == [live.name]
+    # killed before it closed: the next run's recovery sweep removes its dirs
+    kept = _patchit_home / "cache" / f"dbt-partial-parse-{run_owner(int(dead))}-ghi789"
+    kept.mkdir(parents=True)
+    left.parent.mkdir()
+    with Memory.open(_patchit_home) as memory:
+        sweep = sweep_dead_runs(_patchit_home, memory, "me")
+    assert sweep.sandboxes == 2
+    assert not kept.exists() and not left.parent.exists() and live.is_dir()
