@@ -10,6 +10,10 @@ the system's (`pg_*`, `information_schema`) are never read as the user's.
 
 A server that cannot be reached, or refuses the query, gives no columns and a note: the
 evidence then falls back to the artifacts' columns, as it does without a DuckDB file.
+
+`pg_function_names` reads, the same way, the names of the functions the target's connection
+can call unqualified (Postgres names no near function in its "function ... does not exist":
+the message fix-it looks for one).
 """
 
 from __future__ import annotations
@@ -107,3 +111,19 @@ def _choose(
     if in_target:
         return in_target[0]
     return same[0] if len(same) == 1 else None
+
+
+def pg_function_names(output: dict[str, Any]) -> frozenset[str] | None:
+    """The functions a connection to the target calls unqualified (`pg_proc` entries visible
+    in its search path, the built-ins with them); None when the server cannot answer."""
+    timeout = output.get("connect_timeout") or EVIDENCE_CONNECT_TIMEOUT_S
+    warehouse = PgWarehouse({**output, "connect_timeout": timeout}, purpose="function names")
+    try:
+        rows = warehouse.query(
+            "select distinct proname from pg_proc where pg_function_is_visible(oid)"
+        )
+    except PatchitError:
+        return None
+    finally:
+        warehouse.close()
+    return frozenset(str(row[0]) for row in rows)

@@ -7,6 +7,7 @@
     Catalog Error: Scalar Function with name date_trnc does not exist!
     Did you mean "date_trunc"?                                                     (DuckDB)
     Catalog Error: Table with name ordrs does not exist!  Did you mean "orders"?
+    function date_trnc(unknown, date) does not exist                               (Postgres)
     'cents_to_dolars' is undefined. This can happen when calling a macro ...       (dbt, Jinja)
 
 Where the name is rewritten: in the failing unit's file, and on every line the breaking change
@@ -36,6 +37,7 @@ from typing import ClassVar
 
 from patchit.evidence.gitlog import added_lines
 from patchit.evidence.model import Evidence
+from patchit.evidence.pg_columns import pg_function_names, postgres_output
 from patchit.evidence.similarity import DEFAULT_MIN_RATIO, name_ratio, normalise_name
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
@@ -80,6 +82,8 @@ _DUCKDB = re.compile(
     r"(?P<what>Scalar Function|Table Function|Aggregate Function|Function|Table|View) with name "
     r'"?(?P<old>[\w.]+?)"? does not exist!\s*Did you mean "(?P<new>[^"]+)"\?'
 )
+# Postgres names no near function: the one near name among those the target can call is
+_PG_FUNCTION = re.compile(r"\bfunction (?P<old>[A-Za-z_]\w*)\([^)\n]*\) does not exist")
 _UNDEFINED = re.compile(
     r"'(?P<old>\w+)' is undefined\. This can happen when calling a macro that does not exist"
 )
@@ -153,6 +157,8 @@ class FollowMessageStrategy(FixIt):
             return self._replaced(evidence, found["old"].rstrip("."), found["new"].rstrip("."))
         if found := _DUCKDB.search(message):
             return self._duckdb(evidence, found)
+        if found := _PG_FUNCTION.search(message):
+            return self._postgres_function(evidence, found["old"])
         if found := _UNDEFINED.search(message):
             known = frozenset(scan_index(evidence).macros)
             near = [m for m in known if name_ratio(found["old"], m) >= DEFAULT_MIN_RATIO]
@@ -191,6 +197,17 @@ class FollowMessageStrategy(FixIt):
         else:
             msg = _Message("DuckDB function", old, new, _duckdb_functions())
             pattern = re.compile(rf'(?<![\w."]){re.escape(old)}(?=\s*\()', re.IGNORECASE)
+        return self._sql_rename(evidence, msg, pattern, "sql")
+
+    def _postgres_function(self, evidence: Evidence, old: str) -> list[PatchCandidate]:
+        known = _postgres_functions(evidence)
+        if known is None or old in known:
+            return []  # unknown here, or it exists and the arguments are what is wrong
+        near = [f for f in known if name_ratio(old, f) >= DEFAULT_MIN_RATIO]
+        if len({normalise_name(f) for f in near}) != 1:
+            return []
+        msg = _Message("Postgres function", old, sorted(near)[0], known)
+        pattern = re.compile(rf'(?<![\w."]){re.escape(old)}(?=\s*\()', re.IGNORECASE)
         return self._sql_rename(evidence, msg, pattern, "sql")
 
     def _sql_rename(
@@ -334,6 +351,13 @@ def _duckdb_functions() -> frozenset[str] | None:
     with duckdb.connect() as con:
         rows = con.execute("select distinct function_name from duckdb_functions()").fetchall()
     return frozenset(str(r[0]) for r in rows)
+
+
+def _postgres_functions(evidence: Evidence) -> frozenset[str] | None:
+    """The functions the failing run's Postgres target can call (None: not a Postgres target,
+    or its server cannot answer)."""
+    output = postgres_output(evidence.event)
+    return pg_function_names(output) if output is not None else None
 
 
 def _lines_for(evidence: Evidence, rel: str) -> set[int] | None:
