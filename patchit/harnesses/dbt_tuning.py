@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 from patchit.harnesses import dbt_saved_parse
@@ -74,6 +75,18 @@ def _without_unread_artifacts() -> None:
             compilation.Linker.get_graph_summary = _no_summary
 
 
+def _replace_once(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+    """`owner.name` becomes `make(original)`, once (a second install leaves it); the
+    replacement keeps dbt's own as `dbt_original`."""
+    original = getattr(owner, name)
+    if getattr(original, "_patchit", False):
+        return
+    replacement = make(original)
+    replacement._patchit = True
+    replacement.dbt_original = original
+    setattr(owner, name, replacement)
+
+
 def _acyclic_first() -> None:
     """`Linker.find_cycles` returns None at once for an acyclic graph."""
     try:
@@ -81,17 +94,16 @@ def _acyclic_first() -> None:
         from dbt.compilation import Linker
     except ImportError:
         return
-    find_cycles: Any = Linker.find_cycles
-    if getattr(find_cycles, "_patchit", False):
-        return
 
-    def acyclic_first(self: Any) -> Any:
-        if networkx.is_directed_acyclic_graph(self.graph):
-            return None
-        return find_cycles(self)
+    def make(find_cycles: Any) -> Any:
+        def acyclic_first(self: Any) -> Any:
+            if networkx.is_directed_acyclic_graph(self.graph):
+                return None
+            return find_cycles(self)
 
-    acyclic_first._patchit = True  # type: ignore[attr-defined]
-    Linker.find_cycles = acyclic_first  # type: ignore[method-assign]
+        return acyclic_first
+
+    _replace_once(Linker, "find_cycles", make)
 
 
 def _recording_parse_mode() -> None:
@@ -100,19 +112,18 @@ def _recording_parse_mode() -> None:
         from dbt.parser.manifest import ManifestLoader
     except ImportError:
         return
-    load = ManifestLoader.load
-    if getattr(load, "_patchit", False):
-        return
 
-    def recording_load(self: Any) -> Any:
-        global _parse_mode
-        manifest = load(self)
-        partial = bool(getattr(self, "partially_parsing", False))
-        _parse_mode = "partial" if partial or getattr(self, "skip_parsing", False) else "full"
-        return manifest
+    def make(load: Any) -> Any:
+        def recording_load(self: Any) -> Any:
+            global _parse_mode
+            manifest = load(self)
+            partial = bool(getattr(self, "partially_parsing", False))
+            _parse_mode = "partial" if partial or getattr(self, "skip_parsing", False) else "full"
+            return manifest
 
-    recording_load._patchit = True  # type: ignore[attr-defined]
-    ManifestLoader.load = recording_load  # type: ignore[method-assign]
+        return recording_load
+
+    _replace_once(ManifestLoader, "load", make)
 
 
 def _test_edges_from_ancestors() -> None:
@@ -120,18 +131,13 @@ def _test_edges_from_ancestors() -> None:
         from dbt.compilation import Linker
     except ImportError:
         return
-    original = Linker.add_test_edges_1
-    if getattr(original, "_patchit", False):
-        return
 
     def add_test_edges_1(self: Any, manifest: Any) -> None:
         graph = self.graph
         for test, node in test_edges(graph, manifest):
             graph.add_edge(test, node, edge_type="parent_test")
 
-    add_test_edges_1._patchit = True  # type: ignore[attr-defined]
-    add_test_edges_1.dbt_original = original  # type: ignore[attr-defined]
-    Linker.add_test_edges_1 = add_test_edges_1  # type: ignore[method-assign]
+    _replace_once(Linker, "add_test_edges_1", lambda _dbt_s: add_test_edges_1)
 
 
 def test_edges(graph: Any, manifest: Any) -> list[tuple[str, str]]:

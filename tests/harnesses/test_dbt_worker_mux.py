@@ -92,7 +92,6 @@ def test_the_worker_serves_a_request_while_an_earlier_one_still_runs(tmp_path: P
     assert [r.get("slept") for r in replies[1:]] == ["0.0", "1.0"]
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="the worker forks each run")
 def test_what_prepare_keeps_in_the_worker_every_later_run_sees(tmp_path: Path) -> None:
     """`prepare` runs in the worker before each fork: what it keeps outlives the runs (the
     failing run's decoded parse), what a run changes does not."""
