@@ -104,6 +104,10 @@ class SandboxConfig(BaseModel):
     )
     network: bool = Field(default=False, description="let the harness open sockets")
     memory_mb: int = Field(default=4096, ge=64)
+    pg_copy_limit_mb: int = Field(
+        default=1024, ge=0,
+        description="Postgres: the largest incremental table copied into a sandbox schema",
+    )  # fmt: skip
     harness: str | None = Field(
         default=None, description="force a harness by name (dbt, airflow, python, ci, compose)"
     )

@@ -61,5 +61,10 @@ def schema_state(pg: PgCluster, schema: str) -> dict[str, object]:
             f"select count(*), md5(coalesce(string_agg(t::text, '|' order by t::text), '')) "
             f"from {schema}.{name} as t"
         )
-    state["schemas"] = pg.execute("select nspname from pg_namespace order by 1")
+    # the server's temp namespaces (a session's temp tables: dbt's incremental `__dbt_tmp`)
+    # stay listed, empty, once made: not the user's
+    state["schemas"] = pg.execute(
+        "select nspname from pg_namespace where nspname not like 'pg\\_temp\\_%' "
+        "and nspname not like 'pg\\_toast\\_temp\\_%' order by 1"
+    )
     return state

@@ -42,7 +42,12 @@ from patchit.errors import HarnessError, PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.base import Screening, Verification, Workspace
 from patchit.harnesses.dbt_parses import ParseSeeds
-from patchit.harnesses.dbt_pg import PgSchemas, guard_schemas, warehouse_note
+from patchit.harnesses.dbt_pg import (
+    PgSchemas,
+    guard_schemas,
+    seed_incrementals,
+    warehouse_note,
+)
 from patchit.harnesses.dbt_prepare import prepare, run_env, sandbox_paths
 from patchit.harnesses.dbt_prewarm import adopt
 from patchit.harnesses.dbt_units import (
@@ -196,7 +201,11 @@ class DbtHarness:
                     return self._run_fresh(args, box.cwd, env, log, box.target_dir, sandbox)
 
             if box.pg_schema is not None:
-                guard_schemas(box, run)
+                listed = guard_schemas(box, run)
+                copy_limit = self.sandbox.pg_copy_limit_mb * 2**20
+                box.pg_notes = seed_incrementals(
+                    box, listed, self._pg.warehouse_of(box.pg_schema), copy_limit
+                )
             outcome = run(box.args, box.log_path)
         finally:
             with self._lock:

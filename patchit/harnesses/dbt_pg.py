@@ -24,7 +24,10 @@ from patchit.sandbox.postgres import PgWarehouse, sandbox_schema
 # What the guard lists: what a build writes, and tests (their stored failures are written to
 # `<schema>_dbt_test__audit`, named by the same macro)
 BUILT = ("model", "seed", "snapshot", "test")
+# What it lists of each: where it is built, and whether it is built on top of what is there
+LISTED_KEYS = ("unique_id", "schema", "alias", "resource_type", "config")
 NOTHING_SELECTED = "No nodes selected!"  # dbt's line for an empty selection: nothing is built
+UNVERIFIED = "its incremental branch is not verified"
 
 
 class PgSchemas:
@@ -67,6 +70,10 @@ class PgSchemas:
         if all(made[1] != schema for made in self._made):
             self._made.append((warehouse, schema, scratch.resolve()))
         return schema, warehouse.relations(deferred_schemas(output, manifest))
+
+    def warehouse_of(self, schema: str) -> PgWarehouse:
+        """The connection sandbox schema `schema` was made on (by `place`)."""
+        return next(warehouse for warehouse, made, _ in self._made if made == schema)
 
     def release(self, area: Path | None = None) -> list[str]:
         """Drop the schemas made for scratch dirs under `area` (all: None); returns a line per
@@ -115,22 +122,91 @@ def _stamp(path: Path) -> tuple[int, int]:
     return (stat.st_mtime_ns, stat.st_size)
 
 
-@functools.lru_cache(maxsize=8)
 def _manifest_schemas(manifest: str, stamp: tuple[int, int], dbname: str) -> frozenset[str]:
     """The schemas of the manifest's models, seeds and snapshots in database `dbname` (any:
-    "") read once per file version: every candidate of a heal asks."""
+    "")."""
+    return frozenset(
+        schema
+        for database, schema, _ in _manifest_relations(manifest, stamp).values()
+        if not dbname or (database or dbname) == dbname
+    )
+
+
+Relation = tuple[str, str, str]  # database ("" when the manifest has none), schema, name
+
+
+@functools.lru_cache(maxsize=8)
+def _manifest_relations(manifest: str, stamp: tuple[int, int]) -> dict[str, Relation]:
+    """Where the manifest's models, seeds and snapshots are built, by unique_id; read once
+    per file version: every candidate of a heal asks."""
     try:
         nodes = json.loads(Path(manifest).read_text(encoding="utf-8")).get("nodes") or {}
     except (OSError, ValueError, AttributeError):
-        return frozenset()
-    return frozenset(
-        str(node["schema"])
-        for node in nodes.values()
+        return {}
+    return {
+        str(uid): (
+            str(node.get("database") or ""),
+            str(node["schema"]),
+            str(node.get("alias") or node.get("name") or ""),
+        )
+        for uid, node in nodes.items()
         if isinstance(node, dict)
         and node.get("resource_type") in ("model", "seed", "snapshot")
         and node.get("schema")
-        and (not dbname or str(node.get("database") or dbname) == dbname)
+    }
+
+
+def _builds_on_itself(node: dict[str, Any]) -> bool:
+    """An incremental model (not configured to rebuild every time) or a snapshot: its run
+    reads and writes the relation it already has."""
+    config = node.get("config")
+    config = config if isinstance(config, dict) else {}
+    if node.get("resource_type") == "snapshot":
+        return True
+    return (
+        node.get("resource_type") == "model"
+        and config.get("materialized") == "incremental"
+        and config.get("full_refresh") is not True
     )
+
+
+def _state_manifest(args: list[str]) -> Path | None:
+    if "--state" not in args or args.index("--state") + 1 >= len(args):
+        return None
+    path = Path(args[args.index("--state") + 1]) / "manifest.json"
+    return path if path.is_file() else None
+
+
+def seed_incrementals(
+    box: DbtSandbox, nodes: list[dict[str, Any]], warehouse: PgWarehouse, limit_bytes: int
+) -> list[str]:
+    """Copy the user's table of every selected incremental model and snapshot (`nodes`, as
+    `dbt ls` listed them) to where the sandbox build writes it. dbt then takes the
+    incremental branch (`is_incremental()`) and merges into the rows the user's run had, as
+    the user's run did; from an empty schema it would build the model from scratch, and a
+    failure of the incremental branch would not reproduce. Returns the report's lines: what
+    was copied, and what was built from scratch and why."""
+    wanted = [n for n in nodes if _builds_on_itself(n)]
+    if not wanted or "--full-refresh" in box.args:
+        return []
+    manifest = _state_manifest(box.args)
+    user = _manifest_relations(str(manifest), _stamp(manifest)) if manifest else {}
+    dbname = str(warehouse.output.get("dbname") or warehouse.output.get("database") or "")
+    notes: list[str] = []
+    for node in wanted:
+        name = str(node["unique_id"]).rpartition(".")[2]
+        database, schema, alias = user.get(str(node["unique_id"]), ("", "", ""))
+        if not schema or not alias or (database and dbname and database != dbname):
+            why = "the failing run's manifest places it in no relation of this database"
+            notes.append(f"{name} built from scratch ({why}): {UNVERIFIED}")
+            continue
+        dest = (str(node.get("schema") or ""), str(node.get("alias") or alias))
+        copied = warehouse.copy_table((schema, alias), dest, limit_bytes)
+        if copied.rows is None:
+            notes.append(f"{name} built from scratch ({copied.why}): {UNVERIFIED}")
+        else:
+            notes.append(f"{name} built on a copy of {schema}.{alias} ({copied.rows} rows)")
+    return notes
 
 
 def listing_args(build_args: list[str]) -> list[str]:
@@ -140,14 +216,12 @@ def listing_args(build_args: list[str]) -> list[str]:
     args = ["ls", *build_args[1:]]
     for kind in BUILT:
         args += ["--resource-type", kind]
-    return [*args, "--output", "json", "--output-keys", "unique_id", "schema"]
+    return [*args, "--output", "json", "--output-keys", *LISTED_KEYS]
 
 
-def check_schemas(listing: str, schema: str) -> int:
-    """The number of nodes `dbt ls` listed, all of them in `schema` or one of dbt's
-    `<schema>_<custom>` schemas; HarnessError naming the first that is not, or when it listed
-    nothing without saying that nothing was selected (a listing that was not read)."""
-    count = 0
+def listed_nodes(listing: str) -> list[dict[str, Any]]:
+    """The nodes of a `dbt ls --output json` log: its JSON lines with a unique_id."""
+    nodes: list[dict[str, Any]] = []
     for line in listing.splitlines():
         line = line.strip()
         if not line.startswith("{"):
@@ -156,23 +230,34 @@ def check_schemas(listing: str, schema: str) -> int:
             node = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(node, dict) or "unique_id" not in node:
-            continue
-        count += 1
+        if isinstance(node, dict) and "unique_id" in node:
+            nodes.append(node)
+    return nodes
+
+
+def check_schemas(listing: str, schema: str) -> list[dict[str, Any]]:
+    """The nodes `dbt ls` listed, all of them in `schema` or one of dbt's `<schema>_<custom>`
+    schemas; HarnessError naming the first that is not, or when it listed nothing without
+    saying that nothing was selected (a listing that was not read)."""
+    nodes = listed_nodes(listing)
+    for node in nodes:
         where = str(node.get("schema") or "")
         if where != schema and not where.startswith(f"{schema}_"):
             raise HarnessError(
                 f"{node['unique_id']} would be built into schema {where!r}, outside patchit's "
                 f"sandbox schema {schema!r} (a custom generate_schema_name?); refusing to build"
             )
-    if count == 0 and NOTHING_SELECTED not in listing:
+    if not nodes and NOTHING_SELECTED not in listing:
         raise HarnessError("dbt ls listed no node of the sandbox build; refusing to build blind")
-    return count
+    return nodes
 
 
-def guard_schemas(box: DbtSandbox, run: Callable[[list[str], Path], DbtOutcome]) -> None:
+def guard_schemas(
+    box: DbtSandbox, run: Callable[[list[str], Path], DbtOutcome]
+) -> list[dict[str, Any]]:
     """`dbt ls` first (with `run`, the harness's way of running dbt): every node the build
-    would write must land in the sandbox schema; HarnessError otherwise."""
+    would write must land in the sandbox schema; HarnessError otherwise. Returns the listed
+    nodes."""
     assert box.pg_schema is not None
     log = box.log_path.with_name("dbt_ls.log")
     log.unlink(missing_ok=True)
@@ -181,16 +266,20 @@ def guard_schemas(box: DbtSandbox, run: Callable[[list[str], Path], DbtOutcome])
     if not listed.success:
         tail = "\n".join(listing.strip().splitlines()[-5:])
         raise HarnessError(f"dbt ls could not list the sandbox build's schemas: {tail}")
-    check_schemas(listing, box.pg_schema)
+    return check_schemas(listing, box.pg_schema)
 
 
 def warehouse_note(box: DbtSandbox) -> str:
     """What the isolation line adds for a server warehouse: where the run wrote and read."""
     if box.pg_schema is None:
         return ""
+    seeded = "".join(f"; {note}" for note in box.pg_notes)
     upstream = (
         "read live from the user's relations (--defer)"
         if "--defer" in box.args
         else ("built in the sandbox schema too (no manifest to defer to)")
     )
-    return f"; Postgres: built in schema {box.pg_schema}, dropped afterwards; upstream {upstream}"
+    return (
+        f"; Postgres: built in schema {box.pg_schema}, dropped afterwards; upstream {upstream}"
+        f"{seeded}"
+    )

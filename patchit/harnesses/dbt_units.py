@@ -53,6 +53,7 @@ class DbtSandbox:
     user_parse_file: Path | None = None
     env: dict[str, str] = field(default_factory=dict)  # on top of the run's environment
     pg_schema: str | None = None  # a Postgres target's sandbox schema: guard the build
+    pg_notes: list[str] = field(default_factory=list)  # the user's tables it was seeded with
 
 
 @dataclass

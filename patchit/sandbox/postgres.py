@@ -22,6 +22,7 @@ import re
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from patchit.liveness import placed_owner
 
 SANDBOX_PREFIX = "patchit_"
 SANDBOX_NAME = re.compile(r"^patchit_[0-9a-f]{12}$")
+# A sandbox schema or one of dbt's `<schema>_<custom>` schemas beside it
+SANDBOX_OR_CUSTOM = re.compile(r"^patchit_[0-9a-f]{12}(_.+)?$")
 PASSWORD_ENV = "PATCHIT_SANDBOX_PG_PASSWORD"
 CONNECT_TIMEOUT_S = 10
 LOCK_CLASS = 0x7061  # "pa": the advisory lock class of sandbox schemas (and a name's hash)
@@ -147,6 +150,20 @@ def _in_use(cur: Any, names: list[str]) -> str | None:
         f"objects outside it depend on it ({', '.join(found[:3])}{more}); drop or repoint "
         "them, then run `patchit sandbox clean`"
     )
+
+
+@dataclass(frozen=True)
+class Copied:
+    """What `PgWarehouse.copy_table` did: the rows copied, or None and why not; the source's
+    size in bytes."""
+
+    rows: int | None
+    why: str
+    size: int
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 2**20:.1f} MB"
 
 
 def _quote(name: str) -> str:
@@ -285,6 +302,48 @@ class PgWarehouse:
             for name in names:
                 cur.execute(f"drop schema {_quote(name)} cascade")
             return bool(names)
+
+    def copy_table(
+        self, source: tuple[str, str], dest: tuple[str, str], limit_bytes: int
+    ) -> Copied:
+        """Copy the user's table `source` (schema, name) into `dest`, a sandbox schema (made
+        if missing) and a name, with its columns' defaults, constraints and indexes where
+        Postgres can copy them (`like ... including all`), else its rows alone. The source is
+        read, never written. Copied.rows is None, and `why` says so, when `source` is not a
+        table or is larger than `limit_bytes`."""
+        import psycopg2
+
+        schema, name = dest
+        if not SANDBOX_OR_CUSTOM.match(schema):
+            raise HarnessError(f"refusing to copy into schema {schema!r}: not a patchit sandbox")
+        with self._cursor(read_only=False) as cur:
+            cur.execute(
+                "select c.relkind, pg_total_relation_size(c.oid) from pg_class c join "
+                "pg_namespace n on n.oid = c.relnamespace where n.nspname = %s and c.relname = %s",
+                source,
+            )
+            row = cur.fetchone()
+            src = f"{_quote(source[0])}.{_quote(source[1])}"
+            if row is None:
+                return Copied(None, f"{src} does not exist", 0)
+            kind, size = str(row[0]), int(row[1])
+            if kind not in ("r", "p"):
+                return Copied(None, f"{src} is not a table", size)
+            if size > limit_bytes:
+                limit = f"{_megabytes(limit_bytes)}, [sandbox] pg_copy_limit_mb"
+                return Copied(None, f"{src} is {_megabytes(size)}, above the copy limit ({limit})",
+                              size)  # fmt: skip
+            cur.execute(f"create schema if not exists {_quote(schema)}")
+            dst = f"{_quote(schema)}.{_quote(name)}"
+            cur.execute("savepoint patchit_copy")
+            try:
+                cur.execute(f"create table {dst} (like {src} including all)")
+                cur.execute(f"insert into {dst} overriding system value select * from {src}")
+            except psycopg2.Error:  # e.g. a generated column: its rows alone
+                cur.execute("rollback to savepoint patchit_copy")
+                cur.execute(f"create table {dst} as table {src}")
+            cur.execute(f"select count(*) from {dst}")
+            return Copied(int(cur.fetchone()[0]), "", size)
 
     def in_use(self, schema: str) -> str | None:
         """Why `schema` (with its `<schema>_<custom>` schemas) would be kept by `drop`, or

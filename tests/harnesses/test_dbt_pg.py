@@ -8,9 +8,17 @@ from pathlib import Path
 import pytest
 
 from patchit.errors import HarnessError
-from patchit.harnesses.dbt_pg import check_schemas, listing_args
+from patchit.harnesses.dbt_pg import (
+    check_schemas,
+    listing_args,
+    seed_incrementals,
+    warehouse_note,
+)
+from patchit.harnesses.dbt_units import DbtSandbox
 from patchit.sandbox.postgres import (
     PASSWORD_ENV,
+    Copied,
+    PgWarehouse,
     connect_args,
     sandbox_output,
     sandbox_schema,
@@ -28,7 +36,10 @@ def test_listing_args_list_what_the_build_selects() -> None:
     args = listing_args(build)
     assert args[:7] == ["ls", "--select", "orders+", "--defer", "--state", "/s", "--target-path"]
     assert args.count("--resource-type") == 4
-    assert args[-5:] == ["--output", "json", "--output-keys", "unique_id", "schema"]
+    assert args[-8:] == [
+        "--output", "json", "--output-keys", "unique_id", "schema", "alias", "resource_type",
+        "config",
+    ]  # fmt: skip
 
 
 def test_check_schemas_accepts_the_sandbox_and_its_custom_schemas() -> None:
@@ -40,12 +51,14 @@ def test_check_schemas_accepts_the_sandbox_and_its_custom_schemas() -> None:
             "{not json",
         ]
     )
-    assert check_schemas(listing, SCHEMA) == 2
+    assert [n["unique_id"] for n in check_schemas(listing, SCHEMA)] == [
+        "model.shop.orders", "model.shop.daily",
+    ]  # fmt: skip
     with pytest.raises(HarnessError, match="listed no node"):
         check_schemas("20:01:02  Running with dbt=1.11.0\n", SCHEMA)
     # an empty selection (a YAML file's unit, state:modified+ matching nothing) builds nothing
     empty = "21:28:35  The selection criterion 'state:modified+' does not match any enabled "
-    assert check_schemas(f"{empty}nodes\n21:28:35  No nodes selected!\n", SCHEMA) == 0
+    assert check_schemas(f"{empty}nodes\n21:28:35  No nodes selected!\n", SCHEMA) == []
 
 
 @pytest.mark.parametrize("where", ["analytics", "marts", "patchit_0123456789abc", "patchit_x"])
@@ -74,3 +87,71 @@ def test_the_password_goes_to_the_connection_not_to_the_profile() -> None:
     args = connect_args(output)
     assert args["password"] == "pw" and args["dbname"] == "wh" and args["port"] == 5433
     assert "schema" not in args and "threads" not in args
+
+
+def _listed(uid: str, kind: str, **config: object) -> dict[str, object]:
+    return {"unique_id": uid, "schema": SCHEMA, "alias": uid.rpartition(".")[2],
+            "resource_type": kind, "config": config}  # fmt: skip
+
+
+class _NoServer(PgWarehouse):
+    """A warehouse whose every copy is recorded, not made."""
+
+    def __init__(self) -> None:
+        super().__init__({"type": "postgres", "dbname": "wh"})
+        self.copies: list[tuple[tuple[str, str], tuple[str, str]]] = []
+
+    def copy_table(
+        self, source: tuple[str, str], dest: tuple[str, str], limit_bytes: int
+    ) -> Copied:
+        self.copies.append((source, dest))
+        return Copied(3, "", 10) if source[1] != "huge" else Copied(None, "too big", 10)
+
+
+def test_only_incremental_models_and_snapshots_are_seeded_with_the_users_table(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    nodes = {f"model.shop.{n}": {"resource_type": "model", "database": "wh",
+                                 "schema": "analytics", "alias": n}
+             for n in ("log", "table", "always", "huge")}  # fmt: skip
+    nodes["snapshot.shop.snap"] = {"resource_type": "snapshot", "database": "wh",
+                                   "schema": "snaps", "alias": "snap"}  # fmt: skip
+    (state / "manifest.json").write_text(json.dumps({"nodes": nodes}))
+    listed = [
+        _listed("model.shop.log", "model", materialized="incremental"),
+        _listed("model.shop.table", "model", materialized="table"),
+        _listed("model.shop.always", "model", materialized="incremental", full_refresh=True),
+        _listed("model.shop.huge", "model", materialized="incremental"),
+        _listed("model.shop.new", "model", materialized="incremental"),  # not in the manifest
+        _listed("snapshot.shop.snap", "snapshot", materialized="snapshot"),
+        _listed("test.shop.not_null_log_id", "test", materialized="test"),
+    ]
+    box = DbtSandbox(
+        args=["build", "--state", str(state)], cwd=tmp_path, log_path=tmp_path / "l",
+        target_dir=tmp_path, parse_key="", project_dir=tmp_path, pg_schema=SCHEMA,
+    )  # fmt: skip
+    warehouse = _NoServer()
+    notes = seed_incrementals(box, listed, warehouse, 2**20)
+    assert warehouse.copies == [
+        (("analytics", "log"), (SCHEMA, "log")),
+        (("analytics", "huge"), (SCHEMA, "huge")),
+        (("snaps", "snap"), (SCHEMA, "snap")),
+    ]
+    assert notes == [
+        "log built on a copy of analytics.log (3 rows)",
+        "huge built from scratch (too big): its incremental branch is not verified",
+        "new built from scratch (the failing run's manifest places it in no relation of this "
+        "database): its incremental branch is not verified",
+        "snap built on a copy of snaps.snap (3 rows)",
+    ]
+    assert notes[0] in warehouse_note(DbtSandbox(**{**box.__dict__, "pg_notes": notes}))
+    # a full refresh rebuilds them all: nothing to copy
+    box.args.append("--full-refresh")
+    assert seed_incrementals(box, listed, warehouse, 2**20) == [] and len(warehouse.copies) == 3
+
+
+def test_a_copy_is_only_ever_made_into_a_sandbox_schema() -> None:
+    with pytest.raises(HarnessError, match="not a patchit sandbox"):
+        PgWarehouse({"type": "postgres"}).copy_table(("a", "t"), ("analytics", "t"), 1)
