@@ -127,6 +127,11 @@ def run_trial(bench: Bench, candidate: PatchCandidate) -> Trial:
     ctx.memory.claim_incident(bench.incident_id, ctx.owner, ttl_s=LEASE_TTL_S)
     number = len(ctx.memory.attempts_for(bench.incident_id)) + 1
     ctx.say(f"candidate {number}: {candidate.strategy} ({candidate.tag}): {candidate.rationale}")
+    if bench.ahead is not None and compares_outputs(bench.event, bench.harness):
+        # the incident's baseline, from the first candidate on: it builds while this one's
+        # worktree is made, checked and verified (no-op after the first candidate, or for a
+        # one-at-a-time harness)
+        bench.ahead.start()
     # one worktree path per incident, made afresh for each candidate: dbt's saved parse
     # (which names files by absolute path) stays valid from one candidate to the next
     workdir = ctx.home / "worktrees" / f"{bench.incident_id}-candidate"
@@ -173,8 +178,6 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         _screened_out(bench, trial, trial.screening)
         return trial
     started = time.monotonic()
-    if bench.ahead is not None and compares_outputs(bench.event, bench.harness):
-        bench.ahead.start()  # no-op after the first candidate, or for a one-at-a-time harness
     with ctx.long_step(f"  verifying with the {bench.harness.name} harness"):
         verified = bench.harness.verify(workspace, bench.event)
     trial.result = _redacted(bench.event, verified)

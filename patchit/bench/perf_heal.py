@@ -12,10 +12,11 @@ interleaved, K times each:
                    cached): from dbt's last line (`Done. PASS=...`) to the line naming
                    the verified branch; each stage's start is taken from the line that
                    announces it (target: heal <= 1.5x select build)
-    verify         one warm verification of the fix by the dbt harness (the worker started
-                   once beforehand), no data check
+    verify         one candidate's trial of the fix: its worktree made and patched, then
+                   verified by the warm dbt harness (the worker started once beforehand), no
+                   data check
     verify+check   the same, plus the data check of a first candidate (a baseline of its
-                   own, built beside the verification as the loop builds it)
+                   own, started with the trial and built beside it, as the loop does)
     sequential     the same, the baseline built after the verification (as before the
                    baseline was built ahead)
 
@@ -205,17 +206,21 @@ class _CheckBench:
         """One candidate: verify only (check ""), or with the data check ("ahead": the
         baseline beside the verification, "after": after it); its seconds."""
         self.count += 1
-        root = create_worktree(self.repo, "HEAD", worktrees_home() / "bench-heal-candidate")
         sandbox = resolve_home() / "sandboxes" / f"bench-heal-{self.count}"
         scratch = sandbox / "candidate"
+        snapshot = self.snapshot.parent
+        ahead = BaselineAhead(self.event, self.repo, harness, snapshot, sandbox / "baseline",
+                              None)  # fmt: skip
+        # as `trial.run_trial`: the baseline starts with the candidate's trial, whose
+        # worktree is then made and patched (timed in every variant)
+        started = time.monotonic()
+        if check == "ahead":
+            ahead.start()
+        where = worktrees_home() / "bench-heal-candidate"
         try:
+            root = create_worktree(self.repo, "HEAD", where)
             (root / TYPO[0]).write_text(f"{self.good}-- candidate {self.count}\n", "utf-8")
-            workspace = Workspace(root=root, scratch=scratch, snapshot=self.snapshot.parent)
-            ahead = BaselineAhead(self.event, self.repo, harness, workspace.snapshot,
-                                  sandbox / "baseline", None)  # fmt: skip
-            started = time.monotonic()
-            if check == "ahead":
-                ahead.start()
+            workspace = Workspace(root=root, scratch=scratch, snapshot=snapshot)
             result = harness.verify(workspace, self.event)
             if not result.passed:
                 raise HarnessError(f"the fix did not verify:\n{result.output[-3000:]}")
@@ -228,7 +233,9 @@ class _CheckBench:
                     raise HarnessError(f"the data check did not agree: {data.summary}")
             return time.monotonic() - started
         finally:
-            remove_worktree(self.repo, root)
+            if ahead.started:
+                ahead.wait()  # a baseline still building uses the sandbox removed below
+            remove_worktree(self.repo, where)
             shutil.rmtree(sandbox, ignore_errors=True)
 
 

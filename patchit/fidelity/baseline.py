@@ -18,6 +18,7 @@ from typing import Any
 
 from patchit.errors import PatchitError, VcsError
 from patchit.events.model import UniversalFailureEvent
+from patchit.fidelity.dbt_data import precompute_stats
 from patchit.fidelity.outputs import dbt_outputs
 from patchit.harnesses.base import Harness, Verification, Workspace
 from patchit.sandbox.dbt_profile import resolve_dbt_target
@@ -168,6 +169,9 @@ class BaselineRunner:
             target = str(workspace.scratch / "target")
             if kept.pg_schema is not None:  # in the database, not in the worktree
                 return {"pg_schema": kept.pg_schema, "target": target}
+            assert kept.duckdb is not None
+            # read now: built ahead, this overlaps the first candidate's verification
+            precompute_stats(kept.duckdb, [(n.schema, n.name) for n in kept.nodes.values()])
             return {"duckdb": str(kept.duckdb), "target": target}
         return {"result": str(workspace.scratch / "airflow_result.json")}
 

@@ -8,7 +8,8 @@ import duckdb
 import pytest
 
 from patchit.errors import HarnessError
-from patchit.fidelity.dbt_data import WarehouseDiff
+from patchit.fidelity import dbt_data
+from patchit.fidelity.dbt_data import WarehouseDiff, precompute_stats
 
 
 def _db(path: Path, *sql: str) -> Path:
@@ -61,7 +62,7 @@ def test_schema_rows_and_a_bounded_sample(tmp_path: Path) -> None:
         assert diff.differing == ["id", "v"]
         assert (diff.base and diff.base.rows, diff.cand and diff.cand.rows) == (50, 51)
         sample = wh.sample(diff, ["v"], limit=3)
-        assert wh.stats("base", "main", "absent") is None
+        assert wh.base.stats("main", "absent") is None
     lines = sample.splitlines()
     assert [c.strip() for c in lines[0].split("|")] == ["side", "id", "v"]
     assert sum(line.startswith("baseline") for line in lines) == 3
@@ -72,3 +73,38 @@ def test_a_missing_database_is_a_clear_error(tmp_path: Path) -> None:
     base = _db(tmp_path / "a.duckdb", "create table t (id int)")
     with pytest.raises(HarnessError, match="cand database for the data check is missing"):
         WarehouseDiff(base, tmp_path / "nope.duckdb")
+
+
+def _attached() -> set[str]:
+    rows = dbt_data._instance().cursor().execute("select database_name from duckdb_databases()")
+    return {str(r[0]) for r in rows.fetchall()}
+
+
+def test_checks_share_one_instance_and_leave_nothing_attached(tmp_path: Path) -> None:
+    base = _db(tmp_path / "a.duckdb", "create table t as select range as id from range(5)")
+    cand = _db(tmp_path / "b.duckdb", "create table t as select range as id from range(6)")
+    before = _attached()
+    # two checks at once against the same baseline file: each has its own aliases
+    with WarehouseDiff(base, cand) as one, WarehouseDiff(base, base) as two:
+        assert one.compare("main", "t").differs and not two.compare("main", "t").differs
+        assert len(_attached() - before) == 4
+    assert _attached() == before
+    with pytest.raises(HarnessError, match="the cand database for the data check is missing"):
+        WarehouseDiff(base, tmp_path / "missing.duckdb")
+    assert _attached() == before  # the base attached before the failure is detached
+
+
+def test_a_baselines_stats_are_read_once_per_file_version(tmp_path: Path) -> None:
+    base = _db(tmp_path / "a.duckdb", "create table t as select range as id from range(5)")
+    cand = _db(tmp_path / "b.duckdb", "create table t as select range as id from range(5)")
+    precompute_stats(base, [("main", "t")])
+    key = (dbt_data._version(base), "main", "t")
+    assert dbt_data._STATS[key] is not None and dbt_data._STATS[key].rows == 5  # type: ignore[union-attr]
+    dbt_data._STATS[key] = dbt_data.TableStats({"id": "BIGINT"}, 5, {"id": 0})  # a marker
+    with WarehouseDiff(base, cand) as wh:
+        assert wh.compare("main", "t").differing == ["id"]  # the kept stats were used
+    _db(base, "insert into t values (99)")  # a new version of the file is read afresh
+    with WarehouseDiff(base, cand) as wh:
+        diff = wh.compare("main", "t")
+    assert diff.base is not None and diff.base.rows == 6
+    precompute_stats(tmp_path / "missing.duckdb", [("main", "t")])  # says nothing
