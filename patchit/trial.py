@@ -127,11 +127,6 @@ def run_trial(bench: Bench, candidate: PatchCandidate) -> Trial:
     ctx.memory.claim_incident(bench.incident_id, ctx.owner, ttl_s=LEASE_TTL_S)
     number = len(ctx.memory.attempts_for(bench.incident_id)) + 1
     ctx.say(f"candidate {number}: {candidate.strategy} ({candidate.tag}): {candidate.rationale}")
-    if bench.ahead is not None and compares_outputs(bench.event, bench.harness):
-        # the incident's baseline, from the first candidate on: it builds while this one's
-        # worktree is made, checked and verified (no-op after the first candidate, or for a
-        # one-at-a-time harness)
-        bench.ahead.start()
     # one worktree path per incident, made afresh for each candidate: dbt's saved parse
     # (which names files by absolute path) stays valid from one candidate to the next
     workdir = ctx.home / "worktrees" / f"{bench.incident_id}-candidate"
@@ -170,6 +165,11 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         record_refusal(bench, candidate, diff, refusal)
         trial.refusal = refusal
         return trial
+    if bench.ahead is not None and compares_outputs(bench.event, bench.harness):
+        # the incident's baseline, from the first candidate policy and memory let through:
+        # it builds while this one is applied, screened and verified (no-op after the first,
+        # or for a one-at-a-time harness)
+        bench.ahead.start()
     files = apply_edits(worktree, candidate.edits)
     scratch.mkdir(parents=True, exist_ok=True)
     workspace = Workspace(root=worktree, scratch=scratch, snapshot=bench.snapshot_dir)

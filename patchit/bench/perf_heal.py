@@ -16,7 +16,8 @@ interleaved, K times each:
                    verified by the warm dbt harness (the worker started once beforehand), no
                    data check
     verify+check   the same, plus the data check of a first candidate (a baseline of its
-                   own, started with the trial and built beside it, as the loop does)
+                   own, started once the worktree is made and built beside the candidate,
+                   as the loop does)
     sequential     the same, the baseline built after the verification (as before the
                    baseline was built ahead)
 
@@ -211,14 +212,15 @@ class _CheckBench:
         snapshot = self.snapshot.parent
         ahead = BaselineAhead(self.event, self.repo, harness, snapshot, sandbox / "baseline",
                               None)  # fmt: skip
-        # as `trial.run_trial`: the baseline starts with the candidate's trial, whose
-        # worktree is then made and patched (timed in every variant)
+        # as `trial.run_trial`: the candidate's worktree is made, then the baseline starts
+        # (once policy and memory let the candidate through) and the candidate is patched
+        # and verified; the worktree is timed in every variant
         started = time.monotonic()
-        if check == "ahead":
-            ahead.start()
         where = worktrees_home() / "bench-heal-candidate"
         try:
             root = create_worktree(self.repo, "HEAD", where)
+            if check == "ahead":
+                ahead.start()
             (root / TYPO[0]).write_text(f"{self.good}-- candidate {self.count}\n", "utf-8")
             workspace = Workspace(root=root, scratch=scratch, snapshot=snapshot)
             result = harness.verify(workspace, self.event)

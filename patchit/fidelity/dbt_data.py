@@ -101,13 +101,21 @@ class RawDiff:
         return cols
 
 
+@dataclass
+class _Entry:
+    """A file attached to the shared instance: its alias, and how many checks read it."""
+
+    alias: str
+    readers: int = 0
+
+
 # One in-memory DuckDB serves every data check of the process: making an instance costs about
 # 9 ms, more than comparing the example project's relations. Each check gets a cursor of its
-# own and attaches its files under aliases of its own (DuckDB attaches a file read-only under
-# two aliases at once), detached when it closes.
+# own; the files it reads are attached to the instance (see `_Attached`).
 _SHARED_LOCK = threading.Lock()
 _shared: Any = None
 _aliases = itertools.count()
+_ATTACHED: dict[str, _Entry] = {}  # by the file's resolved path
 # Stats by (file version, schema, name): a baseline's relations are read once per incident,
 # in the baseline's own thread (`precompute_stats`), while a candidate is being verified
 _STATS: OrderedDict[tuple[object, ...], TableStats | None] = OrderedDict()
@@ -145,15 +153,24 @@ def _version(path: Path) -> tuple[object, ...]:
 
 
 class _Attached:
-    """One DuckDB file attached read-only to the shared instance, under an alias of its own."""
+    """One DuckDB file attached read-only to the shared instance. A file is attached once,
+    under one alias, however many checks read it at once (older DuckDB refuses a second
+    attach of a file), and detached when the last of them is done."""
 
     def __init__(self, con: Any, path: Path, what: str) -> None:
         if not path.is_file():
             raise HarnessError(f"{path}: the {what} database for the data check is missing")
-        self.alias = f"{what}_{next(_aliases)}"
         self.version = _version(path)
+        self._key: str | None = str(path.resolve())
         self._con = con
-        _run(con, f"ATTACH {_literal(str(path))} AS {self.alias} (READ_ONLY)")
+        with _SHARED_LOCK:
+            entry = _ATTACHED.get(self._key)
+            if entry is None:
+                alias = f"{what}_{next(_aliases)}"
+                _run(_shared, f"ATTACH {_literal(self._key)} AS {alias} (READ_ONLY)")
+                entry = _ATTACHED[self._key] = _Entry(alias)
+            entry.readers += 1
+        self.alias = entry.alias
 
     def stats(self, schema: str, name: str) -> TableStats | None:
         """Columns, row count and per-column checksums; None if the relation is absent."""
@@ -187,8 +204,17 @@ class _Attached:
         return TableStats(columns=columns, rows=int(row[0]), checksums=checksums)
 
     def detach(self) -> None:
-        with contextlib.suppress(HarnessError):
-            _run(self._con, f"DETACH {self.alias}")
+        """This reader is done; the file is detached when no other reads it."""
+        key, self._key = self._key, None
+        with _SHARED_LOCK:
+            entry = _ATTACHED.get(key) if key is not None else None
+            if entry is None:
+                return
+            entry.readers -= 1
+            if entry.readers <= 0:
+                del _ATTACHED[str(key)]
+                with contextlib.suppress(HarnessError):
+                    _run(_shared, f"DETACH {entry.alias}")
 
 
 def _run(con: Any, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:

@@ -156,25 +156,27 @@ def _manifest_relations(manifest: str, stamp: tuple[int, int]) -> dict[str, Rela
     }
 
 
-def _builds_on_itself(node: dict[str, Any]) -> bool:
-    """An incremental model (not configured to rebuild every time) or a snapshot: its run
-    reads and writes the relation it already has."""
+def _builds_on_itself(node: dict[str, Any], full_refresh: bool) -> bool:
+    """A snapshot (a full refresh does not rebuild it), or an incremental model the run does
+    not rebuild: configured `full_refresh: false`, or not `full_refresh: true` in a run
+    without `--full-refresh`. Its run reads and writes the relation it already has."""
     config = node.get("config")
     config = config if isinstance(config, dict) else {}
     if node.get("resource_type") == "snapshot":
         return True
-    return (
-        node.get("resource_type") == "model"
-        and config.get("materialized") == "incremental"
-        and config.get("full_refresh") is not True
-    )
+    if node.get("resource_type") != "model" or config.get("materialized") != "incremental":
+        return False
+    if config.get("full_refresh") is not None:
+        return config.get("full_refresh") is False
+    return not full_refresh
 
 
-def _state_manifest(args: list[str]) -> Path | None:
-    if "--state" not in args or args.index("--state") + 1 >= len(args):
-        return None
-    path = Path(args[args.index("--state") + 1]) / "manifest.json"
-    return path if path.is_file() else None
+def _suffix(schema: str, base: str) -> str | None:
+    """dbt's custom part of `schema` built from target schema `base` ("" for `base`
+    itself), None when `schema` is not one of them (a custom `generate_schema_name`)."""
+    if schema == base:
+        return ""
+    return schema[len(base) :] if schema.startswith(f"{base}_") else None
 
 
 def seed_incrementals(
@@ -184,28 +186,42 @@ def seed_incrementals(
     `dbt ls` listed them) to where the sandbox build writes it. dbt then takes the
     incremental branch (`is_incremental()`) and merges into the rows the user's run had, as
     the user's run did; from an empty schema it would build the model from scratch, and a
-    failure of the incremental branch would not reproduce. Returns the report's lines: what
-    was copied, and what was built from scratch and why."""
-    wanted = [n for n in nodes if _builds_on_itself(n)]
-    if not wanted or "--full-refresh" in box.args:
+    failure of the incremental branch would not reproduce. A node whose relation the
+    candidate renamed or moved is built from scratch, as the user's run would build it.
+    Returns the report's lines: what was copied, and what was built from scratch and why."""
+    assert box.pg_schema is not None
+    full_refresh = "--full-refresh" in box.args
+    wanted = [n for n in nodes if _builds_on_itself(n, full_refresh)]
+    if not wanted:
         return []
-    manifest = _state_manifest(box.args)
+    manifest = box.user_manifest
     user = _manifest_relations(str(manifest), _stamp(manifest)) if manifest else {}
     dbname = str(warehouse.output.get("dbname") or warehouse.output.get("database") or "")
+    target = str(warehouse.output.get("schema") or "public")
     notes: list[str] = []
     for node in wanted:
         name = str(node["unique_id"]).rpartition(".")[2]
         database, schema, alias = user.get(str(node["unique_id"]), ("", "", ""))
+        dest = (str(node.get("schema") or ""), str(node.get("alias") or alias))
+        why = ""
         if not schema or not alias or (database and dbname and database != dbname):
             why = "the failing run's manifest places it in no relation of this database"
+        elif dest[1] != alias or _suffix(dest[0], box.pg_schema) != _suffix(schema, target):
+            why = f"the candidate moves it from {schema}.{alias}: the user's run would too"
+        if why:
             notes.append(f"{name} built from scratch ({why}): {UNVERIFIED}")
             continue
-        dest = (str(node.get("schema") or ""), str(node.get("alias") or alias))
-        copied = warehouse.copy_table((schema, alias), dest, limit_bytes)
+        try:
+            copied = warehouse.copy_table(box.pg_schema, (schema, alias), dest, limit_bytes)
+        except HarnessError as exc:
+            notes.append(f"{name} built from scratch (the copy of {schema}.{alias} failed: "
+                         f"{exc}): {UNVERIFIED}")  # fmt: skip
+            continue
         if copied.rows is None:
             notes.append(f"{name} built from scratch ({copied.why}): {UNVERIFIED}")
         else:
-            notes.append(f"{name} built on a copy of {schema}.{alias} ({copied.rows} rows)")
+            only = ", its rows only: no constraints or indexes" if copied.rows_only else ""
+            notes.append(f"{name} built on a copy of {schema}.{alias} ({copied.rows} rows{only})")
     return notes
 
 

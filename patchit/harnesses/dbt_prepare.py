@@ -149,7 +149,7 @@ def prepare(
     replay_vars = event.dbt.replay_vars()
     if replay_vars:
         args += ["--vars", replay_vars]
-    if "--full-refresh" in event.dbt.args:
+    if "--full-refresh" in event.dbt.args or "-f" in event.dbt.args:
         args.append("--full-refresh")
     if with_state and (changed is None or pg_schema is not None):  # --defer reads it
         state_dir = scratch / "state"
@@ -173,6 +173,7 @@ def prepare(
         user_parse_file=user_parse_file(event, target, path_text),
         env=env,
         pg_schema=pg_schema,
+        user_manifest=Path(str(manifest)) if with_state else None,
     )
 
 

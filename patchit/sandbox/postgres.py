@@ -32,8 +32,6 @@ from patchit.liveness import placed_owner
 
 SANDBOX_PREFIX = "patchit_"
 SANDBOX_NAME = re.compile(r"^patchit_[0-9a-f]{12}$")
-# A sandbox schema or one of dbt's `<schema>_<custom>` schemas beside it
-SANDBOX_OR_CUSTOM = re.compile(r"^patchit_[0-9a-f]{12}(_.+)?$")
 PASSWORD_ENV = "PATCHIT_SANDBOX_PG_PASSWORD"
 CONNECT_TIMEOUT_S = 10
 LOCK_CLASS = 0x7061  # "pa": the advisory lock class of sandbox schemas (and a name's hash)
@@ -155,11 +153,28 @@ def _in_use(cur: Any, names: list[str]) -> str | None:
 @dataclass(frozen=True)
 class Copied:
     """What `PgWarehouse.copy_table` did: the rows copied, or None and why not; the source's
-    size in bytes."""
+    size in bytes; whether only its rows were copied (no constraints, no indexes)."""
 
     rows: int | None
     why: str
     size: int
+    rows_only: bool = False
+
+
+COPY_LOCK_TIMEOUT_S = 10  # waiting for a lock on the user's table: another run's DDL
+COPY_TIMEOUT_S = 300  # one statement of a copy
+# A relation's kind and size in bytes, with its partitions and inheritance children (whose
+# rows `select *` reads too); no row when it does not exist
+_SIZE = """
+with recursive rel as (
+  select c.oid, c.relkind from pg_class c join pg_namespace n on n.oid = c.relnamespace
+  where n.nspname = %s and c.relname = %s
+), tree(oid) as (
+  select oid from rel union select i.inhrelid from pg_inherits i join tree t on i.inhparent = t.oid
+)
+select (select relkind from rel), (select sum(pg_total_relation_size(oid)) from tree)
+from rel
+"""
 
 
 def _megabytes(size: int) -> str:
@@ -304,29 +319,32 @@ class PgWarehouse:
             return bool(names)
 
     def copy_table(
-        self, source: tuple[str, str], dest: tuple[str, str], limit_bytes: int
+        self, sandbox: str, source: tuple[str, str], dest: tuple[str, str], limit_bytes: int
     ) -> Copied:
-        """Copy the user's table `source` (schema, name) into `dest`, a sandbox schema (made
-        if missing) and a name, with its columns' defaults, constraints and indexes where
-        Postgres can copy them (`like ... including all`), else its rows alone. The source is
-        read, never written. Copied.rows is None, and `why` says so, when `source` is not a
-        table or is larger than `limit_bytes`."""
+        """Copy the user's table `source` (schema, name) to `dest`: in sandbox schema `sandbox`
+        or one of its `<sandbox>_<custom>` schemas (made if missing), unlogged, with its
+        columns' constraints and indexes where Postgres can copy them (`like ... including
+        all`, without defaults: a default's `nextval` would advance the user's sequence), else
+        its rows alone (a generated column). The source is read, never written, under a
+        `lock_timeout` and a `statement_timeout`. Copied.rows is None, and `why` says so,
+        when `source` is not a table or is larger (with its partitions) than `limit_bytes`."""
         import psycopg2
 
+        self._check_name(sandbox)
         schema, name = dest
-        if not SANDBOX_OR_CUSTOM.match(schema):
-            raise HarnessError(f"refusing to copy into schema {schema!r}: not a patchit sandbox")
+        if schema != sandbox and not schema.startswith(f"{sandbox}_"):
+            raise HarnessError(f"refusing to copy into schema {schema!r}: not sandbox {sandbox}")
+        src = f"{_quote(source[0])}.{_quote(source[1])}"
         with self._cursor(read_only=False) as cur:
-            cur.execute(
-                "select c.relkind, pg_total_relation_size(c.oid) from pg_class c join "
-                "pg_namespace n on n.oid = c.relnamespace where n.nspname = %s and c.relname = %s",
-                source,
-            )
+            _lock_schema(cur, sandbox)  # not swept as an orphan meanwhile
+            cur.execute("select set_config('lock_timeout', %s, true), "
+                        "set_config('statement_timeout', %s, true)",
+                        (f"{COPY_LOCK_TIMEOUT_S}s", f"{COPY_TIMEOUT_S}s"))  # fmt: skip
+            cur.execute(_SIZE, source)
             row = cur.fetchone()
-            src = f"{_quote(source[0])}.{_quote(source[1])}"
             if row is None:
                 return Copied(None, f"{src} does not exist", 0)
-            kind, size = str(row[0]), int(row[1])
+            kind, size = str(row[0]), int(row[1] or 0)
             if kind not in ("r", "p"):
                 return Copied(None, f"{src} is not a table", size)
             if size > limit_bytes:
@@ -336,14 +354,18 @@ class PgWarehouse:
             cur.execute(f"create schema if not exists {_quote(schema)}")
             dst = f"{_quote(schema)}.{_quote(name)}"
             cur.execute("savepoint patchit_copy")
+            rows_only = False
             try:
-                cur.execute(f"create table {dst} (like {src} including all)")
+                cur.execute(
+                    f"create unlogged table {dst} (like {src} including all excluding defaults)"
+                )
                 cur.execute(f"insert into {dst} overriding system value select * from {src}")
             except psycopg2.Error:  # e.g. a generated column: its rows alone
                 cur.execute("rollback to savepoint patchit_copy")
-                cur.execute(f"create table {dst} as table {src}")
+                cur.execute(f"create unlogged table {dst} as table {src}")
+                rows_only = True
             cur.execute(f"select count(*) from {dst}")
-            return Copied(int(cur.fetchone()[0]), "", size)
+            return Copied(int(cur.fetchone()[0]), "", size, rows_only)
 
     def in_use(self, schema: str) -> str | None:
         """Why `schema` (with its `<schema>_<custom>` schemas) would be kept by `drop`, or

@@ -84,10 +84,14 @@ def test_checks_share_one_instance_and_leave_nothing_attached(tmp_path: Path) ->
     base = _db(tmp_path / "a.duckdb", "create table t as select range as id from range(5)")
     cand = _db(tmp_path / "b.duckdb", "create table t as select range as id from range(6)")
     before = _attached()
-    # two checks at once against the same baseline file: each has its own aliases
+    # two checks at once against the same baseline file: it is attached once
     with WarehouseDiff(base, cand) as one, WarehouseDiff(base, base) as two:
         assert one.compare("main", "t").differs and not two.compare("main", "t").differs
-        assert len(_attached() - before) == 4
+        assert two.base.alias == two.cand.alias == one.base.alias
+        assert len(_attached() - before) == 2
+        one.close()
+        assert len(_attached() - before) == 1  # the base stays for `two`
+        assert two.sample(two.compare("main", "t"), ["id"]).splitlines() == ["side | id"]
     assert _attached() == before
     with pytest.raises(HarnessError, match="the cand database for the data check is missing"):
         WarehouseDiff(base, tmp_path / "missing.duckdb")

@@ -98,60 +98,101 @@ class _NoServer(PgWarehouse):
     """A warehouse whose every copy is recorded, not made."""
 
     def __init__(self) -> None:
-        super().__init__({"type": "postgres", "dbname": "wh"})
+        super().__init__({"type": "postgres", "dbname": "wh", "schema": "analytics"})
         self.copies: list[tuple[tuple[str, str], tuple[str, str]]] = []
 
     def copy_table(
-        self, source: tuple[str, str], dest: tuple[str, str], limit_bytes: int
+        self, sandbox: str, source: tuple[str, str], dest: tuple[str, str], limit_bytes: int
     ) -> Copied:
+        assert sandbox == SCHEMA
         self.copies.append((source, dest))
-        return Copied(3, "", 10) if source[1] != "huge" else Copied(None, "too big", 10)
+        if source[1] == "locked":
+            raise HarnessError("postgres db:5432/wh: canceling statement due to lock timeout")
+        if source[1] == "huge":
+            return Copied(None, "too big", 10)
+        return Copied(3, "", 10, rows_only=source[1] == "generated")
+
+
+def _box(tmp_path: Path, *args: str) -> DbtSandbox:
+    names = ("log", "table", "always", "huge", "locked", "generated", "never", "moved")
+    nodes = {f"model.shop.{n}": {"resource_type": "model", "database": "wh",
+                                 "schema": "analytics", "alias": n} for n in names}  # fmt: skip
+    nodes["model.shop.marts_log"] = {"resource_type": "model", "database": "wh",
+                                     "schema": "analytics_marts", "alias": "marts_log"}  # fmt: skip
+    nodes["snapshot.shop.snap"] = {"resource_type": "snapshot", "database": "wh",
+                                   "schema": "analytics_snaps", "alias": "snap"}  # fmt: skip
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"nodes": nodes}))
+    return DbtSandbox(
+        args=["build", *args], cwd=tmp_path, log_path=tmp_path / "l", target_dir=tmp_path,
+        parse_key="", project_dir=tmp_path, pg_schema=SCHEMA, user_manifest=manifest,
+    )  # fmt: skip
+
+
+LISTED = [
+    _listed("model.shop.log", "model", materialized="incremental"),
+    _listed("model.shop.table", "model", materialized="table"),
+    _listed("model.shop.always", "model", materialized="incremental", full_refresh=True),
+    _listed("model.shop.never", "model", materialized="incremental", full_refresh=False),
+    _listed("model.shop.huge", "model", materialized="incremental"),
+    _listed("model.shop.locked", "model", materialized="incremental"),
+    _listed("model.shop.generated", "model", materialized="incremental"),
+    _listed("model.shop.new", "model", materialized="incremental"),  # not in the manifest
+    {**_listed("snapshot.shop.snap", "snapshot", materialized="snapshot"),
+     "schema": f"{SCHEMA}_snaps"},
+    _listed("test.shop.not_null_log_id", "test", materialized="test"),
+    {**_listed("model.shop.marts_log", "model", materialized="incremental"),
+     "schema": f"{SCHEMA}_marts"},
+    {**_listed("model.shop.moved", "model", materialized="incremental"), "alias": "moved_v2"},
+]  # fmt: skip
 
 
 def test_only_incremental_models_and_snapshots_are_seeded_with_the_users_table(
     tmp_path: Path,
 ) -> None:
-    state = tmp_path / "state"
-    state.mkdir()
-    nodes = {f"model.shop.{n}": {"resource_type": "model", "database": "wh",
-                                 "schema": "analytics", "alias": n}
-             for n in ("log", "table", "always", "huge")}  # fmt: skip
-    nodes["snapshot.shop.snap"] = {"resource_type": "snapshot", "database": "wh",
-                                   "schema": "snaps", "alias": "snap"}  # fmt: skip
-    (state / "manifest.json").write_text(json.dumps({"nodes": nodes}))
-    listed = [
-        _listed("model.shop.log", "model", materialized="incremental"),
-        _listed("model.shop.table", "model", materialized="table"),
-        _listed("model.shop.always", "model", materialized="incremental", full_refresh=True),
-        _listed("model.shop.huge", "model", materialized="incremental"),
-        _listed("model.shop.new", "model", materialized="incremental"),  # not in the manifest
-        _listed("snapshot.shop.snap", "snapshot", materialized="snapshot"),
-        _listed("test.shop.not_null_log_id", "test", materialized="test"),
-    ]
-    box = DbtSandbox(
-        args=["build", "--state", str(state)], cwd=tmp_path, log_path=tmp_path / "l",
-        target_dir=tmp_path, parse_key="", project_dir=tmp_path, pg_schema=SCHEMA,
-    )  # fmt: skip
     warehouse = _NoServer()
-    notes = seed_incrementals(box, listed, warehouse, 2**20)
+    notes = seed_incrementals(_box(tmp_path), LISTED, warehouse, 2**20)
     assert warehouse.copies == [
         (("analytics", "log"), (SCHEMA, "log")),
+        (("analytics", "never"), (SCHEMA, "never")),
         (("analytics", "huge"), (SCHEMA, "huge")),
-        (("snaps", "snap"), (SCHEMA, "snap")),
+        (("analytics", "locked"), (SCHEMA, "locked")),
+        (("analytics", "generated"), (SCHEMA, "generated")),
+        (("analytics_snaps", "snap"), (f"{SCHEMA}_snaps", "snap")),
+        (("analytics_marts", "marts_log"), (f"{SCHEMA}_marts", "marts_log")),
     ]
+    unverified = "its incremental branch is not verified"
     assert notes == [
         "log built on a copy of analytics.log (3 rows)",
-        "huge built from scratch (too big): its incremental branch is not verified",
+        "never built on a copy of analytics.never (3 rows)",
+        f"huge built from scratch (too big): {unverified}",
+        "locked built from scratch (the copy of analytics.locked failed: postgres "
+        f"db:5432/wh: canceling statement due to lock timeout): {unverified}",
+        "generated built on a copy of analytics.generated (3 rows, its rows only: no "
+        "constraints or indexes)",
         "new built from scratch (the failing run's manifest places it in no relation of this "
-        "database): its incremental branch is not verified",
-        "snap built on a copy of snaps.snap (3 rows)",
+        f"database): {unverified}",
+        "snap built on a copy of analytics_snaps.snap (3 rows)",
+        "marts_log built on a copy of analytics_marts.marts_log (3 rows)",
+        "moved built from scratch (the candidate moves it from analytics.moved: the user's run "
+        f"would too): {unverified}",
     ]
-    assert notes[0] in warehouse_note(DbtSandbox(**{**box.__dict__, "pg_notes": notes}))
-    # a full refresh rebuilds them all: nothing to copy
-    box.args.append("--full-refresh")
-    assert seed_incrementals(box, listed, warehouse, 2**20) == [] and len(warehouse.copies) == 3
+    box = DbtSandbox(**{**_box(tmp_path).__dict__, "pg_notes": notes})
+    assert notes[0] in warehouse_note(box)
 
 
-def test_a_copy_is_only_ever_made_into_a_sandbox_schema() -> None:
-    with pytest.raises(HarnessError, match="not a patchit sandbox"):
-        PgWarehouse({"type": "postgres"}).copy_table(("a", "t"), ("analytics", "t"), 1)
+def test_a_full_refresh_copies_only_what_it_does_not_rebuild(tmp_path: Path) -> None:
+    warehouse = _NoServer()
+    seed_incrementals(_box(tmp_path, "--full-refresh"), LISTED, warehouse, 2**20)
+    assert [dest[1] for _, dest in warehouse.copies] == ["never", "snap"]
+
+
+def test_a_copy_is_only_ever_made_into_the_callers_sandbox() -> None:
+    warehouse = PgWarehouse({"type": "postgres"})
+    for sandbox, dest in (
+        (SCHEMA, "analytics"),
+        (SCHEMA, "patchit_ba9876543210"),  # another sandbox
+        ("analytics", "analytics"),
+    ):
+        with pytest.raises(HarnessError, match=r"refusing|not a patchit sandbox"):
+            warehouse.copy_table(sandbox, ("a", "t"), (dest, "t"), 1)

@@ -146,3 +146,47 @@ def test_the_users_relations_are_read_where_the_manifest_places_its_nodes(
         assert without == {"orders"}  # no manifest: the target's schema only
     finally:
         assert schemas.close() == []
+
+
+def test_a_users_table_is_copied_into_the_sandbox_without_touching_it(pg: PgCluster) -> None:
+    """Constraints and indexes come along, the defaults do not (a `nextval` would advance the
+    user's sequence); a partitioned table's size is its partitions'; a generated column
+    leaves the rows alone."""
+    user, box, _ = _names(next(_N))
+    pg.execute(
+        f"create schema {user};"
+        f"create table {user}.log (id serial primary key, v int not null);"
+        f"insert into {user}.log (v) select g from generate_series(1, 30) g;"
+        f"create table {user}.parts (id int, v text) partition by range (id);"
+        f"create table {user}.parts_1 partition of {user}.parts for values from (0) to (100000);"
+        f"insert into {user}.parts select g, repeat('x', 100) from generate_series(1, 20000) g;"
+        f"create table {user}.gen (a int, b int generated always as (a * 2) stored);"
+        f"insert into {user}.gen (a) values (1), (2);"
+        f"create view {user}.v as select 1 as x"
+    )
+    before = pg.execute(f"select last_value from {user}.log_id_seq")
+    warehouse = PgWarehouse(pg.profile(user))
+    try:
+        warehouse.reset(box)
+        copied = warehouse.copy_table(box, (user, "log"), (f"{box}_marts", "log"), 2**30)
+        assert (copied.rows, copied.rows_only) == (30, False)
+        assert pg.execute(
+            "select column_default, is_nullable from information_schema.columns "
+            f"where table_schema = '{box}_marts' and table_name = 'log' order by ordinal_position"
+        ) == [(None, "NO"), (None, "NO")]
+        pg.execute(f"insert into {box}_marts.log values (31, 31)")
+        with pytest.raises(Exception, match="duplicate key"):  # the primary key came along
+            pg.execute(f"insert into {box}_marts.log values (31, 31)")
+        assert pg.execute(f"select last_value from {user}.log_id_seq") == before
+        pg.execute(f"alter table {user}.log alter id drop default; drop sequence {user}.log_id_seq")
+        big = warehouse.copy_table(box, (user, "parts"), (box, "parts"), 2**20)
+        assert big.rows is None and "above the copy limit" in big.why and big.size > 2**20
+        generated = warehouse.copy_table(box, (user, "gen"), (box, "gen"), 2**20)
+        assert (generated.rows, generated.rows_only) == (2, True)
+        view = warehouse.copy_table(box, (user, "v"), (box, "v"), 2**20)
+        assert view.rows is None and "is not a table" in view.why
+        assert warehouse.copy_table(box, (user, "nope"), (box, "n"), 1).rows is None
+        assert pg.execute(f"select count(*) from {user}.log") == [(30,)]
+    finally:
+        warehouse.drop(box)
+        warehouse.close()
