@@ -131,6 +131,8 @@ def run_trial(bench: Bench, candidate: PatchCandidate) -> Trial:
     # (which names files by absolute path) stays valid from one candidate to the next
     workdir = ctx.home / "worktrees" / f"{bench.incident_id}-candidate"
     scratch = bench.sandbox / f"candidate-{number}"
+    if bench.ahead is not None and compares_outputs(bench.event, bench.harness):
+        bench.ahead.prepare()  # the baseline's worktree, beside this candidate's
     worktree = create_worktree(bench.repo, bench.event.commit or "HEAD", workdir)
     try:
         trial = _verify(bench, candidate, worktree, scratch)

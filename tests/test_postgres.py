@@ -1,7 +1,7 @@
 """Real dbt-postgres against a throw-away PostgreSQL 15 cluster (tests/pg_cluster.py): its
 errors become events the way the wrapper makes them, are classified, and reach the column
-fix-it; and `patchit dbt -- build` on a Postgres target escalates (no sandbox there yet) with
-the user's schema untouched.
+fix-it; and `patchit dbt -- build` on a Postgres target verifies the fix in a sandbox schema,
+or refuses a build that would leave it, with the user's schema untouched.
 
 The user's relations are written with SQL, not built by dbt: one dbt run per test."""
 

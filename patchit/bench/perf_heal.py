@@ -16,8 +16,8 @@ interleaved, K times each:
                    verified by the warm dbt harness (the worker started once beforehand), no
                    data check
     verify+check   the same, plus the data check of a first candidate (a baseline of its
-                   own, started once the worktree is made and built beside the candidate,
-                   as the loop does)
+                   own, its worktree made beside the candidate's and its build started
+                   once the candidate's worktree is made, as the loop does)
     sequential     the same, the baseline built after the verification (as before the
                    baseline was built ahead)
 
@@ -212,12 +212,14 @@ class _CheckBench:
         snapshot = self.snapshot.parent
         ahead = BaselineAhead(self.event, self.repo, harness, snapshot, sandbox / "baseline",
                               None)  # fmt: skip
-        # as `trial.run_trial`: the candidate's worktree is made, then the baseline starts
-        # (once policy and memory let the candidate through) and the candidate is patched
-        # and verified; the worktree is timed in every variant
+        # as `trial.run_trial`: the candidate's worktree is made beside the baseline's, then
+        # the baseline's build starts (once policy and memory let the candidate through) and
+        # the candidate is patched and verified; the worktree is timed in every variant
         started = time.monotonic()
         where = worktrees_home() / "bench-heal-candidate"
         try:
+            if check == "ahead":
+                ahead.prepare()
             root = create_worktree(self.repo, "HEAD", where)
             if check == "ahead":
                 ahead.start()

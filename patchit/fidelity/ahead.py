@@ -15,6 +15,7 @@ file, same commit choice. Only when it is built changes, never what is compared.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 
@@ -40,6 +41,8 @@ class BaselineAhead:
         self.remembered = remembered
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._go = threading.Event()  # set by start(): the build may run
+        self._cancelled = False  # set by wait() when start() never came: only the tree goes
         self.error = ""  # why a build started here raised (the check builds it again)
 
     @staticmethod
@@ -50,9 +53,21 @@ class BaselineAhead:
     def started(self) -> bool:
         return self._thread is not None
 
+    def prepare(self) -> None:
+        """Start the thread now, with the baseline's worktree made at once and its build held
+        until start(): a candidate's worktree is being made meanwhile, and a candidate that
+        policy or memory then refuses costs only the baseline's worktree."""
+        self._spawn()
+
     def start(self) -> bool:
-        """Start the build in a thread unless it was started already; False when the harness
+        """Let the build run (the thread started unless it was); False when the harness
         cannot run it beside a verification."""
+        if not self._spawn():
+            return False
+        self._go.set()
+        return True
+
+    def _spawn(self) -> bool:
         if not self.supported(self.runner.harness):
             return False
         with self._lock:
@@ -64,6 +79,13 @@ class BaselineAhead:
         return True
 
     def _build(self) -> None:
+        # an error here is not the build's: the build makes the tree again and says why not
+        with contextlib.suppress(Exception):
+            self.runner.prepare_tree(self.remembered)
+        self._go.wait()
+        if self._cancelled:
+            self.runner.discard_tree()
+            return
         try:
             baseline, why = self.runner.first(self.remembered)
         except PatchitError as exc:
@@ -79,7 +101,12 @@ class BaselineAhead:
                 self.runner.state_path.unlink(missing_ok=True)
 
     def wait(self) -> None:
-        """Until a started build is done (at once when none was started)."""
-        thread = self._thread
+        """Until a started build is done (at once when none was started). A thread that was
+        only prepared, never started, removes its worktree and ends."""
+        with self._lock:
+            thread = self._thread
+            if thread is not None and not self._go.is_set():
+                self._cancelled = True
+                self._go.set()
         if thread is not None:
             thread.join()

@@ -74,6 +74,7 @@ class BaselineRunner:
         self.event, self.repo, self.harness = event, repo, harness
         self.snapshot, self.work = snapshot, work
         self.state_path = work / STATE_FILE
+        self._prepared: str | None = None  # the commit `prepare_tree` checked out
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -141,15 +142,41 @@ class BaselineRunner:
         runs = [Verification.model_validate(r) for r in state.get("runs", [])]
         return Baseline(str(state["commit"]), str(state.get("source", "")), runs)
 
+    def prepare_tree(self, remembered: str | None) -> None:
+        """Make the worktree of the commit `first` would try first, for its first run; nothing
+        when the baseline is already chosen or known to be impossible."""
+        state = self._load()
+        if state.get("commit") or "none" in state:
+            return
+        found = choices(self.repo, self.event.commit or "HEAD", remembered)
+        if found:
+            tree = self._tree()
+            remove_worktree(self.repo, tree)
+            create_worktree(self.repo, found[0][0], tree)
+            self._prepared = found[0][0]
+
+    def discard_tree(self) -> None:
+        """Remove the worktree `prepare_tree` made (no build ran on it)."""
+        if self._prepared is not None:
+            self._prepared = None
+            remove_worktree(self.repo, self._tree())
+
+    def _tree(self) -> Path:
+        return self.work / "tree"  # one path for every run: dbt's partial parse stays valid
+
     def _run(self, commit: str, number: int) -> Verification:
         """One harness run of `commit`; its outputs are moved out of the worktree into
         `work/run-<n>` before the worktree goes."""
         scratch = self.work / f"run-{number}"
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir(parents=True)
-        tree = self.work / "tree"  # one path for every run: dbt's partial parse stays valid
-        remove_worktree(self.repo, tree)
-        root = create_worktree(self.repo, commit, tree)
+        tree = self._tree()
+        prepared, self._prepared = self._prepared, None
+        if prepared == commit and tree.is_dir():
+            root = tree.resolve()  # made by prepare_tree, untouched since
+        else:
+            remove_worktree(self.repo, tree)
+            root = create_worktree(self.repo, commit, tree)
         try:
             workspace = Workspace(root=root, scratch=scratch, snapshot=self.snapshot)
             try:

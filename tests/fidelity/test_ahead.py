@@ -89,3 +89,37 @@ def test_a_harness_that_verifies_one_at_a_time_builds_nothing_ahead(tmp_path: Pa
     assert not ahead.start()
     ahead.wait()
     assert harness.calls == 0
+
+
+def _worktrees(repo: Path) -> list[str]:
+    return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines()
+            if line.startswith("worktree ")]  # fmt: skip
+
+
+def test_a_prepared_baseline_builds_on_its_tree_once_started(tmp_path: Path) -> None:
+    repo, event = _repo(tmp_path)
+    harness = _Stand(passed=True)
+    harness.go.set()
+    ahead = BaselineAhead(event, repo, harness, None, tmp_path / "work", None)  # type: ignore[arg-type]
+    ahead.prepare()
+    tree = tmp_path / "work" / "tree"
+    for _ in range(300):  # the tree is made at once; the build waits for start()
+        if (tree / "dag.py").is_file():
+            break
+        threading.Event().wait(0.01)
+    assert (tree / "dag.py").read_text() == "good\n" and harness.calls == 0
+    assert ahead.start()
+    ahead.wait()
+    assert harness.calls == 1 and ahead.error == ""
+    assert not tree.exists() and len(_worktrees(repo)) == 1  # removed after its run
+
+
+def test_a_prepared_baseline_never_started_only_removes_its_tree(tmp_path: Path) -> None:
+    """Every candidate refused: wait() at the end of the heal builds nothing."""
+    repo, event = _repo(tmp_path)
+    harness = _Stand(passed=True)
+    ahead = BaselineAhead(event, repo, harness, None, tmp_path / "work", None)  # type: ignore[arg-type]
+    ahead.prepare()
+    ahead.wait()
+    assert harness.calls == 0 and not (tmp_path / "work" / "tree").exists()
+    assert len(_worktrees(repo)) == 1
