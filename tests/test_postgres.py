@@ -176,3 +176,28 @@ def test_a_build_that_would_leave_the_sandbox_schema_is_refused(
     assert incident["status"] == "failed" and incident["branch"] is None
     assert {name: schema_state(pg, name) for name in (schema, marts)} == user
     assert _sandbox_schemas(pg) == others
+
+
+def test_patchit_dbt_on_postgres_fixes_a_function_name_end_to_end(
+    pg: PgCluster, tmp_path: Path
+) -> None:
+    """`summ(numeric)` names no near function in Postgres's error: the fix-it reads the
+    functions the target can call (`pg_proc`), and the fix is verified in a sandbox schema."""
+    schema = f"analytics_{next(_SCHEMAS)}"
+    repo = shop_on_postgres(tmp_path, pg, schema, SHOP, green=True)
+    total = "models/marts/order_total.sql"
+    (repo / total).write_text(BROKEN_MODELS["pg_function"] + "\n")
+    commit_all(repo, "order_total: the sum of all orders")
+    before, others = schema_state(pg, schema), _sandbox_schemas(pg)
+    res = patchit_dbt(repo, "build", "--select", "order_total")
+    assert res.returncode == 1, res.stderr
+    assert "function summ(numeric) does not exist" in res.stdout
+    [incident] = incidents()
+    assert incident["status"] == "fixed", res.stderr
+    fixed = git(repo, "show", f"{incident['branch']}:{total}")
+    assert "select sum(amount) as total" in fixed
+    report = Path(incident["report_md"]).read_text()
+    assert "; Postgres: built in schema patchit_" in report
+    assert schema_state(pg, schema) == before
+    assert _sandbox_schemas(pg) == others
+    assert git(repo, "status", "--porcelain") == ""
