@@ -292,9 +292,9 @@ def format_heal_lines(perf: HealPerf) -> list[str]:
         f"{MODEL}+ {select:.2f} s = {ratio:.2f}x (target <= {HEAL_TARGET:g}x: "
         f"{_met(ratio <= HEAL_TARGET)}; medians of {n})",
         f"heal stages:   {stages} s",
-        f"data check:    +{extra:.2f} s over a {verify:.2f} s warm verify = {data:.2f}x "
-        f"(target <= {DATA_TARGET:g}x: {_met(data <= DATA_TARGET)}; baseline built after "
-        f"the verify: {sequential:.2f}x; medians of {n})",
+        f"data check:    +{extra:.2f} s over a {verify:.2f} s trial (worktree, warm verify) = "
+        f"{data:.2f}x (target <= {DATA_TARGET:g}x: {_met(data <= DATA_TARGET)}; baseline built "
+        f"after the verify: {sequential:.2f}x; medians of {n})",
     ]
 
 

@@ -41,7 +41,8 @@ def test_the_lines_carry_ratios_and_whether_each_target_is_met() -> None:
     ), heal
     assert stages.startswith("heal stages: ") and "verify 1.00" in stages
     assert re.fullmatch(
-        r"data check: +\+0\.20 s over a 1\.00 s warm verify = 0\.20x \(target <= 0\.3x: met; "
+        r"data check: +\+0\.20 s over a 1\.00 s trial \(worktree, warm verify\) = 0\.20x "
+        r"\(target <= 0\.3x: met; "
         r"baseline built after the verify: 1\.10x; medians of 3\)",
         data,
     ), data
