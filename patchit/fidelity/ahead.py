@@ -83,9 +83,14 @@ class BaselineAhead:
         with contextlib.suppress(Exception):
             self.runner.prepare_tree(self.remembered)
         self._go.wait()
-        if self._cancelled:
-            self.runner.discard_tree()
-            return
+        try:
+            if not self._cancelled:
+                self._first()
+        finally:  # a prepared tree no run used (cancelled, or the build raised first)
+            with contextlib.suppress(Exception):
+                self.runner.discard_tree()
+
+    def _first(self) -> None:
         try:
             baseline, why = self.runner.first(self.remembered)
         except PatchitError as exc:

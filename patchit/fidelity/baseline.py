@@ -152,11 +152,11 @@ class BaselineRunner:
         if found:
             tree = self._tree()
             remove_worktree(self.repo, tree)
+            self._prepared = found[0][0]  # set first: a half-made tree is discarded too
             create_worktree(self.repo, found[0][0], tree)
-            self._prepared = found[0][0]
 
     def discard_tree(self) -> None:
-        """Remove the worktree `prepare_tree` made (no build ran on it)."""
+        """Remove the worktree `prepare_tree` made, unless a run used (and removed) it."""
         if self._prepared is not None:
             self._prepared = None
             remove_worktree(self.repo, self._tree())

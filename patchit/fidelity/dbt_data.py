@@ -103,9 +103,11 @@ class RawDiff:
 
 @dataclass
 class _Entry:
-    """A file attached to the shared instance: its alias, and how many checks read it."""
+    """A file attached to the shared instance: its alias, the file's version when attached,
+    and how many checks read it (0: its DETACH failed, and it is still attached)."""
 
     alias: str
+    version: tuple[object, ...]
     readers: int = 0
 
 
@@ -165,10 +167,14 @@ class _Attached:
         self._con = con
         with _SHARED_LOCK:
             entry = _ATTACHED.get(self._key)
+            if entry is not None and entry.readers == 0 and entry.version != self.version:
+                _run(_shared, f"DETACH {entry.alias}")  # an older version of the file
+                del _ATTACHED[self._key]
+                entry = None
             if entry is None:
                 alias = f"{what}_{next(_aliases)}"
                 _run(_shared, f"ATTACH {_literal(self._key)} AS {alias} (READ_ONLY)")
-                entry = _ATTACHED[self._key] = _Entry(alias)
+                entry = _ATTACHED[self._key] = _Entry(alias, self.version)
             entry.readers += 1
         self.alias = entry.alias
 
@@ -212,9 +218,9 @@ class _Attached:
                 return
             entry.readers -= 1
             if entry.readers <= 0:
-                del _ATTACHED[str(key)]
-                with contextlib.suppress(HarnessError):
+                with contextlib.suppress(HarnessError):  # else kept: still attached
                     _run(_shared, f"DETACH {entry.alias}")
+                    del _ATTACHED[str(key)]
 
 
 def _run(con: Any, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:

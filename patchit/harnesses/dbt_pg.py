@@ -10,8 +10,10 @@ user's own schema: such a candidate is refused, and nothing is built.
 from __future__ import annotations
 
 import contextlib
-import functools
+import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -110,50 +112,51 @@ def deferred_schemas(output: dict[str, Any], manifest: Path | None) -> list[str]
     found = {str(output.get("schema") or "public")}
     if manifest is not None:
         dbname = str(output.get("dbname") or output.get("database") or "")
-        found |= _manifest_schemas(str(manifest), _stamp(manifest), dbname)
+        found |= {
+            schema
+            for database, schema, _ in manifest_relations(manifest).values()
+            if not dbname or (database or dbname) == dbname
+        }
     return sorted(found)
 
 
-def _stamp(path: Path) -> tuple[int, int]:
-    try:
-        stat = path.stat()
-    except OSError:
-        return (0, 0)
-    return (stat.st_mtime_ns, stat.st_size)
-
-
-def _manifest_schemas(manifest: str, stamp: tuple[int, int], dbname: str) -> frozenset[str]:
-    """The schemas of the manifest's models, seeds and snapshots in database `dbname` (any:
-    "")."""
-    return frozenset(
-        schema
-        for database, schema, _ in _manifest_relations(manifest, stamp).values()
-        if not dbname or (database or dbname) == dbname
-    )
-
-
 Relation = tuple[str, str, str]  # database ("" when the manifest has none), schema, name
+_RELATIONS: OrderedDict[bytes, dict[str, Relation]] = OrderedDict()
+_RELATIONS_LOCK = threading.Lock()
 
 
-@functools.lru_cache(maxsize=8)
-def _manifest_relations(manifest: str, stamp: tuple[int, int]) -> dict[str, Relation]:
-    """Where the manifest's models, seeds and snapshots are built, by unique_id; read once
-    per file version: every candidate of a heal asks."""
+def manifest_relations(manifest: Path) -> dict[str, Relation]:
+    """Where the manifest's models, seeds and snapshots are built, by unique_id; parsed once
+    per content (every candidate of a heal asks, each of its own copy of the manifest)."""
     try:
-        nodes = json.loads(Path(manifest).read_text(encoding="utf-8")).get("nodes") or {}
-    except (OSError, ValueError, AttributeError):
+        data = manifest.read_bytes()
+    except OSError:
         return {}
-    return {
+    key = hashlib.blake2b(data, digest_size=16).digest()
+    with _RELATIONS_LOCK:
+        if key in _RELATIONS:
+            _RELATIONS.move_to_end(key)
+            return _RELATIONS[key]
+    try:
+        nodes = json.loads(data).get("nodes") or {}
+    except (ValueError, AttributeError):
+        nodes = {}
+    found = {
         str(uid): (
             str(node.get("database") or ""),
             str(node["schema"]),
             str(node.get("alias") or node.get("name") or ""),
         )
-        for uid, node in nodes.items()
+        for uid, node in (nodes.items() if isinstance(nodes, dict) else ())
         if isinstance(node, dict)
         and node.get("resource_type") in ("model", "seed", "snapshot")
         and node.get("schema")
     }
+    with _RELATIONS_LOCK:
+        _RELATIONS[key] = found
+        while len(_RELATIONS) > 8:
+            _RELATIONS.popitem(last=False)
+    return found
 
 
 def _builds_on_itself(node: dict[str, Any], full_refresh: bool) -> bool:
@@ -194,8 +197,8 @@ def seed_incrementals(
     wanted = [n for n in nodes if _builds_on_itself(n, full_refresh)]
     if not wanted:
         return []
-    manifest = box.user_manifest
-    user = _manifest_relations(str(manifest), _stamp(manifest)) if manifest else {}
+    # the copy `--defer` reads, not the user's target dir (which their next run rewrites)
+    user = manifest_relations(box.state_manifest) if box.state_manifest else {}
     dbname = str(warehouse.output.get("dbname") or warehouse.output.get("database") or "")
     target = str(warehouse.output.get("schema") or "public")
     notes: list[str] = []

@@ -151,10 +151,12 @@ def prepare(
         args += ["--vars", replay_vars]
     if "--full-refresh" in event.dbt.args or "-f" in event.dbt.args:
         args.append("--full-refresh")
+    state_manifest: Path | None = None
     if with_state and (changed is None or pg_schema is not None):  # --defer reads it
         state_dir = scratch / "state"
         state_dir.mkdir(exist_ok=True)
-        shutil.copyfile(str(manifest), state_dir / "manifest.json")
+        state_manifest = state_dir / "manifest.json"
+        shutil.copyfile(str(manifest), state_manifest)
         args += ["--state", str(state_dir)]
         if pg_schema is not None:
             args.append("--defer")
@@ -173,7 +175,7 @@ def prepare(
         user_parse_file=user_parse_file(event, target, path_text),
         env=env,
         pg_schema=pg_schema,
-        user_manifest=Path(str(manifest)) if with_state else None,
+        state_manifest=state_manifest,
     )
 
 

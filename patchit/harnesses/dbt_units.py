@@ -54,7 +54,7 @@ class DbtSandbox:
     env: dict[str, str] = field(default_factory=dict)  # on top of the run's environment
     pg_schema: str | None = None  # a Postgres target's sandbox schema: guard the build
     pg_notes: list[str] = field(default_factory=list)  # the user's tables it was seeded with
-    user_manifest: Path | None = None  # the failing run's manifest (where the user's nodes are)
+    state_manifest: Path | None = None  # the failing run's manifest, as `--state` reads it
 
 
 @dataclass

@@ -172,9 +172,11 @@ with recursive rel as (
 ), tree(oid) as (
   select oid from rel union select i.inhrelid from pg_inherits i join tree t on i.inhparent = t.oid
 )
-select (select relkind from rel), (select sum(pg_total_relation_size(oid)) from tree)
+select (select relkind from rel), (select sum(pg_total_relation_size(oid)) from tree),
+  exists (select 1 from tree t join pg_class c on c.oid = t.oid where c.relkind = 'f')
 from rel
 """
+GENERATED_ALWAYS = "428C9"  # Postgres's error for a value written to a generated column
 
 
 def _megabytes(size: int) -> str:
@@ -323,11 +325,13 @@ class PgWarehouse:
     ) -> Copied:
         """Copy the user's table `source` (schema, name) to `dest`: in sandbox schema `sandbox`
         or one of its `<sandbox>_<custom>` schemas (made if missing), unlogged, with its
-        columns' constraints and indexes where Postgres can copy them (`like ... including
-        all`, without defaults: a default's `nextval` would advance the user's sequence), else
-        its rows alone (a generated column). The source is read, never written, under a
-        `lock_timeout` and a `statement_timeout`. Copied.rows is None, and `why` says so,
-        when `source` is not a table or is larger (with its partitions) than `limit_bytes`."""
+        columns' constraints and indexes (`like ... including all`, without defaults or
+        identities: a `nextval` would advance the user's sequence, a new identity would
+        restart at 1), else its rows alone (a generated column refuses them). The source is
+        read, never written, under a `lock_timeout` and a `statement_timeout` (HarnessError
+        when one fires). Copied.rows is None, and `why` says so, when `source` is not a
+        table, has a foreign partition, or is larger (with its partitions) than
+        `limit_bytes`."""
         import psycopg2
 
         self._check_name(sandbox)
@@ -347,6 +351,8 @@ class PgWarehouse:
             kind, size = str(row[0]), int(row[1] or 0)
             if kind not in ("r", "p"):
                 return Copied(None, f"{src} is not a table", size)
+            if row[2]:  # its size says nothing of the rows a foreign partition reads
+                return Copied(None, f"{src} has a foreign table among its partitions", size)
             if size > limit_bytes:
                 limit = f"{_megabytes(limit_bytes)}, [sandbox] pg_copy_limit_mb"
                 return Copied(None, f"{src} is {_megabytes(size)}, above the copy limit ({limit})",
@@ -355,12 +361,13 @@ class PgWarehouse:
             dst = f"{_quote(schema)}.{_quote(name)}"
             cur.execute("savepoint patchit_copy")
             rows_only = False
+            like = "including all excluding defaults excluding identity"
             try:
-                cur.execute(
-                    f"create unlogged table {dst} (like {src} including all excluding defaults)"
-                )
-                cur.execute(f"insert into {dst} overriding system value select * from {src}")
-            except psycopg2.Error:  # e.g. a generated column: its rows alone
+                cur.execute(f"create unlogged table {dst} (like {src} {like})")
+                cur.execute(f"insert into {dst} select * from {src}")
+            except psycopg2.Error as exc:
+                if exc.pgcode != GENERATED_ALWAYS:  # a timeout, a lock: said by the caller
+                    raise
                 cur.execute("rollback to savepoint patchit_copy")
                 cur.execute(f"create unlogged table {dst} as table {src}")
                 rows_only = True

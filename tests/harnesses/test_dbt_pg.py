@@ -125,7 +125,7 @@ def _box(tmp_path: Path, *args: str) -> DbtSandbox:
     manifest.write_text(json.dumps({"nodes": nodes}))
     return DbtSandbox(
         args=["build", *args], cwd=tmp_path, log_path=tmp_path / "l", target_dir=tmp_path,
-        parse_key="", project_dir=tmp_path, pg_schema=SCHEMA, user_manifest=manifest,
+        parse_key="", project_dir=tmp_path, pg_schema=SCHEMA, state_manifest=manifest,
     )  # fmt: skip
 
 

@@ -190,3 +190,30 @@ def test_a_users_table_is_copied_into_the_sandbox_without_touching_it(pg: PgClus
     finally:
         warehouse.drop(box)
         warehouse.close()
+
+
+def test_a_copy_waits_for_a_lock_only_so_long_and_says_so(
+    pg: PgCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg2
+
+    from patchit.sandbox import postgres
+
+    user, box, _ = _names(next(_N))
+    pg.execute(f"create schema {user}; create table {user}.log as select 1 as id")
+    monkeypatch.setattr(postgres, "COPY_LOCK_TIMEOUT_S", 1)
+    other = psycopg2.connect(**postgres.connect_args(pg.profile(user)))
+    warehouse = PgWarehouse(pg.profile(user))
+    try:
+        with other.cursor() as cur:  # the user's own run rebuilding the table
+            cur.execute(f"lock table {user}.log in access exclusive mode")
+            warehouse.reset(box)
+            with pytest.raises(HarnessError, match="lock timeout"):
+                warehouse.copy_table(box, (user, "log"), (box, "log"), 2**20)
+        other.rollback()
+        assert pg.execute(f"select count(*) from pg_tables where schemaname = '{box}'") == [(0,)]
+        assert warehouse.copy_table(box, (user, "log"), (box, "log"), 2**20).rows == 1
+    finally:
+        other.close()
+        warehouse.drop(box)
+        warehouse.close()
