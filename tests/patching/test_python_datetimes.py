@@ -70,6 +70,21 @@ check(LIMIT)
 '''
 
 
+SHADOWED = AGE.replace("import os\n", "from airflow_like import timezone  # not datetime's\n")
+EQUALITY = '''"""An equality never raises: the ordering beside it did, and only it changes."""
+from datetime import datetime, timezone
+
+NOW = datetime.now(timezone.utc)
+
+
+def stale(day):
+    return day == datetime(2024, 1, 1) or day < datetime(2024, 3, 1)
+
+
+stale(NOW)
+'''
+
+
 def _evidence(tmp_path: Path, source: str) -> tuple[Path, Evidence]:
     repo = init_repo(tmp_path / "repo")
     event = script_failure(repo, JOB, source, "job")
@@ -102,15 +117,19 @@ class TestNaiveAwareContract(StrategyContract):
 @pytest.mark.parametrize(
     ("source", "changed", "import_line"),
     [
+        # a parsed text may carry an offset in other rows: compared in naive UTC, never shifted
         (FUTURE,
-         'datetime.fromisoformat(invoice["issued_on"]).replace(tzinfo=timezone.utc) > '
-         "datetime.now(timezone.utc)",
+         'datetime.fromisoformat(invoice["issued_on"]) > '
+         "datetime.now(timezone.utc).replace(tzinfo=None)",
          "from datetime import datetime, timezone\n"),
         # the clock: the same instant made aware, not the local time read as UTC
         (AGE, "(datetime.now(timezone.utc) - loaded)", "from datetime import datetime, timezone\n"),
         (MODULE_FORM,
          "datetime.datetime(day.year, day.month, day.day).replace(tzinfo=datetime.timezone.utc)",
          "import datetime\n"),
+        (EQUALITY,
+         "day == datetime(2024, 1, 1) or day < datetime(2024, 3, 1).replace(tzinfo=timezone.utc)",
+         "from datetime import datetime, timezone\n"),
     ],
 )  # fmt: skip
 def test_the_naive_side_becomes_aware_and_the_job_runs(
@@ -126,7 +145,22 @@ def test_the_naive_side_becomes_aware_and_the_job_runs(
     assert done.returncode == 0, done.stderr
 
 
-def test_a_parsed_text_against_a_variable_is_left_alone(tmp_path: Path) -> None:
-    """`fromisoformat` of a text with an offset is aware: then the variable is the naive side."""
-    _, evidence = _evidence(tmp_path, UNKNOWN)
+@pytest.mark.parametrize(
+    "source",
+    [
+        UNKNOWN,  # `fromisoformat` of a text with an offset is aware: the variable is naive
+        # two orderings on the line, each with a naive side: which one failed is unclear
+        EQUALITY.replace("day == datetime(2024, 1, 1) or ", "datetime(2024, 1, 1) > day or "),
+    ],
+)
+def test_what_the_line_does_not_settle_is_left_alone(tmp_path: Path, source: str) -> None:
+    _, evidence = _evidence(tmp_path, source)
     assert NaiveAwareStrategy().fix(evidence, []) == []
+
+
+def test_a_timezone_that_is_not_datetimes_is_never_shadowed(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo")
+    (repo / "jobs").mkdir()
+    (repo / "jobs" / "airflow_like.py").write_text("timezone = object()\n")
+    event = script_failure(repo, JOB, SHADOWED, "job")
+    assert NaiveAwareStrategy().fix(gather_airflow_evidence(event, repo), []) == []

@@ -1,27 +1,29 @@
-"""TypeError between a naive and an aware datetime -> make the naive side aware, as UTC.
+"""TypeError between a naive and an aware datetime -> compare them in UTC.
 
     TypeError: can't compare offset-naive and offset-aware datetimes
     TypeError: can't subtract offset-naive and offset-aware datetimes
 
-Only where the failing line compares (or subtracts) two operands of which exactly one is
-naive by construction: `datetime.now()`, `datetime.utcnow()`, `datetime.fromtimestamp(t)`,
-`datetime(y, m, d, ...)` without a time zone, `strptime` with a literal format without `%z`;
-the error says one side is aware, so the other one is. A parsed text (`fromisoformat`, another
-`strptime`) may carry an offset: it counts as the naive side only against a side aware by
-construction (`datetime.now(timezone.utc)`, `.astimezone(...)`, a `tz=`/`tzinfo=`).
-The naive side is made aware as UTC, the convention of Airflow (whose dates are aware, in
-UTC) and of most pipelines: `.replace(tzinfo=timezone.utc)` on a parsed or built value; for
-a clock or a timestamp, the same instant made aware (`datetime.now(timezone.utc)` in place of
-`now()`/`utcnow()`, `fromtimestamp(t, timezone.utc)`), never the local time read as UTC.
-`timezone` is imported from `datetime` where the file imports from it and lacks it. A line
-with two such comparisons, or none, is left alone.
+Only where the failing line orders (`<`, `<=`, `>`, `>=`) or subtracts two operands of which
+exactly one is naive by construction: `datetime.now()`, `datetime.utcnow()`,
+`datetime.fromtimestamp(t)`, `datetime(y, m, d, ...)` without a time zone, `strptime` with a
+literal format without `%z`. The error says one side is aware, so the other one is. That side
+is made aware as UTC, the convention of Airflow (whose dates are aware, in UTC) and of most
+pipelines: a clock or a timestamp as the same instant (`datetime.now(timezone.utc)` in place
+of `now()`/`utcnow()`, `fromtimestamp(t, timezone.utc)`), never the local time read as UTC; a
+built or parsed value with `.replace(tzinfo=timezone.utc)`.
+
+A parsed text (`fromisoformat`, `strptime` of another format) may carry an offset in some rows
+and not in others: making it aware would shift the rows that have one. Against `now(<UTC>)`,
+the aware side is made naive instead (`.replace(tzinfo=None)`): the comparison happens in UTC,
+and a row with an offset still fails loudly. Anything else is left alone, as is a file where
+`datetime` or `timezone` names something else than the standard library's.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from patchit.evidence.model import Evidence
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
@@ -33,67 +35,103 @@ from patchit.patching.fixits.python_common import (
 )
 
 _MIXED = re.compile(r"can't (compare|subtract) offset-naive and offset-aware datetimes")
-_PARSERS = {"fromisoformat", "strptime"}
-_CLOCKS = {"now", "utcnow"}
+_ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+# line breaks str.splitlines() sees and Python's tokenizer does not: line numbers would differ
+_ODD_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_UTC_NAMES = re.compile(r"^(?:(?:datetime\.)?timezone\.utc|(?:datetime\.)?UTC)$")
+Form = Literal["class", "module"]
 
 
-def _datetime_class(node: ast.expr) -> str | None:
-    """How the code names the `datetime` class: "datetime" or "datetime.datetime"."""
-    if isinstance(node, ast.Name) and node.id == "datetime":
-        return "datetime"
-    if (isinstance(node, ast.Attribute) and node.attr == "datetime"
-            and isinstance(node.value, ast.Name) and node.value.id == "datetime"):  # fmt: skip
-        return "datetime.datetime"
+def _bindings(tree: ast.Module, name: str) -> list[ast.AST]:
+    """Every node of the file that binds `name`: imports, assignments, parameters, defs."""
+    found: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found += [node for a in node.names if (a.asname or a.name.split(".")[0]) == name]
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            found += [node] if node.id == name else []
+        elif isinstance(node, ast.arg) and node.arg == name:
+            found.append(node)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found += [node] if node.name == name else []
+        elif isinstance(node, ast.Global | ast.Nonlocal) and name in node.names:
+            found.append(node)
+    return found
+
+
+def _from_datetime(node: ast.AST, name: str) -> bool:
+    return (isinstance(node, ast.ImportFrom) and node.module == "datetime" and node.level == 0
+            and any(a.name == name and a.asname is None for a in node.names))  # fmt: skip
+
+
+def _form(tree: ast.Module) -> Form | None:
+    """How the file names the standard `datetime` class: `datetime` (from datetime import
+    datetime) or `datetime.datetime` (import datetime); None when the name is bound any
+    other way, or both ways."""
+    bound = _bindings(tree, "datetime")
+    if bound and all(_from_datetime(n, "datetime") for n in bound):
+        return "class"
+    plain = [isinstance(n, ast.Import) and any(a.name == "datetime" and a.asname is None
+                                               for a in n.names) for n in bound]  # fmt: skip
+    if bound and all(plain):
+        return "module"
     return None
 
 
-def _aware(node: ast.expr) -> bool:
-    """Aware by construction: a datetime call given a time zone (`now(tz)`, `tz=`,
-    `tzinfo=`, `fromtimestamp(t, tz)`, `datetime(..., tzinfo)`), `.astimezone(...)`, or a
-    `.replace(tzinfo=...)` with one."""
-    if not isinstance(node, ast.Call):
-        return False
-    func = node.func
-    if any(k.arg in ("tz", "tzinfo") and not _is_none(k.value) for k in node.keywords):
-        return True
-    if _datetime_class(func) is not None:
-        return len(node.args) >= 8 and not _is_none(node.args[7])
-    if not isinstance(func, ast.Attribute):
-        return False
-    if func.attr == "astimezone":
-        return True
-    on_class = _datetime_class(func.value) is not None
-    return on_class and (
-        (func.attr == "now" and len(node.args) == 1 and not _is_none(node.args[0]))
-        or (func.attr == "fromtimestamp" and len(node.args) == 2)
-    )
+class _Reader:
+    """Reads operands as naive or aware by construction, in a file of a given form."""
 
+    def __init__(self, form: Form) -> None:
+        self.form = form
 
-def _is_none(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and node.value is None
+    def is_class(self, node: ast.expr) -> bool:
+        if self.form == "class":
+            return isinstance(node, ast.Name) and node.id == "datetime"
+        return (isinstance(node, ast.Attribute) and node.attr == "datetime"
+                and isinstance(node.value, ast.Name) and node.value.id == "datetime")  # fmt: skip
 
+    def _call(self, node: ast.expr) -> ast.Call | None:
+        """A call with plain arguments (no `*args`, no `**kwargs`)."""
+        if not isinstance(node, ast.Call):
+            return None
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            return None
+        return None if any(k.arg is None for k in node.keywords) else node
 
-def _naive(node: ast.expr) -> str | None:
-    """ "clock" for `now()`/`utcnow()` without a tz, "stamp" for `fromtimestamp(t)`, "value"
-    for another naive-by-construction datetime, None when the operand may be aware."""
-    if not isinstance(node, ast.Call):
-        return None
-    if any(k.arg in ("tz", "tzinfo") for k in node.keywords):
-        return None
-    func = node.func
-    if _datetime_class(func) is not None:  # datetime(2024, 1, 1[, ..., tzinfo])
-        return "value" if len(node.args) < 8 else None
-    if not isinstance(func, ast.Attribute) or _datetime_class(func.value) is None:
-        return None
-    if func.attr in _CLOCKS and not node.args:
-        return "clock"
-    if func.attr == "fromtimestamp" and len(node.args) == 1:
-        return "stamp"
-    if func.attr == "strptime" and len(node.args) == 2:
-        form = node.args[1]
-        if isinstance(form, ast.Constant) and isinstance(form.value, str):
-            return None if "%z" in form.value or "%Z" in form.value else "value"
-    return "parsed" if func.attr in _PARSERS else None
+    def naive(self, node: ast.expr) -> str | None:
+        """ "clock" (`now()`, `utcnow()`), "stamp" (`fromtimestamp(t)`), "value"
+        (`datetime(...)` without tzinfo, `strptime` with a literal format without `%z`),
+        "parsed" (`fromisoformat`, another `strptime`), or None when it may be aware."""
+        call = self._call(node)
+        if call is None or any(k.arg in ("tz", "tzinfo") for k in call.keywords):
+            return None
+        func = call.func
+        if self.is_class(func):  # datetime(2024, 1, 1[, h, m, s, us, tzinfo])
+            return "value" if len(call.args) < 8 else None
+        if not isinstance(func, ast.Attribute) or not self.is_class(func.value):
+            return None
+        if func.attr in ("now", "utcnow") and not call.args and not call.keywords:
+            return "clock"
+        if func.attr == "fromtimestamp" and len(call.args) == 1 and not call.keywords:
+            return "stamp"
+        if func.attr == "strptime" and len(call.args) == 2:
+            form = call.args[1]
+            if isinstance(form, ast.Constant) and isinstance(form.value, str):
+                return None if "%z" in form.value or "%Z" in form.value else "value"
+            return "parsed"
+        return "parsed" if func.attr == "fromisoformat" else None
+
+    def utc_now(self, node: ast.expr, text: str) -> bool:
+        """`datetime.now(<UTC>)`: aware by construction, in UTC."""
+        call = self._call(node)
+        if call is None or not isinstance(call.func, ast.Attribute):
+            return False
+        if call.func.attr != "now" or not self.is_class(call.func.value):
+            return False
+        given = [*call.args, *(k.value for k in call.keywords if k.arg == "tz")]
+        if len(given) != 1 or len(call.args) + len(call.keywords) != 1:
+            return False
+        return bool(_UTC_NAMES.match(ast.get_source_segment(text, given[0]) or ""))
 
 
 def _operands(node: ast.AST, subtract: bool) -> tuple[ast.expr, ast.expr] | None:
@@ -101,37 +139,45 @@ def _operands(node: ast.AST, subtract: bool) -> tuple[ast.expr, ast.expr] | None
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
             return node.left, node.right
         return None
-    if isinstance(node, ast.Compare) and len(node.comparators) == 1:
+    if (isinstance(node, ast.Compare) and len(node.comparators) == 1
+            and isinstance(node.ops[0], _ORDER)):  # fmt: skip
         return node.left, node.comparators[0]
     return None
 
 
-def _utc(tree: ast.Module, text: str) -> tuple[str, str] | None:
-    """(how to name UTC, the text with the import it needs), or None when the file imports
-    nothing of `datetime` to build on."""
+def _utc(tree: ast.Module, text: str, form: Form) -> tuple[str, str] | None:
+    """(how to name UTC, the text with the import it needs), or None when `timezone` names
+    something else in the file, or the import cannot be added on one plain line."""
+    if form == "module":
+        return "datetime.timezone.utc", text
+    bound = _bindings(tree, "timezone")
+    if bound:
+        ok = all(_from_datetime(n, "timezone") for n in bound)
+        return ("timezone.utc", text) if ok else None
     for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module == "datetime" and node.level == 0:
-            if any(a.name == "timezone" and a.asname is None for a in node.names):
-                return "timezone.utc", text
-            if node.lineno != node.end_lineno or any(a.name == "*" for a in node.names):
-                continue
+        if _from_datetime(node, "datetime") and node.lineno == node.end_lineno:
             lines = text.splitlines(keepends=True)
             line = lines[node.lineno - 1]
             body = line.rstrip("\r\n")
-            if "#" in body or "(" in body or ";" in body:
-                continue
+            if "#" in body or "(" in body or ";" in body or "\\" in body:
+                return None
             lines[node.lineno - 1] = f"{body}, timezone{line[len(body) :]}"
             return "timezone.utc", "".join(lines)
-    for node in tree.body:
-        if isinstance(node, ast.Import) and any(
-            a.name == "datetime" and a.asname is None for a in node.names
-        ):
-            return "datetime.timezone.utc", text
     return None
 
 
+def _replace(text: str, node: ast.expr, new: str) -> str:
+    """`text` with one-line `node`'s source replaced by `new` (offsets are UTF-8 bytes)."""
+    lines = text.splitlines(keepends=True)
+    row = lines[node.lineno - 1]
+    start = len(row.encode()[: node.col_offset].decode())
+    end = len(row.encode()[: node.end_col_offset].decode())
+    lines[node.lineno - 1] = row[:start] + new + row[end:]
+    return "".join(lines)
+
+
 class NaiveAwareStrategy(FixIt):
-    """Make the naive side of a naive/aware datetime comparison aware, as UTC."""
+    """Compare or subtract a naive and an aware datetime in UTC."""
 
     name: ClassVar[str] = "python_naive_aware"
     tag: ClassVar[str] = "naive_aware"
@@ -142,33 +188,34 @@ class NaiveAwareStrategy(FixIt):
         if evidence.event.error_type != "TypeError" or frame is None or mixed is None:
             return []
         source = read_source(evidence, frame.path)
-        if source is None:
+        if source is None or any(c in source[0] for c in _ODD_BREAKS):
             return []
         text, tree = source
-        subtract = mixed.group(1) == "subtract"
-        found: list[tuple[ast.expr, str]] = []
+        form = _form(tree)
+        if form is None:
+            return []
+        reader = _Reader(form)
+        found: list[tuple[ast.expr, ast.expr, str]] = []  # (naive side, other side, kind)
         for node in nodes_on_line(tree, frame.line):
-            pair = _operands(node, subtract)
+            pair = _operands(node, mixed.group(1) == "subtract")
             if pair is None:
                 continue
-            kinds = [(side, _naive(side)) for side in pair]
-            naive = [(side, kind) for side, kind in kinds if kind is not None]
-            if len(naive) != 1:
+            kinds = [reader.naive(side) for side in pair]
+            if sum(k is not None for k in kinds) != 1:
                 continue
-            side, kind = naive[0]
-            other = pair[1] if side is pair[0] else pair[0]
-            if kind == "parsed" and not _aware(other):
-                continue  # the parsed text may carry an offset: then the other side is naive
-            found.append((side, kind))
+            i = 0 if kinds[0] is not None else 1
+            found.append((pair[i], pair[1 - i], str(kinds[i])))
         if len(found) != 1:
-            return []  # none, or two comparisons on the line: which one failed is unclear
-        side, kind = found[0]
-        utc = _utc(tree, text)
+            return []  # none, or two on the line: which one failed is unclear
+        side, other, kind = found[0]
+        if kind == "parsed":
+            return self._naive_utc(evidence, text, reader, side, other, mixed.group(1))
+        utc = _utc(tree, text, form)
         expr = ast.get_source_segment(text, side)
         if utc is None or expr is None or side.lineno != side.end_lineno:
             return []
         name, imported = utc
-        assert isinstance(side, ast.Call) and isinstance(side.func, ast.Attribute | ast.Name)
+        assert isinstance(side, ast.Call)
         if kind == "clock":  # the same instant, aware: not the local clock read as UTC
             assert isinstance(side.func, ast.Attribute)
             fixed = f"{ast.get_source_segment(text, side.func.value)}.now({name})"
@@ -177,14 +224,31 @@ class NaiveAwareStrategy(FixIt):
             fixed = f"{call}({stamp}, {name})"
         else:
             fixed = f"{expr}.replace(tzinfo={name})"
-        # the import line (if `timezone` was added to it) sits above: line numbers hold
-        lines = imported.splitlines(keepends=True)
-        row = lines[side.lineno - 1]
-        start = len(row.encode()[: side.col_offset].decode())
-        end = len(row.encode()[: side.end_col_offset].decode())
-        lines[side.lineno - 1] = row[:start] + fixed + row[end:]
+        # an import line gained `, timezone` at most: line numbers hold
+        after = _replace(imported, side, fixed)
+        assert frame is not None
         rationale = (
             f"{frame.path}:{frame.line} {mixed.group(1)}s a naive datetime ({expr}) with an "
-            f"aware one; make it aware as UTC"
+            "aware one; make it aware as UTC"
         )
-        return make_candidate(self, frame.path, text, "".join(lines), rationale, 0.7)
+        return make_candidate(self, frame.path, text, after, rationale, 0.7)
+
+    def _naive_utc(
+        self, evidence: Evidence, text: str, reader: _Reader, side: ast.expr, other: ast.expr,
+        verb: str,
+    ) -> list[PatchCandidate]:  # fmt: skip
+        """A parsed text against `now(<UTC>)`: that side made naive, in UTC."""
+        frame = failing_frame(evidence)
+        aware = ast.get_source_segment(text, other)
+        parsed = ast.get_source_segment(text, side)
+        if frame is None or aware is None or parsed is None or other.lineno != other.end_lineno:
+            return []
+        if not reader.utc_now(other, text):
+            return []  # the parsed text may carry an offset: then the other side is naive
+        rationale = (
+            f"{frame.path}:{frame.line} {verb}s a parsed datetime ({parsed}) with an aware "
+            f"now ({aware}); compare in naive UTC, so that a text with an offset still fails "
+            "rather than being shifted"
+        )
+        after = _replace(text, other, f"{aware}.replace(tzinfo=None)")
+        return make_candidate(self, frame.path, text, after, rationale, 0.7)
