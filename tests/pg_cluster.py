@@ -24,8 +24,10 @@ __all__ = [
     "PgCluster",
     "PostgresMissing",
     "check_binaries",
+    "heal_fixed",
     "pg_cluster",
     "pg_ctl",
+    "sandbox_schemas",
     "shop_on_postgres",
 ]
 
@@ -68,3 +70,27 @@ def schema_state(pg: PgCluster, schema: str) -> dict[str, object]:
         "and nspname not like 'pg\\_toast\\_temp\\_%' order by 1"
     )
     return state
+
+
+def sandbox_schemas(pg: PgCluster) -> list[object]:
+    """patchit's sandbox schemas on the cluster now (other tests' too: compare before/after)."""
+    return pg.execute("select nspname from pg_namespace where nspname like 'patchit%' order by 1")
+
+
+def heal_fixed(pg: PgCluster, repo: Path, schema: str, select: str, error: str) -> tuple[str, str]:
+    """`patchit dbt -- build --select <select>` on the broken commit: dbt's `error`, a `fixed`
+    incident, the user's schema and the cluster's sandboxes as before, the checkout clean.
+    Returns the fixed branch and the report's text."""
+    from tests.cli.helpers import incidents, patchit_dbt
+    from tests.conftest import git
+
+    before, others = schema_state(pg, schema), sandbox_schemas(pg)
+    res = patchit_dbt(repo, "build", "--select", select)
+    assert res.returncode == 1, res.stderr  # dbt's own exit code
+    assert error in res.stdout and "Traceback" not in res.stderr
+    [incident] = incidents()
+    assert incident["status"] == "fixed", res.stderr
+    assert schema_state(pg, schema) == before
+    assert sandbox_schemas(pg) == others
+    assert git(repo, "status", "--porcelain") == ""
+    return str(incident["branch"]), Path(incident["report_md"]).read_text() + res.stderr

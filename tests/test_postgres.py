@@ -21,7 +21,13 @@ from patchit.patching.apply import apply_edits
 from patchit.patching.fixits.columns import RenameColumnStrategy
 from tests.cli.helpers import incidents, patchit_dbt
 from tests.conftest import commit_all, git, user_dbt_events
-from tests.pg_cluster import PgCluster, schema_state, shop_on_postgres
+from tests.pg_cluster import (
+    PgCluster,
+    heal_fixed,
+    sandbox_schemas,
+    schema_state,
+    shop_on_postgres,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -105,17 +111,13 @@ def test_real_postgres_errors_are_classified_and_the_hint_gives_the_rename(
     assert "o.status" in qualified.edits[0].replace
 
 
-def _sandbox_schemas(pg: PgCluster) -> list[object]:
-    return pg.execute("select nspname from pg_namespace where nspname like 'patchit%' order by 1")
-
-
 def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
     pg: PgCluster, tmp_path: Path
 ) -> None:
     schema = f"analytics_{next(_SCHEMAS)}"
     repo = _repo(tmp_path, pg, schema, {}, green=True)
     before = schema_state(pg, schema)
-    others = _sandbox_schemas(pg)  # other tests' on this session's cluster
+    others = sandbox_schemas(pg)  # other tests' on this session's cluster
     res = patchit_dbt(repo, "build", "--select", "daily_revenue")
     assert res.returncode == 1, res.stderr  # dbt's own exit code
     assert 'column "amont" does not exist' in res.stdout
@@ -133,7 +135,7 @@ def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
     assert "upstream read live from the user's relations (--defer)" in report
     # The user's schema, its relations, rows and checksums: untouched; no sandbox left behind
     assert schema_state(pg, schema) == before
-    assert _sandbox_schemas(pg) == others
+    assert sandbox_schemas(pg) == others
     assert git(repo, "status", "--porcelain") == ""
 
 
@@ -163,7 +165,7 @@ def test_a_build_that_would_leave_the_sandbox_schema_is_refused(
     shutil.move(repo, tmp / "shop")
     repo = _repo(tmp_path, pg, schema, {}, green=True, source=tmp / "shop")
     user = {name: schema_state(pg, name) for name in (schema, marts)}
-    others = _sandbox_schemas(pg)  # other tests' on this session's cluster
+    others = sandbox_schemas(pg)  # other tests' on this session's cluster
     assert [r for r, _ in user[marts]["relations"]] == [  # type: ignore[index]
         "customer_segments", "customers", "daily_revenue", "order_payments", "orders",
     ]  # fmt: skip
@@ -175,7 +177,7 @@ def test_a_build_that_would_leave_the_sandbox_schema_is_refused(
     [incident] = incidents()
     assert incident["status"] == "failed" and incident["branch"] is None
     assert {name: schema_state(pg, name) for name in (schema, marts)} == user
-    assert _sandbox_schemas(pg) == others
+    assert sandbox_schemas(pg) == others
 
 
 def test_patchit_dbt_on_postgres_fixes_a_function_name_end_to_end(
@@ -188,16 +190,7 @@ def test_patchit_dbt_on_postgres_fixes_a_function_name_end_to_end(
     total = "models/marts/order_total.sql"
     (repo / total).write_text(BROKEN_MODELS["pg_function"] + "\n")
     commit_all(repo, "order_total: the sum of all orders")
-    before, others = schema_state(pg, schema), _sandbox_schemas(pg)
-    res = patchit_dbt(repo, "build", "--select", "order_total")
-    assert res.returncode == 1, res.stderr
-    assert "function summ(numeric) does not exist" in res.stdout
-    [incident] = incidents()
-    assert incident["status"] == "fixed", res.stderr
-    fixed = git(repo, "show", f"{incident['branch']}:{total}")
-    assert "select sum(amount) as total" in fixed
-    report = Path(incident["report_md"]).read_text()
+    said = "function summ(numeric) does not exist"
+    branch, report = heal_fixed(pg, repo, schema, "order_total", said)
+    assert "select sum(amount) as total" in git(repo, "show", f"{branch}:{total}")
     assert "; Postgres: built in schema patchit_" in report
-    assert schema_state(pg, schema) == before
-    assert _sandbox_schemas(pg) == others
-    assert git(repo, "status", "--porcelain") == ""

@@ -16,9 +16,14 @@ from patchit.examples import SHOP
 from patchit.harnesses.base import Workspace
 from patchit.harnesses.dbt import DbtHarness
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
-from tests.cli.helpers import incidents, patchit_dbt
 from tests.conftest import commit_all, git, user_dbt_events
-from tests.pg_cluster import PgCluster, schema_state, shop_on_postgres
+from tests.pg_cluster import (
+    PgCluster,
+    heal_fixed,
+    sandbox_schemas,
+    schema_state,
+    shop_on_postgres,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -31,10 +36,6 @@ where order_id > (select coalesce(max(order_id), 0) from {{ this }})
 {% endif %}
 """
 BROKEN = ORDER_LOG.replace("max(order_id)", "max(order_idd)")
-
-
-def _sandbox_schemas(pg: PgCluster) -> list[object]:
-    return pg.execute("select nspname from pg_namespace where nspname like 'patchit%' order by 1")
 
 
 def _incremental_repo(tmp_path: Path, pg: PgCluster) -> tuple[Path, str]:
@@ -58,7 +59,7 @@ def test_the_incremental_branch_fails_in_the_sandbox_as_it_did_for_the_user(
     repo, schema = _incremental_repo(tmp_path, pg)
     code, [event] = user_dbt_events(repo, ["build", "--select", "order_log"])
     assert code == 1 and 'column "order_idd" does not exist' in event.error_message
-    before, others = schema_state(pg, schema), _sandbox_schemas(pg)
+    before, others = schema_state(pg, schema), sandbox_schemas(pg)
     home = worktrees_home()
     roots = []
     try:
@@ -70,7 +71,7 @@ def test_the_incremental_branch_fails_in_the_sandbox_as_it_did_for_the_user(
                 (root / LOG).write_text(sql)
                 scratch = home.parent / "sandboxes" / "incr" / kind
                 verified[kind] = harness.verify(Workspace(root=root, scratch=scratch), event)
-            assert _sandbox_schemas(pg) != others  # made while the harness lives
+            assert sandbox_schemas(pg) != others  # made while the harness lives
         broken, fixed = verified["broken"], verified["fixed"]
         # from scratch, `max(order_idd)` is never compiled and the broken model passes
         assert not broken.passed and 'column "order_idd" does not exist' in broken.output
@@ -82,22 +83,13 @@ def test_the_incremental_branch_fails_in_the_sandbox_as_it_did_for_the_user(
         for root in roots:
             remove_worktree(repo, root)
     assert schema_state(pg, schema) == before
-    assert _sandbox_schemas(pg) == others
+    assert sandbox_schemas(pg) == others
 
 
 def test_patchit_dbt_fixes_an_incremental_branch_on_a_copy_of_the_users_table(
     pg: PgCluster, tmp_path: Path
 ) -> None:
     repo, schema = _incremental_repo(tmp_path, pg)
-    before, others = schema_state(pg, schema), _sandbox_schemas(pg)
-    res = patchit_dbt(repo, "build", "--select", "order_log")
-    assert res.returncode == 1, res.stderr
-    assert 'column "order_idd" does not exist' in res.stdout
-    [incident] = incidents()
-    assert incident["status"] == "fixed", res.stderr
-    assert "max(order_id)" in git(repo, "show", f"{incident['branch']}:{LOG}")
-    report = Path(incident["report_md"]).read_text()
+    branch, report = heal_fixed(pg, repo, schema, "order_log", 'column "order_idd" does not exist')
+    assert "max(order_id)" in git(repo, "show", f"{branch}:{LOG}")
     assert f"order_log built on a copy of {schema}.order_log (11 rows)" in report
-    assert schema_state(pg, schema) == before
-    assert _sandbox_schemas(pg) == others
-    assert git(repo, "status", "--porcelain") == ""
