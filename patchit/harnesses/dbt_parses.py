@@ -1,4 +1,4 @@
-"""Which saved parse each dbt run of a harness starts from, and what is kept after it.
+"""Which saved parse each dbt run of a harness starts from.
 
 Parsing the project is most of a warm run, so each run is offered a saved parse (dbt checks
 it, and re-parses only the files that differ, or everything, saying why):
@@ -9,12 +9,16 @@ it, and re-parses only the files that differ, or everything, saying why):
   dbt reads if the worker does not hold the decoded one; once the worker has said it holds it,
   an empty file stands in (dbt reads the decoded parse; were it gone, dbt would parse in
   full, never wrongly).
-- **Otherwise** (a fresh `dbt` per run, no parse from the failing run, or one dbt refused):
-  the harness's last parse of the lineage, else the failing run's, re-rooted.
+- **Otherwise** (a fresh `dbt` per run, or a lineage whose dbt refused the failing run's
+  parse): the failing run's parse, re-rooted; or, in a scratch dir an earlier run of the same
+  candidate parsed in, that run's own parse, left in place.
 
-Kept parses and the copy hold rendered vars (secrets too): they live in private dirs that
-`close()` removes; those of a process killed before that are removed by the next run's
-recovery sweep, or the next harness that makes one (`patchit.sandbox.private_dirs`).
+A parse a candidate's run wrote never seeds another candidate's run: the run executes the
+candidate's code (a dbt-duckdb Python model runs in dbt's process), which could rewrite the
+file, and dbt trusts what it reads there. Only the user's own run's parse crosses candidates.
+The copy of it holds rendered vars (secrets too): it lives in a private dir that `close()`
+removes; one of a process killed before that is removed by the next run's recovery sweep,
+or the next harness that makes one (`patchit.sandbox.private_dirs`).
 """
 
 from __future__ import annotations
@@ -28,24 +32,17 @@ from pathlib import Path
 
 from patchit.config import resolve_home
 from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
-from patchit.sandbox.private_dirs import FAILING_PARSES, KEPT_PARSES, make_private_dir
-from patchit.sandbox.snapshot import (
-    PARTIAL_PARSE_FILE,
-    keep_partial_parse,
-    read_parse_mode,
-    rebase_partial_parse,
-    seed_partial_parse,
-)
+from patchit.sandbox.private_dirs import FAILING_PARSES, make_private_dir
+from patchit.sandbox.snapshot import PARTIAL_PARSE_FILE, read_parse_mode, rebase_partial_parse
 
 SavedParse = dict[str, str]  # a warm request's `saved_parse`: source, sha256, root, file
 _FULL_PARSE_REASON = re.compile(r"Unable to do partial parsing because ([^\n]*)")
 
 
 class ParseSeeds:
-    """One harness's saved parses: seed a run's target dir, keep what the run wrote."""
+    """One harness's saved parses: seed a run's target dir, note how the run parsed."""
 
     def __init__(self) -> None:
-        self._kept_dir: Path | None = None  # the latest parse per lineage
         self._copies_dir: Path | None = None  # the failing runs' parses, for the worker
         # (path, mtime, size) -> (copy, its sha256): the worker checks the hash, since a run
         # (without Landlock) could write where the copy is
@@ -69,10 +66,11 @@ class ParseSeeds:
                 return saved
             if rebase_partial_parse(source, box.target_dir, box.project_dir):
                 return saved
-        kept = self._kept_file(box.parse_key)
-        if kept.is_file():
-            seed_partial_parse(kept, box.target_dir)
-        elif user is not None:
+        own = box.target_dir / PARTIAL_PARSE_FILE
+        with contextlib.suppress(OSError):
+            if box.parse_key in self._refused and own.stat().st_size > 0:
+                return None  # this candidate's own earlier parse, not the refused one again
+        if user is not None:
             rebase_partial_parse(user, box.target_dir, box.project_dir)
         return None
 
@@ -83,7 +81,8 @@ class ParseSeeds:
         worker_pid: int | None,
         saved: SavedParse | None,
     ) -> None:
-        """Note how the run parsed, and keep the parse it wrote for the lineage's next run."""
+        """Note how the run parsed (a lineage whose dbt refused the failing run's parse is not
+        offered it again)."""
         mode = outcome.parse_mode if outcome is not None else None
         self.last_mode = (
             read_parse_mode(box.log_path.parent / "logs")
@@ -97,26 +96,19 @@ class ParseSeeds:
                     self._held.add(held)
                 else:
                     self._held.discard(held)
-                return  # nothing new to keep (what is there may be the empty seed)
+                return
             self._held.discard(held)
-            self._refused.add(box.parse_key)  # dbt said why; the parse it wrote next time
-        with contextlib.suppress(OSError):  # a parse not kept costs speed, never correctness
-            keep_partial_parse(box.target_dir, self._kept_file(box.parse_key))
+        if self.last_mode.startswith("full"):
+            self._refused.add(box.parse_key)  # dbt said why
 
     def close(self) -> None:
-        for where in (self._kept_dir, self._copies_dir):
-            if where is not None:
-                shutil.rmtree(where, ignore_errors=True)
-        self._kept_dir = self._copies_dir = None
+        if self._copies_dir is not None:
+            shutil.rmtree(self._copies_dir, ignore_errors=True)
+        self._copies_dir = None
         self._copies.clear()
         self._held.clear()
         self._refused.clear()
         self.last_mode = "unknown"
-
-    def _kept_file(self, key: str) -> Path:
-        if self._kept_dir is None:
-            self._kept_dir = make_private_dir(resolve_home(), KEPT_PARSES)
-        return self._kept_dir / key / PARTIAL_PARSE_FILE
 
     def _copy_of(self, user_parse: Path) -> tuple[Path, str] | None:
         """The failing run's parse, copied once into a private dir under patchit's sandboxes

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from patchit.liveness import owner_is_dead, run_owner
 
-# (area under $PATCHIT_HOME, prefix): the dbt harness's kept parses, and its copies of the
-# failing run's parse (where the warm worker can read them)
+# (area under $PATCHIT_HOME, prefix): the parses an older patchit kept per lineage (swept
+# only: none are made any more), and the dbt harness's copies of the failing run's parse
+# (where the warm worker can read them)
 KEPT_PARSES = ("cache", "dbt-partial-parse-")
 FAILING_PARSES = ("sandboxes", ".dbt-failing-parse-")
 ALL = (KEPT_PARSES, FAILING_PARSES)

@@ -14,10 +14,8 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
-import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 from patchit.errors import BadInputError, HarnessError
@@ -88,15 +86,6 @@ def warehouse_relations(db_copy: Path | None) -> set[str] | None:
 PARTIAL_PARSE_FILE = "partial_parse.msgpack"
 
 
-def seed_partial_parse(source: Path | None, target_dir: Path) -> bool:
-    """Copy a saved partial-parse file into a run's target dir; False if there is none."""
-    if source is None or not source.is_file():
-        return False
-    target_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, target_dir / PARTIAL_PARSE_FILE)
-    return True
-
-
 def rebase_partial_parse(source: Path, target_dir: Path, project_dir: Path) -> bool:
     """Copy the user's partial-parse file into a run's target dir, re-rooted at `project_dir`.
 
@@ -163,23 +152,6 @@ def _node_dicts(group: object) -> list[dict[str, object]]:
             if isinstance(node, dict):
                 found.append(node)
     return found
-
-
-def keep_partial_parse(target_dir: Path, dest: Path) -> bool:
-    """Save the partial-parse file a run wrote, atomically (readers never see half a file)."""
-    source = target_dir / PARTIAL_PARSE_FILE
-    if not source.is_file():
-        return False
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".partial-parse-")
-    os.close(fd)
-    try:
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, dest)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return True
 
 
 def read_parse_mode(log_dir: Path) -> str:

@@ -37,7 +37,7 @@ def user_parse(tmp_path: Path) -> Path:
 
 def _box(tmp_path: Path, name: str, user_parse: Path | None) -> DbtSandbox:
     scratch = tmp_path / "sandboxes" / name
-    (scratch / "logs").mkdir(parents=True)
+    (scratch / "logs").mkdir(parents=True, exist_ok=True)
     return DbtSandbox(
         args=["build"], cwd=tmp_path / name, log_path=scratch / "out.log",
         target_dir=scratch / "target", parse_key="lineage", project_dir=tmp_path / name,
@@ -100,7 +100,6 @@ def test_a_copy_changed_since_is_copied_again_and_a_stub_is_never_kept(
     assert _seeded(stubbed) == b""
     seeds.after(stubbed, DbtOutcome(success=False), 41, stub)
     assert seeds.last_mode == "unknown"
-    assert not seeds._kept_file("lineage").exists()
     seeds.close()
 
 
@@ -112,24 +111,35 @@ def test_a_parse_dbt_refused_is_not_offered_again(tmp_path: Path, user_parse: Pa
     (first.target_dir / PARTIAL_PARSE_FILE).write_bytes(b"dbt's full parse")
     seeds.after(first, DbtOutcome(success=True, parse_mode="full"), 41, saved)
     assert seeds.last_mode == "full: config vars changed"
+    # the same candidate's next run (its scratch dir): its own parse, left in place
+    again = _box(tmp_path, "c1", user_parse)
+    assert seeds.seed(again, worker_pid=41) is None
+    assert _seeded(again) == b"dbt's full parse"
+    # another candidate: never the parse a candidate's run wrote (its code could rewrite it),
+    # the user's, re-rooted (dbt parses in full again, saying why)
     second = _box(tmp_path, "c2", user_parse)
-    assert seeds.seed(second, worker_pid=41) is None  # the lineage's own parse instead
-    assert _seeded(second) == b"dbt's full parse"
+    assert seeds.seed(second, worker_pid=41) is None
+    assert _seeded(second) != b"dbt's full parse" and b"/home/dana" not in _seeded(second)
+    assert msgpack.unpackb(_seeded(second))["metadata"] == {"project_name": "shop"}
     seeds.close()
 
 
-def test_without_a_worker_the_lineage_carries_on(tmp_path: Path, user_parse: Path) -> None:
+def test_without_a_worker_each_candidate_starts_from_the_users_parse(
+    tmp_path: Path, user_parse: Path, _patchit_home: Path
+) -> None:
     seeds = ParseSeeds()
     first = _box(tmp_path, "c1", user_parse)
     assert seeds.seed(first, worker_pid=None) is None
     assert b"/home/dana" not in _seeded(first)
-    (first.target_dir / PARTIAL_PARSE_FILE).write_bytes(b"the run's parse")
+    (first.target_dir / PARTIAL_PARSE_FILE).write_bytes(b"a parse the run rewrote")
     (first.log_path.parent / "logs" / "dbt.log").write_text("Partial parsing enabled\n")
     seeds.after(first, DbtOutcome(success=True), None, None)
     assert seeds.last_mode == "partial"  # read from dbt's log
     second = _box(tmp_path, "c2", user_parse)
     assert seeds.seed(second, worker_pid=None) is None
-    assert _seeded(second) == b"the run's parse"
+    assert _seeded(second) != b"a parse the run rewrote"
+    assert msgpack.unpackb(_seeded(second))["metadata"] == {"project_name": "shop"}
+    assert not (_patchit_home / "cache").exists()  # nothing kept between candidates
     seeds.close()
 
 

@@ -10,11 +10,8 @@ import pytest
 
 from patchit.errors import BadInputError, HarnessError
 from patchit.sandbox.snapshot import (
-    PARTIAL_PARSE_FILE,
     copy_for_candidate,
-    keep_partial_parse,
     read_parse_mode,
-    seed_partial_parse,
     snapshot_database,
     wal_path,
 )
@@ -49,21 +46,6 @@ def test_missing_files_are_named(tmp_path: Path) -> None:
         snapshot_database(tmp_path / "nope.duckdb", tmp_path / "snap")
     with pytest.raises(HarnessError, match="missing"):
         copy_for_candidate(tmp_path / "snap" / "nope.duckdb", tmp_path / "c1")
-
-
-def test_partial_parse_is_kept_atomically_and_seeded(tmp_path: Path) -> None:
-    run_target = tmp_path / "run" / "target"
-    cache = tmp_path / "cache" / "k" / PARTIAL_PARSE_FILE
-    assert not keep_partial_parse(run_target, cache)  # the run wrote none
-    run_target.mkdir(parents=True)
-    (run_target / PARTIAL_PARSE_FILE).write_bytes(b"msgpack bytes")
-    assert keep_partial_parse(run_target, cache)
-    assert cache.read_bytes() == b"msgpack bytes"
-    assert [p.name for p in cache.parent.iterdir()] == [PARTIAL_PARSE_FILE]  # no temp left
-    next_target = tmp_path / "next" / "target"
-    assert seed_partial_parse(cache, next_target)
-    assert (next_target / PARTIAL_PARSE_FILE).read_bytes() == b"msgpack bytes"
-    assert not seed_partial_parse(tmp_path / "none", tmp_path / "other")
 
 
 def test_read_parse_mode(tmp_path: Path) -> None:
