@@ -81,13 +81,25 @@ def node_selector(unique_id: str) -> str | None:
     return ".".join(parts[2:])
 
 
+def yaml_unit_path(unit_id: str) -> str | None:
+    """`file:models/schema.yml` (a YAML file's unit, project-relative) -> its path; None for
+    anything else, or a path a dbt selector cannot hold."""
+    path = unit_id.removeprefix("file:")
+    if path == unit_id or not path.endswith((".yml", ".yaml")):
+        return None
+    if any(c in path for c in " ,+*?[@:") or path.startswith(("/", "..")):
+        return None
+    return path
+
+
 def select_units(
     event: UniversalFailureEvent,
     with_state: bool,
     unbuilt: Unbuilt = (),
     changed: tuple[str, ...] = (),
 ) -> list[str]:
-    """The failed unit and the incident's related units, each with its descendants; and the
+    """The failed unit and the incident's related units, each with its descendants (a YAML
+    file's: the nodes it describes and their tests, `path:<file>+`); and the
     ancestors of those that the sandbox's warehouse lacks (`unbuilt`: their names, or `FRESH`
     when there is no warehouse at all), which dbt builds first in the same run. What the
     candidate changed is added with its descendants: by name (`changed`, see dbt_changes),
@@ -102,6 +114,11 @@ def select_units(
     for unit_id in unit_ids:
         selector = node_selector(str(unit_id))
         if not selector:
+            if yaml := yaml_unit_path(str(unit_id)):
+                # what the file describes (dbt's `path:` matches a model's properties file
+                # too) and its tests, downstream: `state:modified` does not see a column's
+                # description or an emptied test list, and would select nothing
+                add(f"path:{yaml}+")
             continue
         add(f"{selector}+")
         if unbuilt is FRESH or len(unbuilt) > MAX_UNBUILT_SELECTORS:

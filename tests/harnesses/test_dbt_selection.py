@@ -50,6 +50,23 @@ def test_select_units_adds_related_units_and_state() -> None:
     assert select_units(event, with_state=True)[-1] == "state:modified+"
 
 
+@pytest.mark.parametrize(
+    ("unit_id", "selected"),
+    [
+        # what the file describes and its tests: state:modified alone selects nothing for an
+        # emptied test list or a column's description
+        ("file:models/marts/schema.yml", ["path:models/marts/schema.yml+", "state:modified+"]),
+        ("file:models/a b.yml", ["state:modified+"]),  # a selector cannot hold the space
+        ("file:dbt_project.yml", ["path:dbt_project.yml+", "state:modified+"]),
+        ("file:models/orders.sql", ["state:modified+"]),
+        ("project.shop", ["state:modified+"]),
+    ],
+)
+def test_a_yaml_files_unit_selects_what_it_describes(unit_id: str, selected: list[str]) -> None:
+    event = UniversalFailureEvent(source="dbt", pipeline_id="shop", unit_id=unit_id)
+    assert select_units(event, with_state=True) == selected
+
+
 def test_nodes_the_warehouse_lacks_are_built_first_when_upstream() -> None:
     event = UniversalFailureEvent(
         source="dbt", pipeline_id="shop", unit_id="model.shop.orders",
