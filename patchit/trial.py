@@ -167,7 +167,7 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         record_refusal(bench, candidate, diff, refusal)
         trial.refusal = refusal
         return trial
-    if bench.ahead is not None and compares_outputs(bench.event, bench.harness):
+    if bench.ahead is not None and bench.ahead.started:  # prepared by run_trial
         # the incident's baseline, from the first candidate policy and memory let through:
         # it builds while this one is applied, screened and verified (no-op after the first,
         # or for a one-at-a-time harness)

@@ -123,17 +123,29 @@ def deferred_schemas(output: dict[str, Any], manifest: Path | None) -> list[str]
 Relation = tuple[str, str, str]  # database ("" when the manifest has none), schema, name
 _RELATIONS: OrderedDict[bytes, dict[str, Relation]] = OrderedDict()
 _RELATIONS_LOCK = threading.Lock()
+_DIGESTS: dict[tuple[str, int, int, int], bytes] = {}  # a file's version -> its content's key
 
 
 def manifest_relations(manifest: Path) -> dict[str, Relation]:
     """Where the manifest's models, seeds and snapshots are built, by unique_id; parsed once
-    per content (every candidate of a heal asks, each of its own copy of the manifest)."""
+    per content (every candidate of a heal asks, each of its own copy of the manifest), and
+    a file not read again while it is unchanged."""
     try:
+        stat = manifest.stat()
+        version = (str(manifest), stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        with _RELATIONS_LOCK:  # a file read before, unchanged: not read again
+            key = _DIGESTS.get(version)
+            if key is not None and key in _RELATIONS:
+                _RELATIONS.move_to_end(key)
+                return _RELATIONS[key]
         data = manifest.read_bytes()
     except OSError:
         return {}
     key = hashlib.blake2b(data, digest_size=16).digest()
     with _RELATIONS_LOCK:
+        _DIGESTS[version] = key
+        while len(_DIGESTS) > 64:
+            _DIGESTS.pop(next(iter(_DIGESTS)))
         if key in _RELATIONS:
             _RELATIONS.move_to_end(key)
             return _RELATIONS[key]

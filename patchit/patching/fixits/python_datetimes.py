@@ -32,6 +32,8 @@ from patchit.patching.fixits.python_common import (
     make_candidate,
     nodes_on_line,
     read_source,
+    replace_spans,
+    span_of,
 )
 
 _MIXED = re.compile(r"can't (compare|subtract) offset-naive and offset-aware datetimes")
@@ -166,16 +168,6 @@ def _utc(tree: ast.Module, text: str, form: Form) -> tuple[str, str] | None:
     return None
 
 
-def _replace(text: str, node: ast.expr, new: str) -> str:
-    """`text` with one-line `node`'s source replaced by `new` (offsets are UTF-8 bytes)."""
-    lines = text.splitlines(keepends=True)
-    row = lines[node.lineno - 1]
-    start = len(row.encode()[: node.col_offset].decode())
-    end = len(row.encode()[: node.end_col_offset].decode())
-    lines[node.lineno - 1] = row[:start] + new + row[end:]
-    return "".join(lines)
-
-
 class NaiveAwareStrategy(FixIt):
     """Compare or subtract a naive and an aware datetime in UTC."""
 
@@ -225,7 +217,7 @@ class NaiveAwareStrategy(FixIt):
         else:
             fixed = f"{expr}.replace(tzinfo={name})"
         # an import line gained `, timezone` at most: line numbers hold
-        after = _replace(imported, side, fixed)
+        after = replace_spans(imported, [(*span_of(side), fixed)])
         assert frame is not None
         rationale = (
             f"{frame.path}:{frame.line} {mixed.group(1)}s a naive datetime ({expr}) with an "
@@ -250,5 +242,5 @@ class NaiveAwareStrategy(FixIt):
             f"now ({aware}); compare in naive UTC, so that a text with an offset still fails "
             "rather than being shifted"
         )
-        after = _replace(text, other, f"{aware}.replace(tzinfo=None)")
+        after = replace_spans(text, [(*span_of(other), f"{aware}.replace(tzinfo=None)")])
         return make_candidate(self, frame.path, text, after, rationale, 0.7)
