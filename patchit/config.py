@@ -106,7 +106,14 @@ class SandboxConfig(BaseModel):
     memory_mb: int = Field(default=4096, ge=64)
     pg_copy_limit_mb: int = Field(
         default=1024, ge=0,
-        description="Postgres: the largest incremental table copied into a sandbox schema",
+        description="Postgres: the largest incremental table copied into a sandbox schema, "
+        "and the largest database copied as an incident's database of its own",
+    )  # fmt: skip
+    pg_clone: str = Field(
+        default="auto", pattern="^(auto|never)$",
+        description="Postgres: auto: verify in patchit's own copy of the user's database "
+        "(create database ... template) where the role may make one; never: always in sandbox "
+        "schemas of the user's database",
     )  # fmt: skip
     harness: str | None = Field(
         default=None, description="force a harness by name (dbt, airflow, python, ci, compose)"
@@ -207,11 +214,37 @@ def load_config(repo_root: Path | None) -> PatchitConfig:
         return PatchitConfig()
     try:
         return PatchitConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
-    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+    except tomllib.TOMLDecodeError as exc:
         msg = str(exc).splitlines()[0]
         raise BadInputError(
             f"{path}: invalid patchit config ({msg}); fix or remove the file"
         ) from exc
+    except ValidationError as exc:
+        raise BadInputError(
+            f"{path}: invalid patchit config: {field_error(exc)}; fix or remove the file"
+        ) from exc
+
+
+def field_error(exc: ValidationError) -> str:
+    """The first bad setting, as the file spells it: `[sandbox] pg_clone = 'x': what is
+    wrong` (and how many more there are)."""
+    errors = exc.errors()
+    if not errors:
+        return str(exc).splitlines()[0]
+    first = errors[0]
+    loc, value = list(first.get("loc", ())), first.get("input")
+    key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc[1:])
+    if len(loc) >= 2:
+        where = f"[{loc[0]}] {key.lstrip('.')}"
+    else:  # a top-level key: a [section] when its value is a table
+        where = (f"[{loc[0]}]" if isinstance(value, dict) else str(loc[0])) if loc else "the file"
+    shown = "" if first.get("type") in ("missing", "extra_forbidden") else f" = {value!r}"
+    if first.get("type") == "extra_forbidden":
+        what = "unknown section" if len(loc) == 1 and isinstance(value, dict) else "unknown setting"
+    else:
+        what = str(first.get("msg", "invalid")).replace("String should match pattern", "must match")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}{shown}: {what}{more}"
 
 
 class StateConfig(BaseModel):
@@ -240,7 +273,7 @@ def load_deployment(home: Path) -> DeploymentConfig:
     try:  # an unreadable file is a StateUrlError: a BadInputError already
         return DeploymentConfig.model_validate(read_deployment(home))
     except ValidationError as exc:
-        msg = str(exc).splitlines()[0]
         raise BadInputError(
-            f"{deployment_file(home)}: invalid deployment config ({msg}); fix or remove the file"
+            f"{deployment_file(home)}: invalid deployment config: {field_error(exc)}; fix or "
+            "remove the file"
         ) from exc

@@ -27,6 +27,7 @@ __all__ = [
     "heal_fixed",
     "pg_cluster",
     "pg_ctl",
+    "sandbox_databases",
     "sandbox_schemas",
     "shop_on_postgres",
 ]
@@ -75,6 +76,13 @@ def schema_state(pg: PgCluster, schema: str) -> dict[str, object]:
 def sandbox_schemas(pg: PgCluster) -> list[object]:
     """patchit's sandbox schemas on the cluster now (other tests' too: compare before/after)."""
     return pg.execute("select nspname from pg_namespace where nspname like 'patchit%' order by 1")
+
+
+def sandbox_databases(pg: PgCluster) -> list[object]:
+    """patchit's databases of its own (`patchit_db_<hex>`) on the cluster now."""
+    return pg.execute(
+        "select datname from pg_database where datname like 'patchit\\_db\\_%' order by 1"
+    )
 
 
 def heal_fixed(pg: PgCluster, repo: Path, schema: str, select: str, error: str) -> tuple[str, str]:

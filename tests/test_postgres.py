@@ -8,6 +8,7 @@ The user's relations are written with SQL, not built by dbt: one dbt run per tes
 from __future__ import annotations
 
 import itertools
+import re
 import shutil
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from tests.conftest import commit_all, git, user_dbt_events
 from tests.pg_cluster import (
     PgCluster,
     heal_fixed,
+    sandbox_databases,
     sandbox_schemas,
     schema_state,
     shop_on_postgres,
@@ -111,14 +113,26 @@ def test_real_postgres_errors_are_classified_and_the_hint_gives_the_rename(
     assert "o.status" in qualified.edits[0].replace
 
 
+@pytest.mark.parametrize("clone", ["auto", "never", "busy"])
 def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
-    pg: PgCluster, tmp_path: Path
+    pg: PgCluster, tmp_path: Path, clone: str
 ) -> None:
+    """In patchit's own copy of the user's database (`auto`), or, with `pg_clone = "never"`
+    or another session on the user's database (`busy`), in a schema of the user's."""
     schema = f"analytics_{next(_SCHEMAS)}"
     repo = _repo(tmp_path, pg, schema, {}, green=True)
+    if clone == "never":
+        (repo / ".patchit.toml").write_text('[sandbox]\npg_clone = "never"\n')
+        with (repo / ".git" / "info" / "exclude").open("a") as exclude:
+            exclude.write(".patchit.toml\n")  # the user's own setting, not in the history
     before = schema_state(pg, schema)
-    others = sandbox_schemas(pg)  # other tests' on this session's cluster
-    res = patchit_dbt(repo, "build", "--select", "daily_revenue")
+    others, databases = sandbox_schemas(pg), sandbox_databases(pg)  # other tests' on it
+    busy = pg.connect() if clone == "busy" else None
+    try:
+        res = patchit_dbt(repo, "build", "--select", "daily_revenue")
+    finally:
+        if busy is not None:
+            busy.close()
     assert res.returncode == 1, res.stderr  # dbt's own exit code
     assert 'column "amont" does not exist' in res.stdout
     assert "Traceback" not in res.stderr
@@ -131,11 +145,23 @@ def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
     assert "sum(amount) as revenue" in fixed
     assert "data check: same as baseline" in res.stderr
     report = Path(incident["report_md"]).read_text()
-    assert "; Postgres: built in schema patchit_" in report
-    assert "upstream read live from the user's relations (--defer)" in report
+    if clone == "auto":
+        assert re.search(
+            r"; Postgres: built in schema patchit_[0-9a-f]{12} of patchit_db_"
+            r"[0-9a-f]{12}, patchit's copy of database postgres made ",
+            report,
+        )
+        assert "upstream read from the copy (--defer)" in report
+    else:
+        assert "; Postgres: built in schema patchit_" in report
+        assert "upstream read live from the user's relations (--defer)" in report
+        why = ('[sandbox] pg_clone = "never"' if clone == "never" else
+               "1 other session(s) are connected to database postgres")  # fmt: skip
+        assert f"no copy of the database: {why}" in report
     # The user's schema, its relations, rows and checksums: untouched; no sandbox left behind
     assert schema_state(pg, schema) == before
     assert sandbox_schemas(pg) == others
+    assert sandbox_databases(pg) == databases
     assert git(repo, "status", "--porcelain") == ""
 
 

@@ -20,6 +20,7 @@ from tests.conftest import commit_all, git, user_dbt_events
 from tests.pg_cluster import (
     PgCluster,
     heal_fixed,
+    sandbox_databases,
     sandbox_schemas,
     schema_state,
     shop_on_postgres,
@@ -60,6 +61,7 @@ def test_the_incremental_branch_fails_in_the_sandbox_as_it_did_for_the_user(
     code, [event] = user_dbt_events(repo, ["build", "--select", "order_log"])
     assert code == 1 and 'column "order_idd" does not exist' in event.error_message
     before, others = schema_state(pg, schema), sandbox_schemas(pg)
+    databases = sandbox_databases(pg)
     home = worktrees_home()
     roots = []
     try:
@@ -71,12 +73,14 @@ def test_the_incremental_branch_fails_in_the_sandbox_as_it_did_for_the_user(
                 (root / LOG).write_text(sql)
                 scratch = home.parent / "sandboxes" / "incr" / kind
                 verified[kind] = harness.verify(Workspace(root=root, scratch=scratch), event)
-            assert sandbox_schemas(pg) != others  # made while the harness lives
+            # patchit's copy of the database, made while the harness lives
+            assert sandbox_databases(pg) != databases
         broken, fixed = verified["broken"], verified["fixed"]
         # from scratch, `max(order_idd)` is never compiled and the broken model passes
         assert not broken.passed and 'column "order_idd" does not exist' in broken.output
         copied = f"order_log built on a copy of {schema}.order_log (11 rows)"
         assert copied in broken.isolation and copied in fixed.isolation
+        assert "patchit's copy of database postgres" in fixed.isolation
         assert fixed.passed, fixed.output
         assert "incremental" in fixed.output
     finally:
@@ -84,6 +88,7 @@ def test_the_incremental_branch_fails_in_the_sandbox_as_it_did_for_the_user(
             remove_worktree(repo, root)
     assert schema_state(pg, schema) == before
     assert sandbox_schemas(pg) == others
+    assert sandbox_databases(pg) == databases
 
 
 def test_patchit_dbt_fixes_an_incremental_branch_on_a_copy_of_the_users_table(

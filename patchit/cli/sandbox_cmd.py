@@ -43,7 +43,7 @@ def clean(
     dry_run: bool,
 ) -> None:
     """Drop the `patchit_<hex>` schemas of heals that died (e.g. `kill -9`) in a Postgres
-    target's database.
+    target's database, and their `patchit_db_<hex>` databases (copies of it) on its server.
 
     Only schemas owned by the profile's role (or a role it is a member of) are judged. A
     schema is dropped only when its comment is patchit's and names its owner, and that run is
@@ -58,7 +58,7 @@ def clean(
     from patchit.errors import BadInputError
     from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
     from patchit.sandbox.dbt_profile import resolve_dbt_target
-    from patchit.sandbox.pg_orphans import sweep
+    from patchit.sandbox.pg_orphans import sweep, sweep_clones
     from patchit.sandbox.postgres import PgWarehouse, is_postgres
 
     cwd = Path.cwd()
@@ -87,6 +87,8 @@ def clean(
         done = sweep(warehouse, max_age_s=max_age_hours * 3600, dry_run=dry_run)
     finally:
         warehouse.close()
+    databases = sweep_clones(resolved.output, max_age_s=max_age_hours * 3600, dry_run=dry_run)
+    schemas, done = len(done), [*done, *databases]
     for verdict, dropped in done:
         if dry_run and verdict.drop:
             click.echo(f"would drop {verdict.schema}: {verdict.why}")
@@ -95,7 +97,8 @@ def clean(
     count = sum(dropped for _, dropped in done)
     verb = "would drop" if dry_run else "dropped"
     count = sum(v.drop for v, _ in done) if dry_run else count
-    click.echo(f"{warehouse.where}: {len(done)} sandbox schema(s), {verb} {count}")
+    owned = f" and {len(databases)} database(s) of its own" if databases else ""
+    click.echo(f"{warehouse.where}: {schemas} sandbox schema(s){owned}, {verb} {count}")
     failed = [verdict for verdict, _ in done if verdict.error]
     for verdict in failed:
         click.echo(f"patchit: error: {verdict.failure_line()}", err=True)

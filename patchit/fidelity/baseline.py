@@ -120,17 +120,21 @@ class BaselineRunner:
     def _outputs_exist(self, state: dict[str, Any]) -> bool:
         """Whether the remembered runs' outputs are still there: a Postgres sandbox schema
         lives only as long as the harness that built it (a later heal builds it again)."""
-        schemas = [
-            str(r["outputs"]["pg_schema"])
-            for r in state.get("runs", [])
-            if (r.get("outputs") or {}).get("pg_schema")
-        ]
+        outputs = [r.get("outputs") or {} for r in state.get("runs", [])]
+        schemas = [str(o["pg_schema"]) for o in outputs if o.get("pg_schema")]
         if not schemas:
             return True
+        databases = {str(o.get("pg_dbname") or "") for o in outputs if o.get("pg_schema")}
+        if len(databases) != 1:
+            return False  # not one database to compare in
         try:
+            from patchit.sandbox.pg_clone import with_dbname
             from patchit.sandbox.postgres import PgWarehouse
 
-            warehouse = PgWarehouse(resolve_dbt_target(self.event).output)
+            output = resolve_dbt_target(self.event).output
+            if database := databases.pop():  # patchit's copy, while the incident lasts
+                output = with_dbname(output, database)
+            warehouse = PgWarehouse(output)
             try:
                 return warehouse.schemas_exist(schemas)
             finally:
@@ -195,7 +199,8 @@ class BaselineRunner:
             kept = dbt_outputs(workspace, self.event, result, keep=workspace.scratch / "outputs")
             target = str(workspace.scratch / "target")
             if kept.pg_schema is not None:  # in the database, not in the worktree
-                return {"pg_schema": kept.pg_schema, "target": target}
+                where = {k: v for k, v in result.outputs.items() if k == "pg_dbname"}
+                return {"pg_schema": kept.pg_schema, "target": target, **where}
             assert kept.duckdb is not None
             # read now: built ahead, this overlaps the first candidate's verification
             precompute_stats(kept.duckdb, [(n.schema, n.name) for n in kept.nodes.values()])

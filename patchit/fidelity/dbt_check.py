@@ -40,6 +40,13 @@ def open_diff(base: DbtOutputs, cand: DbtOutputs) -> Diff:
         return WarehouseDiff(base.duckdb, cand.duckdb)
     if base.pg_output and base.pg_schema and cand.pg_schema:
         from patchit.fidelity.pg_data import PgWarehouseDiff
+        from patchit.sandbox.pg_clone import dbname_of
+
+        if cand.pg_output is not None and dbname_of(cand.pg_output) != dbname_of(base.pg_output):
+            raise HarnessError(
+                f"the two runs' schemas are in databases {dbname_of(base.pg_output)} and "
+                f"{dbname_of(cand.pg_output)}: Postgres compares inside one"
+            )
 
         return PgWarehouseDiff(base.pg_output, base.pg_schema, cand.pg_schema)
     raise HarnessError("the two runs' outputs are not in one kind of warehouse")

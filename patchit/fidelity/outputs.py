@@ -21,6 +21,7 @@ from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt_prepare import sandbox_paths
 from patchit.harnesses.dbt_units import RUN_NODES_FILE
 from patchit.sandbox.dbt_profile import resolve_dbt_target, sandbox_db_location
+from patchit.sandbox.pg_clone import with_dbname
 
 BUILT_TYPES = ("model", "seed", "snapshot")
 
@@ -43,7 +44,7 @@ class DbtOutputs:
 
     duckdb: Path | None
     nodes: dict[str, BuiltNode]
-    pg_output: dict[str, Any] | None = None  # the user's profile output (Postgres)
+    pg_output: dict[str, Any] | None = None  # the profile output it was built with (Postgres)
     pg_schema: str | None = None  # the run's sandbox schema (Postgres)
 
 
@@ -104,6 +105,8 @@ def dbt_outputs(
     if result.outputs.get("pg_schema"):  # it stays in the database until the harness closes
         try:
             output = resolve_dbt_target(event).output
+            if result.outputs.get("pg_dbname"):  # patchit's copy of the user's database
+                output = with_dbname(output, str(result.outputs["pg_dbname"]))
         except BadInputError as exc:
             raise HarnessError(f"no dbt target to compare: {exc}") from exc
         return DbtOutputs(

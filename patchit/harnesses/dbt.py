@@ -45,6 +45,7 @@ from patchit.harnesses.dbt_parses import ParseSeeds
 from patchit.harnesses.dbt_pg import (
     PgSchemas,
     guard_schemas,
+    pg_outputs,
     seed_incrementals,
     warehouse_note,
 )
@@ -176,6 +177,8 @@ class DbtHarness:
     def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
         started = time.monotonic()
         project_dir, cwd = sandbox_paths(workspace, event)
+        self._pg.clone = self.sandbox.pg_clone
+        self._pg.clone_limit = self.sandbox.pg_copy_limit_mb * 2**20
         box = prepare(workspace, event, project_dir, cwd, self._pg)
         env = run_env(event, project_dir, workspace.scratch.resolve()) | box.env
         need = (workspace.root, workspace.scratch)
@@ -235,7 +238,7 @@ class DbtHarness:
             isolation=sandbox.describe() + warehouse_note(box),
             fidelity="runtime",
             limit_hit=limit,
-            outputs={"pg_schema": box.pg_schema} if box.pg_schema else {},
+            outputs=pg_outputs(box),
         )
 
     def release(self, area: Path) -> None:

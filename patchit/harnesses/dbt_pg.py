@@ -15,12 +15,15 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from patchit.errors import HarnessError
 from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
-from patchit.sandbox.pg_orphans import sweep
+from patchit.sandbox.pg_clone import Clone, dbname_of, drop_clone, make_clone, with_dbname
+from patchit.sandbox.pg_orphans import sweep, sweep_clones
 from patchit.sandbox.postgres import PgWarehouse, sandbox_schema
 
 # What the guard lists: what a build writes, and tests (their stored failures are written to
@@ -32,54 +35,108 @@ NOTHING_SELECTED = "No nodes selected!"  # dbt's line for an empty selection: no
 UNVERIFIED = "its incremental branch is not verified"
 
 
+@dataclass(frozen=True)
+class Placed:
+    """Where a candidate's run builds: its sandbox `schema`, the profile `output` it connects
+    with (the user's, or its database the incident's clone), the names of the relations its
+    `--defer` finds built, and the incident's database (`clone.name` None: the user's)."""
+
+    schema: str
+    output: dict[str, Any]
+    relations: set[str]
+    clone: Clone
+
+
 class PgSchemas:
-    """The sandbox schemas one harness made; close() drops them all."""
+    """The sandbox schemas (and databases of its own) one harness made; close() drops them
+    all. `clone` ("auto" or "never") and `clone_limit` (bytes) say whether an incident gets a
+    copy of the user's database (`patchit.sandbox.pg_clone`)."""
 
     def __init__(self) -> None:
+        self.clone = "auto"
+        self.clone_limit = 1024 * 2**20
         self._warehouses: dict[str, PgWarehouse] = {}
+        self._clones: dict[str, Clone] = {}  # the user's output -> the incident's database
+        self._swept: set[str] = set()  # the user's outputs whose dead runs were swept
         self._made: list[tuple[PgWarehouse, str, Path]] = []  # and the scratch it is for
-        self.swept: list[str] = []  # schemas of dead runs dropped on the way
+        self.swept: list[str] = []  # schemas (and clones) of dead runs dropped on the way
         self._problems: list[str] = []  # what close() says besides its own
+        self._lock = threading.Lock()
+
+    def sweep_dead(self, output: dict[str, Any]) -> None:
+        """Once per database: drop the schemas and clones that killed runs left there
+        (`patchit.sandbox.pg_orphans`), on a connection closed afterwards (a session on the
+        user's database would keep it from being copied)."""
+        key = _key(output)
+        if key in self._swept:
+            return
+        self._swept.add(key)
+        warehouse = PgWarehouse(output)
+        try:
+            done = [*sweep(warehouse), *sweep_clones(output)]
+            self.swept += [v.schema for v, dropped in done if dropped]
+            self._problems += [
+                f"sandbox {v.schema} of a dead run was not dropped: {v.error}"
+                for v, _ in done
+                if v.error
+            ]
+        except HarnessError as exc:  # not the heal's failure: said by close()
+            self._problems.append(f"sandboxes of dead runs were not swept: {exc}")
+        finally:
+            warehouse.close()
+
+    def _database(self, output: dict[str, Any]) -> Clone:
+        """The incident's database on `output`'s server: a clone made the first time (with
+        `clone` "auto"), kept until its last schema is released."""
+        key = _key(output)
+        with self._lock:  # a baseline and a candidate place at once: one copy for both
+            return self._clones.get(key) or self._make(output, key)
+
+    def _make(self, output: dict[str, Any], key: str) -> Clone:
+        if key not in self._clones:
+            self.sweep_dead(output)
+            if self.clone == "never":
+                self._clones[key] = Clone(None, '[sandbox] pg_clone = "never"')
+            else:
+                self._clones[key] = make_clone(output, self.clone_limit)
+        return self._clones[key]
 
     def warehouse(self, output: dict[str, Any]) -> PgWarehouse:
-        """patchit's connection to `output`'s database; the first time, the schemas that
-        killed runs left there are dropped (`patchit.sandbox.pg_orphans`)."""
-        key = json.dumps(output, sort_keys=True, default=str)
+        """patchit's connection to `output`'s database."""
+        key = _key(output)
         if key not in self._warehouses:
-            warehouse = self._warehouses[key] = PgWarehouse(output)
-            try:
-                done = sweep(warehouse)
-                self.swept += [v.schema for v, dropped in done if dropped]
-                self._problems += [
-                    f"sandbox schema {v.schema} of a dead run was not dropped: {v.error}"
-                    for v, _ in done
-                    if v.error
-                ]
-            except HarnessError as exc:  # not the heal's failure: said by close()
-                self._problems.append(f"sandbox schemas of dead runs were not swept: {exc}")
+            self._warehouses[key] = PgWarehouse(output)
         return self._warehouses[key]
 
-    def place(
-        self, output: dict[str, Any], scratch: Path, manifest: Path | None = None
-    ) -> tuple[str, set[str]]:
-        """An empty sandbox schema for the candidate whose scratch dir is `scratch`, and the
-        names of the user's relations in the schemas `--defer` reads (`deferred_schemas`):
-        a same-named table in another schema of the database (another environment's) is not
-        the user's node built."""
-        warehouse = self.warehouse(output)
+    def place(self, output: dict[str, Any], scratch: Path, manifest: Path | None = None) -> Placed:
+        """An empty sandbox schema for the candidate whose scratch dir is `scratch`, in the
+        incident's database, and the names of the relations in the schemas `--defer` reads
+        (`deferred_schemas`): a same-named table in another schema of the database (another
+        environment's) is not the user's node built."""
+        clone = self._database(output)
+        where = output if clone.name is None else with_dbname(output, clone.name)
         schema = sandbox_schema(scratch)
+        with self._lock:
+            warehouse = self.warehouse(where)
         warehouse.reset(schema)
-        if all(made[1] != schema for made in self._made):
-            self._made.append((warehouse, schema, scratch.resolve()))
-        return schema, warehouse.relations(deferred_schemas(output, manifest))
+        with self._lock:
+            if all(made[1] != schema for made in self._made):
+                self._made.append((warehouse, schema, scratch.resolve()))
+        relations = warehouse.relations(deferred_schemas(output, manifest))
+        return Placed(schema, where, relations, clone)
 
     def warehouse_of(self, schema: str) -> PgWarehouse:
         """The connection sandbox schema `schema` was made on (by `place`)."""
         return next(warehouse for warehouse, made, _ in self._made if made == schema)
 
     def release(self, area: Path | None = None) -> list[str]:
-        """Drop the schemas made for scratch dirs under `area` (all: None); returns a line per
-        schema that could not be dropped."""
+        """Drop the schemas made for scratch dirs under `area` (all: None), and the databases
+        and connections no schema is left in (the incident is over: the next one gets a
+        fresh copy); returns a line per schema or database that could not be dropped."""
+        with self._lock:
+            return self._release(area)
+
+    def _release(self, area: Path | None) -> list[str]:
         problems: list[str] = []
         kept: list[tuple[PgWarehouse, str, Path]] = []
         for warehouse, schema, scratch in self._made:
@@ -91,18 +148,37 @@ class PgSchemas:
             except HarnessError as exc:
                 problems.append(f"sandbox schema {schema} was not dropped: {exc}")
         self._made = kept
+        in_use = {id(warehouse) for warehouse, _, _ in kept}
+        for key, warehouse in list(self._warehouses.items()):
+            if id(warehouse) not in in_use:
+                with contextlib.suppress(Exception):
+                    warehouse.close()
+                del self._warehouses[key]
+        for key, clone in list(self._clones.items()):
+            used = clone.name is not None and any(
+                dbname_of(w.output) == clone.name for w, _, _ in kept
+            )
+            if used:
+                continue
+            del self._clones[key]
+            if clone.name is None:
+                continue
+            try:
+                drop_clone(json.loads(key), clone.name)
+            except HarnessError as exc:
+                problems.append(f"patchit's database {clone.name} was not dropped: {exc}")
         return problems
 
     def close(self) -> list[str]:
-        """Drop every schema made; returns a line per schema that could not be dropped (and
-        per database whose dead runs' schemas could not be swept)."""
+        """Drop every schema and database made; returns a line per one that could not be
+        dropped (and per database whose dead runs' sandboxes could not be swept)."""
         problems = [*self._problems, *self.release()]
         self._problems = []
-        for warehouse in self._warehouses.values():
-            with contextlib.suppress(Exception):
-                warehouse.close()
-        self._warehouses.clear()
         return problems
+
+
+def _key(output: dict[str, Any]) -> str:
+    return json.dumps(output, sort_keys=True, default=str)
 
 
 def deferred_schemas(output: dict[str, Any], manifest: Path | None) -> list[str]:
@@ -198,10 +274,10 @@ def seed_incrementals(
     box: DbtSandbox, nodes: list[dict[str, Any]], warehouse: PgWarehouse, limit_bytes: int
 ) -> list[str]:
     """Copy the user's table of every selected incremental model and snapshot (`nodes`, as
-    `dbt ls` listed them) to where the sandbox build writes it. dbt then takes the
-    incremental branch (`is_incremental()`) and merges into the rows the user's run had, as
-    the user's run did; from an empty schema it would build the model from scratch, and a
-    failure of the incremental branch would not reproduce. A node whose relation the
+    `dbt ls` listed them) to where the sandbox build writes it, within `limit_bytes` in all.
+    dbt then takes the incremental branch (`is_incremental()`) and merges into the rows the
+    user's run had, as the user's run did; from an empty schema it would build the model from
+    scratch, and a failure of the incremental branch would not reproduce. A node whose relation the
     candidate renamed or moved is built from scratch, as the user's run would build it.
     Returns the report's lines: what was copied, and what was built from scratch and why."""
     assert box.pg_schema is not None
@@ -214,6 +290,7 @@ def seed_incrementals(
     dbname = str(warehouse.output.get("dbname") or warehouse.output.get("database") or "")
     target = str(warehouse.output.get("schema") or "public")
     notes: list[str] = []
+    spent = 0  # the limit is the run's, over all its copies
     for node in wanted:
         name = str(node["unique_id"]).rpartition(".")[2]
         database, schema, alias = user.get(str(node["unique_id"]), ("", "", ""))
@@ -227,14 +304,18 @@ def seed_incrementals(
             notes.append(f"{name} built from scratch ({why}): {UNVERIFIED}")
             continue
         try:
-            copied = warehouse.copy_table(box.pg_schema, (schema, alias), dest, limit_bytes)
+            left = limit_bytes - spent
+            copied = warehouse.copy_table(box.pg_schema, (schema, alias), dest, left)
         except HarnessError as exc:
             notes.append(f"{name} built from scratch (the copy of {schema}.{alias} failed: "
                          f"{exc}): {UNVERIFIED}")  # fmt: skip
             continue
         if copied.rows is None:
-            notes.append(f"{name} built from scratch ({copied.why}): {UNVERIFIED}")
+            budget = spent and left < copied.size <= limit_bytes  # it fitted the whole limit
+            spent_note = f", after {spent / 2**20:.1f} MB copied for this run" if budget else ""
+            notes.append(f"{name} built from scratch ({copied.why}{spent_note}): {UNVERIFIED}")
         else:
+            spent += copied.size
             only = ", its rows only: no constraints or indexes" if copied.rows_only else ""
             notes.append(f"{name} built on a copy of {schema}.{alias} ({copied.rows} rows{only})")
     return notes
@@ -305,12 +386,32 @@ def warehouse_note(box: DbtSandbox) -> str:
     if box.pg_schema is None:
         return ""
     seeded = "".join(f"; {note}" for note in box.pg_notes)
+    clone = box.pg_clone
+    if clone is not None and clone.name is not None:
+        made = datetime.fromtimestamp(clone.made_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        where = (
+            f"built in schema {box.pg_schema} of {clone.name}, patchit's copy of database "
+            f"{clone.source} made {made} ({clone.size / 2**20:.1f} MB), dropped afterwards"
+        )
+        read = "from the copy"
+    else:
+        where = f"built in schema {box.pg_schema}, dropped afterwards"
+        read = "live from the user's relations"
     upstream = (
-        "read live from the user's relations (--defer)"
+        f"read {read} (--defer)"
         if "--defer" in box.args
-        else ("built in the sandbox schema too (no manifest to defer to)")
+        else "built in the sandbox schema too (no manifest to defer to)"
     )
-    return (
-        f"; Postgres: built in schema {box.pg_schema}, dropped afterwards; upstream {upstream}"
-        f"{seeded}"
-    )
+    why = f"; no copy of the database: {clone.why}" if clone is not None and clone.why else ""
+    return f"; Postgres: {where}; upstream {upstream}{seeded}{why}"
+
+
+def pg_outputs(box: DbtSandbox) -> dict[str, str]:
+    """What a run's Verification says of where its outputs are: the sandbox schema, and the
+    database it is in when that is patchit's copy (the data check reads them there)."""
+    if box.pg_schema is None:
+        return {}
+    found = {"pg_schema": box.pg_schema}
+    if box.pg_clone is not None and box.pg_clone.name is not None:
+        found["pg_dbname"] = box.pg_clone.name
+    return found

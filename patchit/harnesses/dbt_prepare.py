@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from patchit.errors import BadInputError, HarnessError
@@ -37,6 +38,7 @@ from patchit.sandbox.dbt_profile import (
 )
 from patchit.sandbox.envrefs import referenced_env_names
 from patchit.sandbox.isolation import allowed_env
+from patchit.sandbox.pg_clone import Clone, rewrite_manifest
 from patchit.sandbox.postgres import PASSWORD_ENV, is_postgres, password_of
 from patchit.sandbox.snapshot import (
     PARTIAL_PARSE_FILE,
@@ -105,6 +107,7 @@ def prepare(
     with_state = bool(manifest) and Path(str(manifest)).is_file()
     env: dict[str, str] = {}
     pg_schema: str | None = None
+    clone: Clone | None = None
     try:
         target = resolve_dbt_target(event)
         path_text = str(target.output.get("path") or ":memory:")
@@ -112,9 +115,9 @@ def prepare(
         relations: set[str] | None = None  # none: an in-memory target starts empty
         if is_postgres(target.output):
             # A schema of its own; unselected refs read the user's relations (--defer)
-            pg_schema, relations = pg.place(
-                target.output, scratch, Path(str(manifest)) if with_state else None
-            )
+            placed = pg.place(target.output, scratch, Path(str(manifest)) if with_state else None)
+            pg_schema, relations, clone = placed.schema, placed.relations, placed.clone
+            target = replace(target, output=placed.output)  # the incident's database
             path_text = pg_schema
             if (password := password_of(target.output)) is not None:
                 env[PASSWORD_ENV] = password
@@ -156,7 +159,10 @@ def prepare(
         state_dir = scratch / "state"
         state_dir.mkdir(exist_ok=True)
         state_manifest = state_dir / "manifest.json"
-        shutil.copyfile(str(manifest), state_manifest)
+        if clone is not None and clone.name is not None:  # --defer reads the clone's copies
+            rewrite_manifest(Path(str(manifest)), state_manifest, clone.source, clone.name)
+        else:
+            shutil.copyfile(str(manifest), state_manifest)
         args += ["--state", str(state_dir)]
         if pg_schema is not None:
             args.append("--defer")
@@ -175,6 +181,7 @@ def prepare(
         user_parse_file=user_parse_file(event, target, path_text),
         env=env,
         pg_schema=pg_schema,
+        pg_clone=clone,
         state_manifest=state_manifest,
     )
 

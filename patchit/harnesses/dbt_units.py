@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.redact import MASK
+from patchit.sandbox.pg_clone import Clone
 
 OUTPUT_TAIL_LINES = 60
 # What the warm worker writes in a run's target dir instead of dbt's manifest.json: the nodes
@@ -54,6 +55,7 @@ class DbtSandbox:
     env: dict[str, str] = field(default_factory=dict)  # on top of the run's environment
     pg_schema: str | None = None  # a Postgres target's sandbox schema: guard the build
     pg_notes: list[str] = field(default_factory=list)  # the user's tables it was seeded with
+    pg_clone: Clone | None = None  # the incident's database (Postgres): a copy, or the user's
     state_manifest: Path | None = None  # the failing run's manifest, as `--state` reads it
 
 

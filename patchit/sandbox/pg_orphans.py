@@ -29,9 +29,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from patchit.errors import HarnessError
 from patchit.liveness import owner_here, placed_owner_is_dead
+from patchit.sandbox.pg_clone import CLONE_PREFIX, clones, drop_clone
 from patchit.sandbox.postgres import COMMENT_HEAD, PgWarehouse, SchemaInUse
 from patchit.sandbox.postgres import owner_comment as owner_comment  # re-exported
 
@@ -69,10 +71,14 @@ class Verdict:
 
     def failure_line(self) -> str:
         """The schema whose drop failed, and why (with an `error`)."""
-        return f"sandbox schema {self.schema} was not dropped: {self.error}"
+        kind = "database" if self.schema.startswith(CLONE_PREFIX) else "sandbox schema"
+        return f"{kind} {self.schema} was not dropped: {self.error}"
 
     def remedy_line(self) -> str:
         """What to do about a schema whose drop failed."""
+        if self.schema.startswith(CLONE_PREFIX):
+            return (f"to drop {self.schema}, run `patchit sandbox clean` as its owner (or a "
+                    f"superuser), or `drop database {self.schema} with (force)`")  # fmt: skip
         return (
             f"to drop {self.schema}, run `patchit sandbox clean` with a target whose user owns "
             f"it (or a superuser), or `drop schema {self.schema} cascade` as its owner"
@@ -132,5 +138,30 @@ def sweep(
             error = str(exc)
             verdict = replace(verdict, drop=False, why=f"{verdict.why}, but not dropped: {error}",
                               error=error)  # fmt: skip
+        done.append((verdict, dropped))
+    return done
+
+
+def sweep_clones(
+    output: dict[str, Any], max_age_s: float = MAX_AGE_S, dry_run: bool = False
+) -> list[tuple[Verdict, bool]]:
+    """Judge every `patchit_db_<12 hex>` database (`patchit.sandbox.pg_clone`) of `output`'s
+    server as `sweep` judges schemas, and drop the dead runs' (not with `dry_run`). [] when
+    the server has no maintenance database to list them from (nothing to judge)."""
+    try:
+        found = clones(output)
+    except HarnessError:
+        return []
+    done: list[tuple[Verdict, bool]] = []
+    for name, comment, now in found:
+        verdict = judge(name, comment, now, max_age_s)
+        dropped = False
+        if verdict.drop and not dry_run:
+            try:
+                dropped = drop_clone(output, name, if_comment=comment or "")
+            except HarnessError as exc:
+                error = str(exc)
+                verdict = replace(verdict, drop=False, why=f"{verdict.why}, but not dropped: "
+                                  f"{error}", error=error)  # fmt: skip
         done.append((verdict, dropped))
     return done

@@ -100,6 +100,7 @@ class _NoServer(PgWarehouse):
     def __init__(self) -> None:
         super().__init__({"type": "postgres", "dbname": "wh", "schema": "analytics"})
         self.copies: list[tuple[tuple[str, str], tuple[str, str]]] = []
+        self.limits: list[int] = []
 
     def copy_table(
         self, sandbox: str, source: tuple[str, str], dest: tuple[str, str], limit_bytes: int
@@ -110,6 +111,9 @@ class _NoServer(PgWarehouse):
             raise HarnessError("postgres db:5432/wh: canceling statement due to lock timeout")
         if source[1] == "huge":
             return Copied(None, "too big", 10)
+        self.limits.append(limit_bytes)
+        if limit_bytes < 10:
+            return Copied(None, f"10 bytes, above the copy limit ({limit_bytes} bytes)", 10)
         return Copied(3, "", 10, rows_only=source[1] == "generated")
 
 
@@ -179,6 +183,20 @@ def test_only_incremental_models_and_snapshots_are_seeded_with_the_users_table(
     ]
     box = DbtSandbox(**{**_box(tmp_path).__dict__, "pg_notes": notes})
     assert notes[0] in warehouse_note(box)
+
+
+def test_the_copy_limit_is_the_runs_over_all_its_copies(tmp_path: Path) -> None:
+    warehouse = _NoServer()
+    notes = seed_incrementals(_box(tmp_path), LISTED, warehouse, 25)
+    assert warehouse.limits[:3] == [25, 15, 5]  # what is left after each 10-byte copy
+    assert notes[:2] == [
+        "log built on a copy of analytics.log (3 rows)",
+        "never built on a copy of analytics.never (3 rows)",
+    ]
+    assert notes[4] == (
+        "generated built from scratch (10 bytes, above the copy limit (5 bytes), after 0.0 MB "
+        "copied for this run): its incremental branch is not verified"
+    )
 
 
 def test_a_full_refresh_copies_only_what_it_does_not_rebuild(tmp_path: Path) -> None:

@@ -110,7 +110,8 @@ def test_the_next_sandbox_drops_a_killed_runs_schema_and_keeps_the_rest(
         os.kill(killed.pid, signal.SIGKILL)
         killed.wait(timeout=30)
         schemas = PgSchemas()
-        mine, _ = schemas.place(pg.profile("x", db), tmp_path / "mine")
+        schemas.clone = "never"
+        mine = schemas.place(pg.profile("x", db), tmp_path / "mine").schema
         try:
             left = _schemas(pg, db)
             assert dead_schema not in left and f"{dead_schema}_marts" not in left
@@ -312,7 +313,7 @@ def test_the_sweep_judges_only_its_roles_schemas_and_goes_on_past_one_it_cannot_
     sandboxes = PgSchemas()
     output = {**pg.profile("x", db), "user": app}
     try:
-        sandboxes.warehouse(output)
+        sandboxes.sweep_dead(output)
         left = _schemas(pg, db)
         assert "patchit_000000000003" not in left  # app's own: swept past the failure
         assert {*schemas, *(f"{s}_marts" for s in schemas)} <= left

@@ -100,8 +100,9 @@ def test_an_incidents_schemas_are_dropped_when_it_ends_and_the_rest_on_close(
 
     user, _, _ = _names(next(_N))
     schemas = PgSchemas()
-    one, _ = schemas.place(pg.profile(user), tmp_path / "sandboxes" / "inc-1" / "candidate-1")
-    two, _ = schemas.place(pg.profile(user), tmp_path / "sandboxes" / "inc-2" / "candidate-1")
+    schemas.clone = "never"  # in the user's database (a clone's: tests/sandbox/test_pg_clone.py)
+    one = schemas.place(pg.profile(user), tmp_path / "sandboxes" / "inc-1" / "candidate-1").schema
+    two = schemas.place(pg.profile(user), tmp_path / "sandboxes" / "inc-2" / "candidate-1").schema
     assert {one, two} <= _schemas(pg)
     assert schemas.release(tmp_path / "sandboxes" / "inc-1") == []
     assert one not in _schemas(pg) and two in _schemas(pg)
@@ -136,14 +137,15 @@ def test_the_users_relations_are_read_where_the_manifest_places_its_nodes(
         "test.p.t": {"resource_type": "test", "schema": other, "database": "postgres"},
     }}))  # fmt: skip
     schemas = PgSchemas()
+    schemas.clone = "never"
     try:
-        box, relations = schemas.place(pg.profile(user), tmp_path / "candidate-1", manifest)
-        pg.execute(f"create table {box}.customers as select 1 as id")  # a sandbox's: never
-        assert relations == {"orders", "revenue"}
-        _, again = schemas.place(pg.profile(user), tmp_path / "candidate-2", manifest)
-        assert again == {"orders", "revenue"}
-        _, without = schemas.place(pg.profile(user), tmp_path / "candidate-3")
-        assert without == {"orders"}  # no manifest: the target's schema only
+        placed = schemas.place(pg.profile(user), tmp_path / "candidate-1", manifest)
+        pg.execute(f"create table {placed.schema}.customers as select 1 as id")  # never read
+        assert placed.relations == {"orders", "revenue"}
+        again = schemas.place(pg.profile(user), tmp_path / "candidate-2", manifest)
+        assert again.relations == {"orders", "revenue"}
+        without = schemas.place(pg.profile(user), tmp_path / "candidate-3")
+        assert without.relations == {"orders"}  # no manifest: the target's schema only
     finally:
         assert schemas.close() == []
 

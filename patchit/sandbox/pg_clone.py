@@ -1,0 +1,230 @@
+"""A database of patchit's own on Postgres: a point-in-time copy of the user's database, made
+with `create database ... template <the user's>` where the role may.
+
+With a clone, an incident's sandbox schemas live in `patchit_db_<12 hex>`, not in the user's
+database: the upstream the candidates read through `--defer` is the copy (the failing run's
+manifest is rewritten to name it), so nothing a candidate runs can write a relation of the
+user's, even SQL that names the user's schema directly, and data that changes while a
+candidate is verified does not change what it reads. The data check still compares two
+schemas of one database.
+
+Postgres copies a database only while no other session is connected to it, and only for a
+role that may create databases (`rolcreatedb`) and owns the source (or is a superuser, or the
+source is marked a template). New connections to the user's database wait while the copy is
+made: a database larger than `[sandbox] pg_copy_limit_mb`, or one with other sessions, is not
+copied, and the incident is verified in sandbox schemas of the user's database (the report
+says why). The clone's comment names its owner, as a sandbox schema's does, and a clone of a
+dead run is swept (`patchit.sandbox.pg_orphans`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from patchit.errors import HarnessError
+from patchit.liveness import placed_owner
+from patchit.sandbox.postgres import connect_args, owner_comment
+
+CLONE_PREFIX = "patchit_db_"
+CLONE_NAME = re.compile(r"^patchit_db_[0-9a-f]{12}$")
+OBJECT_IN_USE = "55006"  # Postgres's error for a template database with other sessions
+# What a clone needs, read from the server: may this role create databases and copy this
+# one, its size, the other sessions on it, and the server's clock
+_CAN_CLONE = """
+select r.rolsuper or r.rolcreatedb,
+  r.rolsuper or d.datistemplate or pg_has_role(d.datdba, 'USAGE'),
+  pg_database_size(d.oid),
+  (select count(*) from pg_stat_activity a where a.datid = d.oid
+     and a.pid <> pg_backend_pid() and a.backend_type = 'client backend'),
+  extract(epoch from now())::float8
+from pg_roles r, pg_database d where r.rolname = current_user and d.datname = %s
+"""
+
+
+def dbname_of(output: dict[str, Any]) -> str:
+    return str(output.get("dbname") or output.get("database") or "")
+
+
+def with_dbname(output: dict[str, Any], dbname: str) -> dict[str, Any]:
+    """`output` connecting to database `dbname` instead (whichever key the profile used)."""
+    moved = {k: v for k, v in output.items() if k not in ("dbname", "database")}
+    moved["dbname"] = dbname
+    return moved
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class Clone:
+    """The incident's database: `name` the clone (None: the user's database, and `why`)."""
+
+    name: str | None
+    why: str = ""
+    source: str = ""  # the user's database it copies
+    made_at: float = 0.0  # when, by the server's clock
+    size: int = 0
+
+
+def _maintenance(output: dict[str, Any]) -> Any:
+    """An autocommit connection to a database that is not the user's (`create database`
+    cannot copy the database it runs in, nor one this connection holds)."""
+    import psycopg2
+
+    user_db = dbname_of(output)
+    errors: list[str] = []
+    for name in ("postgres", "template1"):
+        if name == user_db:
+            continue
+        try:
+            conn = psycopg2.connect(**connect_args(with_dbname(output, name)))
+        except psycopg2.Error as exc:
+            errors.append(f"{name}: {_first_line(exc)}")
+            continue
+        conn.autocommit = True
+        return conn
+    raise HarnessError(f"no maintenance database to connect to ({'; '.join(errors)})")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def make_clone(output: dict[str, Any], limit_bytes: int) -> Clone:
+    """A copy of `output`'s database, or Clone(None, why) when Postgres or the limits do not
+    allow one (never an exception: the user's database then serves, as without a clone)."""
+    import psycopg2
+
+    source = dbname_of(output)
+    if not source:
+        return Clone(None, "the profile names no database")
+    try:
+        conn = _maintenance(output)
+    except (HarnessError, ImportError) as exc:
+        return Clone(None, f"cannot connect beside the user's database: {exc}", source)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(_CAN_CLONE, (source,))
+            row = cur.fetchone()
+            if row is None:
+                return Clone(None, f"database {source} is not listed in pg_database", source)
+            may_create, may_copy, size, others, now = row
+            if not may_create:
+                return Clone(None, "the role may not create databases (rolcreatedb)", source)
+            if not may_copy:
+                return Clone(None, f"the role does not own database {source}", source)
+            if int(size) > limit_bytes:
+                mb, limit = f"{int(size) / 2**20:.0f} MB", f"{limit_bytes / 2**20:.0f} MB"
+                why = f"database {source} is {mb}, above [sandbox] pg_copy_limit_mb ({limit})"
+                return Clone(None, why, source)
+            if int(others):
+                why = (f"{others} other session(s) are connected to database {source}, and "
+                       "Postgres copies a database only without")  # fmt: skip
+                return Clone(None, why, source)
+            name = f"{CLONE_PREFIX}{secrets.token_hex(6)}"
+            try:
+                cur.execute(f"create database {_quote(name)} template {_quote(source)}")
+            except psycopg2.Error as exc:
+                if exc.pgcode == OBJECT_IN_USE:
+                    return Clone(None, f"a session connected to database {source} meanwhile, "
+                                 "and Postgres copies a database only without", source)  # fmt: skip
+                return Clone(None, f"the copy failed: {_first_line(exc)}", source)
+            try:
+                cur.execute(f"comment on database {_quote(name)} is %s",
+                            (owner_comment(placed_owner(), float(now)),))  # fmt: skip
+            except psycopg2.Error as exc:  # an unnamed clone would never be swept: not kept
+                _drop(cur, name)
+                return Clone(None, f"the copy could not be labelled: {_first_line(exc)}", source)
+            return Clone(name, "", source, float(now), int(size))
+    except psycopg2.Error as exc:
+        return Clone(None, f"cannot read whether it may be copied: {_first_line(exc)}", source)
+    finally:
+        conn.close()
+
+
+def _drop(cur: Any, name: str) -> None:
+    if not CLONE_NAME.match(name):  # never a database patchit did not make
+        raise HarnessError(f"refusing to drop database {name!r}: not a patchit clone")
+    cur.execute("select current_setting('server_version_num')::int")
+    force = " with (force)" if int(cur.fetchone()[0]) >= 130000 else ""
+    cur.execute(f"drop database if exists {_quote(name)}{force}")
+
+
+def drop_clone(output: dict[str, Any], name: str, if_comment: str | None = None) -> bool:
+    """Drop clone `name` of `output`'s server (its sessions ended); with `if_comment`, only
+    while its comment is exactly that. Whether it was dropped; HarnessError when it could not
+    be."""
+    import psycopg2
+
+    try:
+        conn = _maintenance(output)
+    except ImportError as exc:
+        raise HarnessError("a Postgres sandbox needs psycopg2") from exc
+    try:
+        with conn.cursor() as cur:
+            cur.execute("select shobj_description(oid, 'pg_database') from pg_database "
+                        "where datname = %s", (name,))  # fmt: skip
+            row = cur.fetchone()
+            if row is None or (if_comment is not None and row[0] != if_comment):
+                return False
+            for attempt in range(3):  # a session of the run itself may still be closing
+                try:
+                    _drop(cur, name)
+                    return True
+                except psycopg2.Error as exc:
+                    if exc.pgcode != OBJECT_IN_USE or attempt == 2:
+                        raise HarnessError(f"database {name}: {_first_line(exc)}") from exc
+                    time.sleep(0.5)
+            return False
+    except psycopg2.Error as exc:
+        raise HarnessError(f"database {name}: {_first_line(exc)}") from exc
+    finally:
+        conn.close()
+
+
+def clones(output: dict[str, Any]) -> list[tuple[str, str | None, float]]:
+    """Every `patchit_db_<12 hex>` database of `output`'s server that this role owns (or is a
+    member of its owner): its name, comment, and the server's time now."""
+    import psycopg2
+
+    conn = _maintenance(output)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "select datname, shobj_description(oid, 'pg_database'), "
+                "extract(epoch from now())::float8 from pg_database where datname ~ %s "
+                "and pg_has_role(datdba, 'MEMBER') order by datname",
+                (CLONE_NAME.pattern,),
+            )
+            return [(str(r[0]), None if r[1] is None else str(r[1]), float(r[2]))
+                    for r in cur.fetchall()]  # fmt: skip
+    except psycopg2.Error as exc:
+        raise HarnessError(f"cannot list patchit's databases: {_first_line(exc)}") from exc
+    finally:
+        conn.close()
+
+
+def rewrite_manifest(source: Path, dest: Path, old: str, new: str) -> None:
+    """`source` (the failing run's manifest) written to `dest` with every node and source of
+    database `old` placed in `new`: `--defer` then reads the clone's relations, and dbt's
+    state comparison sees the sandbox's own parse (whose target is the clone) as unchanged."""
+    data = json.loads(source.read_bytes())
+    prefix, moved = f"{_quote(old)}.", f"{_quote(new)}."
+    for section in ("nodes", "sources"):
+        entries = data.get(section)
+        for node in entries.values() if isinstance(entries, dict) else ():
+            if not isinstance(node, dict) or node.get("database") != old:
+                continue
+            node["database"] = new
+            relation = node.get("relation_name")
+            if isinstance(relation, str) and relation.startswith(prefix):
+                node["relation_name"] = moved + relation[len(prefix) :]
+    dest.write_text(json.dumps(data), encoding="utf-8")
