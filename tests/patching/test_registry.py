@@ -18,6 +18,7 @@ BUILTIN_TAGS = {
     "dbt_self_ref_cycle": "fix_ref",
     "dbt_fix_macro": "fix_macro",
     "dbt_fix_yaml": "fix_yaml",
+    "dbt_fanout_join": "fanout_join",
 }
 
 

@@ -1,0 +1,183 @@
+"""The fan-out fix-it: a join the breaking change added multiplies the model's rows and a
+`unique` test fails; the join is made once per key, the change's new columns listed. The
+rewritten SQL is run on DuckDB (in-process) to show the grain is restored and nothing else
+changed."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from patchit.evidence.model import Evidence
+from patchit.patching.apply import apply_edits
+from patchit.patching.base import Strategy
+from patchit.patching.fixits.fanout import FanoutJoinStrategy, rewrite
+from tests.patching.contract import StrategyContract
+from tests.patching.scenarios import make_evidence
+
+MART = "models/marts/fct_invoices.sql"
+BEFORE = """\
+with invoices as (
+    select * from {{ ref('stg_invoices') }}
+),
+
+subscriptions as (
+    select * from {{ ref('stg_subscriptions') }}
+)
+
+select
+    invoices.invoice_id,
+    subscriptions.plan_code,
+    subscriptions.account_id
+from invoices
+join subscriptions on invoices.subscription_id = subscriptions.subscription_id
+"""
+AFTER = BEFORE.replace(
+    "    subscriptions.plan_code,\n",
+    "    subscriptions.plan_code,\n    account_plans.plan_code as account_plan_code,\n",
+).replace(
+    "= subscriptions.subscription_id\n",
+    "= subscriptions.subscription_id\nleft join subscriptions as account_plans on "
+    "account_plans.account_id = subscriptions.account_id\n",
+)
+FIXED_JOIN = """\
+left join (
+    select account_id, string_agg(distinct cast(plan_code as varchar), ', ' order by \
+cast(plan_code as varchar)) as plan_code
+    from subscriptions
+    group by account_id
+) as account_plans on account_plans.account_id = subscriptions.account_id
+"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+
+
+def _repo(tmp_path: Path, before: str, after: str) -> tuple[Path, str]:
+    """A repo whose last commit turns the mart `before` into `after`; and that diff."""
+    repo = tmp_path / "repo"
+    (repo / "models" / "marts").mkdir(parents=True)
+    (repo / MART).write_text(before)
+    (repo / "models" / "marts" / "schema.yml").write_text(
+        "models:\n  - name: fct_invoices\n    columns:\n      - name: invoice_id\n"
+        "        data_tests: [unique]\n"
+    )
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "good")
+    (repo / MART).write_text(after)
+    _git(repo, "commit", "-q", "-am", "show every plan of the account")
+    return repo, _git(repo, "diff", "HEAD~1", "HEAD")
+
+
+def _evidence(tmp_path: Path, after: str = AFTER, kind: str = "unique") -> Evidence:
+    repo, diff = _repo(tmp_path, BEFORE, after)
+    evidence = make_evidence(
+        repo, "Got 3 results, configured to fail if != 0",
+        unit_id="test.billing.unique_fct_invoices_invoice_id.d277b7dc5b",
+        unit_path="models/marts/schema.yml", error_type="test_failure", status="fail",
+    )  # fmt: skip
+    evidence.test_kind, evidence.tested_model_path = kind, MART
+    evidence.tested_model, evidence.unit_name = "fct_invoices", "unique_fct_invoices_invoice_id"
+    evidence.breaking_diff = diff
+    return evidence
+
+
+@pytest.fixture
+def strategy() -> Strategy:
+    return FanoutJoinStrategy()
+
+
+@pytest.fixture
+def evidence(tmp_path: Path) -> Evidence:
+    return _evidence(tmp_path)
+
+
+@pytest.fixture
+def unrelated_evidence(tmp_path: Path) -> Evidence:
+    return _evidence(tmp_path, kind="not_null")
+
+
+class TestFanoutJoinContract(StrategyContract):
+    pass
+
+
+def _run(sql: str) -> list[tuple[object, ...]]:
+    """The mart's SQL on DuckDB, with its refs as tables of invoices and subscriptions."""
+    con = duckdb.connect()
+    try:
+        con.execute(
+            "create table stg_invoices as select * from (values (1, 10), (2, 11), (3, 12)) "
+            "t(invoice_id, subscription_id);"
+            "create table stg_subscriptions as select * from (values (10, 'basic', 100), "
+            "(11, 'pro', 100), (12, 'pro', 200)) t(subscription_id, plan_code, account_id)"
+        )
+        sql = sql.replace("{{ ref('stg_invoices') }}", "stg_invoices")
+        sql = sql.replace("{{ ref('stg_subscriptions') }}", "stg_subscriptions")
+        return con.execute(f"select * from ({sql}) order by all").fetchall()
+    finally:
+        con.close()
+
+
+def test_the_added_join_is_made_once_per_key_and_the_grain_restored(evidence: Evidence) -> None:
+    [candidate] = FanoutJoinStrategy().fix(evidence, [])
+    assert candidate.strategy == "dbt_fanout_join" and not candidate.review
+    assert "subscriptions as account_plans by account_id" in candidate.rationale
+    root = Path(evidence.repo_root)
+    apply_edits(root, candidate.edits)
+    fixed = (root / MART).read_text()
+    assert fixed == AFTER.replace(
+        "left join subscriptions as account_plans on account_plans.account_id = "
+        "subscriptions.account_id\n",
+        FIXED_JOIN,
+    )
+    # the broken SQL fans out: account 100's two invoices appear twice each
+    assert len(_run(AFTER)) == 5
+    rows = _run(fixed)
+    assert [r[0] for r in rows] == [1, 2, 3]  # one row per invoice again
+    # (invoice_id, plan_code, account_plan_code, account_id): the old columns as before
+    assert [(r[0], r[1], r[3]) for r in rows] == _run(BEFORE)
+    assert [r[2] for r in rows] == ["basic, pro", "basic, pro", "pro"]  # every plan, listed
+
+
+@pytest.mark.parametrize(
+    ("after", "why"),
+    [
+        # the alias is used in a filter: listing its values would change which rows pass
+        (AFTER + "where account_plans.plan_code <> 'x'\n", "a filter"),
+        # a condition that is not a plain equality of columns
+        (AFTER.replace("account_plans.account_id = subscriptions.account_id",
+                       "account_plans.account_id > subscriptions.account_id"), "not equality"),
+        # a right join keeps the joined side's rows: not one per key of the model
+        (AFTER.replace("left join subscriptions", "right join subscriptions"), "right join"),
+        # two added joins: either could be the fan-out
+        (AFTER + "left join subscriptions as more_plans on more_plans.account_id = "
+         "subscriptions.account_id\n", "two joins"),
+        # the alias is used in an expression, not as a select-list item
+        (AFTER.replace("    account_plans.plan_code as account_plan_code,\n",
+                       "    upper(account_plans.plan_code) as account_plan_code,\n"), "expr"),
+    ],
+)  # fmt: skip
+def test_nothing_is_proposed_where_the_meaning_could_change(
+    tmp_path: Path, after: str, why: str
+) -> None:
+    assert FanoutJoinStrategy().fix(_evidence(tmp_path, after), []) == [], why
+
+
+def test_a_join_the_change_did_not_add_is_left_alone(tmp_path: Path) -> None:
+    """The join was there before: the change only started selecting from it (existing code
+    the user relies on), so it is not this fix-it's to rewrite."""
+    before = AFTER.replace("    account_plans.plan_code as account_plan_code,\n", "")
+    _, diff = _repo(tmp_path, before, AFTER)
+    assert [line for line in diff.splitlines() if line.startswith("+ ")] == [
+        "+    account_plans.plan_code as account_plan_code,"
+    ]
+    added = {i + 1 for i, line in enumerate(AFTER.splitlines()) if "account_plan_code" in line}
+    assert rewrite(AFTER, added) is None
