@@ -8,6 +8,7 @@ lives, where each repository is checked out on this host), are in `$PATCHIT_HOME
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -106,8 +107,13 @@ class SandboxConfig(BaseModel):
     memory_mb: int = Field(default=4096, ge=64)
     pg_copy_limit_mb: int = Field(
         default=1024, ge=0,
-        description="Postgres: the largest incremental table copied into a sandbox schema, "
-        "and the largest database copied as an incident's database of its own",
+        description="Postgres: the largest incremental table copied into a sandbox schema "
+        "(over all the copies of one run)",
+    )  # fmt: skip
+    pg_clone_limit_mb: int = Field(
+        default=256, ge=0,
+        description="Postgres: the largest database copied as an incident's own (new "
+        "connections to it wait while Postgres copies it)",
     )  # fmt: skip
     pg_clone: str = Field(
         default="auto", pattern="^(auto|never)$",
@@ -225,6 +231,20 @@ def load_config(repo_root: Path | None) -> PatchitConfig:
         ) from exc
 
 
+_SECRET_KEY = re.compile(r"url|webhook|token|secret|passw|key|dsn|auth", re.IGNORECASE)
+
+
+def _shown(loc: list[int | str], value: object) -> str:
+    """` = <value>` for the error line, or "" for what may be a secret (a URL with its
+    password, a webhook, a key): a config error may end up in a CI log."""
+    text = repr(value)
+    if any(_SECRET_KEY.search(str(part)) for part in loc) or any(
+        mark in text for mark in ("://", "@")
+    ):
+        return ""
+    return f" = {text if len(text) <= 60 else text[:57] + '...'}"
+
+
 def field_error(exc: ValidationError) -> str:
     """The first bad setting, as the file spells it: `[sandbox] pg_clone = 'x': what is
     wrong` (and how many more there are)."""
@@ -238,7 +258,7 @@ def field_error(exc: ValidationError) -> str:
         where = f"[{loc[0]}] {key.lstrip('.')}"
     else:  # a top-level key: a [section] when its value is a table
         where = (f"[{loc[0]}]" if isinstance(value, dict) else str(loc[0])) if loc else "the file"
-    shown = "" if first.get("type") in ("missing", "extra_forbidden") else f" = {value!r}"
+    shown = "" if first.get("type") in ("missing", "extra_forbidden") else _shown(loc, value)
     if first.get("type") == "extra_forbidden":
         what = "unknown section" if len(loc) == 1 and isinstance(value, dict) else "unknown setting"
     else:

@@ -36,6 +36,20 @@ def test_a_bad_setting_is_named_with_its_value(tmp_path: Path, text: str, said: 
     )
 
 
+def test_a_value_that_may_be_a_secret_is_not_repeated(tmp_path: Path) -> None:
+    (tmp_path / "patchit.toml").write_text("[state]\nurl = ['postgresql://bob:s3cret@db/x']\n")
+    with pytest.raises(BadInputError) as caught:
+        load_deployment(tmp_path)
+    assert "s3cret" not in str(caught.value)
+    assert "[state] url: Input should be a valid string" in str(caught.value)
+    (tmp_path / ".patchit.toml").write_text("[policy]\ndeny = ['x', 'a@b://c']\n")
+    load_config(tmp_path)  # valid
+    (tmp_path / ".patchit.toml").write_text("[llm]\nmodel = ['https://k:v@h']\n")
+    with pytest.raises(BadInputError) as caught:
+        load_config(tmp_path)
+    assert "k:v@h" not in str(caught.value)
+
+
 def test_a_toml_syntax_error_and_a_bad_deployment_setting(tmp_path: Path) -> None:
     (tmp_path / ".patchit.toml").write_text("[sandbox\n")
     with pytest.raises(BadInputError, match=r"invalid patchit config \(.*line 1"):

@@ -155,8 +155,8 @@ def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
     else:
         assert "; Postgres: built in schema patchit_" in report
         assert "upstream read live from the user's relations (--defer)" in report
-        why = ('[sandbox] pg_clone = "never"' if clone == "never" else
-               "1 other session(s) are connected to database postgres")  # fmt: skip
+        busy_why = "1 other session(s) or prepared transaction(s) are on database postgres"
+        why = '[sandbox] pg_clone = "never"' if clone == "never" else busy_why
         assert f"no copy of the database: {why}" in report
     # The user's schema, its relations, rows and checksums: untouched; no sandbox left behind
     assert schema_state(pg, schema) == before

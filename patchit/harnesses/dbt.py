@@ -178,7 +178,7 @@ class DbtHarness:
         started = time.monotonic()
         project_dir, cwd = sandbox_paths(workspace, event)
         self._pg.clone = self.sandbox.pg_clone
-        self._pg.clone_limit = self.sandbox.pg_copy_limit_mb * 2**20
+        self._pg.clone_limit = self.sandbox.pg_clone_limit_mb * 2**20
         box = prepare(workspace, event, project_dir, cwd, self._pg)
         env = run_env(event, project_dir, workspace.scratch.resolve()) | box.env
         need = (workspace.root, workspace.scratch)

@@ -22,7 +22,14 @@ from typing import Any
 
 from patchit.errors import HarnessError
 from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
-from patchit.sandbox.pg_clone import Clone, dbname_of, drop_clone, make_clone, with_dbname
+from patchit.sandbox.pg_clone import (
+    Clone,
+    dbname_of,
+    drop_clone,
+    make_clone,
+    names_its_database,
+    with_dbname,
+)
 from patchit.sandbox.pg_orphans import sweep, sweep_clones
 from patchit.sandbox.postgres import PgWarehouse, sandbox_schema
 
@@ -54,7 +61,7 @@ class PgSchemas:
 
     def __init__(self) -> None:
         self.clone = "auto"
-        self.clone_limit = 1024 * 2**20
+        self.clone_limit = 256 * 2**20
         self._warehouses: dict[str, PgWarehouse] = {}
         self._clones: dict[str, Clone] = {}  # the user's output -> the incident's database
         self._swept: set[str] = set()  # the user's outputs whose dead runs were swept
@@ -85,21 +92,44 @@ class PgSchemas:
         finally:
             warehouse.close()
 
-    def _database(self, output: dict[str, Any]) -> Clone:
+    def _database(self, output: dict[str, Any], manifest: Path | None) -> Clone:
         """The incident's database on `output`'s server: a clone made the first time (with
         `clone` "auto"), kept until its last schema is released."""
         key = _key(output)
         with self._lock:  # a baseline and a candidate place at once: one copy for both
-            return self._clones.get(key) or self._make(output, key)
+            return self._clones.get(key) or self._make(output, key, manifest)
 
-    def _make(self, output: dict[str, Any], key: str) -> Clone:
-        if key not in self._clones:
-            self.sweep_dead(output)
-            if self.clone == "never":
-                self._clones[key] = Clone(None, '[sandbox] pg_clone = "never"')
-            else:
-                self._clones[key] = make_clone(output, self.clone_limit)
-        return self._clones[key]
+    def _make(self, output: dict[str, Any], key: str, manifest: Path | None) -> Clone:
+        self.sweep_dead(output)
+        if self.clone == "never":
+            clone = Clone(None, '[sandbox] pg_clone = "never"')
+        elif named := names_its_database(manifest):
+            clone = Clone(None, f"{named} names its database, which dbt-postgres would refuse "
+                          "to read across databases from a copy")  # fmt: skip
+        else:
+            clone = self._reachable(output, make_clone(output, self.clone_limit))
+        self._clones[key] = clone
+        return clone
+
+    def _reachable(self, output: dict[str, Any], clone: Clone) -> Clone:
+        """`clone` once a connection to it works (a pg_hba rule or a pooler may refuse a
+        database it does not know), else dropped and the user's database, with why."""
+        if clone.name is None:
+            return clone
+        probe = PgWarehouse(with_dbname(output, clone.name), purpose="patchit's copy")
+        try:
+            probe.query("select 1")
+            return clone
+        except HarnessError as exc:
+            try:
+                drop_clone(output, clone.name)
+            except HarnessError as dropped:
+                self._problems.append(f"patchit's database {clone.name} was not dropped: "
+                                      f"{dropped}")  # fmt: skip
+            return Clone(None, f"its copy {clone.name} could not be reached ({exc})",
+                         clone.source)  # fmt: skip
+        finally:
+            probe.close()
 
     def warehouse(self, output: dict[str, Any]) -> PgWarehouse:
         """patchit's connection to `output`'s database."""
@@ -113,7 +143,7 @@ class PgSchemas:
         incident's database, and the names of the relations in the schemas `--defer` reads
         (`deferred_schemas`): a same-named table in another schema of the database (another
         environment's) is not the user's node built."""
-        clone = self._database(output)
+        clone = self._database(output, manifest)
         where = output if clone.name is None else with_dbname(output, clone.name)
         schema = sandbox_schema(scratch)
         with self._lock:

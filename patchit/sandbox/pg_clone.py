@@ -35,16 +35,21 @@ CLONE_PREFIX = "patchit_db_"
 CLONE_NAME = re.compile(r"^patchit_db_[0-9a-f]{12}$")
 OBJECT_IN_USE = "55006"  # Postgres's error for a template database with other sessions
 # What a clone needs, read from the server: may this role create databases and copy this
-# one, its size, the other sessions on it, and the server's clock
+# one, its size, the other processes on it
 _CAN_CLONE = """
 select r.rolsuper or r.rolcreatedb,
   r.rolsuper or d.datistemplate or pg_has_role(d.datdba, 'USAGE'),
   pg_database_size(d.oid),
-  (select count(*) from pg_stat_activity a where a.datid = d.oid
-     and a.pid <> pg_backend_pid() and a.backend_type = 'client backend'),
-  extract(epoch from now())::float8
+  (select count(*) from pg_stat_activity a where a.datid = d.oid and a.pid <> pg_backend_pid()
+     and coalesce(a.backend_type, '') <> 'autovacuum worker')
+    + (select count(*) from pg_prepared_xacts x where x.database = d.datname),
+  exists (select 1 from pg_stat_progress_vacuum v where v.datid = d.oid),
+  exists (select 1 from pg_db_role_setting s where s.setdatabase = d.oid and s.setrole <> 0),
+  extract(epoch from now())::float8,
+  (select s.setconfig from pg_db_role_setting s where s.setdatabase = d.oid and s.setrole = 0)
 from pg_roles r, pg_database d where r.rolname = current_user and d.datname = %s
 """
+COPY_TIMEOUT_S = 120  # the copy itself: new connections to the user's database wait on it
 
 
 def dbname_of(output: dict[str, Any]) -> str:
@@ -116,19 +121,15 @@ def make_clone(output: dict[str, Any], limit_bytes: int) -> Clone:
             row = cur.fetchone()
             if row is None:
                 return Clone(None, f"database {source} is not listed in pg_database", source)
-            may_create, may_copy, size, others, now = row
-            if not may_create:
-                return Clone(None, "the role may not create databases (rolcreatedb)", source)
-            if not may_copy:
-                return Clone(None, f"the role does not own database {source}", source)
-            if int(size) > limit_bytes:
-                mb, limit = f"{int(size) / 2**20:.0f} MB", f"{limit_bytes / 2**20:.0f} MB"
-                why = f"database {source} is {mb}, above [sandbox] pg_copy_limit_mb ({limit})"
+            why = _why_not(row, source, limit_bytes)
+            if why:
                 return Clone(None, why, source)
-            if int(others):
-                why = (f"{others} other session(s) are connected to database {source}, and "
-                       "Postgres copies a database only without")  # fmt: skip
-                return Clone(None, why, source)
+            size, now, settings = int(row[2]), float(row[6]), list(row[7] or [])
+            # no longer than Postgres's own 5 s wait for sessions, and a bounded copy: new
+            # connections to the user's database wait while it runs
+            cur.execute("set lock_timeout = '5s'")
+            cur.execute("select set_config('statement_timeout', %s, false)",
+                        (f"{COPY_TIMEOUT_S}s",))  # fmt: skip
             name = f"{CLONE_PREFIX}{secrets.token_hex(6)}"
             try:
                 cur.execute(f"create database {_quote(name)} template {_quote(source)}")
@@ -137,31 +138,78 @@ def make_clone(output: dict[str, Any], limit_bytes: int) -> Clone:
                     return Clone(None, f"a session connected to database {source} meanwhile, "
                                  "and Postgres copies a database only without", source)  # fmt: skip
                 return Clone(None, f"the copy failed: {_first_line(exc)}", source)
+            cur.execute("reset lock_timeout")
+            cur.execute("reset statement_timeout")
             try:
-                cur.execute(f"comment on database {_quote(name)} is %s",
-                            (owner_comment(placed_owner(), float(now)),))  # fmt: skip
-            except psycopg2.Error as exc:  # an unnamed clone would never be swept: not kept
-                _drop(cur, name)
-                return Clone(None, f"the copy could not be labelled: {_first_line(exc)}", source)
-            return Clone(name, "", source, float(now), int(size))
+                _finish(cur, name, settings, now)
+            except psycopg2.Error as exc:  # an unlabelled clone would never be swept
+                left = _drop_quietly(cur, name)
+                return Clone(None, f"the copy could not be set up ({_first_line(exc)}){left}",
+                             source)  # fmt: skip
+            return Clone(name, "", source, now, size)
     except psycopg2.Error as exc:
         return Clone(None, f"cannot read whether it may be copied: {_first_line(exc)}", source)
     finally:
         conn.close()
 
 
-def _drop(cur: Any, name: str) -> None:
-    if not CLONE_NAME.match(name):  # never a database patchit did not make
+def _why_not(row: tuple[Any, ...], source: str, limit_bytes: int) -> str:
+    """Why `source` (as `_CAN_CLONE` read it) is not copied, or ""."""
+    may_create, may_copy, size, others, busy, role_settings = row[:6]
+    if not may_create:
+        return "the role may not create databases (rolcreatedb)"
+    if not may_copy:
+        return f"the role does not own database {source}"
+    if int(size) > limit_bytes:
+        mb, limit = f"{int(size) / 2**20:.0f} MB", f"{limit_bytes / 2**20:.0f} MB"
+        return f"database {source} is {mb}, above [sandbox] pg_clone_limit_mb ({limit})"
+    if int(others):
+        return (f"{others} other session(s) or prepared transaction(s) are on database "
+                f"{source}, and Postgres copies a database only without")  # fmt: skip
+    if busy:
+        return f"a vacuum is running on database {source} (a copy would cancel it)"
+    if role_settings:
+        return (f"database {source} has settings for some roles (ALTER ROLE ... IN DATABASE "
+                "... SET), which a copy would not have")  # fmt: skip
+    return ""
+
+
+def _finish(cur: Any, name: str, settings: list[str], now: float) -> None:
+    """Label clone `name` with its owner, give it the source's database-wide settings
+    (`search_path`, `timezone`, ...: a copy does not take them), and let no other role connect
+    to it (a copy is connectable by PUBLIC whatever the source allowed)."""
+    cur.execute(f"comment on database {_quote(name)} is %s",
+                (owner_comment(placed_owner(), now),))  # fmt: skip
+    cur.execute(f"revoke all on database {_quote(name)} from public")
+    for setting in settings:
+        key, _, value = setting.partition("=")
+        cur.execute(f"alter database {_quote(name)} set {_quote(key)} = %s", (value,))
+
+
+def _drop_quietly(cur: Any, name: str) -> str:
+    """Drop a clone that could not be set up; "" or a note naming it when that failed too."""
+    try:
+        _drop(cur, name, force=True)
+        return ""
+    except Exception as exc:
+        return f"; it was not dropped ({_first_line(exc)}): drop database {name} by hand"
+
+
+def _drop(cur: Any, name: str, force: bool) -> None:
+    if not CLONE_NAME.fullmatch(name):  # never a database patchit did not make
         raise HarnessError(f"refusing to drop database {name!r}: not a patchit clone")
     cur.execute("select current_setting('server_version_num')::int")
-    force = " with (force)" if int(cur.fetchone()[0]) >= 130000 else ""
-    cur.execute(f"drop database if exists {_quote(name)}{force}")
+    forced = " with (force)" if force and int(cur.fetchone()[0]) >= 130000 else ""
+    cur.execute(f"drop database if exists {_quote(name)}{forced}")
 
 
-def drop_clone(output: dict[str, Any], name: str, if_comment: str | None = None) -> bool:
-    """Drop clone `name` of `output`'s server (its sessions ended); with `if_comment`, only
-    while its comment is exactly that. Whether it was dropped; HarnessError when it could not
-    be."""
+def drop_clone(
+    output: dict[str, Any], name: str, if_comment: str | None = None, force: bool = True
+) -> bool:
+    """Drop clone `name` of `output`'s server; with `if_comment`, only while its comment is
+    exactly that. `force` ends the sessions still on it (this run's own clone: a dbt process
+    of the run may still hold one); without it, a clone in use is kept (a sweep must not cut
+    a live run's sessions). Whether it was dropped; HarnessError when it could not be."""
     import psycopg2
 
     try:
@@ -177,7 +225,7 @@ def drop_clone(output: dict[str, Any], name: str, if_comment: str | None = None)
                 return False
             for attempt in range(3):  # a session of the run itself may still be closing
                 try:
-                    _drop(cur, name)
+                    _drop(cur, name, force)
                     return True
                 except psycopg2.Error as exc:
                     if exc.pgcode != OBJECT_IN_USE or attempt == 2:
@@ -218,7 +266,7 @@ def rewrite_manifest(source: Path, dest: Path, old: str, new: str) -> None:
     state comparison sees the sandbox's own parse (whose target is the clone) as unchanged."""
     data = json.loads(source.read_bytes())
     prefix, moved = f"{_quote(old)}.", f"{_quote(new)}."
-    for section in ("nodes", "sources"):
+    for section in ("nodes", "sources", "functions"):
         entries = data.get(section)
         for node in entries.values() if isinstance(entries, dict) else ():
             if not isinstance(node, dict) or node.get("database") != old:
@@ -228,3 +276,26 @@ def rewrite_manifest(source: Path, dest: Path, old: str, new: str) -> None:
             if isinstance(relation, str) and relation.startswith(prefix):
                 node["relation_name"] = moved + relation[len(prefix) :]
     dest.write_text(json.dumps(data), encoding="utf-8")
+
+
+def names_its_database(manifest: Path | None) -> str:
+    """The first model, seed, snapshot or source of the failing run's manifest whose YAML or
+    config names its `database:` explicitly, or "": in a copy it would still name the user's
+    database, and dbt-postgres refuses cross-database references."""
+    if manifest is None:
+        return ""
+    try:
+        data = json.loads(manifest.read_bytes())
+    except (OSError, ValueError):
+        return ""
+    for section, key in (("nodes", "unrendered_config"), ("sources", "unrendered_database")):
+        entries = data.get(section)
+        for uid, node in sorted(entries.items()) if isinstance(entries, dict) else ():
+            if not isinstance(node, dict):
+                continue
+            named = node.get(key)
+            if isinstance(named, dict):
+                named = named.get("database")
+            if named:
+                return str(uid)
+    return ""

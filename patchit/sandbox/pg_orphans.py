@@ -158,7 +158,7 @@ def sweep_clones(
         dropped = False
         if verdict.drop and not dry_run:
             try:
-                dropped = drop_clone(output, name, if_comment=comment or "")
+                dropped = drop_clone(output, name, if_comment=comment or "", force=False)
             except HarnessError as exc:
                 error = str(exc)
                 verdict = replace(verdict, drop=False, why=f"{verdict.why}, but not dropped: "

@@ -83,7 +83,7 @@ def test_a_clone_is_a_labelled_copy_dropped_on_request(pg: PgCluster, db: str) -
     try:
         conn.autocommit = True
         with conn.cursor() as cur, pytest.raises(HarnessError, match="not a patchit clone"):
-            _drop(cur, db)  # never a database patchit did not make
+            _drop(cur, db, force=True)  # never a database patchit did not make
     finally:
         conn.close()
     assert db in {str(r[0]) for r in pg.execute("select datname from pg_database")}
@@ -97,14 +97,14 @@ def test_no_clone_while_another_session_is_on_the_database(pg: PgCluster, db: st
     finally:
         other.close()
     assert clone.name is None
-    assert "1 other session(s) are connected to database" in clone.why
+    assert "1 other session(s) or prepared transaction(s) are on database" in clone.why
     assert _databases(pg) == before
 
 
 def test_no_clone_above_the_limit_or_without_the_right_to_make_one(pg: PgCluster, db: str) -> None:
     before = _databases(pg)
     big = make_clone(pg.profile("analytics", db), limit_bytes=2**20)
-    assert big.name is None and "above [sandbox] pg_copy_limit_mb (1 MB)" in big.why
+    assert big.name is None and "above [sandbox] pg_clone_limit_mb (1 MB)" in big.why
     role = f"r_{db}"
     pg.execute(f"create role {role} login; create role {role}_c login createdb")
     try:
@@ -136,6 +136,13 @@ def test_a_killed_runs_clone_is_swept_and_a_live_ones_kept(pg: PgCluster, db: st
         dry = {v.schema: (v.drop, dropped) for v, dropped in sweep_clones(output, dry_run=True)}
         assert dry[dead] == (True, False) and dry[live] == (False, False)
         assert {dead, live} <= _databases(pg)
+        # a session on the dead run's clone (its orphaned dbt): the sweep does not cut it
+        held = pg.connect(dead)
+        try:
+            [(kept, dropped)] = [(v, d) for v, d in sweep_clones(output) if v.schema == dead]
+            assert not dropped and kept.error and "being accessed by other users" in kept.error
+        finally:
+            held.close()
         done = {v.schema: (v.drop, dropped) for v, dropped in sweep_clones(output)}
         assert done[dead] == (True, True) and done[live] == (False, False)
         assert dead not in _databases(pg) and live in _databases(pg)
@@ -173,3 +180,65 @@ def test_the_manifest_is_rewritten_to_the_clone() -> None:
     )
     assert out["metadata"] == manifest["metadata"]
     assert with_dbname({"database": "shop", "x": 1}, "c") == {"dbname": "c", "x": 1}
+
+
+def test_a_clone_keeps_the_databases_settings_and_admits_no_other_role(
+    pg: PgCluster, db: str
+) -> None:
+    output = pg.profile("analytics", db)
+    role = f"r_{db}"
+    pg.execute(f"alter database {db} set timezone = 'Asia/Tokyo'; create role {role} login")
+    try:
+        clone = make_clone(output, LIMIT)
+        assert clone.name is not None, clone.why
+        try:
+            [(setting,)] = pg.execute(
+                "select setconfig from pg_db_role_setting s join pg_database d on "
+                f"d.oid = s.setdatabase where d.datname = '{clone.name}' and s.setrole = 0"
+            )
+            assert setting == ["TimeZone=Asia/Tokyo"]
+            assert pg.execute("show timezone", clone.name) == [("Asia/Tokyo",)]
+            assert pg.execute(
+                f"select has_database_privilege('{role}', '{clone.name}', 'CONNECT'), "
+                f"has_database_privilege('{role}', '{db}', 'CONNECT')"
+            ) == [(False, True)]
+        finally:
+            drop_clone(output, clone.name)
+        # settings for one role in the database: a copy would lose them, so no copy
+        pg.execute(f"alter role {role} in database {db} set work_mem = '8MB'")
+        refused = make_clone(output, LIMIT)
+        assert refused.name is None and "settings for some roles" in refused.why
+    finally:
+        pg.execute(f"alter role {role} in database {db} reset all; drop role {role}")
+
+
+def test_a_clone_that_cannot_be_reached_is_dropped_and_the_users_database_serves(
+    pg: PgCluster, db: str, tmp_path: Path
+) -> None:
+    from patchit.harnesses.dbt_pg import PgSchemas
+    from patchit.sandbox.pg_clone import Clone
+
+    schemas = PgSchemas()
+    output = pg.profile("analytics", db)
+    gone = Clone("patchit_db_00000000dead", "", db, 1.0, 1)
+    served = schemas._reachable(output, gone)
+    assert served.name is None and served.source == db
+    assert served.why.startswith("its copy patchit_db_00000000dead could not be reached (")
+    assert schemas.close() == []
+
+
+def test_a_project_that_names_its_database_gets_no_clone(tmp_path: Path) -> None:
+    from patchit.sandbox.pg_clone import names_its_database
+
+    manifest = tmp_path / "manifest.json"
+    plain = {"nodes": {"model.p.a": {"unrendered_config": {"materialized": "table"}}},
+             "sources": {"source.p.s.t": {"unrendered_database": None}}}  # fmt: skip
+    manifest.write_text(json.dumps(plain))
+    assert names_its_database(manifest) == ""
+    plain["sources"]["source.p.s.t"]["unrendered_database"] = "analytics"
+    manifest.write_text(json.dumps(plain))
+    assert names_its_database(manifest) == "source.p.s.t"
+    plain["nodes"]["model.p.a"]["unrendered_config"]["database"] = "{{ target.dbname }}"
+    manifest.write_text(json.dumps(plain))
+    assert names_its_database(manifest) == "model.p.a"
+    assert names_its_database(None) == "" and names_its_database(tmp_path / "none") == ""
