@@ -42,6 +42,9 @@ def fix_confidence(
         factors.append((f"fix: proposed by the model (`{strategy}`, tier {tier})", 0.7))
     elif strategy == "partial_revert":
         factors.append(("fix: partial revert of the breaking change", 0.85))
+    elif strategy == "dbt_fanout_join":  # it chose the grain: the unique test's, not the join's
+        factors.append(("fix: the change's join made once per key, its new columns lists: "
+                        "check that one row per key is what was meant", 0.85))  # fmt: skip
     else:
         factors.append((f"fix: targeted fix-it `{strategy}`", 1.0))
     runtime = {"runtime": 1.0, "file": 0.8}.get(fidelity, 0.5)

@@ -27,6 +27,7 @@ def test_each_weak_signal_lowers_the_score_visibly() -> None:
     for weak in (
         {"signature": "unknown"},
         {"strategy": "partial_revert"},
+        {"strategy": "dbt_fanout_join"},
         {"strategy": "llm", "tier": 1},
         {"fidelity": "fake"},
         {"data_check": None},
