@@ -242,3 +242,38 @@ def test_a_project_that_names_its_database_gets_no_clone(tmp_path: Path) -> None
     manifest.write_text(json.dumps(plain))
     assert names_its_database(manifest) == "model.p.a"
     assert names_its_database(None) == "" and names_its_database(tmp_path / "none") == ""
+
+
+def test_sandbox_clean_drops_a_dead_runs_clone(pg: PgCluster, db: str, tmp_path: Path) -> None:
+    import socket
+    import time
+
+    from patchit.liveness import this_place
+    from patchit.sandbox.pg_orphans import owner_comment
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "dbt_project.yml").write_text("name: proj\nprofile: proj\nversion: '1'\n")
+    (project / "profiles.yml").write_text(
+        f"proj:\n  target: dev\n  outputs:\n    dev:\n      type: postgres\n"
+        f"      host: {pg.host}\n      port: {pg.port}\n      user: postgres\n"
+        f"      password: ''\n      dbname: {db}\n      schema: analytics\n      threads: 1\n"
+    )
+    output = pg.profile("analytics", db)
+    clone = make_clone(output, LIMIT)
+    assert clone.name is not None, clone.why
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=30)
+    dead = owner_comment(f"{socket.gethostname()}:{child.pid}:1:{this_place()}", time.time())
+    pg.execute(f"comment on database {clone.name} is '{dead}'")
+    cmd = [sys.executable, "-m", "patchit", "--home", str(tmp_path / "home"), "sandbox", "clean",
+           "--project-dir", str(project)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert f"dropped {clone.name}: its run" in done.stdout
+        assert "0 sandbox schema(s) and 1 database(s) of its own, dropped 1" in done.stdout
+        assert clone.name not in _databases(pg)
+    finally:
+        drop_clone(output, clone.name)
