@@ -14,7 +14,7 @@ import pytest
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import apply_edits
 from patchit.patching.base import Strategy
-from patchit.patching.fixits.fanout import FanoutJoinStrategy, rewrite
+from patchit.patching.fixits.fanout import FanoutJoinStrategy
 from tests.patching.contract import StrategyContract
 from tests.patching.scenarios import make_evidence
 
@@ -60,10 +60,15 @@ def _git(repo: Path, *args: str) -> str:
     ).stdout  # fmt: skip
 
 
-def _repo(tmp_path: Path, before: str, after: str) -> tuple[Path, str]:
+def _repo(tmp_path: Path, before: str, after: str, adapter: str = "duckdb") -> tuple[Path, str]:
     """A repo whose last commit turns the mart `before` into `after`; and that diff."""
     repo = tmp_path / "repo"
     (repo / "models" / "marts").mkdir(parents=True)
+    (repo / "dbt_project.yml").write_text("name: billing\nprofile: billing\nversion: '1'\n")
+    (repo / "profiles.yml").write_text(
+        f"billing:\n  target: dev\n  outputs:\n    dev:\n      type: {adapter}\n"
+        "      path: billing.duckdb\n      account: x\n      database: d\n      schema: s\n"
+    )
     (repo / MART).write_text(before)
     (repo / "models" / "marts" / "schema.yml").write_text(
         "models:\n  - name: fct_invoices\n    columns:\n      - name: invoice_id\n"
@@ -77,8 +82,11 @@ def _repo(tmp_path: Path, before: str, after: str) -> tuple[Path, str]:
     return repo, _git(repo, "diff", "HEAD~1", "HEAD")
 
 
-def _evidence(tmp_path: Path, after: str = AFTER, kind: str = "unique") -> Evidence:
-    repo, diff = _repo(tmp_path, BEFORE, after)
+def _evidence(
+    tmp_path: Path, after: str = AFTER, kind: str = "unique", before: str = BEFORE,
+    adapter: str = "duckdb",
+) -> Evidence:  # fmt: skip
+    repo, diff = _repo(tmp_path, before, after, adapter)
     evidence = make_evidence(
         repo, "Got 3 results, configured to fail if != 0",
         unit_id="test.billing.unique_fct_invoices_invoice_id.d277b7dc5b",
@@ -87,6 +95,7 @@ def _evidence(tmp_path: Path, after: str = AFTER, kind: str = "unique") -> Evide
     evidence.test_kind, evidence.tested_model_path = kind, MART
     evidence.tested_model, evidence.unit_name = "fct_invoices", "unique_fct_invoices_invoice_id"
     evidence.breaking_diff = diff
+    evidence.change_base = _git(repo, "rev-parse", "HEAD~1").strip()
     return evidence
 
 
@@ -175,9 +184,63 @@ def test_a_join_the_change_did_not_add_is_left_alone(tmp_path: Path) -> None:
     """The join was there before: the change only started selecting from it (existing code
     the user relies on), so it is not this fix-it's to rewrite."""
     before = AFTER.replace("    account_plans.plan_code as account_plan_code,\n", "")
-    _, diff = _repo(tmp_path, before, AFTER)
-    assert [line for line in diff.splitlines() if line.startswith("+ ")] == [
-        "+    account_plans.plan_code as account_plan_code,"
-    ]
-    added = {i + 1 for i, line in enumerate(AFTER.splitlines()) if "account_plan_code" in line}
-    assert rewrite(AFTER, added) is None
+    assert FanoutJoinStrategy().fix(_evidence(tmp_path, before=before), []) == []
+
+
+CHANGED_JOIN = BEFORE.replace(
+    "    subscriptions.plan_code,\n", "    subscriptions.plan_code,\n    ap.plan_code\n"
+).replace(
+    "= subscriptions.subscription_id\n",
+    "= subscriptions.subscription_id\nleft join subscriptions as ap on ap.subscription_id = "
+    "subscriptions.subscription_id\n",
+)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "why"),
+    [
+        # the change rewrote a join that existed (its key): existing columns would be lists
+        (CHANGED_JOIN, CHANGED_JOIN.replace(
+            "    ap.plan_code\n", "    ap.plan_code,\n    ap.account_id as acct\n").replace(
+            "ap.subscription_id = subscriptions.subscription_id",
+            "ap.account_id = subscriptions.account_id"), "existing alias"),
+        # a quoted column in a filter the scan must not miss
+        (BEFORE, AFTER + 'where account_plans."plan_code" <> \'basic\'\n', "quoted column"),
+        # a comment or Jinja naming the alias: not provably a select item
+        (BEFORE, AFTER + "-- account_plans: one per plan\n", "comment"),
+        # `alias.*` takes columns nobody listed
+        (BEFORE, AFTER.replace("account_plans.plan_code as account_plan_code,",
+                               "account_plans.*,"), "star"),
+        # two listed columns would be sorted apart and no longer pair up
+        (BEFORE, AFTER.replace("account_plans.plan_code as account_plan_code,\n",
+                               "account_plans.plan_code as account_plan_code,\n"
+                               "    account_plans.subscription_id as account_sub,\n"), "two"),
+        # a form feed: Python and git would number the lines differently
+        ("\x0c\n" + BEFORE, "\x0c\n" + AFTER, "form feed"),
+        # the select item sits inside a call of the select list
+        (BEFORE, AFTER.replace("    account_plans.plan_code as account_plan_code,\n",
+                               "    coalesce(\n    account_plans.plan_code\n    , 'x') as p,\n"),
+         "in a call"),
+        # a commented-out join is no join
+        (BEFORE, AFTER.replace("left join subscriptions as account_plans",
+                               "-- left join subscriptions as account_plans"), "commented"),
+    ],
+)  # fmt: skip
+def test_nothing_is_proposed_where_existing_output_could_change(
+    tmp_path: Path, before: str, after: str, why: str
+) -> None:
+    assert FanoutJoinStrategy().fix(_evidence(tmp_path, after, before=before), []) == [], why
+
+
+def test_crlf_files_keep_their_line_ends_and_other_warehouses_get_nothing(
+    tmp_path: Path,
+) -> None:
+    crlf = _evidence(tmp_path / "crlf", AFTER.replace("\n", "\r\n"),
+                     before=BEFORE.replace("\n", "\r\n"))  # fmt: skip
+    [candidate] = FanoutJoinStrategy().fix(crlf, [])
+    root = Path(crlf.repo_root)
+    apply_edits(root, candidate.edits)
+    assert (root / MART).read_bytes().count(b"\n") == (root / MART).read_bytes().count(b"\r\n")
+    assert b"left join (\r\n    select account_id" in (root / MART).read_bytes()
+    snowflake = _evidence(tmp_path / "sf", adapter="snowflake")
+    assert FanoutJoinStrategy().fix(snowflake, []) == []

@@ -3,36 +3,46 @@
 A `unique` test fails, and the change added to the model (or to a model it reads) a join whose
 other side has several rows per key: `left join subscriptions as account_plans on
 account_plans.account_id = accounts.account_id` doubles the invoices of an account with two
-subscriptions. Reverting the join drops what the change was for (its new columns). Joined once
-per key instead, with the columns the change takes from it listed (their distinct values, in
-order, as text), the model keeps its grain and the change its columns:
+subscriptions. Reverting the join drops what the change was for (its new column). Joined once
+per key instead, with the one column the change takes from it listed (its distinct values, in
+order, as text), the model keeps its grain and the change its column:
 
     left join (
-        select account_id,
-            string_agg(distinct cast(plan_code as varchar), ', '
-                order by cast(plan_code as varchar)) as plan_code
+        select account_id, string_agg(distinct cast(plan_code as varchar), ', '
+            order by cast(plan_code as varchar)) as plan_code
         from subscriptions
         group by account_id
     ) as account_plans on account_plans.account_id = accounts.account_id
 
-Only where nothing else can change meaning: the join line is one the change added, whole on
-one line (`[inner|left [outer]] join <relation> [as] <alias> on <equalities>`), its relation a
-name or one `ref`/`source` call; every equality is between a column of the joined alias and a
-column of another alias; and every other use of the alias in the file is a select-list item
-(`alias.col [as name],`) that the change added as well, so only new columns change (to a list
-of text). The SQL is DuckDB's and Postgres's (`string_agg(distinct ... order by ...)`).
+Only where nothing that existed before can change meaning:
+- the file existed before the change (not added, not renamed) and its alias for the joined
+  relation appears nowhere in that version: the join and every use of it are new;
+- the join is whole on one line, `[inner|left [outer]] join <relation> [as] <alias> on
+  <equalities>`, its relation a name or one `ref`/`source` call, and every equality is between
+  a plain column of the alias and one of another alias;
+- every other mention of the alias in the file, even in a comment or Jinja, is a select-list
+  item `alias.col [as name],` of the query the join is in (between its `select` and `from`, at
+  its depth), which selects no bare `*` and is no `natural` join;
+- it takes at most one column besides the keys (two lists sorted apart would no longer pair
+  their values), with plain lower-case names;
+- the target is DuckDB or Postgres (`string_agg(distinct ... order by ...)`).
+Lines the change added are found by comparing the two versions line by line (`\\n` only), not
+from the diff's numbering.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import ClassVar
 
-from patchit.evidence.gitlog import added_lines
+from patchit.errors import PatchitError
+from patchit.evidence.gitlog import added_lines as diff_paths
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import blank_regions, read_repo_file
+from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _JOIN = re.compile(
@@ -42,7 +52,29 @@ _JOIN = re.compile(
     re.IGNORECASE,
 )
 _EQUALITY = re.compile(rf"^\(?\s*({_IDENT})\.({_IDENT})\s*=\s*({_IDENT})\.({_IDENT})\s*\)?$")
-_KEYWORDS = {"on", "using", "where", "join", "left", "inner", "group", "order", "limit"}
+_PLAIN = re.compile(r"[a-z_][a-z0-9_]*")
+# words that are no alias, and column names that would need quoting
+_RESERVED = {
+    "on", "using", "where", "join", "left", "inner", "group", "order", "limit", "select",
+    "from", "as", "and", "or", "not", "natural", "cross", "full", "right", "outer", "by",
+    "having", "union", "all", "user", "table", "to", "with", "case", "when", "then", "end",
+    "default", "desc", "asc", "distinct", "offset", "window", "qualify", "column", "check",
+}  # fmt: skip
+# line breaks that str.splitlines honours and git does not: line numbers would disagree
+_ODD_BREAKS = re.compile(r"\r(?!\n)|[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_SELECT = re.compile(r"\bselect\b", re.IGNORECASE)
+_FROM = re.compile(r"^\s*from\b", re.IGNORECASE)
+
+
+def new_line_numbers(before: str, after: str) -> set[int]:
+    """The lines (from 0, split on `\\n` alone) of `after` that `before` does not have at the
+    same place: what the change added or rewrote."""
+    old = [line.rstrip("\r") for line in before.split("\n")]
+    new = [line.rstrip("\r") for line in after.split("\n")]
+    kept: set[int] = set()
+    for block in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_matching_blocks():
+        kept.update(range(block.b, block.b + block.size))
+    return set(range(len(new))) - kept
 
 
 def _keys(cond: str, alias: str) -> list[str] | None:
@@ -68,68 +100,112 @@ def _listed(column: str) -> str:
     return f"string_agg(distinct {text}, ', ' order by {text}) as {column}"
 
 
-def rewrite(text: str, new_lines: set[int]) -> tuple[str, str] | None:
+def rewrite(text: str, new_lines: set[int], base: str) -> tuple[str, str] | None:
     """`text` with its one added fanning join joined once per key, and what was joined; None
-    when no join fits (see the module's conditions). `new_lines`: the numbers (from 1) of the
-    lines the change added."""
-    lines = text.splitlines(keepends=True)
-    scan = blank_regions(text).splitlines(keepends=True)
-    fits: list[tuple[int, re.Match[str], list[str], list[str]]] = []
+    when no join fits (see the module's conditions). `new_lines`: the lines (from 0, split on
+    `\\n`) the change added; `base`: the file before the change."""
+    if _ODD_BREAKS.search(text):
+        return None
+    lines = text.split("\n")
+    scan = blank_regions(text).split("\n")
+    if len(scan) != len(lines):
+        return None
+    fits: list[tuple[int, re.Match[str], list[str], str | None]] = []
     for number, line in enumerate(lines):
-        found = _JOIN.match(line.rstrip("\r\n"))
-        if found is None or number + 1 not in new_lines:
+        found = _JOIN.match(line.rstrip("\r"))
+        # in a comment the blanked line has no `join` where the line has it
+        if found is None or number not in new_lines or found["kind"] not in scan[number]:
             continue
         alias = found["alias"] or found["rel"]
-        if not re.fullmatch(_IDENT, alias) or alias.lower() in _KEYWORDS:
+        if not re.fullmatch(_IDENT, alias) or alias.lower() in _RESERVED or _mentions(base, alias):
             continue
         keys = _keys(found["cond"], alias)
-        if keys is None:
+        if keys is None or any(not _PLAIN.fullmatch(k) or k in _RESERVED for k in keys):
             continue
-        listed = _uses(scan, lines, number, alias, keys, new_lines)
-        if listed is not None:
-            fits.append((number, found, keys, listed))
+        fine, taken = _taken(scan, lines, number, alias, keys, new_lines)
+        if fine:
+            fits.append((number, found, keys, taken))
     if len(fits) != 1:  # none, or two joins that could each be the fan-out
         return None
-    number, found, keys, listed = fits[0]
-    pad = found["indent"]
-    alias = found["alias"] or found["rel"]
-    picked = ", ".join([*keys, *(_listed(c) for c in listed)])
-    eol = "\r\n" if lines[number].endswith("\r\n") else "\n"
-    joined = (
-        f"{pad}{found['kind']} ({eol}"
-        f"{pad}    select {picked}{eol}"
-        f"{pad}    from {found['rel']}{eol}"
-        f"{pad}    group by {', '.join(keys)}{eol}"
-        f"{pad}) as {alias} on {found['cond']}{eol}"
-    )
-    after = "".join([*lines[:number], joined, *lines[number + 1 :]])
+    number, found, keys, taken = fits[0]
+    pad, alias = found["indent"], found["alias"] or found["rel"]
+    picked = ", ".join([*keys, *([_listed(taken)] if taken else [])])
+    cr = "\r" if lines[number].endswith("\r") else ""
+    joined = [
+        f"{pad}{found['kind']} ({cr}",
+        f"{pad}    select {picked}{cr}",
+        f"{pad}    from {found['rel']}{cr}",
+        f"{pad}    group by {', '.join(keys)}{cr}",
+        f"{pad}) as {alias} on {found['cond']}{cr}",
+    ]
+    after = "\n".join([*lines[:number], *joined, *lines[number + 1 :]])
     return after, f"{found['rel']} as {alias} by {', '.join(keys)}"
 
 
-def _uses(
+def _mentions(text: str, alias: str) -> bool:
+    """Whether `alias` appears in `text` as a word (quoted or not, any case, anywhere)."""
+    return re.search(rf"(?<![\w$]){re.escape(alias)}(?![\w$])", text, re.IGNORECASE) is not None
+
+
+def _taken(
     scan: list[str], lines: list[str], join_at: int, alias: str, keys: list[str],
     new_lines: set[int],
-) -> list[str] | None:  # fmt: skip
-    """The non-key columns the file takes from `alias`, when every use (but the join's) is a
-    select-list item the change added; else None."""
-    use = re.compile(rf"(?<![\w.]){re.escape(alias)}\.({_IDENT})", re.IGNORECASE)
+) -> tuple[bool, str | None]:  # fmt: skip
+    """Whether every mention of `alias` (but the join) is an added select-list item of the
+    join's query, and the one non-key column they take (None: only keys)."""
+    no: tuple[bool, str | None] = (False, None)
+    query = _query_span(scan, join_at)
+    if query is None:
+        return no
+    start, end = query
+    listing = "\n".join(scan[start : end + 1])
+    if re.search(r"(?<![\w.\"])\*", listing) or re.search(r"\bnatural\b", "\n".join(scan), re.I):
+        return no  # a bare `*` or a natural join takes columns nobody listed
     item = re.compile(
         rf"^\s*{re.escape(alias)}\.({_IDENT})(?:\s+as\s+{_IDENT})?\s*,?\s*$", re.IGNORECASE
     )
-    listed: list[str] = []
-    for number, line in enumerate(scan):
-        if number == join_at or not use.search(line):
+    taken: list[str] = []
+    for number, line in enumerate(lines):
+        if number == join_at or not _mentions(line, alias):
             continue
-        found = item.match(lines[number])
-        if found is None or number + 1 not in new_lines:
-            return None  # used in an expression, a filter, or by code the change did not add
-        if found[1] not in keys and found[1] not in listed:
-            listed.append(found[1])
-    return listed
+        found = item.match(line.rstrip("\r"))
+        if found is None or number not in new_lines or not start < number < end:
+            return no
+        if _depth(scan[start:number]) != 0:
+            return no  # inside a call or a subquery of the select list
+        column = found[1]
+        if column.casefold() in (k.casefold() for k in keys):
+            if column not in keys:
+                return no  # the key in another case: ambiguous beside it
+            continue
+        if not _PLAIN.fullmatch(column) or column in _RESERVED:
+            return no
+        if column not in taken:
+            taken.append(column)
+    if len(taken) > 1:
+        return no
+    return True, taken[0] if taken else None
+
+
+def _query_span(scan: list[str], join_at: int) -> tuple[int, int] | None:
+    """The join's query: the line of its `select` and of its `from` (the last `from` line
+    before the join, and the last `select` before that), or None."""
+    froms = [n for n in range(join_at) if _FROM.match(scan[n])]
+    if not froms:
+        return None
+    selects = [n for n in range(froms[-1]) if _SELECT.search(scan[n])]
+    if not selects:
+        return None
+    return selects[-1], froms[-1]
+
+
+def _depth(lines: list[str]) -> int:
+    text = "\n".join(lines)
+    return text.count("(") - text.count(")")
 
 
 class FanoutJoinStrategy(FixIt):
-    """Join once per key the relation an added join fans out, listing its new columns."""
+    """Join once per key the relation an added join fans out, listing its new column."""
 
     name: ClassVar[str] = "dbt_fanout_join"
     tag: ClassVar[str] = "fanout_join"
@@ -137,8 +213,9 @@ class FanoutJoinStrategy(FixIt):
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         if evidence.test_kind != "unique" or not evidence.breaking_diff:
             return []
-        added = added_lines(evidence.breaking_diff)
-        paths = sorted(p for p in added if p.endswith(".sql"))
+        if not evidence.change_base or _warehouse(evidence) not in ("duckdb", "postgres"):
+            return []
+        paths = sorted(p for p in diff_paths(evidence.breaking_diff) if p.endswith(".sql"))
         tested = evidence.tested_model_path
         if tested in paths:  # the tested model first: its own join is the likeliest
             paths.remove(tested)
@@ -146,9 +223,10 @@ class FanoutJoinStrategy(FixIt):
         candidates: list[PatchCandidate] = []
         for path in paths:
             before = read_repo_file(evidence, path)
-            if before is None:
+            base = _base_text(evidence, path)
+            if before is None or base is None:  # a new or renamed file: nothing is known new
                 continue
-            done = rewrite(before, added[path])
+            done = rewrite(before, new_line_numbers(base, before), base)
             if done is None:
                 continue
             after, what = done
@@ -161,9 +239,32 @@ class FanoutJoinStrategy(FixIt):
                     rationale=(
                         f"unique test {evidence.unit_name or ''} fails: the join of {what} "
                         f"that the change added to {path} has several rows per key; joined "
-                        "once per key, the columns the change takes from it listed (distinct "
-                        "values, as text), the model keeps its grain and the change its columns"
+                        "once per key, the column the change takes from it listed (distinct "
+                        "values, as text), the model keeps its grain and the change its column"
                     ),
                 )
             )
         return candidates
+
+
+def _base_text(evidence: Evidence, path: str) -> str | None:
+    """`path` as the change found it (at `change_base`), or None where it did not exist."""
+    from pathlib import Path
+
+    try:
+        return run_git(Path(evidence.repo_root), "show", f"{evidence.change_base}:{path}",
+                       timeout_s=QUERY_TIMEOUT_S)  # fmt: skip
+    except PatchitError:
+        return None
+
+
+def _warehouse(evidence: Evidence) -> str:
+    """The dbt target's type ("" when it cannot be read)."""
+    from patchit.sandbox.dbt_profile import resolve_dbt_target
+
+    if evidence.event.dbt is None:
+        return ""
+    try:
+        return str(resolve_dbt_target(evidence.event).output.get("type") or "")
+    except PatchitError:
+        return ""
