@@ -21,7 +21,9 @@ from patchit.cli.context import home_of
 @click.option("--deep", is_flag=True, help="Also run `dbt --version` and `airflow version`.")
 @click.pass_context
 def doctor(ctx: click.Context, repo: Path | None, deep: bool) -> None:
-    """Check the installation: versions, sandbox, memory and spool, dbt and Airflow.
+    """Check the installation: versions, sandbox, memory and spool, dbt and Airflow, and the
+    repository's dbt target (where a fix would be verified; Postgres: reachable, sandbox
+    schemas allowed, and whether an incident gets a copy of the database).
 
     The last check says where the Airflow callback hands failures over (`[airflow] heal`):
     for "dag", whether the Airflow API server has the heal DAG, unpaused.
@@ -32,10 +34,15 @@ def doctor(ctx: click.Context, repo: Path | None, deep: bool) -> None:
     from patchit.config import load_config
     from patchit.doctor import exit_code, run_checks
     from patchit.doctor_airflow import check_heal
+    from patchit.doctor_warehouse import check_warehouse
 
     root = (repo or Path.cwd()).resolve()
     config = load_config(root if (root / ".patchit.toml").is_file() else None)
-    checks = [*run_checks(home_of(ctx), config.sandbox, deep=deep), *check_heal(root)]
+    checks = [
+        *run_checks(home_of(ctx), config.sandbox, deep=deep),
+        *check_warehouse(root, config.sandbox),
+        *check_heal(root),
+    ]
     for check in checks:
         click.echo(check.line())
     failed = sum(c.status == "fail" for c in checks)

@@ -299,3 +299,28 @@ def names_its_database(manifest: Path | None) -> str:
             if named:
                 return str(uid)
     return ""
+
+
+def clone_plan(output: dict[str, Any], limit_bytes: int) -> str:
+    """Why an incident on `output`'s database would get no copy now, or "" when it would
+    (`patchit doctor`: nothing is made; the same reads as `make_clone`'s)."""
+    import psycopg2
+
+    source = dbname_of(output)
+    if not source:
+        return "the profile names no database"
+    try:
+        conn = _maintenance(output)
+    except (HarnessError, ImportError) as exc:
+        return f"cannot connect beside the user's database: {exc}"
+    try:
+        with conn.cursor() as cur:
+            cur.execute(_CAN_CLONE, (source,))
+            row = cur.fetchone()
+            if row is None:
+                return f"database {source} is not listed in pg_database"
+            return _why_not(row, source, limit_bytes)
+    except psycopg2.Error as exc:
+        return f"cannot read whether it may be copied: {_first_line(exc)}"
+    finally:
+        conn.close()

@@ -1,0 +1,83 @@
+"""`patchit doctor`'s check of the dbt target: where a candidate would be verified.
+
+For the repository's dbt project (its `dbt_project.yml` at the root or one directory down) and
+the target dbt would use: DuckDB is copied per incident; Postgres is reached with the profile's
+credentials (5 s), patchit's role must be able to create its sandbox schemas (`CREATE` on the
+database), and the line says whether an incident would get a database of its own
+(`patchit.sandbox.pg_clone`) or why not; other warehouses are not verified in a sandbox.
+Nothing is created.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchit.config import SandboxConfig
+from patchit.doctor import Check
+from patchit.errors import PatchitError
+
+NAME = "dbt target"
+
+
+def find_project(repo: Path) -> Path | None:
+    """The repository's dbt project dir: the root, else the one directory below it that has a
+    `dbt_project.yml` (None for none, or several)."""
+    if (repo / "dbt_project.yml").is_file():
+        return repo
+    found = sorted(p.parent for p in repo.glob("*/dbt_project.yml"))
+    return found[0] if len(found) == 1 else None
+
+
+def check_warehouse(repo: Path, config: SandboxConfig) -> list[Check]:
+    project = find_project(repo)
+    if project is None:
+        return []  # not a dbt repository (or one whose project patchit cannot guess)
+    from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
+    from patchit.sandbox.dbt_profile import resolve_dbt_target
+
+    invocation = DbtInvocation(command="doctor", project_dir=str(project), cwd=str(project))
+    event = UniversalFailureEvent(
+        source=FailureSource.DBT, pipeline_id=project.name, unit_id="-", dbt=invocation
+    )
+    try:
+        target = resolve_dbt_target(event)
+    except PatchitError as exc:
+        return [Check("fail", NAME, str(exc), "fix the profile, or pass its dir as dbt would")]
+    kind = str(target.output.get("type") or "?")
+    where = f"{target.profile}.{target.target} ({kind})"
+    if kind == "duckdb":
+        path = target.db_path or "in memory"
+        return [Check("ok", NAME, f"{where}: {path}, copied for each incident")]
+    if kind != "postgres":
+        return [Check("warn", NAME, f"{where}: not verified in a sandbox; a code bug's fix-it "
+                      "suggestion is reported, unverified", "see docs/warehouses.md")]  # fmt: skip
+    return [_postgres(where, target.output, config)]
+
+
+def _postgres(where: str, output: dict[str, object], config: SandboxConfig) -> Check:
+    from patchit.sandbox.pg_clone import clone_plan, dbname_of
+    from patchit.sandbox.postgres import PgWarehouse
+
+    warehouse = PgWarehouse({**output, "connect_timeout": 5}, purpose="patchit doctor")
+    try:
+        [(may_create,)] = warehouse.query(
+            "select has_database_privilege(current_database(), 'CREATE')"
+        )
+    except PatchitError as exc:
+        return Check("fail", NAME, f"{where}: {exc}", "check the profile and the server")
+    finally:
+        warehouse.close()
+    db = dbname_of(output)
+    if not may_create:
+        return Check("fail", NAME, f"{where}: the role cannot create patchit's sandbox schemas "
+                     f"in database {db}", f"grant create on database {db} to the profile's "
+                     "role")  # fmt: skip
+    if config.pg_clone == "never":
+        return Check("ok", NAME, f"{where}: verified in sandbox schemas of database {db} "
+                     '([sandbox] pg_clone = "never")')  # fmt: skip
+    why = clone_plan(dict(output), config.pg_clone_limit_mb * 2**20)
+    if not why:
+        return Check("ok", NAME, f"{where}: verified in a copy of database {db} made for "
+                     "each incident (a database of patchit's own)")  # fmt: skip
+    return Check("ok", NAME, f"{where}: verified in sandbox schemas of database {db}; no copy "
+                 f"of it now: {why}")  # fmt: skip

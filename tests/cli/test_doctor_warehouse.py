@@ -1,0 +1,78 @@
+"""`patchit doctor`'s line for the repository's dbt target: a DuckDB file, a real Postgres 15
+database (reachable, sandbox schemas allowed, a copy per incident or why not), another
+warehouse. Nothing is created on the server."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from patchit.config import SandboxConfig
+from patchit.doctor_warehouse import check_warehouse, find_project
+from tests.cli.helpers import patchit
+from tests.pg_cluster import PgCluster
+from tests.state.conftest import fresh_database
+
+
+def _project(root: Path, output: dict[str, object]) -> Path:
+    project = root / "warehouse"
+    project.mkdir(parents=True)
+    (project / "dbt_project.yml").write_text("name: wh\nprofile: wh\nversion: '1'\n")
+    profiles = {"wh": {"target": "dev", "outputs": {"dev": output}}}
+    (project / "profiles.yml").write_text(yaml.safe_dump(profiles))
+    return project
+
+
+def test_duckdb_and_other_targets_and_no_project(tmp_path: Path) -> None:
+    assert check_warehouse(tmp_path, SandboxConfig()) == []  # not a dbt repository
+    _project(tmp_path, {"type": "duckdb", "path": "wh.duckdb"})
+    assert find_project(tmp_path) == tmp_path / "warehouse"
+    [duck] = check_warehouse(tmp_path, SandboxConfig())
+    assert duck.status == "ok" and "wh.dev (duckdb)" in duck.detail and "copied" in duck.detail
+    other = tmp_path / "other"
+    _project(other, {"type": "snowflake", "account": "x", "schema": "s", "database": "d"})
+    [snow] = check_warehouse(other, SandboxConfig())
+    assert snow.status == "warn" and "not verified in a sandbox" in snow.detail
+    broken = tmp_path / "broken"
+    (broken / "p").mkdir(parents=True)
+    (broken / "p" / "dbt_project.yml").write_text("name: p\nprofile: nope\nversion: '1'\n")
+    (broken / "p" / "profiles.yml").write_text("other: {}\n")
+    [bad] = check_warehouse(broken, SandboxConfig())
+    assert bad.status == "fail" and "nope" in bad.detail
+
+
+@pytest.mark.slow
+def test_a_postgres_target_says_where_fixes_are_verified(pg: PgCluster, tmp_path: Path) -> None:
+    db = fresh_database(pg)
+    try:
+        _project(tmp_path, pg.profile("analytics", db))
+        [line] = check_warehouse(tmp_path, SandboxConfig())
+        assert line.status == "ok", line
+        assert f"verified in a copy of database {db} made for each incident" in line.detail
+        assert pg.execute("select count(*) from pg_database where datname like 'patchit%'") == [
+            (0,)
+        ]  # nothing made
+        [small] = check_warehouse(tmp_path, SandboxConfig(pg_clone_limit_mb=1))
+        assert "no copy of it now: database" in small.detail and "pg_clone_limit_mb" in small.detail
+        [never] = check_warehouse(tmp_path, SandboxConfig(pg_clone="never"))
+        assert '[sandbox] pg_clone = "never"' in never.detail
+        role = f"r_{db}"
+        pg.execute(f"create role {role} login; revoke create on database {db} from public")
+        try:
+            shutil.rmtree(tmp_path / "warehouse")
+            _project(tmp_path, {**pg.profile("analytics", db), "user": role})
+            [denied] = check_warehouse(tmp_path, SandboxConfig())
+            assert denied.status == "fail" and "cannot create patchit's sandbox schemas" in (
+                denied.detail
+            )
+            assert f"grant create on database {db}" in denied.fix
+        finally:
+            pg.execute(f"drop role {role}")
+        # through the CLI: the line, and exit 1 for the failed check
+        res = patchit("doctor", "--repo", str(tmp_path))
+        assert res.returncode == 1 and "fail  dbt target: wh.dev (postgres)" in res.stdout
+    finally:
+        pg.execute(f"drop database {db} with (force)")
