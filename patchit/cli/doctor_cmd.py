@@ -21,9 +21,10 @@ from patchit.cli.context import home_of
 @click.option("--deep", is_flag=True, help="Also run `dbt --version` and `airflow version`.")
 @click.pass_context
 def doctor(ctx: click.Context, repo: Path | None, deep: bool) -> None:
-    """Check the installation: versions, sandbox, memory and spool, dbt and Airflow, and the
-    repository's dbt target (where a fix would be verified; Postgres: reachable, sandbox
-    schemas allowed, and whether an incident gets a copy of the database).
+    """Check the installation: versions, sandbox, memory and spool, dbt and Airflow.
+
+    The repository's dbt target is checked too: where a fix would be verified (Postgres:
+    reachable, sandbox schemas allowed, and whether an incident gets a copy of the database).
 
     The last check says where the Airflow callback hands failures over (`[airflow] heal`):
     for "dag", whether the Airflow API server has the heal DAG, unpaused.
