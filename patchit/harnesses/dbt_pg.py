@@ -62,7 +62,6 @@ class PgSchemas:
     def __init__(self) -> None:
         self.clone = "auto"
         self.clone_limit = 256 * 2**20
-        self._warehouses: dict[str, PgWarehouse] = {}
         self._clones: dict[str, Clone] = {}  # the user's output -> the incident's database
         self._swept: set[str] = set()  # the user's outputs whose dead runs were swept
         self._made: list[tuple[PgWarehouse, str, Path]] = []  # and the scratch it is for
@@ -131,13 +130,6 @@ class PgSchemas:
         finally:
             probe.close()
 
-    def warehouse(self, output: dict[str, Any]) -> PgWarehouse:
-        """patchit's connection to `output`'s database."""
-        key = _key(output)
-        if key not in self._warehouses:
-            self._warehouses[key] = PgWarehouse(output)
-        return self._warehouses[key]
-
     def place(self, output: dict[str, Any], scratch: Path, manifest: Path | None = None) -> Placed:
         """An empty sandbox schema for the candidate whose scratch dir is `scratch`, in the
         incident's database, and the names of the relations in the schemas `--defer` reads
@@ -146,11 +138,17 @@ class PgSchemas:
         clone = self._database(output, manifest)
         where = output if clone.name is None else with_dbname(output, clone.name)
         schema = sandbox_schema(scratch)
+        with self._lock:  # a connection per schema: a baseline's long copy holds up no other
+            known = [w for w, made, _ in self._made if made == schema]
+        warehouse = known[0] if known else PgWarehouse(where)
+        try:
+            warehouse.reset(schema)
+        except BaseException:
+            if not known:
+                warehouse.close()
+            raise
         with self._lock:
-            warehouse = self.warehouse(where)
-        warehouse.reset(schema)
-        with self._lock:
-            if all(made[1] != schema for made in self._made):
+            if not known:
                 self._made.append((warehouse, schema, scratch.resolve()))
         relations = warehouse.relations(deferred_schemas(output, manifest))
         return Placed(schema, where, relations, clone)
@@ -177,13 +175,10 @@ class PgSchemas:
                 warehouse.drop(schema)
             except HarnessError as exc:
                 problems.append(f"sandbox schema {schema} was not dropped: {exc}")
-        self._made = kept
-        in_use = {id(warehouse) for warehouse, _, _ in kept}
-        for key, warehouse in list(self._warehouses.items()):
-            if id(warehouse) not in in_use:
+            finally:
                 with contextlib.suppress(Exception):
                     warehouse.close()
-                del self._warehouses[key]
+        self._made = kept
         for key, clone in list(self._clones.items()):
             used = clone.name is not None and any(
                 dbname_of(w.output) == clone.name for w, _, _ in kept
