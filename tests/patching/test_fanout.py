@@ -224,6 +224,27 @@ CHANGED_JOIN = BEFORE.replace(
         # a commented-out join is no join
         (BEFORE, AFTER.replace("left join subscriptions as account_plans",
                                "-- left join subscriptions as account_plans"), "commented"),
+        # an unqualified column could be the joined relation's: it would become a list
+        (BEFORE, AFTER + "where plan_code <> 'x'\n", "unqualified"),
+        # the item re-sources an output name the model had: existing output would change
+        (BEFORE, AFTER.replace("    subscriptions.plan_code,\n    account_plans.plan_code as "
+                               "account_plan_code,\n", "    account_plans.plan_code,\n"),
+         "existing name"),
+        # one line of a longer expression is not a select item
+        (BEFORE, AFTER.replace("    account_plans.plan_code as account_plan_code,\n",
+                               "    case when\n    account_plans.plan_code\n    = 'pro' then 1 "
+                               "end as pro,\n"), "case fragment"),
+        # the new column read by its name later in the file
+        (BEFORE, AFTER + "where account_plan_code is not null\n", "read by name"),
+        # a quoted identifier: its apostrophe would blank real SQL from the scan
+        (BEFORE, AFTER.replace("    invoices.invoice_id,\n",
+                               "    invoices.invoice_id as \"invoice's id\",\n"), "quoted"),
+        # the join's type on the line before, or its condition continued on the next
+        (BEFORE, AFTER.replace("left join subscriptions as account_plans",
+                               "right\njoin subscriptions as account_plans"), "type above"),
+        (BEFORE, AFTER + "    or account_plans.account_id is null\n", "condition below"),
+        # Jinja where the rows are chosen
+        (BEFORE, AFTER + "where {{ var('filter', 'true') }}\n", "jinja filter"),
     ],
 )  # fmt: skip
 def test_nothing_is_proposed_where_existing_output_could_change(
@@ -244,3 +265,10 @@ def test_crlf_files_keep_their_line_ends_and_other_warehouses_get_nothing(
     assert b"left join (\r\n    select account_id" in (root / MART).read_bytes()
     snowflake = _evidence(tmp_path / "sf", adapter="snowflake")
     assert FanoutJoinStrategy().fix(snowflake, []) == []
+
+
+def test_nothing_is_proposed_when_another_model_reads_the_new_column(tmp_path: Path) -> None:
+    evidence = _evidence(tmp_path)
+    other = Path(evidence.repo_root) / "models" / "marts" / "plans_report.sql"
+    other.write_text("select account_plan_code from {{ ref('fct_invoices') }}\n")
+    assert FanoutJoinStrategy().fix(evidence, []) == []
