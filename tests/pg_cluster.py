@@ -27,6 +27,7 @@ __all__ = [
     "heal_fixed",
     "pg_cluster",
     "pg_ctl",
+    "pg_project",
     "sandbox_databases",
     "sandbox_schemas",
     "shop_on_postgres",
@@ -49,6 +50,21 @@ def shop_on_postgres(tmp_path: Path, pg: PgCluster, schema: str, source: Path, g
         code, events = user_dbt_events(repo, ["build"])
         assert code == 0 and events == [], [e.error_message for e in events]
     return repo
+
+
+def pg_project(root: Path, pg: PgCluster, db: str, *extra_outputs: str) -> Path:
+    """A dbt project dir `root/proj` whose profile's `dev` target is database `db` of `pg`
+    (schema `analytics`), with `extra_outputs` (YAML lines of more outputs) beside it."""
+    project = root / "proj"
+    project.mkdir(parents=True)
+    (project / "dbt_project.yml").write_text("name: proj\nprofile: proj\nversion: '1'\n")
+    (project / "profiles.yml").write_text(
+        f"proj:\n  target: dev\n  outputs:\n    dev:\n      type: postgres\n"
+        f"      host: {pg.host}\n      port: {pg.port}\n      user: postgres\n"
+        f"      password: ''\n      dbname: {db}\n      schema: analytics\n      threads: 1\n"
+        + "".join(extra_outputs)
+    )
+    return project
 
 
 def schema_state(pg: PgCluster, schema: str) -> dict[str, object]:

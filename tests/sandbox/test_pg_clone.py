@@ -24,7 +24,7 @@ from patchit.sandbox.pg_clone import (
     with_dbname,
 )
 from patchit.sandbox.pg_orphans import parse_comment, sweep_clones
-from tests.pg_cluster import PgCluster
+from tests.pg_cluster import PgCluster, pg_project
 from tests.state.conftest import fresh_database
 
 pytestmark = pytest.mark.slow
@@ -251,14 +251,7 @@ def test_sandbox_clean_drops_a_dead_runs_clone(pg: PgCluster, db: str, tmp_path:
     from patchit.liveness import this_place
     from patchit.sandbox.pg_orphans import owner_comment
 
-    project = tmp_path / "proj"
-    project.mkdir()
-    (project / "dbt_project.yml").write_text("name: proj\nprofile: proj\nversion: '1'\n")
-    (project / "profiles.yml").write_text(
-        f"proj:\n  target: dev\n  outputs:\n    dev:\n      type: postgres\n"
-        f"      host: {pg.host}\n      port: {pg.port}\n      user: postgres\n"
-        f"      password: ''\n      dbname: {db}\n      schema: analytics\n      threads: 1\n"
-    )
+    project = pg_project(tmp_path, pg, db)
     output = pg.profile("analytics", db)
     clone = make_clone(output, LIMIT)
     assert clone.name is not None, clone.why

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from patchit.sandbox.pg_orphans import judge, owner_comment, parse_comment
-from tests.pg_cluster import PgCluster
+from tests.pg_cluster import PgCluster, pg_project
 from tests.state.conftest import fresh_database
 
 pytestmark = pytest.mark.slow
@@ -127,15 +127,8 @@ def test_the_next_sandbox_drops_a_killed_runs_schema_and_keeps_the_rest(
 
 
 def test_sandbox_clean_drops_only_dead_runs_schemas(pg: PgCluster, db: str, tmp_path: Path) -> None:
-    project = tmp_path / "proj"
-    project.mkdir()
-    (project / "dbt_project.yml").write_text("name: proj\nprofile: proj\nversion: '1'\n")
-    (project / "profiles.yml").write_text(
-        f"proj:\n  target: dev\n  outputs:\n    dev:\n      type: postgres\n"
-        f"      host: {pg.host}\n      port: {pg.port}\n      user: postgres\n"
-        f"      password: ''\n      dbname: {db}\n      schema: analytics\n      threads: 1\n"
-        "    local:\n      type: duckdb\n      path: x.duckdb\n"
-    )
+    local = "    local:\n      type: duckdb\n      path: x.duckdb\n"
+    project = pg_project(tmp_path, pg, db, local)
     killed, dead_schema = _maker(pg, db, tmp_path / "killed")
     live, live_schema = _maker(pg, db, tmp_path / "live")
     planted = _plant(pg, db)
