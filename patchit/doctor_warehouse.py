@@ -32,15 +32,10 @@ def check_warehouse(repo: Path, config: SandboxConfig) -> list[Check]:
     project = find_project(repo)
     if project is None:
         return []  # not a dbt repository (or one whose project patchit cannot guess)
-    from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
-    from patchit.sandbox.dbt_profile import resolve_dbt_target
+    from patchit.sandbox.dbt_profile import project_target
 
-    invocation = DbtInvocation(command="doctor", project_dir=str(project), cwd=str(project))
-    event = UniversalFailureEvent(
-        source=FailureSource.DBT, pipeline_id=project.name, unit_id="-", dbt=invocation
-    )
     try:
-        target = resolve_dbt_target(event)
+        target = project_target(project, "doctor", cwd=project)
     except PatchitError as exc:
         return [Check("fail", NAME, str(exc), "fix the profile, or pass its dir as dbt would")]
     kind = str(target.output.get("type") or "?")
@@ -55,8 +50,8 @@ def check_warehouse(repo: Path, config: SandboxConfig) -> list[Check]:
 
 
 def _postgres(where: str, output: dict[str, object], config: SandboxConfig) -> Check:
-    from patchit.sandbox.pg_clone import clone_plan, dbname_of
-    from patchit.sandbox.postgres import PgWarehouse
+    from patchit.sandbox.pg_clone import clone_plan
+    from patchit.sandbox.postgres import PgWarehouse, dbname_of
 
     warehouse = PgWarehouse({**output, "connect_timeout": 5}, purpose="patchit doctor")
     try:

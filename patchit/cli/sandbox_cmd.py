@@ -56,8 +56,7 @@ def clean(
     Postgres.
     """
     from patchit.errors import BadInputError
-    from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
-    from patchit.sandbox.dbt_profile import resolve_dbt_target
+    from patchit.sandbox.dbt_profile import project_target
     from patchit.sandbox.pg_orphans import sweep, sweep_clones
     from patchit.sandbox.postgres import PgWarehouse, is_postgres
 
@@ -65,17 +64,7 @@ def clean(
     project = (project_dir or cwd).resolve()
     if not (project / "dbt_project.yml").is_file():
         raise BadInputError(f"{project}: no dbt_project.yml; pass --project-dir")
-    invocation = DbtInvocation(
-        command="sandbox-clean",
-        project_dir=str(project),
-        profiles_dir=str(profiles_dir.resolve()) if profiles_dir else None,
-        target=target,
-        cwd=str(cwd),
-    )
-    event = UniversalFailureEvent(
-        source=FailureSource.DBT, pipeline_id=project.name, unit_id="-", dbt=invocation
-    )
-    resolved = resolve_dbt_target(event)
+    resolved = project_target(project, "sandbox-clean", profiles_dir, target)
     if not is_postgres(resolved.output):
         raise BadInputError(
             f"{resolved.profiles_file}: target {resolved.target!r} of profile "

@@ -22,7 +22,7 @@ from typing import Any
 
 from patchit.errors import PatchitError
 from patchit.events.model import UniversalFailureEvent
-from patchit.sandbox.postgres import SANDBOX_PREFIX, PgWarehouse, is_postgres
+from patchit.sandbox.postgres import SANDBOX_PREFIX, PgWarehouse, dbname_of, is_postgres
 
 # Evidence must not hang on a server that does not answer (the profile's own value wins)
 EVIDENCE_CONNECT_TIMEOUT_S = 5
@@ -57,7 +57,7 @@ def pg_upstream_columns(
 ) -> dict[str, tuple[str, list[str]]]:
     """{evidence name: (database.schema.table, columns in order)} for the relations found;
     a note for a server that cannot answer, never an exception."""
-    dbname = str(output.get("dbname") or output.get("database") or "")
+    dbname = dbname_of(output)
     target_schema = str(output.get("schema") or "public")
     places: dict[str, tuple[str | None, str]] = {}
     for name, node, table in lookups:

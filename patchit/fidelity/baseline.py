@@ -19,9 +19,8 @@ from typing import Any
 from patchit.errors import PatchitError, VcsError
 from patchit.events.model import UniversalFailureEvent
 from patchit.fidelity.dbt_data import precompute_stats
-from patchit.fidelity.outputs import dbt_outputs
+from patchit.fidelity.outputs import dbt_outputs, pg_output_of
 from patchit.harnesses.base import Harness, Verification, Workspace
-from patchit.sandbox.dbt_profile import resolve_dbt_target
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 
@@ -124,17 +123,14 @@ class BaselineRunner:
         schemas = [str(o["pg_schema"]) for o in outputs if o.get("pg_schema")]
         if not schemas:
             return True
-        databases = {str(o.get("pg_dbname") or "") for o in outputs if o.get("pg_schema")}
-        if len(databases) != 1:
+        built = [o for o in outputs if o.get("pg_schema")]
+        if len({str(o.get("pg_dbname") or "") for o in built}) != 1:
             return False  # not one database to compare in
         try:
-            from patchit.sandbox.pg_clone import with_dbname
             from patchit.sandbox.postgres import PgWarehouse
 
-            output = resolve_dbt_target(self.event).output
-            if database := databases.pop():  # patchit's copy, while the incident lasts
-                output = with_dbname(output, database)
-            warehouse = PgWarehouse(output)
+            # patchit's copy lives only while the incident lasts
+            warehouse = PgWarehouse(pg_output_of(self.event, built[0]))
             try:
                 return warehouse.schemas_exist(schemas)
             finally:

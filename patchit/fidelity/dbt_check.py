@@ -40,7 +40,7 @@ def open_diff(base: DbtOutputs, cand: DbtOutputs) -> Diff:
         return WarehouseDiff(base.duckdb, cand.duckdb)
     if base.pg_output and base.pg_schema and cand.pg_schema:
         from patchit.fidelity.pg_data import PgWarehouseDiff
-        from patchit.sandbox.pg_clone import dbname_of
+        from patchit.sandbox.postgres import dbname_of
 
         if cand.pg_output is not None and dbname_of(cand.pg_output) != dbname_of(base.pg_output):
             raise HarnessError(

@@ -94,6 +94,15 @@ def built_nodes(target_dir: Path, project_rel: Path) -> dict[str, BuiltNode]:
     return nodes
 
 
+def pg_output_of(event: UniversalFailureEvent, outputs: dict[str, Any]) -> dict[str, Any]:
+    """The profile output a Postgres run's outputs are in: the user's, its database patchit's
+    copy when the run had one (`pg_dbname`). BadInputError when the profile cannot be read."""
+    output = resolve_dbt_target(event).output
+    if outputs.get("pg_dbname"):
+        output = with_dbname(output, str(outputs["pg_dbname"]))
+    return output
+
+
 def dbt_outputs(
     workspace: Workspace, event: UniversalFailureEvent, result: Verification, keep: Path | None
 ) -> DbtOutputs:
@@ -104,9 +113,7 @@ def dbt_outputs(
     project_rel = Path(event.dbt.project_dir).resolve().relative_to(Path(event.repo_path).resolve())
     if result.outputs.get("pg_schema"):  # it stays in the database until the harness closes
         try:
-            output = resolve_dbt_target(event).output
-            if result.outputs.get("pg_dbname"):  # patchit's copy of the user's database
-                output = with_dbname(output, str(result.outputs["pg_dbname"]))
+            output = pg_output_of(event, result.outputs)
         except BadInputError as exc:
             raise HarnessError(f"no dbt target to compare: {exc}") from exc
         return DbtOutputs(

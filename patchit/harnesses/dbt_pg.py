@@ -24,14 +24,13 @@ from patchit.errors import HarnessError
 from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
 from patchit.sandbox.pg_clone import (
     Clone,
-    dbname_of,
     drop_clone,
     make_clone,
     names_its_database,
     with_dbname,
 )
 from patchit.sandbox.pg_orphans import sweep, sweep_clones
-from patchit.sandbox.postgres import PgWarehouse, sandbox_schema
+from patchit.sandbox.postgres import PgWarehouse, dbname_of, sandbox_schema
 
 # What the guard lists: what a build writes, and tests (their stored failures are written to
 # `<schema>_dbt_test__audit`, named by the same macro)
@@ -212,7 +211,7 @@ def deferred_schemas(output: dict[str, Any], manifest: Path | None) -> list[str]
     target's database in (dbt's `<schema>_<custom>` ones, a custom `generate_schema_name`'s)."""
     found = {str(output.get("schema") or "public")}
     if manifest is not None:
-        dbname = str(output.get("dbname") or output.get("database") or "")
+        dbname = dbname_of(output)
         found |= {
             schema
             for database, schema, _ in manifest_relations(manifest).values()
@@ -312,7 +311,7 @@ def seed_incrementals(
         return []
     # the copy `--defer` reads, not the user's target dir (which their next run rewrites)
     user = manifest_relations(box.state_manifest) if box.state_manifest else {}
-    dbname = str(warehouse.output.get("dbname") or warehouse.output.get("database") or "")
+    dbname = dbname_of(warehouse.output)
     target = str(warehouse.output.get("schema") or "public")
     notes: list[str] = []
     spent = 0  # the limit is the run's, over all its copies

@@ -225,7 +225,8 @@ def _git(repo: Path, *args: str) -> str:
     return run_git(repo, *args, timeout_s=QUERY_TIMEOUT_S)
 
 
-def _show(repo: Path, commit: str, path: str) -> str | None:
+def file_at(repo: Path, commit: str, path: str) -> str | None:
+    """`path`'s text at `commit`; None where it did not exist, or is binary or too large."""
     try:
         text = _git(repo, "show", f"{commit}:{path}")
     except VcsError:
@@ -242,8 +243,8 @@ def changed_texts(repo: Path, base: str, head: str) -> list[ChangedFile]:
         status, path = row[0], row[-1]
         if not path.endswith(_TEXT_SUFFIXES):
             continue
-        before = None if status.startswith("A") else _show(repo, base, path)
-        after = None if status.startswith("D") else _show(repo, head, path)
+        before = None if status.startswith("A") else file_at(repo, base, path)
+        after = None if status.startswith("D") else file_at(repo, head, path)
         if before is not None or after is not None:
             files.append(ChangedFile(path, before, after))
     return files

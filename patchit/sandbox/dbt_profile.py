@@ -106,6 +106,31 @@ def resolve_profiles_dir(event: UniversalFailureEvent, project_dir: Path) -> Pat
     return Path.home() / ".dbt"
 
 
+def project_target(
+    project: Path,
+    command: str,
+    profiles_dir: Path | None = None,
+    target: str | None = None,
+    cwd: Path | None = None,
+) -> DbtTarget:
+    """The profile output dbt would use for `project`, run from `cwd` (default: this one): a
+    command of patchit's own on a project, not a failed run (`patchit doctor`, `patchit
+    sandbox clean`)."""
+    from patchit.events.model import DbtInvocation, FailureSource
+
+    invocation = DbtInvocation(
+        command=command,
+        project_dir=str(project),
+        profiles_dir=str(profiles_dir.resolve()) if profiles_dir else None,
+        target=target,
+        cwd=str(cwd or Path.cwd()),
+    )
+    event = UniversalFailureEvent(
+        source=FailureSource.DBT, pipeline_id=project.name, unit_id="-", dbt=invocation
+    )
+    return resolve_dbt_target(event)
+
+
 def resolve_dbt_target(event: UniversalFailureEvent, project_dir: Path | None = None) -> DbtTarget:
     """The profile output the failing run used. `project_dir` overrides event.dbt.project_dir
     (e.g. the same project inside a worktree); env_var() sees os.environ plus event.dbt.env."""

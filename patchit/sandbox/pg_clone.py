@@ -29,10 +29,17 @@ from typing import Any
 
 from patchit.errors import HarnessError
 from patchit.liveness import placed_owner
-from patchit.sandbox.postgres import connect_args, owner_comment
+from patchit.sandbox.postgres import (
+    connect_args,
+    dbname_of,
+    first_line,
+    owner_comment,
+    quote_ident,
+)
 
 CLONE_PREFIX = "patchit_db_"
 CLONE_NAME = re.compile(r"^patchit_db_[0-9a-f]{12}$")
+ONLY_UNUSED = "Postgres copies a database only when nothing else is on it"
 OBJECT_IN_USE = "55006"  # Postgres's error for a template database with other sessions
 # What a clone needs, read from the server: may this role create databases and copy this
 # one, its size, the other processes on it
@@ -52,19 +59,11 @@ from pg_roles r, pg_database d where r.rolname = current_user and d.datname = %s
 COPY_TIMEOUT_S = 120  # the copy itself: new connections to the user's database wait on it
 
 
-def dbname_of(output: dict[str, Any]) -> str:
-    return str(output.get("dbname") or output.get("database") or "")
-
-
 def with_dbname(output: dict[str, Any], dbname: str) -> dict[str, Any]:
     """`output` connecting to database `dbname` instead (whichever key the profile used)."""
     moved = {k: v for k, v in output.items() if k not in ("dbname", "database")}
     moved["dbname"] = dbname
     return moved
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 @dataclass(frozen=True)
@@ -91,21 +90,17 @@ def _maintenance(output: dict[str, Any]) -> Any:
         try:
             conn = psycopg2.connect(**connect_args(with_dbname(output, name)))
         except psycopg2.Error as exc:
-            errors.append(f"{name}: {_first_line(exc)}")
+            errors.append(f"{name}: {first_line(exc)}")
             continue
         conn.autocommit = True
         return conn
     raise HarnessError(f"no maintenance database to connect to ({'; '.join(errors)})")
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def make_clone(output: dict[str, Any], limit_bytes: int) -> Clone:
+def make_clone(output: dict[str, Any], limit_bytes: int, plan_only: bool = False) -> Clone:
     """A copy of `output`'s database, or Clone(None, why) when Postgres or the limits do not
-    allow one (never an exception: the user's database then serves, as without a clone)."""
+    allow one (never an exception: the user's database then serves, as without a clone).
+    `plan_only`: make nothing; Clone(None, "") where a copy would be made."""
     import psycopg2
 
     source = dbname_of(output)
@@ -122,7 +117,7 @@ def make_clone(output: dict[str, Any], limit_bytes: int) -> Clone:
             if row is None:
                 return Clone(None, f"database {source} is not listed in pg_database", source)
             why = _why_not(row, source, limit_bytes)
-            if why:
+            if why or plan_only:
                 return Clone(None, why, source)
             size, now, settings = int(row[2]), float(row[6]), list(row[7] or [])
             # no longer than Postgres's own 5 s wait for sessions, and a bounded copy: new
@@ -132,23 +127,24 @@ def make_clone(output: dict[str, Any], limit_bytes: int) -> Clone:
                         (f"{COPY_TIMEOUT_S}s",))  # fmt: skip
             name = f"{CLONE_PREFIX}{secrets.token_hex(6)}"
             try:
-                cur.execute(f"create database {_quote(name)} template {_quote(source)}")
+                cur.execute(f"create database {quote_ident(name)} template {quote_ident(source)}")
             except psycopg2.Error as exc:
                 if exc.pgcode == OBJECT_IN_USE:
-                    return Clone(None, f"a session connected to database {source} meanwhile, "
-                                 "and Postgres copies a database only without", source)  # fmt: skip
-                return Clone(None, f"the copy failed: {_first_line(exc)}", source)
+                    why = (f"a session connected to database {source} meanwhile, and "
+                           f"{ONLY_UNUSED}")  # fmt: skip
+                    return Clone(None, why, source)
+                return Clone(None, f"the copy failed: {first_line(exc)}", source)
             cur.execute("reset lock_timeout")
             cur.execute("reset statement_timeout")
             try:
                 _finish(cur, name, settings, now)
             except psycopg2.Error as exc:  # an unlabelled clone would never be swept
                 left = _drop_quietly(cur, name)
-                return Clone(None, f"the copy could not be set up ({_first_line(exc)}){left}",
+                return Clone(None, f"the copy could not be set up ({first_line(exc)}){left}",
                              source)  # fmt: skip
             return Clone(name, "", source, now, size)
     except psycopg2.Error as exc:
-        return Clone(None, f"cannot read whether it may be copied: {_first_line(exc)}", source)
+        return Clone(None, f"cannot read whether it may be copied: {first_line(exc)}", source)
     finally:
         conn.close()
 
@@ -165,7 +161,7 @@ def _why_not(row: tuple[Any, ...], source: str, limit_bytes: int) -> str:
         return f"database {source} is {mb}, above [sandbox] pg_clone_limit_mb ({limit})"
     if int(others):
         return (f"{others} other session(s) or prepared transaction(s) are on database "
-                f"{source}, and Postgres copies a database only without")  # fmt: skip
+                f"{source}, and {ONLY_UNUSED}")  # fmt: skip
     if busy:
         return f"a vacuum is running on database {source} (a copy would cancel it)"
     if role_settings:
@@ -178,12 +174,12 @@ def _finish(cur: Any, name: str, settings: list[str], now: float) -> None:
     """Label clone `name` with its owner, give it the source's database-wide settings
     (`search_path`, `timezone`, ...: a copy does not take them), and let no other role connect
     to it (a copy is connectable by PUBLIC whatever the source allowed)."""
-    cur.execute(f"comment on database {_quote(name)} is %s",
+    cur.execute(f"comment on database {quote_ident(name)} is %s",
                 (owner_comment(placed_owner(), now),))  # fmt: skip
-    cur.execute(f"revoke all on database {_quote(name)} from public")
+    cur.execute(f"revoke all on database {quote_ident(name)} from public")
     for setting in settings:
         key, _, value = setting.partition("=")
-        cur.execute(f"alter database {_quote(name)} set {_quote(key)} = %s", (value,))
+        cur.execute(f"alter database {quote_ident(name)} set {quote_ident(key)} = %s", (value,))
 
 
 def _drop_quietly(cur: Any, name: str) -> str:
@@ -192,7 +188,7 @@ def _drop_quietly(cur: Any, name: str) -> str:
         _drop(cur, name, force=True)
         return ""
     except Exception as exc:
-        return f"; it was not dropped ({_first_line(exc)}): drop database {name} by hand"
+        return f"; it was not dropped ({first_line(exc)}): drop database {name} by hand"
 
 
 def _drop(cur: Any, name: str, force: bool) -> None:
@@ -200,7 +196,7 @@ def _drop(cur: Any, name: str, force: bool) -> None:
         raise HarnessError(f"refusing to drop database {name!r}: not a patchit clone")
     cur.execute("select current_setting('server_version_num')::int")
     forced = " with (force)" if force and int(cur.fetchone()[0]) >= 130000 else ""
-    cur.execute(f"drop database if exists {_quote(name)}{forced}")
+    cur.execute(f"drop database if exists {quote_ident(name)}{forced}")
 
 
 def drop_clone(
@@ -229,11 +225,11 @@ def drop_clone(
                     return True
                 except psycopg2.Error as exc:
                     if exc.pgcode != OBJECT_IN_USE or attempt == 2:
-                        raise HarnessError(f"database {name}: {_first_line(exc)}") from exc
+                        raise HarnessError(f"database {name}: {first_line(exc)}") from exc
                     time.sleep(0.5)
             return False
     except psycopg2.Error as exc:
-        raise HarnessError(f"database {name}: {_first_line(exc)}") from exc
+        raise HarnessError(f"database {name}: {first_line(exc)}") from exc
     finally:
         conn.close()
 
@@ -255,27 +251,38 @@ def clones(output: dict[str, Any]) -> list[tuple[str, str | None, float]]:
             return [(str(r[0]), None if r[1] is None else str(r[1]), float(r[2]))
                     for r in cur.fetchall()]  # fmt: skip
     except psycopg2.Error as exc:
-        raise HarnessError(f"cannot list patchit's databases: {_first_line(exc)}") from exc
+        raise HarnessError(f"cannot list patchit's databases: {first_line(exc)}") from exc
     finally:
         conn.close()
+
+
+_REWRITTEN: dict[tuple[str, int, int, int, str, str], bytes] = {}  # one incident's, at most
 
 
 def rewrite_manifest(source: Path, dest: Path, old: str, new: str) -> None:
     """`source` (the failing run's manifest) written to `dest` with every node and source of
     database `old` placed in `new`: `--defer` then reads the clone's relations, and dbt's
-    state comparison sees the sandbox's own parse (whose target is the clone) as unchanged."""
-    data = json.loads(source.read_bytes())
-    prefix, moved = f"{_quote(old)}.", f"{_quote(new)}."
-    for section in ("nodes", "sources", "functions"):
-        entries = data.get(section)
-        for node in entries.values() if isinstance(entries, dict) else ():
-            if not isinstance(node, dict) or node.get("database") != old:
-                continue
-            node["database"] = new
-            relation = node.get("relation_name")
-            if isinstance(relation, str) and relation.startswith(prefix):
-                node["relation_name"] = moved + relation[len(prefix) :]
-    dest.write_text(json.dumps(data), encoding="utf-8")
+    state comparison sees the sandbox's own parse (whose target is the clone) as unchanged.
+    Rewritten once per file version and clone: every candidate of the incident asks."""
+    stat = source.stat()
+    key = (str(source), stat.st_ino, stat.st_mtime_ns, stat.st_size, old, new)
+    text = _REWRITTEN.get(key)  # a baseline thread may ask beside a candidate
+    if text is None:
+        data = json.loads(source.read_bytes())
+        prefix, moved = f"{quote_ident(old)}.", f"{quote_ident(new)}."
+        for section in ("nodes", "sources", "functions"):
+            entries = data.get(section)
+            for node in entries.values() if isinstance(entries, dict) else ():
+                if not isinstance(node, dict) or node.get("database") != old:
+                    continue
+                node["database"] = new
+                relation = node.get("relation_name")
+                if isinstance(relation, str) and relation.startswith(prefix):
+                    node["relation_name"] = moved + relation[len(prefix) :]
+        text = json.dumps(data).encode("utf-8")
+        _REWRITTEN.clear()
+        _REWRITTEN[key] = text
+    dest.write_bytes(text)
 
 
 def names_its_database(manifest: Path | None) -> str:
@@ -303,24 +310,5 @@ def names_its_database(manifest: Path | None) -> str:
 
 def clone_plan(output: dict[str, Any], limit_bytes: int) -> str:
     """Why an incident on `output`'s database would get no copy now, or "" when it would
-    (`patchit doctor`: nothing is made; the same reads as `make_clone`'s)."""
-    import psycopg2
-
-    source = dbname_of(output)
-    if not source:
-        return "the profile names no database"
-    try:
-        conn = _maintenance(output)
-    except (HarnessError, ImportError) as exc:
-        return f"cannot connect beside the user's database: {exc}"
-    try:
-        with conn.cursor() as cur:
-            cur.execute(_CAN_CLONE, (source,))
-            row = cur.fetchone()
-            if row is None:
-                return f"database {source} is not listed in pg_database"
-            return _why_not(row, source, limit_bytes)
-    except psycopg2.Error as exc:
-        return f"cannot read whether it may be copied: {_first_line(exc)}"
-    finally:
-        conn.close()
+    (`patchit doctor`: nothing is made)."""
+    return make_clone(output, limit_bytes, plan_only=True).why

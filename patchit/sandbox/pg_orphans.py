@@ -27,6 +27,7 @@ judged, and a schema that cannot be dropped is said and the sweep goes on.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -122,46 +123,55 @@ def sweep(
     connection's role (or a role it is a member of) are judged; one that cannot be dropped is
     kept with its `error`, and the rest are swept. HarnessError when the database cannot be
     read."""
-    done: list[tuple[Verdict, bool]] = []
-    for schema, comment, now in warehouse.sandboxes():
-        verdict = judge(schema, comment, now, max_age_s)
-        dropped = False
-        try:
-            if verdict.drop and dry_run:
-                if why := warehouse.in_use(schema):
-                    verdict = replace(verdict, drop=False, why=f"{verdict.why}, but {why}")
-            elif verdict.drop:
-                dropped = warehouse.drop(schema, if_comment=comment or "")
-        except SchemaInUse as exc:
-            verdict = replace(verdict, drop=False, why=f"{verdict.why}, but {exc.why}")
-        except HarnessError as exc:  # this schema's ("must be owner"): the next ones are swept
-            error = str(exc)
-            verdict = replace(verdict, drop=False, why=f"{verdict.why}, but not dropped: {error}",
-                              error=error)  # fmt: skip
-        done.append((verdict, dropped))
-    return done
+
+    def drop(schema: str, comment: str) -> bool:
+        return warehouse.drop(schema, if_comment=comment)
+
+    return _sweep(warehouse.sandboxes(), max_age_s, dry_run, drop, warehouse.in_use)
 
 
 def sweep_clones(
     output: dict[str, Any], max_age_s: float = MAX_AGE_S, dry_run: bool = False
 ) -> list[tuple[Verdict, bool]]:
     """Judge every `patchit_db_<12 hex>` database (`patchit.sandbox.pg_clone`) of `output`'s
-    server as `sweep` judges schemas, and drop the dead runs' (not with `dry_run`). [] when
-    the server has no maintenance database to list them from (nothing to judge)."""
+    server as `sweep` judges schemas, and drop the dead runs' (not with `dry_run`; never
+    cutting a session still on one). [] when the server has no maintenance database to list
+    them from (nothing to judge)."""
     try:
         found = clones(output)
     except HarnessError:
         return []
+
+    def drop(name: str, comment: str) -> bool:
+        return drop_clone(output, name, if_comment=comment, force=False)
+
+    return _sweep(found, max_age_s, dry_run, drop, None)
+
+
+def _sweep(
+    found: list[tuple[str, str | None, float]],
+    max_age_s: float,
+    dry_run: bool,
+    drop: Callable[[str, str], bool],
+    in_use: Callable[[str], str | None] | None,
+) -> list[tuple[Verdict, bool]]:
+    """Each of `found` (name, comment, server time) judged, and dropped with `drop` when it is
+    a dead run's (`in_use` says, for `dry_run`, why a drop would keep it)."""
     done: list[tuple[Verdict, bool]] = []
     for name, comment, now in found:
         verdict = judge(name, comment, now, max_age_s)
         dropped = False
-        if verdict.drop and not dry_run:
-            try:
-                dropped = drop_clone(output, name, if_comment=comment or "", force=False)
-            except HarnessError as exc:
-                error = str(exc)
-                verdict = replace(verdict, drop=False, why=f"{verdict.why}, but not dropped: "
-                                  f"{error}", error=error)  # fmt: skip
+        try:
+            if verdict.drop and dry_run:
+                if in_use is not None and (why := in_use(name)):
+                    verdict = replace(verdict, drop=False, why=f"{verdict.why}, but {why}")
+            elif verdict.drop:
+                dropped = drop(name, comment or "")
+        except SchemaInUse as exc:
+            verdict = replace(verdict, drop=False, why=f"{verdict.why}, but {exc.why}")
+        except HarnessError as exc:  # this one's ("must be owner"): the next ones are swept
+            error = str(exc)
+            verdict = replace(verdict, drop=False, why=f"{verdict.why}, but not dropped: {error}",
+                              error=error)  # fmt: skip
         done.append((verdict, dropped))
     return done

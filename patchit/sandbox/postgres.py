@@ -183,14 +183,25 @@ def _megabytes(size: int) -> str:
     return f"{size / 2**20:.1f} MB"
 
 
-def _quote(name: str) -> str:
+def quote_ident(name: str) -> str:
+    """`name` as a quoted SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's first line (its type's name when it says nothing)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def dbname_of(output: dict[str, Any]) -> str:
+    """The database a dbt-postgres profile output names ("" for none)."""
+    return str(output.get("dbname") or output.get("database") or "")
 
 
 def _where(output: dict[str, Any]) -> str:
     host = output.get("host") or "localhost"
     port = output.get("port") or 5432
-    db = output.get("dbname") or output.get("database") or "?"
+    db = dbname_of(output) or "?"
     return f"postgres {host}:{port}/{db}"
 
 
@@ -217,7 +228,7 @@ class PgWarehouse:
             try:
                 self._conn = psycopg2.connect(**connect_args(self.output))
             except psycopg2.Error as exc:
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc)
+                first = first_line(exc)
                 raise HarnessError(
                     f"{self.where}: cannot connect for {self.purpose} ({first}); check the profile"
                 ) from exc
@@ -243,7 +254,7 @@ class PgWarehouse:
                     raise
                 cur.execute("commit")
         except psycopg2.Error as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             raise HarnessError(f"{self.where}: {first}") from exc
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -288,12 +299,12 @@ class PgWarehouse:
             if why := _in_use(cur, names):
                 raise SchemaInUse(self.where, schema, why)
             for name in names:
-                cur.execute(f"drop schema {_quote(name)} cascade")
-            cur.execute(f"create schema {_quote(schema)}")
+                cur.execute(f"drop schema {quote_ident(name)} cascade")
+            cur.execute(f"create schema {quote_ident(schema)}")
             # the server's clock: hosts' clocks may disagree, and the age is judged by it too
             cur.execute("select extract(epoch from now())::float8")
             comment = owner_comment(placed_owner(), float(cur.fetchone()[0]))
-            cur.execute(f"comment on schema {_quote(schema)} is %s", (comment,))
+            cur.execute(f"comment on schema {quote_ident(schema)} is %s", (comment,))
 
     def drop(self, schema: str, if_comment: str | None = None) -> bool:
         """Drop `schema` and dbt's `<schema>_<custom>` schemas; with `if_comment`, only while
@@ -317,7 +328,7 @@ class PgWarehouse:
             if why := _in_use(cur, names):
                 raise SchemaInUse(self.where, schema, why)
             for name in names:
-                cur.execute(f"drop schema {_quote(name)} cascade")
+                cur.execute(f"drop schema {quote_ident(name)} cascade")
             return bool(names)
 
     def copy_table(
@@ -338,7 +349,7 @@ class PgWarehouse:
         schema, name = dest
         if schema != sandbox and not schema.startswith(f"{sandbox}_"):
             raise HarnessError(f"refusing to copy into schema {schema!r}: not sandbox {sandbox}")
-        src = f"{_quote(source[0])}.{_quote(source[1])}"
+        src = f"{quote_ident(source[0])}.{quote_ident(source[1])}"
         with self._cursor(read_only=False) as cur:
             _lock_schema(cur, sandbox)  # not swept as an orphan meanwhile
             cur.execute("select set_config('lock_timeout', %s, true), "
@@ -357,8 +368,8 @@ class PgWarehouse:
                 limit = f"{_megabytes(limit_bytes)}, [sandbox] pg_copy_limit_mb"
                 return Copied(None, f"{src} is {_megabytes(size)}, above the copy limit ({limit})",
                               size)  # fmt: skip
-            cur.execute(f"create schema if not exists {_quote(schema)}")
-            dst = f"{_quote(schema)}.{_quote(name)}"
+            cur.execute(f"create schema if not exists {quote_ident(schema)}")
+            dst = f"{quote_ident(schema)}.{quote_ident(name)}"
             cur.execute("savepoint patchit_copy")
             rows_only = False
             like = "including all excluding defaults excluding identity"

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from pathlib import Path
 from typing import ClassVar
 
 from patchit.errors import PatchitError
@@ -49,7 +50,7 @@ from patchit.evidence.model import Evidence
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import blank_regions, model_files, read_repo_file
-from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
+from patchit.patching.renames import file_at
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _JOIN = re.compile(
@@ -403,13 +404,8 @@ def _read_elsewhere(evidence: Evidence, path: str, names: list[str]) -> bool:
 
 def _base_text(evidence: Evidence, path: str) -> str | None:
     """`path` as the change found it (at `change_base`), or None where it did not exist."""
-    from pathlib import Path
-
-    try:
-        return run_git(Path(evidence.repo_root), "show", f"{evidence.change_base}:{path}",
-                       timeout_s=QUERY_TIMEOUT_S)  # fmt: skip
-    except PatchitError:
-        return None
+    assert evidence.change_base is not None
+    return file_at(Path(evidence.repo_root), evidence.change_base, path)
 
 
 def _warehouse(evidence: Evidence) -> str:
