@@ -13,7 +13,7 @@ import yaml
 from patchit.config import SandboxConfig
 from patchit.doctor_warehouse import check_warehouse, find_project
 from tests.cli.helpers import patchit
-from tests.pg_cluster import PgCluster
+from tests.pg_cluster import PgCluster, sandbox_databases
 from tests.state.conftest import fresh_database
 
 
@@ -47,14 +47,13 @@ def test_duckdb_and_other_targets_and_no_project(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_postgres_target_says_where_fixes_are_verified(pg: PgCluster, tmp_path: Path) -> None:
     db = fresh_database(pg)
+    databases = sandbox_databases(pg)  # other tests' on this session's cluster
     try:
         _project(tmp_path, pg.profile("analytics", db))
         [line] = check_warehouse(tmp_path, SandboxConfig())
         assert line.status == "ok", line
         assert f"verified in a copy of database {db} made for each incident" in line.detail
-        assert pg.execute("select count(*) from pg_database where datname like 'patchit%'") == [
-            (0,)
-        ]  # nothing made
+        assert sandbox_databases(pg) == databases  # nothing made
         [small] = check_warehouse(tmp_path, SandboxConfig(pg_clone_limit_mb=1))
         assert "no copy of it now: database" in small.detail and "pg_clone_limit_mb" in small.detail
         [never] = check_warehouse(tmp_path, SandboxConfig(pg_clone="never"))
