@@ -5,9 +5,12 @@
 - `escalated` expected: an `escalated` incident with the expected classification.
 - `refused` expected (a trap): no wrong branch; escalating, failing or a correct branch pass.
 A wrong fix is a fixed branch whose hidden check differs from the good commit's (or that does
-not run). Every scenario must also leave the user's tree untouched: the same status (ignored
-files included), HEAD, branch, no extra worktree and the same database/output content as a
-plain run of the broken commit leaves.
+not run), or one that reverts an intent of the change: it lacks one of the scenario's `keeps`
+(a revert restores the good values, so the hidden check alone cannot see it). `intent_kept`
+says whether every fixed branch kept them (None: no keeps, or no fixed branch), `reverts`
+whether one did not. Every scenario must also leave the user's tree untouched: the same
+status (ignored files included), HEAD, branch, no extra worktree and the same database/output
+content as a plain run of the broken commit leaves.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ class ScenarioResult:
     branch: str | None = None
     broken_fails: bool = True
     error: str | None = None
+    intent_kept: bool | None = None
+    reverts: bool = False
+    keeps_missing: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,6 +81,14 @@ def _hidden_check(obs: Observation) -> tuple[str, bool]:
     return worst, worst != "match"
 
 
+def _intent(obs: Observation) -> tuple[bool | None, list[str]]:
+    """(every fixed branch kept the change's intents?, the keeps some branch missed)."""
+    if not obs.scenario.keeps or not obs.branches:
+        return None, []
+    missing = sorted({m for branch in obs.branches for m in branch.keeps_missing})
+    return not missing, missing
+
+
 def _tiers_and_tokens(obs: Observation) -> tuple[list[int], int]:
     tiers: set[int] = set()
     tokens = 0
@@ -92,11 +106,12 @@ def judge(obs: Observation) -> ScenarioResult:
     outcome = str(primary["status"]) if primary else ("error" if obs.error else "no incident")
     cls = str(primary.get("classification")) if primary else None
     check, wrong = _hidden_check(obs)
+    intent_kept, missing = _intent(obs)
     touched = sorted(k for k in obs.reference_state if obs.user_state.get(k) !=
                      obs.reference_state[k])  # fmt: skip
     untouched = bool(obs.user_state) and not touched
     tiers, tokens = _tiers_and_tokens(obs)
-    passed, reason = _verdict(obs, outcome, cls, check, wrong, untouched)
+    passed, reason = _verdict(obs, outcome, cls, check, wrong, untouched, missing)
     return ScenarioResult(
         name=scenario.name,
         kind=scenario.kind,
@@ -112,7 +127,7 @@ def judge(obs: Observation) -> ScenarioResult:
         time_to_final_s=time_to_final_s(primary) if primary else None,
         patchit_wall_s=round(obs.patchit_wall_s, 2),
         hidden_check=check,
-        wrong_fix=wrong,
+        wrong_fix=wrong or bool(missing),
         untouched=untouched,
         touched=touched,
         passed=passed,
@@ -121,17 +136,31 @@ def judge(obs: Observation) -> ScenarioResult:
         branch=str(primary["branch"]) if primary and primary.get("branch") else None,
         broken_fails=obs.broken_fails,
         error=obs.error,
+        intent_kept=intent_kept,
+        reverts=bool(missing),
+        keeps_missing=missing,
     )
 
 
 def _verdict(
-    obs: Observation, outcome: str, cls: str | None, check: str, wrong: bool, untouched: bool
+    obs: Observation,
+    outcome: str,
+    cls: str | None,
+    check: str,
+    wrong: bool,
+    untouched: bool,
+    missing: list[str],
 ) -> tuple[bool, str]:
     scenario = obs.scenario
     if obs.error:
         return False, f"runner error: {obs.error}"
     if not obs.broken_fails:
         return False, "corpus error: the broken commit does not fail when run plainly"
+    if obs.keeps_not_in_change:
+        return False, ("corpus error: the breaking commit itself lacks its keeps: "
+                       + "; ".join(obs.keeps_not_in_change))  # fmt: skip
+    if missing:
+        return False, f"wrong fix: the branch reverts the change's intent ({'; '.join(missing)})"
     if wrong:
         return False, f"wrong fix: the branch's hidden check {check}"
     if not untouched:

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from patchit.bench.corpus_keeps import Keep
 from patchit.errors import BadInputError
 
 Kind = Literal["dbt", "airflow_callback", "airflow_scan"]
@@ -93,6 +94,10 @@ class Scenario(BaseModel):
     )
     edits: list[Edit]
     check: HiddenCheck
+    keeps: list[Keep] = Field(
+        default_factory=list,
+        description="what a fixed branch must keep of the change (its intent); see corpus_keeps",
+    )
     path: Path | None = None
 
     @model_validator(mode="after")
@@ -108,6 +113,12 @@ class Scenario(BaseModel):
             raise ValueError(f"{self.name}: only a code_bug can be expected fixed")
         if not self.edits:
             raise ValueError(f"{self.name}: a scenario needs a breaking change (edits)")
+        return self
+
+    @model_validator(mode="after")
+    def _keeps_fit(self) -> Scenario:
+        if self.kind in AIRFLOW_KINDS and any(k.sql is not None for k in self.keeps):
+            raise ValueError(f"{self.name}: an Airflow scenario keeps texts, not queries")
         return self
 
     @property

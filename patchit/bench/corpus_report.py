@@ -25,6 +25,9 @@ class CorpusSummary:
     traps: int
     traps_passed: int
     wrong_fixes: int
+    intents_judged: int  # scenarios with `keeps` and a fixed branch
+    intents_kept: int
+    reverts: int  # scenarios whose fixed branch reverted an intent (counted as wrong fixes)
     user_tree_touches: int
     runner_errors: int
     median_time_s: float | None
@@ -66,6 +69,9 @@ def summarise(results: list[ScenarioResult]) -> CorpusSummary:
         traps=len(traps),
         traps_passed=sum(not r.wrong_fix and not r.error for r in traps),
         wrong_fixes=sum(r.wrong_fix for r in results),
+        intents_judged=sum(r.intent_kept is not None for r in results),
+        intents_kept=sum(r.intent_kept is True for r in results),
+        reverts=sum(r.reverts for r in results),
         user_tree_touches=sum(not r.untouched and not r.error for r in results),
         runner_errors=sum(r.error is not None for r in results),
         median_time_s=round(statistics.median(times), 2) if times else None,
@@ -85,14 +91,19 @@ def _fmt_s(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _yes_no(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "NO")
+
+
 def summary_lines(s: CorpusSummary) -> list[str]:
     return [
         f"scenarios: {s.scenarios}, passed {s.passed}",
         f"code-bug fix rate: {s.code_bugs_fixed}/{s.code_bugs} = {s.fix_rate:.0%}",
         f"escalation accuracy: {s.escalations_right}/{s.escalations} = {s.escalation_accuracy:.0%}",
         f"traps passed (no wrong branch): {s.traps_passed}/{s.traps}",
-        f"wrong fixes: {s.wrong_fixes}; user-tree touches: {s.user_tree_touches}; "
-        f"runner errors: {s.runner_errors}",
+        f"wrong fixes: {s.wrong_fixes} (reverts of an intent: {s.reverts}); "
+        f"user-tree touches: {s.user_tree_touches}; runner errors: {s.runner_errors}",
+        f"intent kept: {s.intents_kept}/{s.intents_judged} fixed branches judged on `keeps`",
         f"time from failure to final state: median {_fmt_s(s.median_time_s)} s, "
         f"p90 {_fmt_s(s.p90_time_s)} s",
         f"tokens: {s.tokens_total} total, per fix "
@@ -119,9 +130,9 @@ def markdown(
     each scenario's outcome on DuckDB (from latest.json) beside it."""
     beside = " duckdb |" if duckdb is not None else ""
     head = (
-        f"| scenario | kind | expected |{beside} outcome | class | attempts | tiers | tokens "
-        "| time s | hidden check | untouched | pass |\n"
-        f"|---|---|---|{'---|' if beside else ''}---|---|---|---|---|---|---|---|---|"
+        f"| scenario | kind | expected |{beside} outcome | intent kept | reverts | class "
+        "| attempts | tiers | tokens | time s | hidden check | untouched | pass |\n"
+        f"|---|---|---|{'---|' if beside else ''}---|---|---|---|---|---|---|---|---|---|---|"
     )
     rows = []
     for r in results:
@@ -130,7 +141,8 @@ def markdown(
             expected += " (trap)"
         other = f" {duckdb.get(r.name, '-')} |" if duckdb is not None else ""
         rows.append(
-            f"| {r.name} | {r.kind} | {expected} |{other} {r.outcome} | {r.classification or '-'} "
+            f"| {r.name} | {r.kind} | {expected} |{other} {r.outcome} | {_yes_no(r.intent_kept)} "
+            f"| {'YES' if r.reverts else '-'} | {r.classification or '-'} "
             f"| {r.attempts} | {','.join(map(str, r.tiers)) or '-'} | {r.tokens} "
             f"| {_fmt_s(r.time_to_final_s)} | {r.hidden_check} "
             f"| {'yes' if r.untouched else 'NO'} | {'yes' if r.passed else 'no'} |"

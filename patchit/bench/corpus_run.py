@@ -6,7 +6,8 @@ check's expected value), `reference` (for dbt, the good commit built as yesterda
 the broken commit run plainly: the state a user's tree and database are in after a failed
 run without patchit) and `user` (the same history through patchit, with its own
 `PATCHIT_HOME`). Each fixed incident's branch is then checked
-out in a fresh worktree, run from scratch, and its hidden check compared with the good one.
+out in a fresh worktree, run from scratch, its hidden check compared with the good one and its
+`keeps` (what the change meant, which a revert loses) read.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from patchit.bench.corpus_env import (
     report_json,
     tree_state,
 )
+from patchit.bench.corpus_keeps import keeps_missing
 from patchit.bench.corpus_model import Scenario, apply_edits
 from patchit.bench.corpus_pg import PgBench
 from patchit.bench.corpus_runtimes import BenchRuntime
@@ -43,6 +45,7 @@ class BranchCheck:
     run_ok: bool
     files: list[str]
     output_tail: str = ""
+    keeps_missing: list[str] = field(default_factory=list)  # intents the branch undid
 
 
 @dataclass
@@ -62,6 +65,7 @@ class Observation:
     patchit_wall_s: float = 0.0
     patchit_tail: str = ""
     error: str | None = None
+    keeps_not_in_change: list[str] = field(default_factory=list)  # a corpus error
 
 
 def make_repo(src: Path, dest: Path, scenario: Scenario | None) -> str:
@@ -138,6 +142,8 @@ def _observe(
         history.result()
         break_repo(reference, scenario)
         break_repo(user, scenario)
+        text_keeps = [k for k in scenario.keeps if k.sql is None]
+        obs.keeps_not_in_change = keeps_missing(text_keeps, reference, None)
         plain_future = pool.submit(runtime.plain_run, reference)
         procs = runtime.patchit_run(user, home)
         plain = plain_future.result()
@@ -174,7 +180,10 @@ def _check_branch(
         files = git(repo, "diff", "--name-only", f"{branch}~1", branch).splitlines()
         proc = runtime.run_from_scratch(tree, broken=True)
         value = runtime.read_check(tree)
-        return BranchCheck(incident_id, branch, value, proc.code == 0, files, proc.tail(800))
+        query = (lambda sql: runtime.query(tree, sql)) if runtime.scenario.kind == "dbt" else None
+        missing = keeps_missing(runtime.scenario.keeps, tree, query)
+        return BranchCheck(incident_id, branch, value, proc.code == 0, files, proc.tail(800),
+                           missing)  # fmt: skip
     finally:
         git(repo, "worktree", "remove", "--force", str(tree))
         git(repo, "worktree", "prune")

@@ -133,11 +133,15 @@ class BenchRuntime:
         """The hidden check's value in a checkout that was run (None: no value)."""
         check = self.scenario.check
         if self.scenario.kind == "dbt":
-            if self.pg is not None:
-                return self.pg.query(checkout, check.sql or "")
-            db = self.user_data(checkout)
-            return query_rows(db, check.sql or "") if db.exists() else None
+            return self.query(checkout, check.sql or "")
         return read_output(checkout / (check.file or ""))
+
+    def query(self, checkout: Path, sql: str) -> Any:
+        """The rows of `sql` over a dbt checkout's built data (None: nothing was built)."""
+        if self.pg is not None:
+            return self.pg.query(checkout, sql)
+        db = self.user_data(checkout)
+        return query_rows(db, sql) if db.exists() else None
 
     def data_hash(self, repo: Path) -> str | None:
         """The user's data as "untouched" compares it, when it is not a file here (Postgres)."""

@@ -11,9 +11,11 @@ import duckdb
 from patchit.bench.corpus import DEFAULT_CORPUS
 from patchit.bench.corpus_env import db_content_hash, tree_state
 from patchit.bench.corpus_judge import judge
+from patchit.bench.corpus_keeps import Keep, keeps_missing
 from patchit.bench.corpus_model import load_corpus, projects_dir
 from patchit.bench.corpus_report import markdown, summarise
 from patchit.bench.corpus_run import BranchCheck, Observation, make_repo
+from patchit.bench.corpus_runtimes import query_rows
 
 BY_NAME = {s.name: s for s in load_corpus(DEFAULT_CORPUS)}
 STATE = {"status": "", "head": "abc", "branch": "main", "other_worktrees": [], "data": "h"}
@@ -105,3 +107,65 @@ def test_db_content_hash_reads_a_broken_view_by_its_definition(tmp_path: Path) -
     con.execute("create or replace view stg as select cancelled_on as d from raw")
     con.close()
     assert db_content_hash(db) != first
+
+
+def test_a_branch_that_reverts_an_intent_is_a_wrong_fix_not_fixed() -> None:
+    """A revert restores the good values, so the hidden check matches: only `keeps` sees it."""
+    kept = BranchCheck("20260115-abcdef", "patchit/x", [[1, "x"]], True, ["a.sql"])
+    result = judge(observed("dbt_upstream_rename", "fixed", "code_bug", branches=[kept]))
+    assert (result.passed, result.intent_kept, result.reverts) == (True, True, False)
+    undone = "models/staging/stg_subscriptions.sql keeps 'plan_code as plan_id'"
+    revert = BranchCheck("20260115-abcdef", "patchit/x", [[1, "x"]], True, ["s.sql"], "", [undone])
+    result = judge(observed("dbt_upstream_rename", "fixed", "code_bug", branches=[revert]))
+    assert result.hidden_check == "match" and not result.passed
+    assert (result.intent_kept, result.reverts, result.wrong_fix) == (False, True, True)
+    assert result.keeps_missing == [undone] and "reverts the change's intent" in result.reason
+    trap = judge(observed("dbt_trap_revert_new_column", "fixed", "code_bug", branches=[revert]))
+    assert not trap.passed and trap.reverts
+    no_keeps = judge(observed("dbt_column_typo", "fixed", "code_bug", branches=[kept]))
+    assert no_keeps.intent_kept is None and not no_keeps.reverts
+    escalated = judge(observed("dbt_upstream_rename", "escalated", "code_bug"))
+    assert escalated.intent_kept is None and not escalated.reverts
+    summary = summarise([result, no_keeps, escalated])
+    assert (summary.reverts, summary.wrong_fixes, summary.code_bugs_fixed) == (1, 1, 1)
+    assert (summary.intents_judged, summary.intents_kept) == (1, 0)
+    table = markdown([result, no_keeps], summary)
+    assert "| outcome | intent kept | reverts |" in table
+    assert "| dbt_upstream_rename | dbt | fixed | fixed | NO | YES |" in table
+    assert "| dbt_column_typo | dbt | fixed | fixed | - | - |" in table
+    assert "reverts of an intent: 1" in table
+
+
+def test_a_breaking_commit_without_its_own_keeps_is_a_corpus_error() -> None:
+    obs = observed("dbt_upstream_rename", "fixed", "code_bug")
+    obs.keeps_not_in_change = ["models/x.sql keeps 'y'"]
+    result = judge(obs)
+    assert not result.passed and result.reason.startswith("corpus error: the breaking commit")
+
+
+def test_keeps_are_read_from_a_real_checkout_and_its_database(tmp_path: Path) -> None:
+    scenario = BY_NAME["dbt_upstream_rename"]
+    project = projects_dir(DEFAULT_CORPUS) / "billing"
+    broken, good = tmp_path / "broken", tmp_path / "good"
+    make_repo(project, broken, scenario)
+    make_repo(project, good, None)
+    text_keeps = [k for k in scenario.keeps if k.sql is None]
+    assert len(text_keeps) == 2 and keeps_missing(scenario.keeps, broken, None) == []
+    assert len(keeps_missing(scenario.keeps, good, None)) == 2  # the revert loses both
+    for tree, column in ((broken, "plan_id"), (good, "plan_code")):
+        con = duckdb.connect(str(tree / "billing.duckdb"))
+        con.execute(f"create table stg_subscriptions as select 'pro' as {column}")
+        con.close()
+
+    def ask(tree: Path) -> Any:
+        return lambda sql: query_rows(tree / "billing.duckdb", sql)
+
+    assert keeps_missing(scenario.keeps, broken, ask(broken)) == []
+    missing = keeps_missing(scenario.keeps, good, ask(good))
+    assert missing[-1] == "query `select plan_id from stg_subscriptions limit 1` runs"
+    # re-indented or re-wrapped, the kept text still counts
+    sql = broken / "models/staging/stg_subscriptions.sql"
+    sql.write_text(sql.read_text().replace("plan_code as plan_id", "plan_code\n  as   plan_id"))
+    assert keeps_missing(text_keeps, broken, None) == []
+    expected = Keep(sql="select count(*) from stg_subscriptions", rows=[[2]])
+    assert keeps_missing([expected], broken, ask(broken)) == [expected.describe()]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchit.bench.corpus import DEFAULT_CORPUS
+from patchit.bench.corpus_keeps import keeps_missing
 from patchit.bench.corpus_model import apply_edits, load_corpus, load_scenario, projects_dir
 from patchit.errors import BadInputError
 
@@ -45,6 +46,11 @@ def test_every_breaking_change_applies_to_its_base_project(
     for path, content in after.items():
         if path.suffix == ".py":  # a scan scenario may break imports, never Python syntax
             compile(content, str(path), "exec")
+    text_keeps = [k for k in scenario.keeps if k.sql is None]
+    assert keeps_missing(text_keeps, repo, None) == [], "the change must hold its own keeps"
+    base = projects_dir(DEFAULT_CORPUS) / scenario.project
+    if text_keeps:  # a revert to the base must lose at least one of them
+        assert keeps_missing(text_keeps, base, None), "no keep is new in the change"
 
 
 def test_search_text_must_occur_exactly_once(tmp_path: Path) -> None:
@@ -87,3 +93,34 @@ def test_cli_reports_a_bad_only_as_bad_input() -> None:
     )
     assert proc.returncode == 2, proc.stderr
     assert "no_such_scenario: no such scenario" in proc.stderr
+
+
+def test_keeps_are_checked_when_loaded(tmp_path: Path) -> None:
+    text = (DEFAULT_CORPUS / "dbt_upstream_rename.toml").read_text()
+    assert len(load_scenario(DEFAULT_CORPUS / "dbt_upstream_rename.toml").keeps) == 3
+    for bad, why in (
+        ('[[keeps]]\npath = "a.sql"\n', "a text keep needs both path and a non-empty text"),
+        ('[[keeps]]\npath = "a.sql"\ntext = "x"\nsql = "select 1"\n', "either path and text"),
+        ('[[keeps]]\npath = "a.sql"\ntext = "x"\nrows = [[1]]\n', "rows go with sql"),
+    ):
+        path = tmp_path / "bad_keeps.toml"
+        path.write_text(text + "\n" + bad)
+        with pytest.raises(BadInputError, match=r"bad_keeps\.toml: not a valid benchmark scenario"):
+            load_scenario(path)
+        with pytest.raises(BadInputError, match=why.replace("(", r"\(")):
+            load_scenario(path)
+    airflow = (DEFAULT_CORPUS / "af_helper_kwarg_renamed.toml").read_text()
+    path = tmp_path / "af_sql_keep.toml"
+    path.write_text(airflow + '\n[[keeps]]\nsql = "select 1"\n')
+    with pytest.raises(BadInputError, match="keeps texts, not queries"):
+        load_scenario(path)
+
+
+def test_every_base_project_is_used_and_listed_in_the_corpus_readme() -> None:
+    projects = {p.name for p in projects_dir(DEFAULT_CORPUS).iterdir() if p.is_dir()}
+    assert projects == {s.project for s in SCENARIOS}
+    readme = (DEFAULT_CORPUS.parent / "README.md").read_text()
+    for name in projects:
+        assert f"projects/{name}/" in readme, f"benchmarks/README.md does not list {name}"
+    for scenario in SCENARIOS:
+        assert f"| {scenario.name} |" in readme, f"benchmarks/README.md lacks {scenario.name}"
