@@ -82,6 +82,8 @@ def check_candidate(
         return check
     check.baseline_runs = len(baseline.runs)
     _conclude(check)
+    if unjudged := check.unjudged():  # new outputs: no baseline says what they should hold
+        check.summary += f"; {unjudged}"
     return check
 
 

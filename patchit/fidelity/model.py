@@ -74,6 +74,29 @@ class DataCheck(BaseModel):
         """A candidate whose outputs differ where nothing meant them to is not 'verified'."""
         return self.needs_review
 
+    def new_outputs(self) -> list[str]:
+        """What the candidate built that the baseline has nothing to compare with: outputs
+        missing in the baseline, and new columns (`schema.relation.column`)."""
+        found: list[str] = []
+        for out in self.outputs:
+            if out.missing_in == "baseline":
+                found.append(out.name)
+                continue
+            found += [
+                f"{out.name}.{change[1:].split(' ', 1)[0]}"
+                for change in out.schema_changes
+                if change.startswith("+")
+            ]
+        return found
+
+    def unjudged(self, most: int = 6) -> str:
+        """'the data check could not judge: <outputs> are new', or '' when it judged all."""
+        new = self.new_outputs()
+        if not new:
+            return ""
+        more = f" and {len(new) - most} more" if len(new) > most else ""
+        return f"the data check could not judge: {', '.join(new[:most])}{more} are new"
+
     def fidelity(self) -> str:
         """One line every verification report carries: harness, isolation, data check."""
         harness = self.harness or "?"

@@ -4,7 +4,8 @@ The score is the product of one factor per signal, so a weak signal lowers it vi
 - diagnosis: a matched failure signature, or only a generic one;
 - the fix's kind: a targeted fix-it, a partial revert of the breaking change, or the model;
 - verification fidelity: the real runtime, a file-level check, or a stand-in;
-- the data check: outputs compared with the last good run, or not compared;
+- the data check: outputs compared with the last good run, or not compared; and what it
+  could not judge (new columns or outputs, which have no baseline);
 - passing candidates: one, or several different ones (the choice was less clear).
 `[delivery] mode = "threshold"` opens a pull request only above `min_confidence`.
 """
@@ -56,6 +57,9 @@ def fix_confidence(
         factors.append(("data check: outputs differ where nothing meant them to", 0.3))
     else:
         factors.append((f"data check: {data_check.status}", 1.0))
+    if data_check is not None and (unjudged := data_check.unjudged()):
+        # a new column the fix feeds has no baseline: nothing checked what it holds
+        factors.append((unjudged, 0.8))
     if passing > 1:
         factors.append((f"candidates: {passing} different ones passed", 0.9))
     else:

@@ -46,6 +46,7 @@ from patchit.patching.fixits._common import (
     sub_in_regions,
 )
 from patchit.patching.fixits.column_sources import alias_columns, is_projection, upstream_rename
+from patchit.patching.fixits.near_names import near_name_review
 
 _UNQUALIFIED = re.compile(r'Referenced column "(?P<col>[^"]+)" not found in FROM clause!')
 _QUALIFIED = re.compile(
@@ -117,9 +118,11 @@ class RenameColumnStrategy(FixIt):
         if hint is not None:
             # the HINT qualifies the name with its relation; the SQL named it bare
             basis = f"the column Postgres's HINT names ({hint[0]}.{hint[1]})"
-            return self._candidate(evidence, text, pattern, col, hint[1], "", None, basis)
-        fix = nearest(col, alias_columns(evidence, text, None, col).columns)
-        return self._candidate(evidence, text, pattern, col, fix, "", None, _NEAR_PG)
+            pool = alias_columns(evidence, text, None, col).columns
+            return self._candidate(evidence, text, pattern, col, hint[1], "", None, basis, pool)
+        pool = alias_columns(evidence, text, None, col).columns
+        fix = nearest(col, pool)
+        return self._candidate(evidence, text, pattern, col, fix, "", None, _NEAR_PG, pool)
 
     def _rename_qualified(
         self,
@@ -142,15 +145,19 @@ class RenameColumnStrategy(FixIt):
                 evidence, text, pattern, col, new, f"{qual}.", why, engine=engine
             )
         if engine == "Postgres":
+            pool = [*listed, *source.columns]
             if listed:
                 basis = f"the column Postgres's HINT names ({qual}.{listed[0]})"
                 return self._candidate(
-                    evidence, text, pattern, col, listed[0], f"{qual}.", None, basis
+                    evidence, text, pattern, col, listed[0], f"{qual}.", None, basis, pool
                 )
             fix = nearest(col, source.columns)
-            return self._candidate(evidence, text, pattern, col, fix, f"{qual}.", None, _NEAR_PG)
-        fix = nearest(col, [*listed, *source.columns])
-        return self._candidate(evidence, text, pattern, col, fix, f"{qual}.")
+            return self._candidate(
+                evidence, text, pattern, col, fix, f"{qual}.", None, _NEAR_PG, pool
+            )
+        pool = [*listed, *source.columns]
+        fix = nearest(col, pool)
+        return self._candidate(evidence, text, pattern, col, fix, f"{qual}.", pool=pool)
 
     def _rename_unqualified(
         self, evidence: Evidence, text: str, col: str, message: str
@@ -167,14 +174,15 @@ class RenameColumnStrategy(FixIt):
             return []
         pattern = rf'(?<![\w."])(?P<q>"?){re.escape(col)}(?![\w])'
         fix = next(iter(forms[bare]))
-        return self._candidate(evidence, text, pattern, col, fix, "")
+        return self._candidate(evidence, text, pattern, col, fix, "", pool=list(forms))
 
     def _rename_qualifier(
         self, evidence: Evidence, text: str, qual: str, message: str
     ) -> list[PatchCandidate]:
-        fix = nearest(qual, _listed_candidates(message))
+        listed = _listed_candidates(message)
+        fix = nearest(qual, listed)
         pattern = rf'(?<![\w."])(?P<q>"?){re.escape(qual)}(?="?\s*\.)'
-        return self._candidate(evidence, text, pattern, qual, fix, "")
+        return self._candidate(evidence, text, pattern, qual, fix, "", pool=listed, kind="table")
 
     def _candidate(
         self,
@@ -186,9 +194,13 @@ class RenameColumnStrategy(FixIt):
         shown: str,
         renamed_upstream: str | None = None,
         basis: str | None = None,
+        pool: list[str] | None = None,
+        kind: str = "column",
         engine: str = "DuckDB",
     ) -> list[PatchCandidate]:
-        """basis: why `fix` is the column (Postgres); None: DuckDB's binder can bind it."""
+        """basis: why `fix` is the column (Postgres); None: DuckDB's binder can bind it.
+        pool: the names `fix` was chosen from, for the near-name review (None: `fix` is no
+        guess, it follows an upstream rename)."""
         if fix is None or evidence.unit_path is None:
             return []
         start, end = (_START, _END) if renamed_upstream else ("", "")
@@ -206,6 +218,12 @@ class RenameColumnStrategy(FixIt):
             new_text = _keep_output_names(new_text, old)
         if count == 0 or new_text == text:
             return []
+        bare = fix.rsplit(".", 1)[-1]
+        review = (
+            ""
+            if pool is None
+            else near_name_review(evidence, [evidence.unit_path], old, bare, pool, kind)
+        )
         return [
             PatchCandidate(
                 strategy=self.name,
@@ -223,6 +241,7 @@ class RenameColumnStrategy(FixIt):
                     f"can bind (renamed {count} occurrence(s) in {evidence.unit_path})"
                 ),
                 confidence=0.9,
+                review=review,
             )
         ]
 

@@ -50,6 +50,7 @@ from patchit.patching.fixits._common import (
     scan_index,
     sub_in_regions,
 )
+from patchit.patching.fixits.near_names import near_name_review
 from patchit.patching.fixits.python_common import (
     Scope,
     enclosing_scope,
@@ -88,6 +89,8 @@ _UNDEFINED = re.compile(
     r"'(?P<old>\w+)' is undefined\. This can happen when calling a macro that does not exist"
 )
 _SQL_SUFFIXES = (".sql",)
+_KINDS = {"NameError": "name", "AttributeError": "attribute", "undefined macro": "macro",
+          "DuckDB relation": "relation"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -307,6 +310,11 @@ class FollowMessageStrategy(FixIt):
         files = ", ".join(rel for rel, _, _ in edits)
         said = "says it was replaced by" if msg.kind == "replaced" else "suggests"
         checked = "" if msg.known is None or msg.kind == "replaced" else ", the only name as near"
+        paths, pool = [rel for rel, _, _ in edits], msg.known or {msg.new}
+        kind = _KINDS.get(msg.kind, "function")  # a replaced API is stated, not guessed:
+        review = "" if msg.kind == "replaced" else (
+            near_name_review(evidence, paths, msg.old, msg.new, pool, kind)
+        )  # fmt: skip
         return [
             PatchCandidate(
                 strategy=self.name,
@@ -318,6 +326,7 @@ class FollowMessageStrategy(FixIt):
                     f"renamed in {where} ({files})"
                 ),
                 confidence=0.8,
+                review=review,
             )
         ]
 

@@ -23,6 +23,7 @@ from patchit.evidence.model import Evidence
 from patchit.evidence.similarity import nearest
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
+from patchit.patching.fixits.near_names import near_name_review
 from patchit.patching.fixits.python_common import (
     failing_frame,
     make_candidate,
@@ -144,7 +145,13 @@ class FixCallStrategy(FixIt):
             f"TypeError at {frame.path}:{frame.line}: {qualname}() takes "
             f"({', '.join(params)}); renamed {shown}"
         )
-        return make_candidate(self, frame.path, text, replace_spans(text, spans), rationale, 0.85)
+        reviews = [
+            near_name_review(evidence, [frame.path], old, new, params, "keyword")
+            for old, new in sorted(renames.items())
+        ]
+        review = "; ".join(r for r in reviews if r)
+        after = replace_spans(text, spans)
+        return make_candidate(self, frame.path, text, after, rationale, 0.85, review)
 
     def _follow(self, evidence: Evidence, rename: Rename) -> list[PatchCandidate]:
         """`old=` -> `new=` in every call of the function in the task's repository code that

@@ -169,7 +169,13 @@ def repo_sources(evidence: Evidence) -> dict[str, str]:
 
 
 def make_candidate(
-    strategy: Strategy, path: str, before: str, after: str, rationale: str, confidence: float
+    strategy: Strategy,
+    path: str,
+    before: str,
+    after: str,
+    rationale: str,
+    confidence: float,
+    review: str = "",
 ) -> list[PatchCandidate]:
     if before == after or parse_python(after) is None:
         return []  # an edit that does not parse is never proposed
@@ -181,6 +187,7 @@ def make_candidate(
             edits=[derive_edit(path, before, after)],
             rationale=rationale,
             confidence=confidence,
+            review=review,
         )
     ]
 

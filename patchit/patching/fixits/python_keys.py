@@ -19,6 +19,7 @@ from typing import ClassVar
 from patchit.evidence.model import Evidence
 from patchit.evidence.similarity import nearest
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
+from patchit.patching.fixits.near_names import near_name_review
 from patchit.patching.fixits.python_common import (
     enclosing_scope,
     failing_frame,
@@ -153,4 +154,5 @@ class RenameKeyStrategy(FixIt):
             f"KeyError {key!r} at {frame.path}:{frame.line}; {fix!r} is the only near key in "
             f"{where} (renamed {len(spans)} subscript(s) in {frame.function})"
         )
-        return make_candidate(self, frame.path, text, after, rationale, 0.85)
+        review = near_name_review(evidence, [frame.path], key, fix, keys, "key")
+        return make_candidate(self, frame.path, text, after, rationale, 0.85, review)

@@ -24,6 +24,7 @@ from typing import ClassVar
 from patchit.evidence.model import Evidence
 from patchit.evidence.similarity import nearest
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
+from patchit.patching.fixits.near_names import near_name_review
 from patchit.patching.fixits.python_common import (
     enclosing_scope,
     failing_frame,
@@ -123,11 +124,12 @@ class FixNameStrategy(FixIt):
             cls = found["cls"].rpartition(".")[2]  # 'types.SimpleNamespace' object ...
             runtime = _runtime_attributes(evidence, tree, cls, found["name"])
             members = runtime or _class_members(evidence, cls)
+            pool = members
             if runtime:  # every attribute the object had: a family of near names is no guess
                 fix = only_near(found["name"], runtime)
                 members = {fix} if fix else set()
             where = "the object had at run time" if runtime else "it has"
-            return self._rename_attr(evidence, text, tree, found["name"], members, where)
+            return self._rename_attr(evidence, text, tree, found["name"], members, where, pool)
         return []
 
     def _rename_name(
@@ -151,11 +153,13 @@ class FixNameStrategy(FixIt):
             f"NameError: {old!r} is not defined at {frame.path}:{frame.line}; {fix!r} is the only "
             f"near name in scope (renamed {len(spans)} use(s) in {frame.function})"
         )
-        return make_candidate(self, frame.path, text, replace_spans(text, spans), rationale, 0.85)
+        review = near_name_review(evidence, [frame.path], old, fix, bound)
+        after = replace_spans(text, spans)
+        return make_candidate(self, frame.path, text, after, rationale, 0.85, review)
 
     def _rename_attr(
         self, evidence: Evidence, text: str, tree: ast.Module, old: str, names: set[str] | None,
-        where: str = "it has",
+        where: str = "it has", pool: set[str] | None = None,
     ) -> list[PatchCandidate]:  # fmt: skip
         frame = failing_frame(evidence)
         assert frame is not None
@@ -181,7 +185,10 @@ class FixNameStrategy(FixIt):
             f"AttributeError: no attribute {old!r} at {frame.path}:{frame.line}; {fix!r} is the "
             f"only near name {where} (renamed {len(spans)} use(s))"
         )
-        return make_candidate(self, frame.path, text, replace_spans(text, spans), rationale, 0.85)
+        choices = pool if pool is not None else names or set()
+        review = near_name_review(evidence, [frame.path], old, fix, choices, "attribute")
+        after = replace_spans(text, spans)
+        return make_candidate(self, frame.path, text, after, rationale, 0.85, review)
 
 
 class FixImportStrategy(FixIt):
@@ -200,16 +207,21 @@ class FixImportStrategy(FixIt):
         text, tree = source
         imports = [n for n in nodes_on_line(tree, frame.line) if isinstance(n, ast.ImportFrom)]
         if (found := _IMPORT_NAME.search(message)) and len(imports) == 1:
-            names = _module_names(evidence, found["module"])
-            fix = nearest(found["name"], names or set())
-            return self._rename_imported(evidence, text, tree, imports[0], found["name"], fix)
+            names = _module_names(evidence, found["module"]) or set()
+            fix = nearest(found["name"], names)
+            review = (
+                near_name_review(evidence, [frame.path], found["name"], fix, names) if fix else ""
+            )
+            return self._rename_imported(
+                evidence, text, tree, imports[0], found["name"], fix, review
+            )
         if (found := _NO_MODULE.search(message)) and len(imports) == 1:
             return self._rename_module(evidence, text, imports[0], found["module"])
         return []
 
     def _rename_imported(
         self, evidence: Evidence, text: str, tree: ast.Module, node: ast.ImportFrom,
-        old: str, fix: str | None,
+        old: str, fix: str | None, review: str = "",
     ) -> list[PatchCandidate]:  # fmt: skip
         frame = failing_frame(evidence)
         aliases = [a for a in node.names if a.name == old]
@@ -225,7 +237,8 @@ class FixImportStrategy(FixIt):
             f"ImportError: {node.module} has no {old!r}; {fix!r} is the only near name it "
             f"defines ({frame.path}:{frame.line})"
         )
-        return make_candidate(self, frame.path, text, replace_spans(text, spans), rationale, 0.85)
+        after = replace_spans(text, spans)
+        return make_candidate(self, frame.path, text, after, rationale, 0.85, review)
 
     def _rename_module(
         self, evidence: Evidence, text: str, node: ast.ImportFrom, old: str
@@ -244,7 +257,8 @@ class FixImportStrategy(FixIt):
         lines = text.splitlines(keepends=True)
         lines[node.lineno - 1] = new_line
         rationale = f"ModuleNotFoundError: {old!r}; {fix!r} is the only near module in the repo"
-        return make_candidate(self, frame.path, text, "".join(lines), rationale, 0.8)
+        review = near_name_review(evidence, [frame.path], leaf, fix_leaf, siblings, "module")
+        return make_candidate(self, frame.path, text, "".join(lines), rationale, 0.8, review)
 
     @staticmethod
     def _sibling_modules(evidence: Evidence, parent: str) -> set[str]:
