@@ -141,3 +141,15 @@ def test_a_partial_revert_of_a_crlf_file_applies_and_keeps_crlf(tmp_path: Path) 
     shown = subprocess.run(["git", "-C", str(root), "diff", "--cached"], capture_output=True,
                            check=True).stdout  # fmt: skip
     assert b'+    return sum(row["amount"] * scale for row in rows)\r\n' in shown
+
+
+def test_the_policy_reads_a_crlf_file_as_the_edit_applies_to_it(repo: Path) -> None:
+    from patchit.config import PolicyConfig
+    from patchit.patching.base import PatchCandidate
+    from patchit.policy.policy import check_policy
+
+    policy = PolicyConfig(max_lines=2)
+    for search in ("      - name: id\r\n", "      - name: id\n"):
+        edits = [Edit(path="models/schema.yml", search=search, replace="      - name: key\n")]
+        candidate = PatchCandidate(strategy="s", tag="t", edits=edits, rationale="r")
+        assert check_policy(candidate, repo, policy) is None  # found once; one line changed
