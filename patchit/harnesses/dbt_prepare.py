@@ -225,7 +225,12 @@ _RELATIONS_LOCK = threading.Lock()
 def place_database(workspace: Workspace, user_db: Path, db_copy: Path) -> Path | None:
     """Put the candidate's copy of the incident snapshot at `db_copy`; returns it. With no
     snapshot and no database file at the user's path either (a fresh checkout whose
-    failing run never opened it), the run starts on a fresh warehouse: None."""
+    failing run never opened it), the run starts on a fresh warehouse: None.
+
+    Either way the copy's folder exists, as it did for the user's run: a `path:` such as
+    `target/x.duckdb` lives in a folder dbt made for the user (its target path), which the
+    sandbox moves to its scratch, so in a fresh worktree DuckDB could not create the file."""
+    db_copy.parent.mkdir(parents=True, exist_ok=True)
     if workspace.snapshot is None and not user_db.is_file():
         for stale in (db_copy, wal_path(db_copy)):
             stale.unlink(missing_ok=True)

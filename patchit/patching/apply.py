@@ -4,7 +4,9 @@ An `Edit` names a repo-relative file, a `search` text that must occur exactly on
 file as it is when the edit is applied (edits apply in order, so a later edit sees the
 earlier ones), and its `replace` text. An empty `search` creates a file that does not exist
 yet. Every edit of a batch is checked before anything is written, so a bad batch leaves the
-checkout untouched.
+checkout untouched. Files are read and written as bytes, in their own line ends
+(`patchit.patching.lineends`): a search written with LF matches a CRLF file, and the
+replacement is written back with CRLF.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from patchit.errors import BadInputError, PatchitError
 from patchit.inputs import input_exists, is_regular_file, read_input_bytes, shown
 from patchit.patching.base import Edit
+from patchit.patching.lineends import in_convention_of, match_edit, split_lines
 from patchit.redaction import clean_text
 
 _PATH_MAX, _NAME_MAX = 4096, 255
@@ -71,12 +74,12 @@ def _edited_texts(root: Path, edits: list[Edit]) -> dict[str, tuple[str, str]]:
                 raise EditError(f"{where}: empty search text is only allowed to create a file")
             texts[edit.path] = (before, edit.replace)
             continue
-        count = current.count(edit.search)
-        if count == 0:
+        found = match_edit(current, edit.search, edit.replace)
+        if found.count == 0:
             raise EditError(f"{where}: search text not found: {edit.search[:80]!r}")
-        if count > 1:
-            raise EditError(f"{where}: search text occurs {count} times, it must be unique")
-        texts[edit.path] = (before, current.replace(edit.search, edit.replace, 1))
+        if found.count > 1:
+            raise EditError(f"{where}: search text occurs {found.count} times, it must be unique")
+        texts[edit.path] = (before, current.replace(found.search, found.replace, 1))
     return texts
 
 
@@ -106,7 +109,8 @@ def _is_unique(text: str, part: str) -> bool:
 def derive_edits(path: str, before: str, after: str) -> list[Edit]:
     """One `derive_edit` per changed region, top to bottom: each is derived against the text
     as the earlier edits of the list leave it, so the list applies in order."""
-    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    after = in_convention_of(before, after)
+    old, new = split_lines(before), split_lines(after)
     hunks = [op for op in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
              if op[0] != "equal"]  # fmt: skip
     edits: list[Edit] = []
@@ -122,11 +126,13 @@ def derive_edit(path: str, before: str, after: str) -> Edit:
     """The smallest whole-line search/replace that turns `before` into `after`.
 
     The changed lines are widened by neighbouring lines until the search text occurs once in
-    `before`, so the edit stays valid when it is applied to that exact text.
+    `before`, so the edit stays valid when it is applied to that exact text. `after` is
+    taken in `before`'s line ends (a line a fix-it built with LF in a CRLF file).
     """
+    after = in_convention_of(before, after)
     if before == after:
         raise EditError(f"{path}: no change to express as an edit")
-    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    old, new = split_lines(before), split_lines(after)
     head = 0
     while head < min(len(old), len(new)) and old[head] == new[head]:
         head += 1

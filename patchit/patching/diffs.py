@@ -10,18 +10,22 @@ import difflib
 
 from patchit.memory.diffs import diff_hash as diff_hash  # re-exported
 from patchit.memory.diffs import normalise_diff as normalise_diff  # re-exported
+from patchit.patching.lineends import split_lines
 
 _NO_NEWLINE = "\\ No newline at end of file"
 
 
 def unified_diff(path: str, before: str, after: str, context_lines: int = 3) -> str:
-    """A git-style unified diff (`a/` and `b/` prefixes) of one file; "" when nothing changed."""
+    """A git-style unified diff (`a/` and `b/` prefixes) of one file; "" when nothing changed.
+
+    Lines keep their ends (a CRLF file's lines end with CRLF, as in `git diff`), so the diff
+    applies with `git apply` to the file byte for byte."""
     if before == after:
         return ""
     out: list[str] = []
     lines = difflib.unified_diff(
-        before.splitlines(keepends=True),
-        after.splitlines(keepends=True),
+        split_lines(before),
+        split_lines(after),
         fromfile=f"a/{path}",
         tofile=f"b/{path}",
         n=context_lines,

@@ -33,7 +33,7 @@ from typing import Literal
 from patchit.errors import VcsError
 from patchit.evidence.model import Evidence
 from patchit.patching.revert import change_base
-from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
+from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git, show_file
 
 RenameKind = Literal["file", "macro", "parameter"]
 FILE_MIN_RATIO = 0.6
@@ -228,10 +228,10 @@ def _git(repo: Path, *args: str) -> str:
 def file_at(repo: Path, commit: str, path: str) -> str | None:
     """`path`'s text at `commit`; None where it did not exist, or is binary or too large."""
     try:
-        text = _git(repo, "show", f"{commit}:{path}")
+        text = show_file(repo, commit, path)  # byte for byte: CRLF line ends kept
     except VcsError:
         return None
-    return None if "\x00" in text or len(text) > MAX_FILE_CHARS else text
+    return None if text is None or "\x00" in text or len(text) > MAX_FILE_CHARS else text
 
 
 def changed_texts(repo: Path, base: str, head: str) -> list[ChangedFile]:

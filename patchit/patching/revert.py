@@ -48,7 +48,7 @@ from patchit.patching.delta import (
     split_change,
 )
 from patchit.patching.diffs import unified_diff
-from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
+from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git, show_file
 
 MAX_RUNS = 4  # harness runs this strategy spends on one fingerprint
 MAX_ROUNDS = 24  # a hard stop whatever the history says
@@ -178,10 +178,10 @@ def change_base(repo: Path, failing: str, last_good: str | None) -> tuple[str, s
 
 
 def _show(repo: Path, commit: str, path: str) -> str | None:
-    try:
-        return _git(repo, "show", f"{commit}:{path}")
+    try:  # byte for byte: the revert's edits must match a CRLF file as it is
+        return show_file(repo, commit, path)
     except VcsError:
-        return None  # the file does not exist at that commit
+        return None
 
 
 def read_breaking_change(evidence: Evidence) -> BreakingChange | None:

@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from patchit.config import PolicyConfig
 from patchit.patching.base import PatchCandidate
 from patchit.patching.diffs import unified_diff
+from patchit.patching.lineends import match_edit
 
 BINARY_SNIFF_BYTES = 8192
 
@@ -92,8 +93,8 @@ def _check_location(rel: str, repo_root: Path) -> str | None:
 
 
 def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
+    try:  # bytes, not text mode: a CRLF file is matched as `apply_edits` matches it
+        return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         return None
 
@@ -130,11 +131,11 @@ def check_policy(candidate: PatchCandidate, repo_root: Path, policy: PolicyConfi
         before, current = contents[rel]
         if not edit.search:
             return f"{rel}: an edit has empty search text"
-        count = current.count(edit.search)
-        if count != 1:
-            found = "does not occur" if count == 0 else f"occurs {count} times"
+        match = match_edit(current, edit.search, edit.replace)
+        if match.count != 1:
+            found = "does not occur" if match.count == 0 else f"occurs {match.count} times"
             return f"{rel}: search text {found} in the file (it must occur exactly once)"
-        contents[rel] = (before, current.replace(edit.search, edit.replace, 1))
+        contents[rel] = (before, current.replace(match.search, match.replace, 1))
     changed = sum(
         _changed_lines(unified_diff(rel, before, after, context_lines=0))
         for rel, (before, after) in contents.items()

@@ -12,6 +12,7 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from patchit.errors import VcsError
 
@@ -60,13 +61,43 @@ def run_git(
     they cannot turn hooks, signing or prompts back on. `env` is the environment git starts
     from (default: this process's). `timeout_s` bounds the run (None: no bound).
     """
+    proc = _run(repo, args, timeout_s, config, env, text=True)
+    if check and proc.returncode != 0:
+        stderr = proc.stderr.strip() or proc.stdout.strip()
+        raise VcsError(f"git {' '.join(args)} failed in {repo} (exit {proc.returncode}): {stderr}")
+    return str(proc.stdout)
+
+
+def show_file(
+    repo: Path, commit: str, path: str, timeout_s: float | None = QUERY_TIMEOUT_S
+) -> str | None:
+    """`path`'s text at `commit` byte for byte, as stored (`run_git`'s text mode would turn
+    CRLF line ends into LF, and an edit derived from that text would not match the file);
+    None where the file does not exist at that commit or is not UTF-8 text."""
+    proc = _run(repo, ("show", f"{commit}:{path}"), timeout_s, (), None, text=False)
+    if proc.returncode != 0:
+        return None
+    try:
+        return bytes(proc.stdout).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _run(
+    repo: Path,
+    args: Sequence[str],
+    timeout_s: float | None,
+    config: Sequence[str],
+    env: Mapping[str, str] | None,
+    text: bool,
+) -> subprocess.CompletedProcess[Any]:
     extra = [arg for pair in config for arg in ("-c", pair)]
     cmd = ["git", "-C", str(repo), *extra, *_SAFE_CONFIG, *args]
     try:
-        proc = subprocess.run(
+        return subprocess.run(
             cmd,
             capture_output=True,
-            text=True,
+            text=text,
             env=_git_env(env),
             stdin=subprocess.DEVNULL,
             timeout=timeout_s,
@@ -75,10 +106,6 @@ def run_git(
         raise VcsError(f"cannot run git ({exc.strerror}); install git and put it on PATH") from exc
     except subprocess.TimeoutExpired as exc:
         raise VcsError(f"git {' '.join(args)} in {repo} timed out after {timeout_s:g} s") from exc
-    if check and proc.returncode != 0:
-        stderr = proc.stderr.strip() or proc.stdout.strip()
-        raise VcsError(f"git {' '.join(args)} failed in {repo} (exit {proc.returncode}): {stderr}")
-    return proc.stdout
 
 
 def repo_root(path: Path) -> Path | None:

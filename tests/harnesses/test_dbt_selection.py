@@ -155,9 +155,9 @@ def test_replay_env_drops_sandbox_paths_and_unknown_secrets(
     assert env["DBT_SEND_ANONYMOUS_USAGE_STATS"] == "false"
 
 
-def prepared_args(tmp_path: Path, snapshot: Path | None) -> list[str]:
-    """The dbt arguments DbtHarness prepares for a worktree of a two-model project (no dbt
-    runs: `prepare` only lays out the sandbox)."""
+def prepared_args(tmp_path: Path, snapshot: Path | None, db_path: str = "shop.duckdb") -> list[str]:
+    """The dbt arguments DbtHarness prepares for a worktree of a two-model project whose
+    profile's DuckDB `path:` is `db_path` (no dbt runs: `prepare` only lays out the sandbox)."""
     from patchit.harnesses.base import Workspace
 
     user = tmp_path / "user"
@@ -167,7 +167,7 @@ def prepared_args(tmp_path: Path, snapshot: Path | None) -> list[str]:
         (project / "dbt_project.yml").write_text("name: shop\nprofile: shop\n")
         (project / "profiles.yml").write_text(
             "shop:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n"
-            "      path: shop.duckdb\n"
+            f"      path: {db_path}\n"
         )
     (root / "models" / "stg_shopify_orders.sql").write_text("select 1 as id\n")  # renamed
     (root / "models" / "orders.sql").write_text("select * from {{ ref('stg_shopify_orders') }}\n")
@@ -199,6 +199,28 @@ def test_a_checkout_with_no_database_builds_on_a_fresh_one(tmp_path: Path) -> No
     args = prepared_args(tmp_path, None)  # no snapshot, and no shop.duckdb at the user's path
     assert args[args.index("--select") + 1 : args.index("--project-dir")] == ["orders+", "@orders"]
     assert not (tmp_path / "worktree" / "shop.duckdb").exists()  # dbt creates it
+
+
+def test_a_database_under_the_target_folder_is_placed_where_the_profile_says(
+    tmp_path: Path,
+) -> None:
+    """`path: target/shop.duckdb`: the user's dbt made `target/`, the sandbox moves dbt's
+    target path to its scratch, so the worktree's `target/` is the sandbox's to make."""
+    import duckdb
+
+    args = prepared_args(tmp_path / "fresh", None, "target/shop.duckdb")  # a fresh clone
+    tree = tmp_path / "fresh" / "worktree"
+    assert (tree / "target").is_dir() and not (tree / "target" / "shop.duckdb").exists()
+    profile = (Path(args[args.index("--profiles-dir") + 1]) / "profiles.yml").read_text()
+    assert "path: target/shop.duckdb" in profile  # as the user's run resolves it
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    with duckdb.connect(str(snapshot / "shop.duckdb")) as con:
+        con.execute("create table stg_orders as select 1 as id")
+    prepared_args(tmp_path / "copied", snapshot, "target/shop.duckdb")
+    copy = tmp_path / "copied" / "worktree" / "target" / "shop.duckdb"
+    assert copy.read_bytes() == (snapshot / "shop.duckdb").read_bytes()
+    assert not (tmp_path / "copied" / "user" / "target").exists()  # the user's tree: untouched
 
 
 def test_the_relations_are_read_once_per_incident_snapshot(

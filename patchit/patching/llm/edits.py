@@ -4,7 +4,8 @@ A model copies text imperfectly, mostly in whitespace. An edit whose `search` te
 occur exactly once gets one whitespace-tolerant retry: runs of spaces and tabs match any run,
 indentation and trailing whitespace are ignored per line, CRLF matches LF. A single tolerant
 match rewrites `search` to the file's exact text; anything else rejects the candidate with a
-reason the loop records and the next round reads.
+reason the loop records and the next round reads. The `replace` text is written in the file's
+line ends (a model writes LF; a CRLF file stays CRLF), as `apply_edits` writes it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from patchit.errors import PatchitError
 from patchit.inputs import input_exists, is_regular_file, shown
 from patchit.patching.apply import EditError, read_text, resolve_target
 from patchit.patching.base import Edit
+from patchit.patching.lineends import in_convention_of, match_edit
 from patchit.patching.llm.answers import EditAnswer
 
 
@@ -64,17 +66,19 @@ def _read(target: Path, where: str) -> str:
         raise EditRejected(str(exc)) from exc
 
 
-def _locate(text: str, search: str, where: str, notes: list[str]) -> str:
-    """The exact text of the file to replace: `search`, or its one tolerant match."""
-    exact = text.count(search)
+def _locate(text: str, search: str, replace: str, where: str, notes: list[str]) -> tuple[str, str]:
+    """The exact text of the file to replace, `search` as the file has it (its line ends,
+    `lineends.match_edit`) or its one tolerant match; and `replace` in the file's line ends."""
+    found = match_edit(text, search, replace)
+    exact = found.count
     if exact == 1:
-        return search
+        return found.search, found.replace
     if not search.strip():
         raise EditRejected(f"{where}: the search text is only whitespace")
     matches = [m.group(0) for m in tolerant_pattern(search).finditer(text) if m.group(0)]
     if exact == 0 and len(matches) == 1:
         notes.append(f"{where}: search text matched after ignoring whitespace differences")
-        return matches[0]
+        return matches[0], in_convention_of(text, replace)
     if exact > 1:
         raise EditRejected(
             f"{where}: search text found {exact} times, it must be unique "
@@ -112,11 +116,11 @@ def resolve_edits(root: Path, answers: list[EditAnswer], notes: list[str]) -> li
         if answer.search == "":
             if current:
                 raise EditRejected(f"{where}: empty search text is only allowed to create a file")
-            search = ""
+            search, replace = "", answer.replace
         else:
-            search = _locate(current, answer.search, where, notes)
-        if search == answer.replace:
+            search, replace = _locate(current, answer.search, answer.replace, where, notes)
+        if search == replace:
             raise EditRejected(f"{where}: the edit changes nothing")
-        texts[rel] = current.replace(search, answer.replace, 1) if search else answer.replace
-        edits.append(Edit(path=rel, search=search, replace=answer.replace))
+        texts[rel] = current.replace(search, replace, 1) if search else replace
+        edits.append(Edit(path=rel, search=search, replace=replace))
     return edits
