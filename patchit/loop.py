@@ -392,6 +392,7 @@ def _finish(
         tiers=search.tiers if search else [],
         data_check=winner.data if winner else (refused[-1] if refused else None),
         llm=_llm_summary(ctx, incident.id, trials),
+        unit_verdicts=next((t.result.units for t in reversed(trials) if t.result), None),
     )
     md, js = write_report(report, ctx.home / "reports")
     checkpoint("finished")
