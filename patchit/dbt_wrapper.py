@@ -4,7 +4,8 @@
 - a green full `dbt build` (`patchit.dbt_args.is_full_build`) on a clean, committed tree
   records the project's last good commit (only that vouches for every model);
 - dbt's own usage errors and runs without readable results heal nothing;
-- failed nodes sharing a cause become one incident each; they are healed, unless `--no-heal`
+- failed nodes broken by one change (else sharing a cause) become one incident each
+  (`patchit.change_groups`); they are healed, unless `--no-heal`
   was given or tracked files have uncommitted changes (only committed code is healed): then
   they are recorded only.
 """
@@ -96,7 +97,7 @@ def _heal_events(
 ) -> list[HealOutcome]:
     from patchit.context import build_context
     from patchit.intake.dbt import events_from_run
-    from patchit.loop import group_by_cause, heal_group
+    from patchit.loop import group_by_change, heal_group
     from patchit.recovery import sweep_dead_runs
 
     events = events_from_run(run.record, run.args, run.project, run.repo, run.commit, run.started)
@@ -114,8 +115,10 @@ def _heal_events(
         say(line)
     outcomes = []
     try:
-        for group in group_by_cause(events):
-            outcomes.append(heal_group(group, ctx))
+        for group in group_by_change(events, ctx):
+            if len(group.events) > 1:
+                say(group.describe())
+            outcomes.append(heal_group(group.events, ctx, group.key))
             on_outcome(outcomes[-1])
     finally:
         ctx.close()

@@ -14,6 +14,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchit.change_groups import FailureGroup, Known, LastGood, group_failures, incident_key
 from patchit.classify.classifier import classify_failure
 from patchit.classify.model import FailureClass, Verdict
 from patchit.context import Context
@@ -30,7 +31,7 @@ from patchit.fidelity.check import remembered_commit
 from patchit.harnesses.base import Harness
 from patchit.harnesses.registry import select_harness
 from patchit.memory import Incident, IncidentStatus
-from patchit.memory.fingerprint import cause_key, error_fingerprint
+from patchit.memory.fingerprint import error_fingerprint
 from patchit.memory.ledger import Ledger, LlmPurpose
 from patchit.memory.outcomes import project_key_for as project_key_for  # re-exported
 from patchit.patching.base import FixIt
@@ -58,9 +59,11 @@ class HealOutcome:
 
 
 def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> HealOutcome:
-    """Heal one failure; `key` groups it with others (an outage storm), else its cause key."""
+    """Heal one failure; `key` groups it with others (a breaking change, an outage storm),
+    else the key of its own change or cause (`change_groups.incident_key`)."""
     fingerprint = error_fingerprint(event)
-    incident, created = ctx.memory.open_or_attach(event, fingerprint, key or cause_key(event))
+    key = key or incident_key(event, _last_good_of(ctx), _known_of(ctx))
+    incident, created = ctx.memory.open_or_attach(event, fingerprint, key)
     if not created and needs_recheck(incident, event, ctx.memory):
         incident, created = _split_new_cause(incident, event, fingerprint, key, ctx)
     if (busy := _not_ours(incident, created, ctx)) is not None:
@@ -120,30 +123,35 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
 def heal_group(
     events: list[UniversalFailureEvent], ctx: Context, key: str | None = None
 ) -> HealOutcome:
-    """Heal the first of several failed units sharing a cause; attach the others to it."""
+    """Heal the failed units of one incident (`group_by_change`, whose key is `key`) together:
+    the first is classified, every candidate is verified on all of them (`related_units`),
+    and the others are attached to it."""
     primary = events[0]
-    related = [e.unit_id for e in events[1:]]
+    related = [u for u in dict.fromkeys(e.unit_id for e in events[1:]) if u != primary.unit_id]
     if related:
         primary = primary.model_copy(
             update={"context": {**primary.context, "related_units": related}}
         )
     outcome = heal(primary, ctx, key)
-    by_key: dict[str, list[tuple[UniversalFailureEvent, str]]] = {}
-    for other in events[1:]:
-        by_key.setdefault(key or cause_key(other), []).append((other, error_fingerprint(other)))
-    for group_key, attached in by_key.items():
-        ctx.memory.attach_events(outcome.incident.id, attached, group_key)
-    if by_key:
+    attached = [(other, error_fingerprint(other)) for other in events[1:]]
+    if attached:
+        ctx.memory.attach_events(outcome.incident.id, attached, outcome.incident.cause_key)
         refresh_report(ctx.memory, outcome.incident.id)
     return outcome
 
 
-def group_by_cause(events: Iterable[UniversalFailureEvent]) -> list[list[UniversalFailureEvent]]:
-    """Failed units of one invocation that share a cause become one incident."""
-    groups: dict[str, list[UniversalFailureEvent]] = {}
-    for event in events:
-        groups.setdefault(cause_key(event), []).append(event)
-    return list(groups.values())
+def group_by_change(events: Iterable[UniversalFailureEvent], ctx: Context) -> list[FailureGroup]:
+    """Failed units of one run that one breaking change broke become one incident; units the
+    change does not touch, one per cause (`change_groups.group_failures`)."""
+    return group_failures(events, _last_good_of(ctx), _known_of(ctx))
+
+
+def _last_good_of(ctx: Context) -> LastGood:
+    return lambda event: ctx.memory.last_good(project_key(event))
+
+
+def _known_of(ctx: Context) -> Known:
+    return lambda event: ctx.memory.key_of_failure(error_fingerprint(event), event.repo_path)
 
 
 def project_key(event: UniversalFailureEvent) -> str:
@@ -261,7 +269,7 @@ def _split_new_cause(
     incident: Incident,
     event: UniversalFailureEvent,
     fingerprint: str,
-    key: str | None,
+    key: str,
     ctx: Context,
 ) -> tuple[Incident, bool]:
     """Classify a recurrence from a new commit (rules only); when its class is not the
@@ -277,7 +285,7 @@ def _split_new_cause(
     verdict = classify_failure(evidence)
     if not new_cause(incident, verdict.cls.value):
         return incident, False
-    fresh = ctx.memory.split_event(incident.id, event, fingerprint, key or cause_key(event))
+    fresh = ctx.memory.split_event(incident.id, event, fingerprint, key)
     refresh_report(ctx.memory, incident.id)  # one event fewer
     ctx.say(f"{event.short()}: the same failure as incident {incident.id} "
             f"({incident.classification}) but now {verdict.cls.value} at "
@@ -384,6 +392,7 @@ def _finish(
         tiers=search.tiers if search else [],
         data_check=winner.data if winner else (refused[-1] if refused else None),
         llm=_llm_summary(ctx, incident.id, trials),
+        unit_verdicts=next((t.result.units for t in reversed(trials) if t.result), None),
     )
     md, js = write_report(report, ctx.home / "reports")
     checkpoint("finished")

@@ -3,8 +3,9 @@
 Each batch is claimed from the spool in one IMMEDIATE transaction (two workers never take the
 same event). dbt events, and Airflow tasks that ran dbt, go through `patchit.loop`; the loop's
 incident lease keeps two workers from healing one incident at once. Other Airflow failures are
-grouped (a storm key for outside causes, the cause key otherwise) and recorded as `open`
-incidents only when no repository with the failing commit is known for them.
+grouped (a storm key for outside causes; else the tasks one breaking change broke,
+`patchit.change_groups`) and recorded as `open` incidents (by storm or cause key) only when no
+repository with the failing commit is known for them.
 An event that cannot be processed is marked `bad` in the spool with the reason and kept, and
 the rest of its batch goes on: one poison event never stalls the spool. An error of the
 memory itself (locked past its timeout, unreadable) is no event's fault: the batch goes back
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchit.change_groups import FailureGroup
 from patchit.context import Context, build_context
 from patchit.delivery.track import track
 from patchit.errors import BadInputError, MemoryStoreError, PatchitError, SpoolError
@@ -36,7 +38,7 @@ from patchit.intake.checkouts import NoCheckoutError, local_checkout
 from patchit.intake.spool import Spool, SpooledEvent, spool_where
 from patchit.intake.storm import storm_class, storm_key
 from patchit.liveness import claim_owner
-from patchit.loop import heal_group
+from patchit.loop import group_by_change, heal_group
 from patchit.memory import Incident, Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.recovery import sweep_dead_runs
@@ -315,13 +317,18 @@ class Worker:
         """Airflow failures: grouped (a storm key for outside causes, the cause key otherwise)
         and healed by the loop where their repository is known; recorded open otherwise."""
         groups: dict[tuple[str, str | None], list[UniversalFailureEvent]] = {}
+        storms: set[str] = set()
         for event in batch.other:
             try:
-                key = storm_key(event) or cause_key(event)
+                storm = storm_key(event)
+                key = storm or cause_key(event)
             except Exception as exc:
                 batch.fail([event], f"{event.short()}: {_internal(exc)}")
                 continue
             groups.setdefault((key, event.repo_path), []).append(event)
+            if storm:
+                storms.add(storm)
+        by_change: dict[str, tuple[Context, list[UniversalFailureEvent]]] = {}
         for (key, repo), events in groups.items():
             try:
                 if repo is None or not _has_commit(Path(repo), events[0].commit):
@@ -336,8 +343,12 @@ class Worker:
             except Exception as exc:
                 batch.fail(events, f"{events[0].short()}: {_internal(exc)}")
                 continue
-            if error := self._heal_group(events, ctx, key):
+            if key not in storms:  # the tasks one change broke are healed together below
+                by_change.setdefault(repo, (ctx, []))[1].extend(events)
+            elif error := self._heal_group(events, ctx, key):
                 batch.fail(events, error)
+        for ctx, events in by_change.values():
+            self._heal_changes(batch, events, ctx)
 
     def _record_group(self, key: str, events: list[UniversalFailureEvent], memory: Memory) -> None:
         first = events[0]
@@ -374,12 +385,25 @@ class Worker:
             except PatchitError as exc:
                 batch.fail(events, f"{events[0].short()}: {exc}")
                 continue
-            groups: dict[str, list[UniversalFailureEvent]] = {}
+            self._heal_changes(batch, events, ctx)
+
+    def _heal_changes(
+        self, batch: _Batch, events: list[UniversalFailureEvent], ctx: Context
+    ) -> None:
+        """One incident per breaking change of one repository's events (`group_by_change`)."""
+        try:
+            groups = group_by_change(events, ctx)
+        except MemoryStoreError:
+            raise
+        except Exception as exc:  # grouping is a best guess: never the events' fault
+            self.say(f"grouping by change failed ({_internal(exc)}): grouped by cause")
+            by_cause: dict[str, list[UniversalFailureEvent]] = {}
             for event in events:  # the keys were computed once already: they do not raise
-                groups.setdefault(cause_key(event), []).append(event)
-            for group in groups.values():
-                if error := self._heal_group(group, ctx):
-                    batch.fail(group, error)
+                by_cause.setdefault(cause_key(event), []).append(event)
+            groups = [FailureGroup(key, group) for key, group in by_cause.items()]
+        for group in groups:
+            if error := self._heal_group(group.events, ctx, group.key):
+                batch.fail(group.events, error)
 
     def _heal_group(
         self, group: list[UniversalFailureEvent], ctx: Context, key: str | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +25,19 @@ def is_data_file(path: str) -> bool:
     return path.lower().endswith(DATA_SUFFIXES)
 
 
-def dependency_files(evidence: Evidence, changed: list[str]) -> list[str]:
-    """The changed files the failing unit depends on, its own file first."""
+def dependency_files(
+    evidence: Evidence, changed: list[str], *, every_macro: bool = True
+) -> list[str]:
+    """The changed files the failing unit depends on, its own file first. `every_macro`:
+    with the project's changed macro files the manifest does not link to the unit (see
+    `_dbt_dependencies`); without, only what the manifest says it reads."""
     wanted: list[str] = []
     event = evidence.event
     for path in (evidence.unit_path, evidence.tested_model_path, *evidence.properties):
         if path:
             wanted.append(path)
     if event.dbt is not None:
-        wanted += _dbt_dependencies(evidence, changed)
+        wanted += _dbt_dependencies(evidence, changed, every_macro)
     else:
         wanted += list(evidence.related_code) + [f.path for f in evidence.frames]
     return [p for p in dict.fromkeys(wanted) if p in changed]
@@ -48,7 +53,7 @@ def unit_change(evidence: Evidence) -> tuple[list[str], str]:
     return files, "".join(parts[p] for p in files if p in parts)
 
 
-def _dbt_dependencies(evidence: Evidence, changed: list[str]) -> list[str]:
+def _dbt_dependencies(evidence: Evidence, changed: list[str], every_macro: bool) -> list[str]:
     prefix = evidence.project_dir or ""
     prefix = "" if prefix == "." else prefix
 
@@ -78,7 +83,7 @@ def _dbt_dependencies(evidence: Evidence, changed: list[str]) -> list[str]:
             todo += [m for m in depends.get("macros") or [] if m in macros]
         # macros are global: one renamed or removed is no longer in the manifest's
         # depends_on of the node that still calls it, yet it is what broke that node
-        return found + [p for p in changed if _is_macro_file(p, prefix)]
+        return found + [p for p in changed if every_macro and _is_macro_file(p, prefix)]
     # no manifest for this unit (a parse or compile error): the refs of its code, the
     # project's macros and YAML; when the unit is no single model, the whole project
     refs = {r.name for r in evidence.upstream} | set(
@@ -103,6 +108,16 @@ def _manifest(evidence: Evidence) -> dict[str, Any]:
     path = evidence.event.artifacts.get("manifest")
     if not path:
         return {}
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return {}
+    # the nodes of one run share its manifest: read it once, not once per failed node
+    return _read_manifest(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=4)
+def _read_manifest(path: str, _mtime_ns: int, _size: int) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):

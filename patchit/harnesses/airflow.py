@@ -1,11 +1,12 @@
-"""The Airflow harness (local): the DAG import check, then the failed task with its upstream
-tasks, in the worktree, with an isolated AIRFLOW_HOME.
+"""The Airflow harness (local): the DAG import check, then the failed task, the other failed
+tasks of its incident and their upstream tasks, in one run in the worktree, with an isolated
+AIRFLOW_HOME: a candidate passes only when every failed task of the incident passes.
 
 Each candidate gets `<scratch>/airflow-home` holding a copy of a pre-migrated template
 metadata DB (`airflow_home`), an environment scrubbed of the user's Airflow settings, and
 `dags_folder`/`PYTHONPATH` mapped into the worktree. The run itself
-(`airflow_runner.run_request`) parses the DAG file, runs `dag.test()` on the failed task and
-its upstream tasks (so the XComs it pulls exist) with retries 0 and patchit's callback off,
+(`airflow_runner.run_request`) parses the DAG file, runs `dag.test()` on the failed tasks and
+their upstream tasks (so the XComs they pull exist) with retries 0 and patchit's callback off,
 and judges from the task instances' final states, never from an exit code.
 
 `warm=True` (default) serves every candidate from one pre-imported parent that forks a child
@@ -37,6 +38,7 @@ from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.airflow_fork import ForkParent
 from patchit.harnesses.airflow_home import airflow_env, prepare_airflow_home
+from patchit.harnesses.airflow_runner import PASSING_STATES
 from patchit.harnesses.base import Screening, Verification, Workspace
 from patchit.harnesses.warm import kill_process_group, popen_sandboxed
 from patchit.sandbox.envrefs import referenced_env_names
@@ -125,6 +127,22 @@ def summarise_output(result: dict[str, Any], log_path: Path) -> str:
     if result.get("states"):
         parts.append("task states: " + json.dumps(result["states"], sort_keys=True))
     return "\n".join(p for p in parts if p).strip()
+
+
+def incident_tasks(event: UniversalFailureEvent) -> list[str]:
+    """The failed task and the other failed tasks of its incident (`related_units`), once each:
+    a candidate passes only when all of them pass in one run."""
+    related = [str(u) for u in event.context.get("related_units") or []]
+    return list(dict.fromkeys([event.unit_id, *related]))
+
+
+def task_verdicts(result: dict[str, Any], tasks: list[str], passed: bool) -> dict[str, str]:
+    """Each task of the incident and how it ended (the runner's `units`); when the run ended
+    before any task ran (an import error, a crash), every task is `not run`."""
+    found = result.get("units")
+    if isinstance(found, dict) and found:
+        return {task: str(found.get(task, "not run")) for task in tasks}
+    return {task: "success" if passed else "not run" for task in tasks}
 
 
 class AirflowHarness:
@@ -233,11 +251,13 @@ class AirflowHarness:
         paths = python_path(dags_folder, workspace, event)
         env = airflow_env(home, db, dags_folder, scratch / "home", paths,
                           _referenced(paths, workspace))  # fmt: skip
+        tasks = incident_tasks(event)
         request = {
             "dag_file": str(dag_file),
             "dags_folder": str(dags_folder),
             "dag_id": event.pipeline_id,
             "task_id": event.unit_id,
+            "related_task_ids": tasks[1:],
             "map_index": event.map_index
             if event.map_index is not None and event.map_index >= 0
             else None,
@@ -281,12 +301,15 @@ class AirflowHarness:
             "copy_ms": int((copied - started) * 1000) - migrate_ms,
             "run_ms": int((time.monotonic() - copied) * 1000),
         }
+        units = task_verdicts(result, tasks, passed)
+        failures = [t for t, state in units.items() if state not in PASSING_STATES]
         return Verification(
             passed=passed,
             harness=self.name,
             command=self._command(event),
             output=output,
-            failures=[] if passed else [event.unit_id],
+            failures=[] if passed else failures or [event.unit_id],
+            units=units,
             duration_ms=int((time.monotonic() - started) * 1000),
             isolation=sandbox.describe(),
             fidelity="runtime",
@@ -324,7 +347,9 @@ class AirflowHarness:
             return f"airflow dags list-import-errors  # {event.unit_id} must import cleanly"
         date = event.logical_date.isoformat() if event.logical_date else "now"
         command = shlex.join(["airflow", "dags", "test", event.pipeline_id, date])
-        return f"{command}  # only {event.unit_id} and its upstream tasks, retries 0"
+        tasks = incident_tasks(event)
+        which = " and ".join([", ".join(tasks[:-1]), tasks[-1]] if len(tasks) > 1 else tasks)
+        return f"{command}  # only {which} and their upstream tasks, retries 0"
 
     def _ensure_parent(self, need: tuple[Path, ...], readable: tuple[Path, ...] = ()) -> ForkParent:
         """The live parent if its sandbox lets it write `need` (and read `readable`) under

@@ -1,16 +1,18 @@
 """The Airflow side of the Airflow harness: runs inside a child process with Airflow imported.
 
-`run_request(request)` checks that the DAG file imports, then runs the failed task with its
-upstream tasks (so the XComs it pulls exist) through `dag.test()` on a subset of the DAG, with
-retries forced to 0 and patchit's own callbacks removed, and reads the outcome from the task
-instances' final states. It is called either by `python -m patchit.harnesses.airflow_runner
-REQUEST RESULT` (a fresh process) or in a child forked by the warm parent
-(`patchit.harnesses.airflow_fork`). The environment (AIRFLOW_HOME, metadata DB, dags folder) is
-set by the caller before Airflow reads it.
+`run_request(request)` checks that the DAG file imports, then runs the failed task, the other
+failed tasks of its incident (`related_task_ids`) and their upstream tasks (so the XComs they
+pull exist) in one `dag.test()` on a subset of the DAG, with retries forced to 0 and patchit's
+own callbacks removed, and reads the outcome from the task instances' final states. It is
+called either by `python -m patchit.harnesses.airflow_runner REQUEST RESULT` (a fresh
+process) or in a child forked by the warm parent (`patchit.harnesses.airflow_fork`). The
+environment (AIRFLOW_HOME, metadata DB, dags folder) is set by the caller before Airflow reads
+it.
 
-Request: {"dag_file", "dags_folder", "dag_id", "task_id", "map_index", "logical_date",
-          "import_only" (a broken DAG file: the import check is the whole test)}.
-Result:  {"stage": "import" | "run" | "done", "passed", "import_error", "states", "error",
+Request: {"dag_file", "dags_folder", "dag_id", "task_id", "related_task_ids", "map_index",
+          "logical_date", "import_only" (a broken DAG file: the import check is the whole test)}.
+Result:  {"stage": "import" | "run" | "done", "passed" (every task of the incident passed),
+          "import_error", "states", "units": {task_id: its verdict}, "error",
           "xcom": {"task[.map].key": sha256}, "xcom_text": {same keys: value, clipped},
           "files": {"root/<path>" | "scratch/<path>": sha256}, "files_head": {...: first bytes}}.
 The outputs (XComs of the run, files created or changed under the worktree and the scratch
@@ -71,9 +73,10 @@ def strip_patchit_callbacks(holder: Any) -> None:
             setattr(holder, attr, None)
 
 
-def prepare_subset(dag: Any, task_id: str) -> Any:
-    """The failed task and its upstream tasks, no retries, no patchit callbacks."""
-    subset = dag.partial_subset(task_ids=[task_id], include_upstream=True, include_downstream=False)
+def prepare_subset(dag: Any, task_id: str | list[str]) -> Any:
+    """The failed task(s) and their upstream tasks, no retries, no patchit callbacks."""
+    task_ids = [task_id] if isinstance(task_id, str) else list(task_id)
+    subset = dag.partial_subset(task_ids=task_ids, include_upstream=True, include_downstream=False)
     strip_patchit_callbacks(subset)
     for task in subset.tasks:
         task.retries = 0
@@ -90,17 +93,36 @@ def read_states(dag_run: Any) -> dict[str, str]:
     return states
 
 
-def judge_states(states: dict[str, str], task_id: str, map_index: int | None) -> bool:
-    """Passed iff the failed task (its mapped instance, if one failed) and everything it ran
-    with ended in a passing state."""
-    own = [
+def own_states(states: dict[str, str], task_id: str, map_index: int | None) -> list[str]:
+    """The final states of one task's instances (its mapped instance, if one failed)."""
+    return [
         state
         for key, state in states.items()
         if key == task_id
         or (key.startswith(f"{task_id}[") and map_index is None)
         or key == f"{task_id}[{map_index}]"
     ]
+
+
+def judge_states(states: dict[str, str], task_id: str, map_index: int | None) -> bool:
+    """Passed iff the failed task (its mapped instance, if one failed) and everything it ran
+    with ended in a passing state."""
+    own = own_states(states, task_id, map_index)
     return bool(own) and all(state in PASSING_STATES for state in states.values())
+
+
+def task_verdicts(
+    states: dict[str, str], task_ids: list[str], map_index: int | None
+) -> dict[str, str]:
+    """Each failed task of the incident and how it ended: `success`, its worst state, or
+    `not run`. (`map_index` is the first task's failed instance; the others are judged on all
+    their instances.)"""
+    verdicts = {}
+    for number, task_id in enumerate(task_ids):
+        own = own_states(states, task_id, map_index if number == 0 else None)
+        bad = [state for state in own if state not in PASSING_STATES]
+        verdicts[task_id] = bad[0] if bad else own[0] if own else "not run"
+    return verdicts
 
 
 def run_request(request: dict[str, Any]) -> dict[str, Any]:
@@ -124,11 +146,14 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
             f"DAG {request['dag_id']!r} not found in {request['dag_file']} (found: {found})"
         )
         return result
-    if request["task_id"] not in dag.task_dict:
-        result["import_error"] = f"task {request['task_id']!r} not found in DAG {dag.dag_id!r}"
+    task_ids = list(dict.fromkeys([request["task_id"], *request.get("related_task_ids", [])]))
+    if missing := [t for t in task_ids if t not in dag.task_dict]:
+        result["import_error"] = (
+            f"task {', '.join(map(repr, missing))} not found in DAG {dag.dag_id!r}"
+        )
         return result
     result["stage"] = "run"
-    subset = prepare_subset(dag, request["task_id"])
+    subset = prepare_subset(dag, task_ids)
     logical_date = request.get("logical_date")
     roots = output_roots()
     before = scan_files(roots)
@@ -136,10 +161,13 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
         logical_date=datetime.fromisoformat(logical_date) if logical_date else None
     )
     states = read_states(dag_run)
+    units = task_verdicts(states, task_ids, request.get("map_index"))
     result.update(
         stage="done",
         states=states,
-        passed=judge_states(states, request["task_id"], request.get("map_index")),
+        units=units,
+        passed=judge_states(states, request["task_id"], request.get("map_index"))
+        and all(state in PASSING_STATES for state in units.values()),
         run_ms=int((time.monotonic() - started) * 1000),
     )
     try:

@@ -38,6 +38,12 @@ class Verification(BaseModel):
     isolation: str = "subprocess"
     fidelity: str = "runtime"
     limit_hit: str | None = Field(default=None, description="time | memory | network, if any")
+    units: dict[str, str] = Field(
+        default_factory=dict,
+        description="each failed unit of the incident this run re-ran (the event's unit and its "
+        "`related_units`) and how it ended: pass, or the runtime's word (error, fail, failed, "
+        "upstream_failed, not run)",
+    )
     outputs: dict[str, str] = Field(
         default_factory=dict,
         description="where the run left what a data check compares: 'duckdb' (the run's "
@@ -47,7 +53,9 @@ class Verification(BaseModel):
 
 @runtime_checkable
 class Harness(Protocol):
-    """Re-runs one failed unit. Everything the loop calls on a harness is here:
+    """Re-runs one failed unit, with the other failed units of its incident (the event's
+    `context["related_units"]`): a verification passes only when all of them pass, and says
+    how each ended (`Verification.units`). Everything the loop calls on a harness is here:
 
     - `configure(config)`: the repo's settings (time limit, sandbox), before any verify;
     - `warm_up(event)`: start the runtime in the background while evidence is gathered (may do

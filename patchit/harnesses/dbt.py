@@ -53,8 +53,10 @@ from patchit.harnesses.dbt_prepare import prepare, run_env, sandbox_paths
 from patchit.harnesses.dbt_prewarm import adopt
 from patchit.harnesses.dbt_units import (
     DbtOutcome,
+    incident_units,
     judge_outcome,
     tail_lines,
+    unit_verdicts,
 )
 from patchit.harnesses.dbt_worker import STARTUP_TIMEOUT_S, WarmDbtWorker, read_run_results
 from patchit.harnesses.warm import kill_process_group, popen_sandboxed
@@ -216,7 +218,8 @@ class DbtHarness:
                 self._idle.notify_all()
                 pid = worker.pid if worker is not None else None
                 self._parses.after(box, outcome, pid, saved_parse)
-        passed, failures = judge_outcome(outcome, event.unit_id)
+        units = incident_units(event)
+        passed, failures = judge_outcome(outcome, event.unit_id, units[1:])
         output = tail_lines(box.log_path)
         if outcome.exception and outcome.exception not in output:
             output = f"{output}\n{outcome.exception}".strip()
@@ -239,6 +242,7 @@ class DbtHarness:
             fidelity="runtime",
             limit_hit=limit,
             outputs=pg_outputs(box),
+            units=unit_verdicts(outcome, units, passed),
         )
 
     def release(self, area: Path) -> None:

@@ -145,18 +145,41 @@ def unbuilt_nodes(names: Iterable[str], relations: set[str] | None) -> Unbuilt:
     return tuple(sorted({n for n in names if n.lower() not in have}))
 
 
-def judge_outcome(outcome: DbtOutcome, unit_id: str) -> tuple[bool, list[str]]:
-    """Pass iff dbt succeeded, every result passed, and the failed unit itself ran."""
+def incident_units(event: UniversalFailureEvent) -> list[str]:
+    """The failed unit and the incident's related units (`related_units`), each once."""
+    related = [str(u) for u in event.context.get("related_units") or []]
+    return list(dict.fromkeys([event.unit_id, *related]))
+
+
+def judge_outcome(
+    outcome: DbtOutcome, unit_id: str, related: Iterable[str] = ()
+) -> tuple[bool, list[str]]:
+    """Pass iff dbt succeeded, every result passed, and every failed unit of the incident (the
+    unit and its `related` units) ran: a fix for one of two failing models is no fix."""
     failures = [
         str(r.get("unique_id"))
         for r in outcome.results
         if str(r.get("status")) not in PASSING_STATUSES
     ]
     ran = {str(r.get("unique_id")) for r in outcome.results}
-    if node_selector(unit_id) and unit_id not in ran and unit_id not in failures:
-        failures.append(unit_id)
+    for unit in dict.fromkeys([unit_id, *related]):
+        if node_selector(unit) and unit not in ran and unit not in failures:
+            failures.append(unit)
     passed = outcome.success and not outcome.timed_out and not failures and bool(outcome.results)
     return passed, failures
+
+
+def unit_verdicts(outcome: DbtOutcome, units: Iterable[str], passed: bool) -> dict[str, str]:
+    """Each unit of the incident and how it ended in this run: dbt's status, `not run`; a unit
+    that is no node (a YAML file that failed to parse) by the run as a whole."""
+    status = {str(r.get("unique_id")): str(r.get("status")) for r in outcome.results}
+    verdicts = {}
+    for unit in units:
+        if node_selector(unit):
+            verdicts[unit] = status.get(unit, "not run")
+        else:
+            verdicts[unit] = "pass" if passed else "error"
+    return verdicts
 
 
 def replay_env(event: UniversalFailureEvent) -> dict[str, str]:

@@ -186,13 +186,16 @@ class FakeHarness:
 def fake_verification(
     event: UniversalFailureEvent, passed: bool, output: str = "", limit_hit: str | None = None
 ) -> Verification:
-    """The `Verification` a fake run answers: the unit fails unless `passed`."""
+    """The `Verification` a fake run answers: the unit (and the incident's related units) fail
+    unless `passed`."""
+    units = dict.fromkeys([event.unit_id, *map(str, event.context.get("related_units") or [])])
     return Verification(
         passed=passed,
         harness=FakeHarness.name,
         command=f"fake verify {event.unit_id}",
         output=output,
         failures=[] if passed else [event.unit_id],
+        units={unit: "pass" if passed else "fail" for unit in units},
         isolation="none (fake harness, nothing run)",
         fidelity="fake",
         limit_hit=limit_hit,

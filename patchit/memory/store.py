@@ -87,6 +87,20 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         )
         return Incident.model_validate(rows[0]) if rows else None
 
+    def key_of_failure(
+        self, fingerprint: str, repo_path: str | None, window_days: int = 14
+    ) -> str | None:
+        """The key of the most recently active incident holding a failure of this fingerprint
+        in this repository within the window (an earlier run of the same failure), or None."""
+        since = (_now() - timedelta(days=window_days)).isoformat()
+        rows = self._rows(
+            "select i.cause_key from events e join incidents i on i.id = e.incident_id"
+            " where e.fingerprint = ? and i.repo_path is ? and i.updated_utc >= ?"
+            " order by i.updated_utc desc limit 1",
+            (fingerprint, repo_path, since),
+        )
+        return str(rows[0]["cause_key"]) if rows else None
+
     def create_incident(
         self, event: UniversalFailureEvent, fingerprint: str, cause_key: str
     ) -> Incident:

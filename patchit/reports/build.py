@@ -114,6 +114,7 @@ def build_report(
     tiers: list[str] | None = None,
     data_check: DataCheck | None = None,
     llm: LlmSummary | None = None,
+    unit_verdicts: dict[str, str] | None = None,
 ) -> RootCauseReport:
     status = incident.status.value if hasattr(incident.status, "value") else str(incident.status)
     verification = None
@@ -161,6 +162,7 @@ def build_report(
         branch=incident.branch,
         diff=diff,
         verification=verification,
+        unit_verdicts=dict(winner[2].units if winner is not None else unit_verdicts or {}),
         data_check=data_check.markdown() if data_check else None,
         needs_review=bool(data_check and data_check.needs_review),
         confidence=confidence.score if confidence else None,

@@ -75,6 +75,11 @@ class RootCauseReport(BaseModel):
     pull_request: str | None = Field(default=None, description="set by `patchit pr`")
     diff: str | None = None
     verification: str | None = Field(default=None, description="harness, isolation, result")
+    unit_verdicts: dict[str, str] = Field(
+        default_factory=dict,
+        description="each failed unit of the incident and how it ended in the fix's run (else "
+        "in the last candidate's run): every one must pass for the incident to be fixed",
+    )
     data_check: str | None = Field(
         default=None, description="the data-aware check of the winner, or of a refused candidate"
     )

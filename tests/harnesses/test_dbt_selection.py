@@ -19,6 +19,7 @@ from patchit.harnesses.dbt_units import (
     replay_env,
     select_units,
     unbuilt_nodes,
+    unit_verdicts,
 )
 from patchit.sandbox.snapshot import warehouse_relations
 
@@ -125,6 +126,23 @@ def test_judge_outcome() -> None:
     assert judge_outcome(DbtOutcome(success=True), "shop") == (False, [])
     timed_out = DbtOutcome(success=True, results=[ok(unit)], timed_out=True)
     assert judge_outcome(timed_out, unit)[0] is False
+
+
+def test_judge_outcome_wants_every_unit_of_the_incident_to_run_and_pass() -> None:
+    """Issue 28: a candidate that fixes one of an incident's two failing models is no fix."""
+    unit, other = "model.shop.plans", "model.shop.revenue"
+    both = DbtOutcome(success=True, results=[ok(unit), ok(other), ok("test.shop.t.1", "pass")])
+    assert judge_outcome(both, unit, [other]) == (True, [])
+    assert unit_verdicts(both, [unit, other], True) == {unit: "success", other: "success"}
+    # green, but the related model was not in the run: not verified
+    one = DbtOutcome(success=True, results=[ok(unit)])
+    assert judge_outcome(one, unit, [other]) == (False, [other])
+    assert unit_verdicts(one, [unit, other], False) == {unit: "success", other: "not run"}
+    still = DbtOutcome(success=False, results=[ok(unit), ok(other, "error")])
+    assert judge_outcome(still, unit, [other]) == (False, [other])
+    yaml = "file:models/schema.yml"  # no node: judged by the run as a whole
+    assert judge_outcome(both, unit, [yaml]) == (True, [])
+    assert unit_verdicts(still, [unit, yaml], False)[yaml] == "error"
 
 
 def test_replay_env_drops_sandbox_paths_and_unknown_secrets(

@@ -1,0 +1,237 @@
+"""One incident per breaking change: which failed units of one run the same change broke.
+
+One commit can fail several units of a run with different errors: a column renamed in a
+staging model breaks two marts, one with "column not found", the other with another binder
+error. Grouped by error text (`cause_key`) they became two incidents, whose two branches
+contradicted each other. Here each unit's part of the breaking change is read first: the files
+changed in the range (the last good commit, else the failing commit's parent, to the failing
+commit) that the unit depends on or reads (`evidence.unit_files.dependency_files`). Units of
+one pipeline whose parts share a file are one group, keyed by the commits that touched those
+files and the files themselves (`memory.fingerprint.change_key`): the next run of the same
+failure finds the incident again, and a failure on a new breaking commit gets a new key, so a
+new incident, however alike its error text.
+
+A unit the range does not touch (bad data, an upgrade outside the repo) keeps its cause key: it
+joins the group of a unit failing with the same cause, else its cause's own group, as before.
+So does a failure that reads as an outside cause (`intake.storm.storm_class`: an outage of
+hundreds of tasks stays one incident), whatever the range touched. Where no last good commit
+is known (the range is only the failing commit's own change), an untouched failure may come
+from an earlier commit: the incident that already holds this failure (`known`) keeps it.
+
+Grouping is a best guess and never fails a run: a unit whose change cannot be read (no git, a
+commit the clone lacks) falls back to its cause key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchit.errors import PatchitError
+from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.evidence.airflow import collect_modules, dags_folder_of, read_repo_text
+from patchit.evidence.dbt import locate_project
+from patchit.evidence.gitlog import change_base, changed_files
+from patchit.evidence.model import Evidence
+from patchit.evidence.pylog import parse_frames, repo_frames
+from patchit.evidence.unit_files import dependency_files
+from patchit.intake.storm import storm_class
+from patchit.memory.fingerprint import cause_key, change_key
+from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
+
+LastGood = Callable[[UniversalFailureEvent], "str | None"]
+Known = Callable[[UniversalFailureEvent], "str | None"]  # the key of its incident, if any
+_MODULES_BUDGET_CHARS = 1_000_000  # only the paths are kept: read every imported module
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    """Failed units healed as one incident: the key it is found by, its units (the one to
+    classify first), and the change that broke them (empty when grouped by cause)."""
+
+    key: str
+    events: list[UniversalFailureEvent]
+    files: tuple[str, ...] = ()
+    commits: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        units = ", ".join(dict.fromkeys(e.unit_id for e in self.events))
+        if not self.files:
+            return f"{len(self.events)} failed unit(s) of one cause: {units}"
+        shas = ", ".join(c[:12] for c in self.commits) or "the failing commit"
+        return (
+            f"{len(self.events)} failed unit(s) broken by {shas} "
+            f"({', '.join(self.files[:5])}): {units}"
+        )
+
+
+@dataclass(frozen=True)
+class _Change:
+    """One unit's part of the breaking change: the range and the files of it the unit reads."""
+
+    repo: str
+    base: str | None
+    head: str
+    pipeline: tuple[str, str]
+    files: frozenset[str]
+
+    def meets(self, other: _Change) -> bool:
+        same_range = (self.repo, self.base, self.head) == (other.repo, other.base, other.head)
+        return same_range and self.pipeline == other.pipeline and bool(self.files & other.files)
+
+
+def group_failures(
+    events: Iterable[UniversalFailureEvent],
+    last_good: LastGood,
+    known: Known = lambda _event: None,
+) -> list[FailureGroup]:
+    """The failed units of one run as incidents: by the change that broke them, else by
+    cause; in the order the runs reported them, errors before failing data tests.
+    `known(event)`: the key of the incident that holds this failure already."""
+    ordered = sorted(events, key=lambda e: e.status == "fail")  # stable: the run's order
+    changes = _Changes(last_good)
+    found = [changes.of(e) for e in ordered]
+    parent = list(range(len(ordered)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    touched = [(i, c) for i, c in enumerate(found) if c is not None]
+    for n, (i, change) in enumerate(touched):
+        for j, other in touched[n + 1 :]:
+            if change.meets(other):
+                parent[root(j)] = root(i)
+    members: dict[int, list[int]] = {}
+    for i, _change in touched:
+        members.setdefault(root(i), []).append(i)
+    by_cause: dict[str, int] = {}  # a cause key -> the group its units join
+    for first, indices in members.items():
+        for i in indices:
+            by_cause.setdefault(cause_key(ordered[i]), first)
+    untouched: dict[int, str] = {}  # the first unit of a group by cause -> its key
+    for i, unit_change in enumerate(found):
+        if unit_change is None:
+            ck = cause_key(ordered[i])
+            if ck not in by_cause and changes.guessed(ordered[i]):
+                ck = known(ordered[i]) or ck
+            first = by_cause.setdefault(ck, i)
+            untouched.setdefault(first, ck)
+            members.setdefault(first, []).append(i)
+    groups = []
+    for first in sorted(members, key=lambda f: min(members[f])):
+        indices = sorted(members[first])
+        group_events = [ordered[i] for i in indices]
+        if found[first] is None:
+            groups.append(FailureGroup(untouched[first], group_events))
+            continue
+        groups.append(changes.group(group_events, [found[i] for i in indices]))
+    return groups
+
+
+def incident_key(
+    event: UniversalFailureEvent, last_good: LastGood, known: Known = lambda _event: None
+) -> str:
+    """The key of one failure's incident, as `group_failures` would give it alone."""
+    return group_failures([event], last_good, known)[0].key
+
+
+class _Changes:
+    """Each unit's part of the breaking change, with git asked once per range."""
+
+    def __init__(self, last_good: LastGood) -> None:
+        self._last_good = last_good
+        self._good: dict[str, str | None] = {}  # by event id
+        self._changed: dict[tuple[str, str | None, str], list[str]] = {}
+
+    def last_good(self, event: UniversalFailureEvent) -> str | None:
+        if event.event_id not in self._good:
+            self._good[event.event_id] = self._last_good(event)
+        return self._good[event.event_id]
+
+    def guessed(self, event: UniversalFailureEvent) -> bool:
+        """Whether the unit's range is only a guess (no last good commit is known): a failure
+        it does not touch may come from an earlier commit."""
+        if event.repo_path is None or event.commit is None or storm_class(event) is not None:
+            return False
+        return self.last_good(event) is None
+
+    def of(self, event: UniversalFailureEvent) -> _Change | None:
+        if event.repo_path is None or event.commit is None or storm_class(event) is not None:
+            return None
+        repo = Path(event.repo_path)
+        try:
+            base = change_base(repo, self.last_good(event), event.commit)
+            where = (str(repo), base, event.commit)
+            if where not in self._changed:
+                self._changed[where] = changed_files(repo, base, event.commit)
+            changed = self._changed[where]
+            files = _unit_files(event, repo, changed) if changed else []
+        except (PatchitError, OSError, ValueError):
+            return None  # unreadable: its cause key groups it
+        if not files:
+            return None
+        pipeline = (event.source.value, event.pipeline_id)
+        return _Change(str(repo), base, event.commit, pipeline, frozenset(files))
+
+    def group(
+        self, events: list[UniversalFailureEvent], found: list[_Change | None]
+    ) -> FailureGroup:
+        changes = [c for c in found if c is not None]
+        files = sorted(set().union(*(c.files for c in changes)))
+        first = changes[0]
+        try:
+            commits = _commits(Path(first.repo), first.base, first.head, files)
+        except PatchitError:
+            commits = [first.head]
+        key = change_key(events[0], commits, files)
+        return FailureGroup(key, events, tuple(files), tuple(commits))
+
+
+def _commits(repo: Path, base: str | None, head: str, files: list[str]) -> list[str]:
+    """The commits of base..head (head alone without a base) that touched `files`."""
+    if base is None:
+        return [head]
+    out = run_git(repo, "log", "--format=%H", f"{base}..{head}", "--", *files,
+                  timeout_s=QUERY_TIMEOUT_S)  # fmt: skip
+    return [line for line in out.split() if line] or [head]
+
+
+def _unit_files(event: UniversalFailureEvent, repo: Path, changed: list[str]) -> list[str]:
+    """The changed files the unit depends on or reads. For dbt, what the run's manifest says
+    it reads; the project's other changed macros only when that is nothing (a macro renamed
+    away no longer shows in the manifest), so that a change to one macro does not join every
+    failing model of the project."""
+    if event.source is FailureSource.DBT or event.dbt is not None:
+        project = locate_project(event, repo)
+        rel = os.path.relpath(project, repo)
+        raw = read_repo_text(repo, event.unit_path) if event.unit_path else None
+        evidence = Evidence(event=event, repo_root=str(repo), project_dir=rel,
+                            unit_path=event.unit_path, raw_code=raw)  # fmt: skip
+        return dependency_files(evidence, changed, every_macro=False) or dependency_files(
+            evidence, changed
+        )
+    dag = _dag_rel(event)
+    roots = [Path(p) for p in (event.repo_path, str(repo)) if p]
+    frames = repo_frames(parse_frames(event.traceback or event.log_excerpt or ""), roots)
+    starts = list(dict.fromkeys([*([dag] if dag else []), *(f.path for f in frames)]))
+    search = [dags_folder_of(event, repo, dag), *([(repo / dag).parent] if dag else []), repo]
+    modules = collect_modules(repo, starts, list(dict.fromkeys(search)), _MODULES_BUDGET_CHARS)
+    evidence = Evidence(event=event, repo_root=str(repo), unit_path=dag,
+                        related_code=dict.fromkeys(modules, ""), frames=frames)  # fmt: skip
+    return dependency_files(evidence, changed)
+
+
+def _dag_rel(event: UniversalFailureEvent) -> str | None:
+    """The DAG file, relative to the repository (as the Airflow evidence reads it)."""
+    if event.unit_path:
+        return event.unit_path
+    dag_file = event.context.get("dag_file")
+    if isinstance(dag_file, str) and event.repo_path:
+        rel = os.path.relpath(os.path.normpath(dag_file), os.path.normpath(event.repo_path))
+        return None if rel.startswith("..") else rel
+    return None
