@@ -45,6 +45,7 @@ from patchit.sandbox.git import dirty_tracked_files, head_commit
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree, remove_worktrees_under
 from patchit.search import Search, recorded_search, search_fix
+from patchit.settings import project_key as project_key  # re-exported
 from patchit.trial import LEASE_TTL_S, Bench, Landing, Trial, baseline_work, land
 
 NOT_CODE = "classified as {cls}: patchit only patches code bugs"
@@ -59,6 +60,7 @@ class HealOutcome:
 
 def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> HealOutcome:
     """Heal one failure; `key` groups it with others (an outage storm), else its cause key."""
+    ctx = ctx.judged_by(event)  # the operator's settings, narrowed by the repo's at last good
     fingerprint = error_fingerprint(event)
     incident, created = ctx.memory.open_or_attach(event, fingerprint, key or cause_key(event))
     if not created and needs_recheck(incident, event, ctx.memory):
@@ -146,10 +148,6 @@ def group_by_cause(events: Iterable[UniversalFailureEvent]) -> list[list[Univers
     return list(groups.values())
 
 
-def project_key(event: UniversalFailureEvent) -> str:
-    return project_key_for(
-        event.repo_path, event.dbt.project_dir if event.dbt else event.pipeline_id
-    )
 
 
 # -- the steps ------------------------------------------------------------------------------
