@@ -110,15 +110,15 @@ def test_a_stricter_mode_and_threshold_are_the_repositorys_to_ask() -> None:
     operator = {"delivery": {"mode": "autonomous", "min_confidence": 0.5}}
     config, said = _merged(operator, {"delivery": {"mode": "supervised", "min_confidence": 0.9}})
     assert (config.delivery.mode, config.delivery.min_confidence, said) == ("supervised", 0.9, "")
-    config, said = _merged({"delivery": {"mode": "threshold"}}, {"delivery": {"mode": "autonomous",
-                                                                "min_confidence": 0.1}})  # fmt: skip
+    looser = {"delivery": {"mode": "autonomous", "min_confidence": 0.1}}
+    config, said = _merged({"delivery": {"mode": "threshold"}}, looser)
     assert (config.delivery.mode, config.delivery.min_confidence) == ("threshold", 0.8)
     assert "[delivery] mode = 'autonomous'" in said and "min_confidence = 0.1" in said
 
 
 def test_free_settings_are_the_repositorys(_patchit_home: Path) -> None:
-    config, said = _merged({"sandbox": {"memory_mb": 512}}, {"sandbox": {"memory_mb": 8192},
-                                                             "loop": {"max_attempts": 9}})  # fmt: skip
+    repo = {"sandbox": {"memory_mb": 8192}, "loop": {"max_attempts": 9}}
+    config, said = _merged({"sandbox": {"memory_mb": 512}}, repo)
     assert (config.sandbox.memory_mb, config.loop.max_attempts, said) == (8192, 9, "")
 
 
@@ -218,7 +218,7 @@ def test_a_failure_is_judged_by_its_projects_last_good_commit(
 
 
 def test_doctor_reads_the_working_tree(repo: Path, _patchit_home: Path) -> None:
-    (repo / ".patchit.toml").write_text('[policy]\nmax_files = 2\n[delivery]\nmode = "autonomous"\n')
+    (repo / ".patchit.toml").write_text('[policy]\nmax_files = 2\n[delivery]\nmode = "threshold"\n')
     settings = settings_in_worktree(_patchit_home, repo)
     assert settings.config.policy.max_files == 2 and settings.config.delivery.mode == "supervised"
     assert len(settings.refused) == 1
