@@ -3,7 +3,9 @@
 Read from `.patchit.toml` at the repository root when present; every key is optional.
 A deployment's own settings, chosen before any repository is known (where the shared state
 lives, where each repository is checked out on this host), are in `$PATCHIT_HOME/patchit.toml`
-(`DeploymentConfig`, read with the standard library by `patchit.state.url`).
+(`DeploymentConfig`, read with the standard library by `patchit.state.url`), with the operator's
+own `.patchit.toml` sections: `patchit.settings` decides which of a repository's settings may
+change them.
 """
 
 from __future__ import annotations
@@ -279,11 +281,11 @@ class StateConfig(BaseModel):
     )
 
 
-class DeploymentConfig(BaseModel):
-    """`$PATCHIT_HOME/patchit.toml`: the state, and this host's checkout of each repository
-    named by its remote URL (`"github.com/acme/dags" = "/srv/dags"`)."""
-
-    model_config = ConfigDict(extra="forbid")
+class DeploymentConfig(PatchitConfig):
+    """`$PATCHIT_HOME/patchit.toml`: the state, this host's checkout of each repository named
+    by its remote URL (`"github.com/acme/dags" = "/srv/dags"`), and the operator's settings:
+    any section of `.patchit.toml`, the only place for those with authority
+    (`patchit.settings`)."""
 
     state: StateConfig = Field(default_factory=StateConfig)
     repos: dict[str, str] = Field(default_factory=dict)

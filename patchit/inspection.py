@@ -125,6 +125,7 @@ def _scratch(home: Path, incident_id: str) -> Path:
 def _rerun(
     incident: Incident, event: UniversalFailureEvent, repo: Path, path: Path, ctx: Context
 ) -> tuple[Verification, DataCheck | None]:
+    ctx = ctx.judged_by(event)  # the sandbox settings the heal had
     scratch = _scratch(ctx.home, incident.id)
     shutil.rmtree(scratch, ignore_errors=True)  # a fresh copy of the warehouse every time
     scratch.mkdir(parents=True)

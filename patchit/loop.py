@@ -46,6 +46,7 @@ from patchit.sandbox.git import dirty_tracked_files, head_commit
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree, remove_worktrees_under
 from patchit.search import Search, recorded_search, search_fix
+from patchit.settings import project_key as project_key  # re-exported
 from patchit.trial import LEASE_TTL_S, Bench, Landing, Trial, baseline_work, land
 
 NOT_CODE = "classified as {cls}: patchit only patches code bugs"
@@ -61,6 +62,7 @@ class HealOutcome:
 def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> HealOutcome:
     """Heal one failure; `key` groups it with others (a breaking change, an outage storm),
     else the key of its own change or cause (`change_groups.incident_key`)."""
+    ctx = ctx.judged_by(event)  # the operator's settings, narrowed by the repo's at last good
     fingerprint = error_fingerprint(event)
     key = key or incident_key(event, _last_good_of(ctx), _known_of(ctx))
     incident, created = ctx.memory.open_or_attach(event, fingerprint, key)
@@ -154,10 +156,6 @@ def _known_of(ctx: Context) -> Known:
     return lambda event: ctx.memory.key_of_failure(error_fingerprint(event), event.repo_path)
 
 
-def project_key(event: UniversalFailureEvent) -> str:
-    return project_key_for(
-        event.repo_path, event.dbt.project_dir if event.dbt else event.pipeline_id
-    )
 
 
 # -- the steps ------------------------------------------------------------------------------

@@ -214,7 +214,7 @@ class Worker:
         """One pass of outcome tracking; a failure of it never stops the worker."""
         self._tracked_at = time.monotonic()
         try:
-            track(memory, self.say)
+            track(memory, self.say, home=self.home)
         except PatchitError as exc:
             self.say(f"outcome tracking skipped: {exc}")
 

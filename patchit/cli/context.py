@@ -75,10 +75,11 @@ def open_memory(home: Path) -> Memory:
 
 
 def make_context(home: Path, repo: Path | None) -> Context:
-    """The loop's context for `repo`, speaking through `say`."""
+    """The loop's context for `repo`, speaking through `say_text` (what the loop says is
+    text: `[delivery] mode` is a setting's name, not markup)."""
     from patchit.context import build_context
 
-    return build_context(home, repo, say=say, step=step)
+    return build_context(home, repo, say=say_text, step=step)
 
 
 def print_healed(outcome: HealOutcome) -> None:

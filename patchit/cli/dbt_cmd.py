@@ -95,7 +95,7 @@ def dbt(
     heals = not (no_heal or cannot_heal or dirty)
     exit_code, record = run_dbt(
         args, home / "runs", invocation=list(dbt_args), meanwhile=store.start,
-        on_error=partial(_prewarm_dbt, committed) if committed and heals else None,
+        on_error=partial(_prewarm_dbt, home, committed) if committed and heals else None,
     )  # fmt: skip
     try:
         from patchit.dbt_wrapper import DbtRun, heal_dbt_run
@@ -118,13 +118,15 @@ def dbt(
     _exit(exit_code)
 
 
-def _prewarm_dbt(repo: Path) -> None:
+def _prewarm_dbt(home: Path, repo: Path) -> None:
     """A node errored and dbt goes on: start the dbt worker the heal will verify with (it
-    imports dbt for seconds) now, in this thread, which heals later (see dbt_prewarm)."""
-    from patchit.config import load_config
+    imports dbt for seconds) now, in this thread, which heals later (see dbt_prewarm). Its
+    sandbox settings are those of HEAD's parent, never the breaking commit's (the heal adopts
+    the worker only when its own, at the last good commit, are the same)."""
     from patchit.harnesses.dbt_prewarm import prewarm
+    from patchit.settings import narrow, operator_config, rules_commit
 
-    prewarm(load_config(repo).sandbox)
+    prewarm(narrow(operator_config(home), repo, rules_commit(repo, None, None)).config.sandbox)
 
 
 def _exit(code: int) -> NoReturn:
@@ -192,9 +194,9 @@ def _store_class() -> type[RunLog]:
 
 
 def _say(message: str) -> None:
-    from patchit.cli.context import say
+    from patchit.cli.context import say_text
 
-    say(message)
+    say_text(message)  # text, not markup: a `[section] key` must show
 
 
 def _step(message: str) -> AbstractContextManager[None]:

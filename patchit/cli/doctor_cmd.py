@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from patchit.cli.context import home_of
+
+if TYPE_CHECKING:
+    from patchit.config import PatchitConfig
+    from patchit.doctor import Check
 
 
 @click.command("doctor")
@@ -32,14 +37,14 @@ def doctor(ctx: click.Context, repo: Path | None, deep: bool) -> None:
     Each line is ok, warn or fail, with what to fix. Exit 1 if any check fails, else 0.
     Nothing is changed: the SQLite files are opened read-only.
     """
-    from patchit.config import load_config
     from patchit.doctor import exit_code, run_checks
     from patchit.doctor_airflow import check_heal
     from patchit.doctor_warehouse import check_warehouse
 
     root = (repo or Path.cwd()).resolve()
-    config = load_config(root if (root / ".patchit.toml").is_file() else None)
+    config, said = _settings(home_of(ctx), root)
     checks = [
+        *said,
         *run_checks(home_of(ctx), config.sandbox, deep=deep),
         *check_warehouse(root, config.sandbox),
         *check_heal(root),
@@ -50,3 +55,18 @@ def doctor(ctx: click.Context, repo: Path | None, deep: bool) -> None:
     warned = sum(c.status == "warn" for c in checks)
     click.echo(f"{len(checks)} checks: {failed} failed, {warned} warnings")
     sys.exit(exit_code(checks))
+
+
+def _settings(home: Path, root: Path) -> tuple[PatchitConfig, list[Check]]:
+    """The operator's settings narrowed by the working tree's `.patchit.toml` (what the next
+    commit would set), and a warning for each setting the repository may not set."""
+    from patchit.config import PatchitConfig
+    from patchit.doctor import Check
+    from patchit.errors import BadInputError
+    from patchit.settings import settings_in_worktree
+
+    try:
+        settings = settings_in_worktree(home, root)
+    except BadInputError as exc:
+        return PatchitConfig(), [Check("fail", "settings", str(exc))]
+    return settings.config, [Check("warn", "settings", line) for line in settings.refused]

@@ -19,7 +19,8 @@ def track(ctx: click.Context, airflow_api: str | None) -> None:
     """Judge merged fixes from the runs seen since: fixed, no_effect or regression (reopened)."""
     from patchit.delivery.track import track as track_pass
 
-    memory = open_memory(home_of(ctx))
-    outcomes = track_pass(memory, say=click.echo, airflow_api=airflow_api)
+    home = home_of(ctx)
+    memory = open_memory(home)
+    outcomes = track_pass(memory, say=click.echo, airflow_api=airflow_api, home=home)
     if not outcomes:
         click.echo("patchit: no landed fix to track")

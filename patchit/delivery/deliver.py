@@ -2,7 +2,9 @@
 
 Only a fix that is verified, policy-clean under today's policy and clean in the data check
 leaves the machine. The body is the incident's Markdown report; the token comes from
-`GITHUB_TOKEN` and is never stored, logged or written into the body.
+`GITHUB_TOKEN` and is never stored, logged or written into the body. Where the token goes
+(`[delivery] provider`, `repo`, `api_url`, `remote`) is the operator's to say, never a
+repository's (`patchit.settings`).
 """
 
 from __future__ import annotations
@@ -11,17 +13,19 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from patchit.config import DeliveryConfig, PatchitConfig, PolicyConfig, load_config
+from patchit.config import DeliveryConfig, PatchitConfig, PolicyConfig
 from patchit.delivery.forge import Forge, ForgeError, PullRequest, PullRequestDraft, capped_body
 from patchit.delivery.github import GitHubForge
 from patchit.errors import BadInputError, PatchitError
 from patchit.evidence.redact import redact
+from patchit.home import resolve_home
 from patchit.memory import Memory
 from patchit.memory.deliveries import Delivery
 from patchit.memory.records import Incident, IncidentStatus
 from patchit.policy.policy import check_path
 from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import run_git
+from patchit.settings import incident_settings
 
 TOKEN_ENV = "GITHUB_TOKEN"
 ForgeFactory = Callable[[DeliveryConfig, str], Forge]
@@ -41,11 +45,19 @@ def deliver(
     memory: Memory,
     forge_factory: ForgeFactory = github_forge,
     config: PatchitConfig | None = None,
+    *,
+    home: Path | None = None,
+    say: Callable[[str], None] = lambda _line: None,
 ) -> PullRequest:
-    """`config`: the repository's settings (default: read from its .patchit.toml)."""
+    """`config`: the settings the incident was healed under (default: `incident_settings`
+    for `home`, each repository setting refused said through `say`)."""
     incident = memory.get_incident(incident_id)
     repo, branch = _deliverable(incident)
-    config = config or load_config(repo)
+    if config is None:
+        settings = incident_settings(home or resolve_home(), memory, incident.id)
+        for line in settings.refused:
+            say(line)
+        config = settings.config
     delivery = _delivery_config(config.delivery, repo)
     token = os.environ.get(TOKEN_ENV, "").strip()
     if not token:
@@ -108,8 +120,8 @@ def _deliverable(incident: Incident) -> tuple[Path, str]:
 def _delivery_config(delivery: DeliveryConfig, repo: Path) -> DeliveryConfig:
     if delivery.provider is None or not delivery.repo:
         raise BadInputError(
-            f"{repo / '.patchit.toml'}: no [delivery] target; add [delivery] with "
-            'provider = "github" and repo = "owner/name"'
+            f'no [delivery] target for {repo}: add [delivery] with provider = "github" and '
+            'repo = "owner/name" to $PATCHIT_HOME/patchit.toml (the operator\'s settings)'
         )
     return delivery
 

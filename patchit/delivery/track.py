@@ -13,7 +13,8 @@ by the dbt wrapper (each node's result). Among the runs at commits that contain 
 - else the unit passed -> `fixed`; no run yet, or not merged -> `pending`.
 
 Airflow runs are read from the Airflow API server first (`airflow_runs`), when one is
-configured (`[airflow] api_url` or `PATCHIT_AIRFLOW_API_URL`).
+configured (`[airflow] api_url` in `$PATCHIT_HOME/patchit.toml`, or `PATCHIT_AIRFLOW_API_URL`:
+the operator's, never a repository's).
 """
 
 from __future__ import annotations
@@ -24,16 +25,18 @@ from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
-from patchit.config import PatchitConfig, load_config
+from patchit.config import PatchitConfig
 from patchit.delivery.airflow_runs import AirflowApi, record_airflow_runs, unit_key
 from patchit.errors import PatchitError
 from patchit.events.model import UniversalFailureEvent
+from patchit.home import resolve_home
 from patchit.memory import Memory
 from patchit.memory.lifecycle import Trigger
 from patchit.memory.outcomes import Outcome, UnitRun
 from patchit.memory.records import Incident, IncidentStatus
 from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import is_ancestor, run_git
+from patchit.settings import incident_settings
 
 Say = Callable[[str], None]
 TRACKED = (None, "pending", "fixed")
@@ -44,10 +47,15 @@ NO_API = f"set [airflow] api_url (or {URL_ENV}) so patchit reads the DAG's runs"
 
 
 def track(
-    memory: Memory, say: Say = lambda _m: None, airflow_api: str | None = None
+    memory: Memory,
+    say: Say = lambda _m: None,
+    airflow_api: str | None = None,
+    home: Path | None = None,
 ) -> list[Outcome]:
     """One pass over every landed fix not yet judged for good; returns the outcomes.
-    `airflow_api` overrides the configured Airflow API server."""
+    `airflow_api` overrides the configured Airflow API server; `home` holds the operator's
+    settings (default: `resolve_home()`)."""
+    home = home or resolve_home()
     found = []
     apis: dict[str, AirflowApi] = {}
     try:
@@ -59,7 +67,7 @@ def track(
             try:
                 repo = Path(incident.repo_path)
                 event = memory.events_for(incident.id)[0]
-                config = load_config(repo)
+                config = incident_settings(home, memory, incident.id).config
                 base = _base(repo, config)
                 blind = not read_airflow_runs(event, config, base, incident, memory, apis,
                                               airflow_api)  # fmt: skip

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from patchit.reports.markdown import code, fence
+
 CheckStatus = Literal["same", "differs", "no_baseline", "not_run", "error"]
 # same: equal (unstable columns excluded); meant: differs only where the breaking diff meant;
 # propagated: downstream of meant differences with unchanged code; unstable: differs between
@@ -134,6 +136,6 @@ class DataCheck(BaseModel):
                 lines.append(f"| {out.name} | {out.verdict} | {rows} | {differs} |")
             for out in changed:
                 if out.sample and out.verdict == "unexpected":
-                    lines += ["", f"Sample of differing rows in `{out.name}`:", "", "```",
-                              out.sample, "```"]  # fmt: skip
+                    lines += ["", f"Sample of differing rows in {code(out.name)}:", "",
+                              fence(out.sample)]  # fmt: skip
         return "\n".join(lines) + "\n"

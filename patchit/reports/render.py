@@ -1,7 +1,8 @@
 """Render a `RootCauseReport` to Markdown, JSON and HTML under `$PATCHIT_HOME/reports/`.
 
 A report is redacted once more as it is written (`patchit.redaction`): it quotes errors,
-outputs and diffs, and a report is what gets pasted into tickets.
+outputs and diffs, and a report is what gets pasted into tickets. The Markdown one is also a
+pull request's body: what it quotes is escaped or fenced (`patchit.reports.markdown`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,17 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from patchit.redaction import environment_secrets, scrub
 from patchit.reports.html import render_html
+from patchit.reports.markdown import Safe, code, escape_html, escape_outside_fences, fence
 from patchit.reports.model import RootCauseReport
+
+
+def _escaped(value: object) -> object:
+    """Every value the Markdown template writes is HTML-escaped unless a filter made it safe
+    (`fence`, `code`, `markdown`): error messages and outputs come from the healed code."""
+    if isinstance(value, str) and not isinstance(value, Safe):
+        return escape_html(value)
+    return value
+
 
 _env = Environment(
     loader=PackageLoader("patchit.reports", "templates"),
@@ -22,8 +33,10 @@ _env = Environment(
     keep_trailing_newline=True,
     trim_blocks=True,
     lstrip_blocks=True,
-    autoescape=False,  # Markdown, not HTML
+    autoescape=False,  # Markdown, not HTML: escaped by `_escaped` and the filters below
+    finalize=_escaped,
 )
+_env.filters.update(fence=fence, code=code, markdown=escape_outside_fences)
 
 
 def render_markdown(report: RootCauseReport) -> str:

@@ -17,9 +17,11 @@ from patchit.memory import Memory
 from patchit.patching.base import Edit, PatchCandidate
 from patchit.reports.model import RootCauseReport
 from patchit.reports.render import write_report
+from patchit.settings import project_key
 from tests.cli.helpers import incidents, patchit
 from tests.conftest import commit_all, git
 from tests.delivery.github_server import FakeGitHub, serve
+from tests.delivery.listener import listening
 
 TOKEN = "ghp_" + "x" * 36
 
@@ -63,6 +65,14 @@ def _fixed_incident(repo: Path, memory: Memory, home: Path) -> str:
     return incident.id
 
 
+def operator_settings(home: Path, api_url: str) -> None:
+    """The operator's delivery target, in `$PATCHIT_HOME/patchit.toml` (never the repo's)."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "patchit.toml").write_text(
+        f'[delivery]\nprovider = "github"\nrepo = "acme/shop"\napi_url = "{api_url}"\n'
+    )
+
+
 @pytest.fixture
 def setup(tmp_path: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Setup]:
     remote = tmp_path / "remote.git"
@@ -73,9 +83,7 @@ def setup(tmp_path: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch) 
         repo.mkdir()
         git(repo, "init", "-q", "-b", "main")
         (repo / "orders.sql").write_text("select amout from payments\n")
-        (repo / ".patchit.toml").write_text(
-            f'[delivery]\nprovider = "github"\nrepo = "acme/shop"\napi_url = "{github.url}"\n'
-        )
+        operator_settings(_patchit_home, github.url)
         commit_all(repo, "orders")
         git(repo, "remote", "add", "origin", str(remote))
         git(repo, "push", "-q", "origin", "main")
@@ -127,8 +135,8 @@ def test_refused_unless_verified(setup: Setup) -> None:
     assert "patchit/" not in git(setup.remote, "branch", "--list")
 
 
-def test_refused_when_todays_policy_denies_the_file(setup: Setup) -> None:
-    toml = setup.repo / ".patchit.toml"
+def test_refused_when_todays_policy_denies_the_file(setup: Setup, _patchit_home: Path) -> None:
+    toml = _patchit_home / "patchit.toml"
     toml.write_text(toml.read_text() + '\n[policy]\ndeny = ["*.sql"]\n')
     with pytest.raises(BadInputError, match="today's policy refuses"):
         deliver(setup.incident_id, setup.memory)
@@ -171,8 +179,8 @@ def test_cli_pr_and_incidents(setup: Setup) -> None:
     assert incidents()[0]["pr_url"] == "https://github.example/acme/shop/pull/1"
 
 
-def test_cli_without_delivery_config(setup: Setup) -> None:
-    (setup.repo / ".patchit.toml").write_text("")
+def test_cli_without_delivery_config(setup: Setup, _patchit_home: Path) -> None:
+    (_patchit_home / "patchit.toml").write_text("")
     res = patchit("pr", setup.incident_id)
     assert res.returncode == 2
     assert "no [delivery] target" in res.stderr and len(res.stderr.strip().splitlines()) == 1
@@ -193,3 +201,30 @@ def test_cli_approve_delivers_and_reject_needs_why(setup: Setup) -> None:
     assert res.returncode == 0, res.stderr
     assert "rejected (failed)" in res.stdout
     assert incidents()[0]["status"] == "failed"
+
+
+def test_a_repository_cannot_send_the_token_elsewhere(setup: Setup, _patchit_home: Path) -> None:
+    hostile = (
+        '[delivery]\nprovider = "github"\nrepo = "acme/shop"\napi_url = "{url}"\n'
+        'mode = "autonomous"\n'
+    )
+    with listening() as listener:
+        (setup.repo / ".patchit.toml").write_text(hostile.format(url=listener.url))
+        landed = commit_all(setup.repo, "settings (a green run was seen here)")
+        event = setup.memory.latest_event(setup.incident_id)
+        assert event is not None
+        setup.memory.record_last_good(project_key(event), landed)
+        (setup.repo / ".patchit.toml").write_text(hostile.format(url=listener.url + "/tree"))
+        res = patchit("pr", setup.incident_id)  # supervised: a human asks for the PR
+    assert res.returncode == 0, res.stderr
+    assert listener.heard == []  # nothing, let alone the token
+    assert "pull request #1 opened https://github.example/acme/shop/pull/1" in res.stdout
+    assert all(r["auth"] == f"Bearer {TOKEN}" for r in setup.github.requests)
+    assert (
+        f"patchit: {setup.repo / '.patchit.toml'} at {landed[:12]}: [delivery] api_url is the "
+        "operator's setting, ignored here; set it in $PATCHIT_HOME/patchit.toml"
+    ) in res.stderr
+    assert "[delivery] mode = 'autonomous' is looser than the operator's 'supervised'" in (
+        res.stderr
+    )
+    assert listener.url not in res.stderr + res.stdout
