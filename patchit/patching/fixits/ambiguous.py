@@ -105,8 +105,8 @@ def qualify(before: str, now: str, col: str, use: str = "") -> tuple[str, str, i
         return None
     origins = set()
     for scope, _columns in _bare(was, col).values():
-        sources = list(_sources(scope).values())
-        if len(sources) != 1 or (identity := _identity(sources[0])) is None:
+        only = list(_sources(scope).values())
+        if len(only) != 1 or (identity := _identity(only[0])) is None:
             return None
         origins.add(identity)
     fits = []
