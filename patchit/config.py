@@ -58,6 +58,11 @@ class PolicyConfig(BaseModel):
     )
     max_files: int = 3
     max_lines: int = 40
+    max_rename_sites: int = Field(
+        default=50,
+        description="files a rename of the breaking change may be followed to in one "
+        "candidate (its sites count as one file against max_files)",
+    )
 
 
 class LoopConfig(BaseModel):

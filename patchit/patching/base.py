@@ -46,6 +46,12 @@ class PatchCandidate(BaseModel):
         description="why a human must review it even if it verifies (e.g. it drops code the "
         "breaking change added): a passing candidate with a review is never put on a branch",
     )
+    follows: dict[str, str] = Field(
+        default_factory=dict,
+        description="old -> new names of the renames its edits follow to every site: the "
+        "policy counts them as one edit kind each (max_files) and caps the sites "
+        "(max_rename_sites)",
+    )
 
 
 @dataclass(frozen=True)

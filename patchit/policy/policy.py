@@ -2,7 +2,8 @@
 
 A candidate is refused, with a one-line reason, when an edit would touch a protected (CI
 configuration, patchit's own config, hooks, install-time code), denied or not-allowed path,
-too many files or lines, anything outside the repository (absolute paths, `..`, symlinks), a
+too many files or lines (the sites of a rename it follows count as one file, see
+`patchit.policy.renames`), anything outside the repository (absolute paths, `..`, symlinks), a
 binary or missing file, or when its search text does not occur exactly once.
 """
 
@@ -15,6 +16,7 @@ from patchit.config import PolicyConfig
 from patchit.patching.base import PatchCandidate
 from patchit.patching.diffs import unified_diff
 from patchit.patching.lineends import match_edit
+from patchit.policy.renames import is_rename_site
 
 BINARY_SNIFF_BYTES = 8192
 
@@ -118,7 +120,7 @@ def check_policy(candidate: PatchCandidate, repo_root: Path, policy: PolicyConfi
         reason = _check_globs(rel, policy) or _check_location(rel, repo_root)
         if reason:
             return reason
-    if len(set(rels)) > policy.max_files:
+    if not candidate.follows and len(set(rels)) > policy.max_files:
         return f"touches {len(set(rels))} files, more than max_files={policy.max_files}"
     contents: dict[str, tuple[str, str]] = {}
     for edit in candidate.edits:
@@ -136,10 +138,26 @@ def check_policy(candidate: PatchCandidate, repo_root: Path, policy: PolicyConfi
             found = "does not occur" if match.count == 0 else f"occurs {match.count} times"
             return f"{rel}: search text {found} in the file (it must occur exactly once)"
         contents[rel] = (before, current.replace(match.search, match.replace, 1))
-    changed = sum(
-        _changed_lines(unified_diff(rel, before, after, context_lines=0))
+    lines = {
+        rel: _changed_lines(unified_diff(rel, before, after, context_lines=0))
         for rel, (before, after) in contents.items()
-    )
+    }
+    sites = {rel for rel, (before, after) in contents.items()
+             if is_rename_site(before, after, candidate.follows)}  # fmt: skip
+    if len(sites) > policy.max_rename_sites:
+        return (
+            f"follows {', '.join(candidate.follows)} to {len(sites)} files, more than "
+            f"max_rename_sites={policy.max_rename_sites}"
+        )
+    kinds = len(set(rels) - sites) + (len(candidate.follows) if sites else 0)
+    if kinds > policy.max_files:
+        return f"touches {kinds} files, more than max_files={policy.max_files}" + (
+            f" (the {len(sites)} sites of its renames count as {len(candidate.follows)})"
+            if sites
+            else ""
+        )
+    changed = sum(n for rel, n in lines.items() if rel not in sites)
+    changed += max((lines[rel] for rel in sites), default=0)
     if changed > policy.max_lines:
         return f"changes {changed} lines, more than max_lines={policy.max_lines}"
     return None

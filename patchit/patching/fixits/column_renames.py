@@ -1,0 +1,116 @@
+"""Column renames the breaking change made in a model's output, read with sqlglot.
+
+A staging model that selected `plan_code` and now selects `plan_code as plan_id` (or
+`code as plan_code` that became `code as plan_id`, or `f(x) as old` that became `f(x) as
+new`) renamed an output column: every consumer that reads the old name now fails. The rename
+is read from the model's outermost select before (the last good commit, else the failing
+commit's parent: `change_base`) and after the change: an output name gone, and exactly one
+new output name computed by the same expression.
+
+Nothing is read with doubt: a select with `*` (its outputs are not all in the text), an
+output whose expression holds Jinja or whose name is quoted, or two gone names computed by
+one expression give no rename.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlglot import exp
+
+from patchit.errors import VcsError
+from patchit.evidence.model import Evidence
+from patchit.patching.fixits._common import model_files
+from patchit.patching.fixits._sqlscope import PLACEHOLDER, is_star, read_sql
+from patchit.patching.renames import changed_texts
+from patchit.patching.revert import change_base
+from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
+
+
+@dataclass(frozen=True)
+class ColumnRename:
+    """Model `model` (file `path`) outputs `new` where it output `old`; `before` is every
+    output name it had before the change (lower case)."""
+
+    model: str
+    path: str
+    old: str
+    new: str
+    before: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Output:
+    expression: str
+    doubtful: bool  # quoted name, Jinja in it: never followed
+
+
+def outputs(text: str) -> dict[str, _Output] | None:
+    """{output name (lower case): what computes it} of a model's outermost select; None when
+    it does not parse, is not a plain select, or has a `*`."""
+    reading = read_sql(text)
+    if reading is None or not isinstance(reading.tree, exp.Select):
+        return None
+    found: dict[str, _Output] = {}
+    for projection in reading.tree.selects:
+        if is_star(projection):
+            return None
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        names = [i for i in projection.find_all(exp.Identifier)]
+        doubtful = any(i.quoted for i in names) or any(
+            i.name == PLACEHOLDER for i in inner.find_all(exp.Identifier)
+        )
+        name = projection.alias_or_name.lower()
+        if name in found:
+            return None  # two outputs of one name: not a model dbt builds
+        found[name] = _Output(inner.sql(dialect="duckdb").lower(), doubtful)
+    return found
+
+
+def column_renames(before: str, after: str) -> dict[str, str] | None:
+    """{old: new} output columns renamed between two versions of a model; None when either
+    side cannot be read with confidence (see the module docstring)."""
+    was, now = outputs(before), outputs(after)
+    if was is None or now is None:
+        return None
+    gone = [name for name in was if name not in now]
+    came = [name for name in now if name not in was]
+    found: dict[str, str] = {}
+    for old in gone:
+        same = [new for new in came if now[new].expression == was[old].expression]
+        rivals = [o for o in gone if was[o].expression == was[old].expression]
+        if len(same) != 1 or len(rivals) != 1:
+            continue
+        if was[old].doubtful or now[same[0]].doubtful:
+            return None  # a rename it cannot read with confidence: none followed at all
+        found[old] = same[0]
+    return found
+
+
+def breaking_column_renames(evidence: Evidence) -> list[ColumnRename]:
+    """The output columns the breaking change renamed, in the project's SQL models."""
+    event = evidence.event
+    repo = Path(event.repo_path or evidence.repo_root)
+    failing = event.commit or "HEAD"
+    try:
+        found = change_base(repo, failing, evidence.last_good_commit)
+        if found is None:
+            return []
+        head = run_git(repo, "rev-parse", "--verify", "--quiet", f"{failing}^{{commit}}",
+                       timeout_s=QUERY_TIMEOUT_S).strip()  # fmt: skip
+        files = changed_texts(repo, found[0], head)
+    except VcsError:
+        return []
+    models = {path: name for name, path in model_files(evidence).items() if path.endswith(".sql")}
+    renames = []
+    for changed in files:
+        model = models.get(changed.path)
+        if model is None or changed.before is None or changed.after is None:
+            continue
+        renamed = column_renames(changed.before, changed.after)
+        was = outputs(changed.before)
+        for old, new in sorted((renamed or {}).items()):
+            assert was is not None
+            renames.append(ColumnRename(model, changed.path, old, new, frozenset(was)))
+    return renames

@@ -1,0 +1,179 @@
+"""Follow a column rename of the breaking change to every consumer, in one candidate.
+
+A commit renames `status` to `order_status` in a staging model (`status as order_status`);
+the models, tests and YAML that read `status` fail one by one (DuckDB: `Referenced column
+"status" not found`, `Table "o" does not have a column named "status"`; Postgres: `column
+"status" does not exist`). Reverting the rename turns the run green but undoes what the
+author meant. This fix-it completes the change instead: the rename is read from the diff
+(`column_renames`), and one candidate edits every consumer of that model, found by `ref`:
+its SQL models and tests (`rename_sites`: `new` where they read the column, `new as old`
+where a select item must keep its output name, so nothing downstream changes), the model's
+YAML `columns:` entry and the `relationships` tests pointing at the column (`rename_yaml`).
+
+One candidate or none: a consumer it cannot read with confidence (see `rename_sites`), or a
+Python model that names the old column, makes it propose nothing. The candidate declares the
+renames it follows (`PatchCandidate.follows`), so the policy counts them as one edit kind
+and caps the sites by `[policy] max_rename_sites`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from patchit.evidence.model import Evidence
+from patchit.patching.apply import derive_edits
+from patchit.patching.base import Edit, FixIt, PatchCandidate, PriorAttempt
+from patchit.patching.fixits._common import (
+    error_text,
+    model_files,
+    project_files,
+    read_repo_file,
+)
+from patchit.patching.fixits._sqlscope import Columns
+from patchit.patching.fixits.column_renames import ColumnRename, breaking_column_renames, outputs
+from patchit.patching.fixits.rename_sites import Refusal, follow_in_sql
+from patchit.patching.fixits.rename_yaml import follow_in_yaml
+
+_MISSING = [
+    re.compile(r'Referenced column "(?P<col>[^"]+)" not found'),
+    re.compile(r'(?:Table|Values list) "[^"]+" does not have a column named "(?P<col>[^"]+)"'),
+    re.compile(r'column "(?P<col>[^".]+)" does not exist'),
+    re.compile(r'column [^\s".]+\.(?P<col>[^\s".]+) does not exist'),
+]
+
+
+def missing_column(message: str) -> str | None:
+    """The column the error says the SQL reads but no relation has (lower case)."""
+    for pattern in _MISSING:
+        if found := pattern.search(message):
+            return found.group("col").lower()
+    return None
+
+
+def _refs(model: str) -> re.Pattern[str]:
+    return re.compile(rf"""\bref\(\s*['"]{re.escape(model)}['"]\s*\)""", re.IGNORECASE)
+
+
+class FollowColumnRenameStrategy(FixIt):
+    """Follow the change's column rename to every consumer of the renamed model."""
+
+    name: ClassVar[str] = "dbt_follow_column_rename"
+    tag: ClassVar[str] = "follow_column_rename"
+
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+        column = missing_column(error_text(evidence))
+        if column is None:
+            return []
+        renames = breaking_column_renames(evidence)
+        models = {r.model.lower() for r in renames if r.old == column}
+        if len(models) > 1:
+            models &= _models_read(evidence)
+        if len(models) != 1:
+            return []
+        model = models.pop()
+        followed = [r for r in renames if r.model.lower() == model]
+        texts = self._followed(evidence, followed)
+        if texts is None or not texts:
+            return []
+        related = {model, *(p for p in texts)}
+        if not ({evidence.unit_path, (evidence.tested_model or "").lower()} & related
+                or model in _models_read(evidence)):  # fmt: skip
+            return []
+        edits: list[Edit] = []
+        for path, (before, after) in sorted(texts.items()):
+            edits += derive_edits(path, before, after)
+        shown = ", ".join(f"{r.old} -> {r.new}" for r in followed)
+        sql = sum(1 for p in texts if p.endswith(".sql"))
+        return [
+            PatchCandidate(
+                strategy=self.name,
+                tag=self.tag,
+                tier=self.tier,
+                edits=edits,
+                rationale=(
+                    f"the change renamed {followed[0].model}'s column {shown} "
+                    f"({followed[0].path}); followed it to every consumer: {sql} SQL file(s) "
+                    f"read the new name (under the old one where a select item keeps its "
+                    f"output name), {len(texts) - sql} YAML file(s) "
+                    f"({', '.join(sorted(texts))})"
+                ),
+                confidence=0.9,
+                follows={r.old: r.new for r in followed},
+            )
+        ]
+
+    def _followed(
+        self, evidence: Evidence, followed: list[ColumnRename]
+    ) -> dict[str, tuple[str, str]] | None:
+        """{path: (text, followed text)} of every file that changes; None: refused."""
+        first = followed[0]
+        model = first.model.lower()
+        renames = {r.old: r.new for r in followed}
+        columns = _columns(evidence, model, first.before)
+        refs = _refs(first.model)
+        out: dict[str, tuple[str, str]] = {}
+        for path in project_files(evidence, (".sql", ".py", ".yml", ".yaml")):
+            if path == first.path:
+                continue
+            text = read_repo_file(evidence, path)
+            if text is None:
+                continue
+            result: str | Refusal
+            if path.endswith(".py"):
+                named = any(re.search(rf"\b{re.escape(o)}\b", text) for o in renames)
+                result = Refusal("a Python model reads it") if refs.search(text) and named else text
+            elif path.endswith(".sql"):
+                result = follow_in_sql(text, model, renames, columns) if refs.search(text) else text
+            else:
+                result = follow_in_yaml(text, model, renames)
+            if isinstance(result, Refusal):
+                return None
+            if result != text:
+                out[path] = (text, result)
+        return out
+
+
+def _models_read(evidence: Evidence) -> set[str]:
+    """The models the failing unit reads (its upstream relations, the model a test tests)."""
+    found = {r.name.lower() for r in evidence.upstream}
+    if evidence.tested_model:
+        found.add(evidence.tested_model.lower())
+    return found
+
+
+def _columns(evidence: Evidence, model: str, before: frozenset[str]) -> Columns:
+    """A relation's column names: the renamed model's before the change; others from the
+    warehouse snapshot, their model file's select list, or their seed's header."""
+    upstream = {r.name.lower(): {c.lower() for c in r.columns} for r in evidence.upstream}
+    files = {name.lower(): path for name, path in model_files(evidence).items()}
+    seeds = {p.rsplit("/", 1)[-1][: -len(".csv")].lower(): p
+             for p in project_files(evidence, (".csv",))}  # fmt: skip
+    cache: dict[str, set[str] | None] = {}
+
+    def columns(name: str) -> set[str] | None:
+        if name == model:
+            return set(before)
+        if name not in cache:
+            cache[name] = _lookup(evidence, name, upstream, files, seeds)
+        return cache[name]
+
+    return columns
+
+
+def _lookup(
+    evidence: Evidence,
+    name: str,
+    upstream: dict[str, set[str]],
+    files: dict[str, str],
+    seeds: dict[str, str],
+) -> set[str] | None:
+    if upstream.get(name):
+        return upstream[name]
+    if name in files and (text := read_repo_file(evidence, files[name])) is not None:
+        found = outputs(text) if files[name].endswith(".sql") else None
+        return set(found) if found is not None else None
+    if name in seeds and (text := read_repo_file(evidence, seeds[name])) is not None:
+        header = text.splitlines()[0] if text else ""
+        return {c.strip().strip('"').lower() for c in header.split(",") if c.strip()}
+    return None

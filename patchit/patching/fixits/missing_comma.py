@@ -1,0 +1,113 @@
+"""Complete new code: the comma a new or rewritten select item left out.
+
+A commit appends `sum(tax_usd) as tax_usd` under `count(*) as paid_invoices` and forgets the
+comma on the line above, or rewrites a select line and drops its trailing comma; DuckDB stops
+at the next item (`Parser Error: syntax error at or near "sum"`), Postgres alike (`syntax
+error at or near "sum"`). A partial revert would drop the new column or the rewrite; the fix
+is the comma, and the new column stays.
+
+The comma goes at the end of the code of a line (before a trailing comment) when: the next
+code line starts with the token the parser stopped at (or with a Jinja expression, whose
+compiled text the error shows); one of the two lines was written by the change; and with the
+comma the file parses (sqlglot, Jinja masked). Exactly one such line, or no candidate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import ClassVar
+
+from patchit.evidence.model import Evidence
+from patchit.evidence.sql_parse import mask_jinja, parse
+from patchit.patching.apply import derive_edit
+from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
+from patchit.patching.fixits._change import file_change
+from patchit.patching.fixits._common import blank_regions, error_text
+
+_NEAR = re.compile(r'syntax error at or near "(?P<token>[^"]+)"')
+_FIRST = re.compile(r"\s*(?P<token>\w+|\S)")
+# a line ending so cannot take a comma: the statement goes on (or the line is a clause)
+_OPEN_END = re.compile(
+    r"(?:[,(+\-*/=<>|]|\b(?:select|distinct|and|or|not|as|on|by|from|where|when|then|else|"
+    r"case|in|is|like|between|join|having|with|over|partition|union|all))\s*$",
+    re.IGNORECASE,
+)
+_CLAUSE = re.compile(
+    r"\s*(?:from|where|group|order|having|limit|qualify|window|union|except|intersect|join|"
+    r"left|right|inner|full|cross|on|and|or|as|when|then|else|end|\))\b",
+    re.IGNORECASE,
+)
+
+
+class MissingCommaStrategy(FixIt):
+    """Add the comma a new select item left out, keeping the item."""
+
+    name: ClassVar[str] = "sql_add_missing_comma"
+    tag: ClassVar[str] = "missing_comma"
+
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+        found = _NEAR.search(error_text(evidence))
+        if found is None or evidence.unit_path is None or not evidence.unit_path.endswith(".sql"):
+            return []
+        change = file_change(evidence, evidence.unit_path)
+        if change is None:
+            return []
+        fixed = add_comma(change.now, found.group("token"), change.written)
+        if fixed is None:
+            return []
+        text, line = fixed
+        return [
+            PatchCandidate(
+                strategy=self.name,
+                tag=self.tag,
+                tier=self.tier,
+                edits=[derive_edit(evidence.unit_path, change.now, text)],
+                rationale=(
+                    f"the parser stopped at {found.group('token')!r}, the item after "
+                    f"{evidence.unit_path}:{line}, which the change wrote without the comma "
+                    f"that separates select items: added the comma, the item kept"
+                ),
+                confidence=0.9,
+            )
+        ]
+
+
+def add_comma(text: str, token: str, written: frozenset[int]) -> tuple[str, int] | None:
+    """(text with the one missing comma added, its 1-based line), or None when there is not
+    exactly one line that fits (see the module docstring)."""
+    raw = text.splitlines(keepends=True)
+    # comments and strings blanked; Jinja kept visible, so a line ending in `%}` is seen
+    masked = _blank_comments_and_strings(text).splitlines(keepends=True)
+    code = [n for n, line in enumerate(masked) if line.strip()]
+    fits = []
+    for here, after in itertools.pairwise(code):
+        if here + 1 not in written and after + 1 not in written:
+            continue
+        line, following = masked[here].rstrip(), masked[after]
+        if _OPEN_END.search(line) or line.endswith("%}") or line.endswith("#}"):
+            continue
+        if _CLAUSE.match(following):
+            continue
+        first = _FIRST.match(following)
+        starts_jinja = following.lstrip().startswith("{{")
+        if not starts_jinja and (first is None or first.group("token").lower() != token.lower()):
+            continue
+        end = len(line)
+        candidate = "".join(raw[:here]) + raw[here][:end] + "," + raw[here][end:]
+        candidate += "".join(raw[here + 1 :])
+        if parse(mask_jinja(candidate)) is None:
+            continue
+        fits.append((candidate, here + 1))
+    return fits[0] if len(fits) == 1 else None
+
+
+def _blank_comments_and_strings(text: str) -> str:
+    """Comments and strings blanked (same length), Jinja left as written."""
+    blanked = list(blank_regions(text))
+    for block in _JINJA.finditer(text):
+        blanked[block.start() : block.end()] = text[block.start() : block.end()]
+    return "".join(blanked)
+
+
+_JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)

@@ -1,0 +1,95 @@
+"""A renamed column followed into dbt's YAML properties: the model's `columns:` entry (its tests
+and description move with it) and every `relationships` test that points at the column
+(`to: ref('model')`, `field: old`).
+
+The file is read with ruamel (round trip, for the line and column of each scalar) and edited
+as text at those spots, so comments, order and quoting stay as the author wrote them. It
+refuses when the model's properties name the old column anywhere else (a model-level test's
+column list, a `columns:` entry named twice): a half-followed rename is a wrong fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+
+from patchit.patching.fixits.rename_sites import Refusal
+
+_REFS = ("ref('{m}')", 'ref("{m}")')
+
+
+def _load(text: str) -> object:
+    try:
+        return YAML(typ="rt").load(text)
+    except (YAMLError, ValueError):
+        return None
+
+
+def _walk(node: object, key: str = "") -> Iterator[tuple[CommentedMap, str, object]]:
+    """(mapping, key, value) of every mapping entry under `node`, depth first."""
+    if isinstance(node, CommentedMap):
+        for k, value in node.items():
+            yield node, str(k), value
+            yield from _walk(value, str(k))
+    elif isinstance(node, CommentedSeq):
+        for item in node:
+            yield from _walk(item, key)
+
+
+def _scalars(node: object, key: str = "") -> Iterator[tuple[str, str]]:
+    """(key, string) of every string scalar under `node` (a list's items under its key)."""
+    if isinstance(node, CommentedMap):
+        for k, value in node.items():
+            yield from _scalars(value, str(k))
+    elif isinstance(node, CommentedSeq):
+        for item in node:
+            yield from _scalars(item, key)
+    elif isinstance(node, str):
+        yield key, node
+
+
+def follow_in_yaml(text: str, model: str, renames: dict[str, str]) -> str | Refusal:
+    """`text` with the renamed columns of `model` followed (unchanged when it names none)."""
+    lowered = {old.lower(): new for old, new in renames.items()}
+    if not any(old in text.lower() for old in lowered):
+        return text
+    doc = _load(text)
+    if doc is None:
+        return Refusal("the YAML does not parse")
+    spots: list[tuple[int, int, str, str]] = []  # line, column, old as written, new
+    models = doc.get("models") if isinstance(doc, CommentedMap) else None
+    for entry in models if isinstance(models, CommentedSeq) else []:
+        if not isinstance(entry, CommentedMap) or str(entry.get("name", "")).lower() != model:
+            continue
+        seen: set[str] = set()
+        for column in entry.get("columns") or []:
+            name = column.get("name") if isinstance(column, CommentedMap) else None
+            if isinstance(name, str) and name.lower() in lowered:
+                if name.lower() in seen:
+                    return Refusal(f"{model}'s properties list column {name} twice")
+                seen.add(name.lower())
+                line, col = column.lc.value("name")
+                spots.append((line, col, name, lowered[name.lower()]))
+        named = [(k, s) for k, s in _scalars(entry) if s.lower() in lowered]
+        if len(named) > len(seen) or any(k != "name" for k, _ in named):
+            return Refusal(f"{model}'s properties name a renamed column outside `columns:`")
+    refs = {r.format(m=model) for r in _REFS}
+    for mapping, key, value in _walk(doc):
+        if key != "field" or not isinstance(value, str) or value.lower() not in lowered:
+            continue
+        target = mapping.get("to")
+        if isinstance(target, str) and target.replace(" ", "") in refs:
+            line, col = mapping.lc.value("field")
+            spots.append((line, col, value, lowered[value.lower()]))
+    lines = text.splitlines(keepends=True)
+    for line, col, old, new in sorted(spots, reverse=True):
+        current = lines[line]
+        quote = current[col] if current[col : col + 1] in ("'", '"') else ""
+        start = col + len(quote)
+        if current[start : start + len(old)] != old:
+            return Refusal(f"cannot find {old} where the YAML parser puts it (line {line + 1})")
+        lines[line] = current[:start] + new + current[start + len(old) :]
+    return "".join(lines)

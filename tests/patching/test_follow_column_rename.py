@@ -1,0 +1,222 @@
+"""Following a column rename of the breaking change to every consumer, in one candidate: real
+git, the fix-it's own reading of the change (sqlglot, ruamel); no dbt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
+from patchit.evidence.model import Evidence
+from patchit.patching.apply import apply_edits
+from patchit.patching.fixits.column_renames import column_renames
+from patchit.patching.fixits.follow_rename import FollowColumnRenameStrategy, missing_column
+from tests.conftest import commit_all, git
+from tests.evidence.airflow_failures import init_repo
+
+STAGING = "models/staging/stg_orders.sql"
+PROJECT = {
+    "dbt_project.yml": "name: shop\nprofile: shop\nconfig-version: 2\n",
+    "seeds/raw_orders.csv": "id,customer_id,status\n1,1,placed\n",
+    "seeds/raw_customers.csv": "id,name\n1,Ann\n",
+    STAGING: (
+        "select\n    id as order_id,\n    customer_id,\n    status\nfrom {{ ref('raw_orders') }}\n"
+    ),
+    "models/staging/stg_customers.sql": (
+        "select id as customer_id, name from {{ ref('raw_customers') }}\n"
+    ),
+    "models/marts/orders.sql": (
+        "select\n    o.order_id,\n    o.status,\n    c.name\n"
+        "from {{ ref('stg_orders') }} as o\n"
+        "join {{ ref('stg_customers') }} as c on c.customer_id = o.customer_id\n"
+        "where o.status <> 'returned'\n"
+    ),
+    "models/marts/status_counts.sql": (
+        "with orders as (\n    select * from {{ ref('stg_orders') }}\n)\n\n"
+        "select\n    status,\n    count(*) as orders\nfrom orders\ngroup by status\n"
+    ),
+    "models/marts/open_orders.sql": (
+        "select order_id from {{ ref('stg_orders') }} where status = 'placed'\n"
+    ),
+    "models/staging/schema.yml": (
+        "version: 2\n\nmodels:\n  - name: stg_orders\n    columns:\n      - name: order_id\n"
+        "        data_tests: [unique]\n      - name: status  # the lifecycle\n"
+        "        data_tests:\n          - accepted_values:\n              arguments:\n"
+        "                values: ['placed', 'returned']\n"
+    ),
+    "models/marts/schema.yml": (
+        "version: 2\n\nmodels:\n  - name: status_counts\n    columns:\n      - name: status\n"
+        "        data_tests:\n          - relationships:\n              arguments:\n"
+        "                to: ref('stg_orders')\n                field: status\n"
+    ),
+}
+RENAME = ("    status\n", "    status as order_status\n")
+
+
+def make_repo(tmp_path: Path, extra: dict[str, str] | None = None) -> Path:
+    repo = init_repo(tmp_path / "shop")
+    for rel, text in {**PROJECT, **(extra or {})}.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    commit_all(repo, "good")
+    path = repo / STAGING
+    path.write_text(path.read_text().replace(*RENAME))
+    commit_all(repo, "stg_orders: order_status")
+    return repo
+
+
+def evidence(repo: Path, unit: str = "orders", message: str = "") -> Evidence:
+    message = message or (
+        'Binder Error: Table "o" does not have a column named "status"\n'
+        'Candidate bindings: : "order_status"'
+    )
+    path = f"models/marts/{unit}.sql"
+    event = UniversalFailureEvent(
+        source=FailureSource.DBT, pipeline_id="shop", unit_id=f"model.shop.{unit}",
+        unit_path=path, status="error", error_type="Runtime Error", error_message=message,
+        repo_path=str(repo), commit=git(repo, "rev-parse", "HEAD"),
+        dbt=DbtInvocation(command="build", project_dir=str(repo), cwd=str(repo)),
+    )  # fmt: skip
+    return Evidence(event=event, repo_root=str(repo), project_dir="", unit_path=path,
+                    error=message)  # fmt: skip
+
+
+def fix(ev: Evidence) -> list:  # type: ignore[type-arg]
+    return FollowColumnRenameStrategy().fix(ev, [])
+
+
+def test_one_candidate_follows_the_rename_to_every_consumer(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    (candidate,) = fix(evidence(repo))
+    assert sorted({e.path for e in candidate.edits}) == [
+        "models/marts/open_orders.sql", "models/marts/orders.sql",
+        "models/marts/schema.yml", "models/marts/status_counts.sql", "models/staging/schema.yml",
+    ]  # fmt: skip
+    assert candidate.follows == {"status": "order_status"}
+    assert "renamed stg_orders's column status -> order_status" in candidate.rationale
+    apply_edits(repo, candidate.edits)
+    read = lambda rel: (repo / rel).read_text()  # noqa: E731
+    # a whole select item keeps its output name; every other reference reads the new one
+    assert "    o.order_status as status,\n" in read("models/marts/orders.sql")
+    assert "where o.order_status <> 'returned'" in read("models/marts/orders.sql")
+    counts = read("models/marts/status_counts.sql")
+    assert "    order_status as status,\n" in counts and "group by order_status\n" in counts
+    assert "where order_status = 'placed'" in read("models/marts/open_orders.sql")
+    assert "      - name: order_status  # the lifecycle\n" in read("models/staging/schema.yml")
+    marts = read("models/marts/schema.yml")
+    assert "field: order_status\n" in marts and "      - name: status\n" in marts
+    assert "status as order_status" in read(STAGING)  # the rename itself is kept
+
+
+def test_a_test_of_the_renamed_model_is_healed_by_the_same_candidate(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    ev = evidence(repo, message='Binder Error: Referenced column "status" not found in FROM '
+                  'clause!\nCandidate bindings: "order_status"')  # fmt: skip
+    ev = ev.model_copy(update={"unit_path": "models/staging/schema.yml",
+                               "tested_model": "stg_orders"})  # fmt: skip
+    (candidate,) = fix(ev)
+    assert "models/staging/schema.yml" in {e.path for e in candidate.edits}
+
+
+@pytest.mark.parametrize(
+    ("rel", "text"),
+    [
+        # the old name inside Jinja: its meaning is not in the SQL
+        (
+            "models/marts/jinja.sql",
+            "select {{ upper_of('status') }} as s from {{ ref('stg_orders') }}\n",
+        ),
+        # quoted: a name it cannot compare with confidence
+        ("models/marts/quoted.sql", "select \"status\" from {{ ref('stg_orders') }}\n"),
+        # an output * passes the new name on: this model's own columns would change
+        ("models/marts/star.sql", "select * from {{ ref('stg_orders') }}\n"),
+        # two relations may answer a bare status
+        ("models/marts/legacy.sql", "select 1 as id, 'x' as status\n"),
+        # a join USING the old name
+        (
+            "models/marts/using.sql",
+            "select o.order_id from {{ ref('stg_orders') }} as o join {{ ref('stg_orders') }} "
+            "as p using (status)\n",
+        ),
+        # a Python model that names it
+        (
+            "models/marts/py_model.py",
+            "def model(dbt, session):\n    return dbt.ref('stg_orders').select('status')\n",
+        ),
+    ],
+)
+def test_anything_it_cannot_read_with_confidence_refuses_the_whole_candidate(
+    tmp_path: Path, rel: str, text: str
+) -> None:
+    extra = {rel: text}
+    if rel.endswith("legacy.sql"):
+        extra["models/marts/two.sql"] = (
+            "select status from {{ ref('stg_orders') }} as o join {{ ref('legacy') }} as l "
+            "on l.id = o.order_id\n"
+        )
+    assert fix(evidence(make_repo(tmp_path, extra))) == []
+
+
+def test_two_columns_renamed_by_the_change_are_followed_together(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    good = git(repo, "rev-parse", "HEAD~1").strip()
+    path = repo / STAGING
+    path.write_text(
+        path.read_text().replace("    customer_id,\n", "    customer_id as buyer_id,\n")
+    )
+    commit_all(repo, "stg_orders: buyer_id too")
+    ev = evidence(repo).model_copy(update={"last_good_commit": good})
+    (candidate,) = fix(ev)
+    assert candidate.follows == {"customer_id": "buyer_id", "status": "order_status"}
+    apply_edits(repo, candidate.edits)
+    orders = (repo / "models/marts/orders.sql").read_text()
+    assert "on c.customer_id = o.buyer_id" in orders
+
+
+def test_no_rename_in_the_change_no_candidate(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    ev = evidence(repo, message='Binder Error: Referenced column "amount" not found in FROM '
+                  'clause!')  # fmt: skip
+    assert fix(ev) == []
+    ev = evidence(repo, message='Parser Error: syntax error at or near "status"')
+    assert fix(ev) == []
+
+
+def test_a_unit_that_does_not_read_the_renamed_model_gets_nothing(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    ev = evidence(repo, unit="unrelated")
+    assert fix(ev) == []
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        ("select x, a from t", "select x as y, a from t", {"x": "y"}),
+        ("select a as x, b from t", "select a as y, b from t", {"x": "y"}),
+        (
+            "select upper(c) as country from t",
+            "select upper(c) as country_code from t",
+            {"country": "country_code"},
+        ),
+        ("select x, a from t", "select x, a, x as y from t", {}),  # added, not renamed
+        ("select x, y from t", "select x as z, y from t", {"x": "z"}),
+        ("select *, x from t", "select *, x as y from t", None),  # a * hides outputs
+        ("select x from t", 'select x as "Y" from t', None),  # quoted
+        ("select {{ m('x') }} as x from t", "select {{ m('x') }} as y from t", None),  # Jinja
+        ("select x as a, x as b from t", "select x as c from t", {}),  # two gone, one expr
+        ("select x from", "select x as y from t", None),  # does not parse
+    ],
+)
+def test_renames_read_from_a_model_before_and_after(
+    before: str, after: str, expected: dict[str, str] | None
+) -> None:
+    assert column_renames(before, after) == expected
+
+
+def test_the_missing_column_of_each_engine() -> None:
+    assert missing_column('Referenced column "Status" not found in FROM clause!') == "status"
+    assert missing_column('Values list "o" does not have a column named "x"') == "x"
+    assert missing_column('column "status" does not exist') == "status"
+    assert missing_column("column o.status does not exist\nLINE 3") == "status"
+    assert missing_column('syntax error at or near "x"') is None
