@@ -18,7 +18,8 @@ from click.testing import CliRunner
 
 from patchit.cli.main import cli
 from patchit.errors import MemoryStoreError
-from patchit.intake.spool import MAX_CLAIMS, Spool
+from patchit.intake.spool import MAX_CLAIMS, Spool, append_fallback, fallback_path
+from patchit.intake.spool_files import MAX_LINE_BYTES
 from patchit.liveness import claim_owner, this_place
 from patchit.memory import Memory
 from patchit.worker import Worker
@@ -170,3 +171,37 @@ def test_spool_list_retry_and_drop(_patchit_home: Path) -> None:
     assert dropped.exit_code == 0 and "1 row(s) dropped" in dropped.output
     assert runner.invoke(cli, ["spool", "drop", "--state", "done"]).exit_code == 0
     assert states(_patchit_home) == {}
+
+
+def test_a_fallback_line_nested_1000_deep_is_quarantined_and_the_118_behind_it_processed(
+    _patchit_home: Path,
+) -> None:
+    fallback = fallback_path(_patchit_home)
+    fallback.parent.mkdir(parents=True)
+    fallback.write_text("[" * 1000 + "]" * 1000 + "\n")  # the json module's recursion limit
+    for i in range(118):
+        event = airflow_event(f"dag_{i}", f"t{i}", "OperationalError", OUTAGE)
+        append_fallback(event, _patchit_home)
+    stats = Worker(_patchit_home).run(once=True)
+    assert stats.processed == 118
+    assert states(_patchit_home) == {"done": 118, "bad": 1}
+    assert not list(fallback.parent.glob("fallback.jsonl*"))  # imported: nothing left to retry
+    listed = CliRunner().invoke(cli, ["spool", "list", "--state", "bad"])
+    assert listed.exit_code == 0, listed.output
+    assert "line 1 unreadable (nested too deep)" in listed.output
+    assert Worker(_patchit_home).run(once=True).processed == 0  # and it is not retried
+
+
+def test_a_fallback_line_longer_than_any_event_is_moved_aside_whole(_patchit_home: Path) -> None:
+    fallback = fallback_path(_patchit_home)
+    fallback.parent.mkdir(parents=True)
+    huge = b'{"source": "airflow", "error_message": "' + b"x" * MAX_LINE_BYTES + b'"}\n'
+    fallback.write_bytes(huge)
+    append_fallback(airflow_event("dag", "t", "OperationalError", OUTAGE), _patchit_home)
+    with Spool.open(_patchit_home) as s:
+        assert s.import_fallback() == 2
+        [bad] = s.rows("bad")
+        assert s.counts() == {"bad": 1, "pending": 1}
+    [aside] = (fallback.parent / "damaged").iterdir()
+    assert aside.read_bytes() == huge and str(aside) in bad["reason"]
+    assert len(bad["payload"]) < 5000

@@ -36,7 +36,7 @@ def _what(payload: str) -> str:
     """`pipeline.unit: ErrorType` of a spooled event, as far as its payload can be read."""
     try:
         data: Any = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):  # a bad row holds what could not be read, as it was
         return "(not JSON)"
     if not isinstance(data, dict):
         return "(not an event)"

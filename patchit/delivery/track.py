@@ -66,7 +66,12 @@ def track(
                 continue
             try:
                 repo = Path(incident.repo_path)
-                event = memory.events_for(incident.id)[0]
+                events = memory.events_for(incident.id)
+                if not events:  # an older patchit could leave an incident without one
+                    say(f"incident {incident.id}: cannot track (no event is recorded for it); "
+                        "skipped")  # fmt: skip
+                    continue
+                event = events[0]
                 config = incident_settings(home, memory, incident.id).config
                 base = _base(repo, config)
                 blind = not read_airflow_runs(event, config, base, incident, memory, apis,
@@ -74,8 +79,9 @@ def track(
                 outcome = judge(incident, memory, event, base)
                 if blind and outcome.outcome == "pending" and outcome.merged_into:
                     outcome = replace(outcome, detail=f"{outcome.detail}; {NO_API}")
-            except PatchitError as exc:
-                say(f"incident {incident.id}: cannot track ({exc})")
+            except (PatchitError, ValueError) as exc:  # ValueError: an event stored unreadable
+                first = (str(exc).splitlines() or [type(exc).__name__])[0]
+                say(f"incident {incident.id}: cannot track ({first})")
                 continue
             found.append(_settle(incident, outcome, memory, say))
     finally:

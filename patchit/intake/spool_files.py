@@ -5,6 +5,10 @@ tables (one DDL for both), where the spool lives under `$PATCHIT_HOME`, what a r
 is, and `spool/fallback.jsonl`, which producers append to when the spool cannot take an event
 (locked, damaged, or a Postgres state that cannot be reached) and which a worker on the same
 host imports.
+
+The worker reads a fallback file one line at a time (`fallback_lines`), never whole: a line
+longer than any event (`MAX_LINE_BYTES`, a file that is not the producers' or a torn write
+followed by garbage) is moved aside whole to `spool/damaged/`, and the import goes on.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ import fcntl
 import json
 import os
 import secrets
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from patchit.dbfiles import inode_of
 from patchit.redaction import environment_secrets, scrub
@@ -23,6 +28,10 @@ from patchit.redaction import environment_secrets, scrub
 SPOOL_RELATIVE_PATH = Path("spool") / "spool.sqlite3"
 FALLBACK_NAME = "fallback.jsonl"
 IMPORTING_MARK = ".importing-"
+DAMAGED_DIR = "damaged"  # under spool/: fallback lines too long to be an event, kept whole
+# a spooled event is capped far below this (`patchit.redaction.scrub`): a longer line is damage
+MAX_LINE_BYTES = 16 * 1024 * 1024
+LINE_HEAD_BYTES = 4096  # what the bad row of a line moved aside keeps of it
 MAX_CLAIMS = 5
 BAD_AFTER_CLAIMS = (
     f"claimed {MAX_CLAIMS} times and never finished: its workers died "
@@ -85,6 +94,37 @@ def fallback_batches(spool_dir: Path) -> list[Path]:
     if fallback.exists():
         take_fallback(fallback)
     return sorted(spool_dir.glob(f"{FALLBACK_NAME}{IMPORTING_MARK}*"))
+
+
+def fallback_lines(batch: Path) -> Iterator[tuple[int, bytes, Path | None]]:
+    """The non-blank lines of a fallback batch, read one at a time: (number, bytes, None); for
+    a line longer than `MAX_LINE_BYTES`, (number, its head, the file it was moved aside to,
+    whole, under `spool/damaged/`). Line numbers count every line, blank ones too."""
+    with batch.open("rb") as handle:
+        number = 0
+        while raw := handle.readline(MAX_LINE_BYTES + 1):
+            number += 1
+            if len(raw) <= MAX_LINE_BYTES or raw.endswith(b"\n"):
+                if raw.strip():
+                    yield number, raw, None
+                continue
+            yield number, raw[:LINE_HEAD_BYTES], _move_line_aside(batch, number, raw, handle)
+
+
+def _move_line_aside(batch: Path, number: int, head: bytes, rest: IO[bytes]) -> Path:
+    """Copy a line (its `head`, then what `rest` holds up to the line's end) to its own file
+    under `spool/damaged/`; the same name each time, so an import run again rewrites it."""
+    dest = batch.parent / DAMAGED_DIR / f"{batch.name}-line{number}"
+    dest.parent.mkdir(exist_ok=True)
+    with dest.open("wb") as out:
+        out.write(head)
+        while chunk := rest.readline(1024 * 1024):
+            out.write(chunk)
+            if chunk.endswith(b"\n"):
+                break
+        out.flush()
+        os.fsync(out.fileno())
+    return dest
 
 
 def take_fallback(fallback: Path) -> None:

@@ -27,8 +27,10 @@ from patchit.dbfiles import (
 from patchit.intake.spool_files import (
     BAD_AFTER_CLAIMS,
     MAX_CLAIMS,
+    MAX_LINE_BYTES,
     SQLITE_ID,
     fallback_batches,
+    fallback_lines,
     now_iso,
     spool_path,
     spool_payload,
@@ -173,8 +175,7 @@ class Spool:
 
     def put(self, event: dict[str, Any], secrets: list[str] | None = None) -> int:
         """Spool one event dict (one INSERT, committed at once), redacted; its row id."""
-        source = clean_text(str(event.get("source", "")))[:50]
-        return self._insert(spool_payload(event, secrets), source)
+        return self._insert(spool_payload(event, secrets), _source_of(event))
 
     def _insert(self, payload: str, source: str, state: str = "pending", reason: str = "") -> int:
         if self.pg_conn is not None:
@@ -328,7 +329,8 @@ class Spool:
     def import_fallback(self) -> int:
         """Move the events producers appended to `fallback.jsonl` into the spool, exactly once
         (a crash between the import and the file's removal does not import it twice); how many
-        rows. A line that is not a JSON object is kept as a bad row, never dropped."""
+        rows. A line that is not a JSON object is kept as a bad row, never dropped, and the
+        other lines are imported: no line can stop the import (`_import_line`)."""
         return sum(self._import_batch(batch) for batch in fallback_batches(self.path.parent))
 
     def _import_batch(self, batch: Path) -> int:
@@ -340,7 +342,6 @@ class Spool:
         return self._import_batch_once(batch)
 
     def _import_batch_once(self, batch: Path) -> int:
-        lines = batch.read_bytes().splitlines()
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             done = self.conn.execute(
@@ -348,10 +349,9 @@ class Spool:
             ).fetchone()
             count = 0
             if not done:
-                for number, raw in enumerate(lines, start=1):
-                    if raw.strip():
-                        self._import_line(batch.name, number, raw)
-                        count += 1
+                for number, raw, aside in fallback_lines(batch):
+                    self._import_line(f"{batch.name} line {number}", raw, aside)
+                    count += 1
                 self.conn.execute(
                     "insert into spool_imports (name, imported_utc, rows) values (?, ?, ?)",
                     (batch.name, now_iso(), count),
@@ -363,14 +363,37 @@ class Spool:
         batch.unlink(missing_ok=True)
         return count
 
-    def _import_line(self, name: str, number: int, raw: bytes) -> None:
-        text = raw.decode("utf-8", "replace")
+    def _import_line(self, where: str, raw: bytes, aside: Path | None) -> None:
+        """One line of a fallback batch as a spool row: pending, or bad with why. Whatever is
+        wrong with the line (not JSON, nested too deep, too large) makes its own row bad and
+        the import goes on; only an error of the spool itself stops it."""
+        text = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if aside is not None:
+            why = (f"{where} is longer than {MAX_LINE_BYTES} bytes, more than an event is: "
+                   f"moved aside whole to {aside}; its head is kept here")  # fmt: skip
+            self._insert(text, "", state="bad", reason=why)
+            return
         try:
             event = json.loads(text)
             if not isinstance(event, dict):
                 raise ValueError("not a JSON object")
-        except ValueError as exc:
-            why = f"{name} line {number} unreadable ({exc}); kept here as it was"
+            payload = spool_payload(event)
+        except Exception as exc:  # the line's own fault, whatever it is: only its row is bad
+            why = f"{where} unreadable ({_unreadable(exc)}); kept here as it was"
             self._insert(text, "", state="bad", reason=why)
             return
-        self.put(event)
+        self._insert(payload, _source_of(event))
+
+
+def _source_of(event: dict[str, Any]) -> str:
+    """The `source` column of an event dict: its source when that is text, else ""."""
+    source = event.get("source", "")
+    return clean_text(source)[:50] if isinstance(source, str) else ""
+
+
+def _unreadable(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    if isinstance(exc, ValueError):
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}: {str(exc)[:200]}"

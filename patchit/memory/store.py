@@ -188,9 +188,16 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         events: list[tuple[UniversalFailureEvent, str]],
         cause_key: str,
     ) -> None:
+        """Record events of an incident (one already recorded for it is not recorded twice).
+
+        An event whose id another incident holds (a producer that reused an `event_id`, or
+        the same event again once its incident's window has passed) is recorded under
+        `event_key(event_id, incident_id)`: an incident always holds the events it was opened
+        or attached with, never none (an insert ignored on the id left incidents eventless)."""
+        held = _holders(db, [event.event_id for event, _ in events])
         rows = (
             {
-                "event_id": event.event_id,
+                "event_id": event_key(event.event_id, incident_id, held),
                 "incident_id": incident_id,
                 "fingerprint": fingerprint,
                 "cause_key": cause_key,
@@ -257,8 +264,9 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
     def event_commits(self, incident_id: str, besides: str | None = None) -> set[str]:
         """The commits the incident's events (other than `besides`) came from."""
         rows = self._rows(  # read in Python: Postgres' jsonb refuses an event's \u0000
-            "select json from events where incident_id = ? and event_id is not ?",
-            (incident_id, besides),
+            "select json from events where incident_id = ? and event_id is not ?"
+            " and event_id is not ?",
+            (incident_id, besides, besides and event_key(besides, incident_id)),
         )
         shas = (json.loads(row["json"]).get("commit") for row in rows)
         return {str(sha) for sha in shas if sha}
@@ -270,10 +278,11 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         pattern = "%" + _like_escape(json.dumps(commit, ensure_ascii=False)) + "%"
         sql = (
             "select json from events where incident_id = ? and event_id is not ? "
-            "and json like ? escape '!' limit ?"
+            "and event_id is not ? and json like ? escape '!' limit ?"
         )
         limit = 32
-        rows = self._rows(sql, (incident_id, besides, pattern, limit))
+        other = besides and event_key(besides, incident_id)
+        rows = self._rows(sql, (incident_id, besides, other, pattern, limit))
         if any(json.loads(row["json"]).get("commit") == commit for row in rows):
             return True
         if len(rows) < limit:
@@ -287,8 +296,8 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         the one it was attached to), in one transaction."""
         with self._write() as db:
             db.execute(
-                "delete from events where event_id = ? and incident_id = ?",
-                [event.event_id, incident_id],
+                "delete from events where event_id in (?, ?) and incident_id = ?",
+                [event.event_id, event_key(event.event_id, incident_id), incident_id],
             )
             db.table("incidents").update(incident_id, {"updated_utc": _now().isoformat()})
             return self.create_incident(event, fingerprint, cause_key)
@@ -372,6 +381,28 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
             tuple(sorted(dead)),
         )
         return [Incident.model_validate(row) for row in rows]
+
+
+def event_key(event_id: str, incident_id: str, held: dict[str, str] | None = None) -> str:
+    """The key of an event's row in `events`: its id, or `<event id>@<incident id>` when
+    another incident holds that id (`held`: event id -> incident; None: the second form)."""
+    if held is not None and held.get(event_id, incident_id) == incident_id:
+        return event_id
+    return f"{event_id}@{incident_id}"
+
+
+def _holders(db: Database, event_ids: list[str]) -> dict[str, str]:
+    """Which incident holds each of `event_ids` already (those recorded), in chunks."""
+    unique = sorted(set(event_ids))
+    held: dict[str, str] = {}
+    for start in range(0, len(unique), 500):
+        chunk = unique[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        for row in db.query(
+            f"select event_id, incident_id from events where event_id in ({marks})", chunk
+        ):
+            held[str(row["event_id"])] = str(row["incident_id"])
+    return held
 
 
 def _like_escape(text: str) -> str:
