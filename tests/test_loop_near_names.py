@@ -91,4 +91,9 @@ def test_a_bill_key_swapped_for_the_ship_key_ends_in_review_not_on_a_branch(
         "main.customers.bill_city",
     ]  # fmt: skip
     assert not any(a.outcome == "verified" for a in attempts), outputs
+    report = Path(str(ctx.memory.get_incident(incident.id).report_md)).read_text()
+    assert "`bill_address_key` is not a typo of `ship_address_key`" in report
+    assert (
+        "could not judge: main.stg_customers.ship_address_key, main.customers.ship_city" in report
+    )
     assert (git(shop_repo, "status", "--porcelain", "--ignored"), head_commit(shop_repo)) == before
