@@ -376,7 +376,8 @@ def _finish(
     )
     winner = search.winner if search else None
     trials = search.trials if search else []
-    refused = [t.data for t in trials if t.data is not None and t.data.needs_review]
+    # held for review by its data check or by its candidate's own review (a guessed name)
+    refused = [t.data for t in trials if t.data is not None and t.needs_review]
     report = build_report(
         incident=incident,
         event=event,

@@ -97,7 +97,8 @@ class DataCheck(BaseModel):
         if not new:
             return ""
         more = f" and {len(new) - most} more" if len(new) > most else ""
-        return f"the data check could not judge: {', '.join(new[:most])}{more} are new"
+        verb = "is" if len(new) == 1 else "are"
+        return f"the data check could not judge: {', '.join(new[:most])}{more} {verb} new"
 
     def fidelity(self) -> str:
         """One line every verification report carries: harness, isolation, data check."""

@@ -58,3 +58,9 @@ def test_confidence_says_what_the_data_check_could_not_judge() -> None:
         "the data check could not judge: main.fct_invoices.ship_city, "
         "main.fct_invoices.bill_city are new (x0.80)"
     ) in signals
+
+
+def test_one_new_output_is_new() -> None:
+    assert _check(NEW_RELATION).unjudged() == (
+        "the data check could not judge: main.dim_addresses is new"
+    )

@@ -16,11 +16,13 @@ from patchit.evidence.gitlog import breaking_diff
 from patchit.evidence.model import Evidence, Relation
 from patchit.patching.base import PatchCandidate
 from patchit.patching.fixits.columns import RenameColumnStrategy
+from patchit.patching.fixits.macros import FixMacroStrategy
 from patchit.patching.fixits.message import FollowMessageStrategy
 from patchit.patching.fixits.near_names import change_wrote
 from patchit.patching.fixits.python_calls import FixCallStrategy
 from patchit.patching.fixits.python_keys import RenameKeyStrategy
 from patchit.patching.fixits.python_names import FixNameStrategy
+from patchit.patching.fixits.refs import FixRefStrategy
 from tests.conftest import commit_all
 from tests.evidence.airflow_failures import init_repo, script_failure
 from tests.patching.scenarios import make_evidence
@@ -260,3 +262,62 @@ def test_a_keyword_the_change_wrote_is_for_review(tmp_path: Path) -> None:
 def test_a_keyword_in_existing_code_keeps_todays_fix(tmp_path: Path) -> None:
     evidence = _python_evidence(tmp_path, CALL_JOB, existing=True)
     assert _only(FixCallStrategy().fix(evidence, [])).review == ""
+
+
+# -- dbt refs and macros --------------------------------------------------------------------
+
+
+def _dbt_evidence(tmp_path: Path, files: dict[str, str], model: str, message: str) -> Evidence:
+    """A project whose last commit wrote `model`; `files` were there before."""
+    repo = init_repo(tmp_path / "repo")
+    (repo / "dbt_project.yml").write_text("name: shop\nprofile: shop\n")
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    commit_all(repo, "good")
+    (repo / "models/marts").mkdir(parents=True, exist_ok=True)
+    (repo / "models/marts/report.sql").write_text(model)
+    failing = commit_all(repo, "report")
+    evidence = make_evidence(
+        repo, message, unit_id="model.shop.report", unit_path="models/marts/report.sql",
+        error_type="Compilation Error",
+    )  # fmt: skip
+    return evidence.model_copy(
+        update={
+            "event": evidence.event.model_copy(update={"commit": failing}),
+            "breaking_diff": breaking_diff(repo, None, failing),
+        }
+    )
+
+
+def test_a_ref_the_change_wrote_to_another_version_is_for_review(tmp_path: Path) -> None:
+    message = (
+        "Compilation Error\n  Model 'model.shop.report' (models/marts/report.sql) depends on a "
+        "node named 'fct_orders_v2' which was not found"
+    )
+    files = {"models/marts/fct_orders_v1.sql": "select 1 as id\n"}
+    model = "select * from {{ ref('fct_orders_v2') }}\n"
+    evidence = _dbt_evidence(tmp_path, files, model, message)
+    candidate = _only(FixRefStrategy().fix(evidence, []))
+    assert "ref('fct_orders_v1')" in candidate.edits[0].replace
+    assert candidate.review.startswith(
+        "`fct_orders_v2` is not a typo of `fct_orders_v1`: a different number (`2` -> `1`)"
+    )
+    typo = model.replace("fct_orders_v2", "fct_ordrs_v1")
+    evidence = _dbt_evidence(
+        tmp_path / "typo", files, typo, message.replace("orders_v2", "ordrs_v1")
+    )
+    assert _only(FixRefStrategy().fix(evidence, [])).review == ""
+
+
+def test_a_macro_the_change_wrote_is_for_review(tmp_path: Path) -> None:
+    message = (
+        "Compilation Error in model report (models/marts/report.sql)\n  'amount_min_usd' is "
+        "undefined. This can happen when calling a macro that does not exist. Check for typos "
+        'and/or install package dependencies with "dbt deps".'
+    )
+    files = {"macros/money.sql": "{% macro amount_max_usd(x) %}max({{ x }}){% endmacro %}\n"}
+    model = "select {{ amount_min_usd('cents') }} as low from {{ ref('orders') }}\n"
+    candidate = _only(FixMacroStrategy().fix(_dbt_evidence(tmp_path, files, model, message), []))
+    assert "amount_max_usd('cents')" in candidate.edits[0].replace
+    assert "`min` -> `max`" in candidate.review and "a macro `amount_min_usd`" in candidate.review

@@ -35,6 +35,7 @@ from patchit.patching.fixits._common import (
     sub_in_regions,
     to_repo_path,
 )
+from patchit.patching.fixits.near_names import near_name_review
 from patchit.patching.renames import Rename, breaking_renames
 
 _UNDEFINED = re.compile(
@@ -74,6 +75,7 @@ class FixMacroStrategy(FixIt):
             if count:
                 edit = derive_edit(path, text, after)
                 why = f"'{missing}' is not a macro; '{fix}' is the only near-named macro"
+                review = near_name_review(evidence, [path], missing, fix, known, "macro")
                 return [
                     PatchCandidate(
                         strategy=self.name,
@@ -81,6 +83,7 @@ class FixMacroStrategy(FixIt):
                         tier=self.tier,
                         edits=[edit],
                         rationale=why,
+                        review=review,
                     )
                 ]
         return []

@@ -32,6 +32,7 @@ from patchit.patching.fixits._common import (
     scan_index,
     to_repo_path,
 )
+from patchit.patching.fixits.near_names import near_name_review
 from patchit.patching.renames import Rename, breaking_renames
 
 _MISSING = re.compile(
@@ -52,7 +53,12 @@ def _renamed_ref(text: str, old: str, new: str) -> str:
 
 
 def _candidate(
-    strategy: FixRefStrategy | SelfRefCycleStrategy, path: str, before: str, after: str, why: str
+    strategy: FixRefStrategy | SelfRefCycleStrategy,
+    path: str,
+    before: str,
+    after: str,
+    why: str,
+    review: str = "",
 ) -> list[PatchCandidate]:
     if after == before:
         return []
@@ -64,6 +70,7 @@ def _candidate(
             tier=strategy.tier,
             edits=[edit],
             rationale=why,
+            review=review,
         )
     ]
 
@@ -93,7 +100,8 @@ class FixRefStrategy(FixIt):
             if fix is None:
                 return []
             why = f"ref('{missing}') names no node; '{fix}' is the only near name in the project"
-            return _candidate(self, path, text, _renamed_ref(text, missing, fix), why)
+            review = near_name_review(evidence, [path], missing, fix, names, "model")
+            return _candidate(self, path, text, _renamed_ref(text, missing, fix), why, review)
         if "." not in missing:
             return []
         fix = nearest(missing, [f"{s}.{t}" for s, t in index.sources])
@@ -103,7 +111,12 @@ class FixRefStrategy(FixIt):
         pattern = re.compile(_SOURCE_ARGS.format(src=re.escape(src), tbl=re.escape(tbl)))
         after = pattern.sub(lambda m: f"{m.group('pre')}{new_src}{m.group('mid')}{new_tbl}", text)
         why = f"source('{src}', '{tbl}') is not declared; '{fix}' is the only near source table"
-        return _candidate(self, path, text, after, why)
+        reviews = [
+            near_name_review(evidence, [path], old, new, {p[i] for p in index.sources}, "source")
+            for i, (old, new) in enumerate(((src, new_src), (tbl, new_tbl)))
+            if old != new
+        ]
+        return _candidate(self, path, text, after, why, "; ".join(r for r in reviews if r))
 
     def _follow(self, evidence: Evidence, failing: str, rename: Rename) -> list[PatchCandidate]:
         """ref('old') -> ref('new') in every project file that still refs the old name: the
