@@ -67,6 +67,19 @@ def test_a_yaml_files_unit_selects_what_it_describes(unit_id: str, selected: lis
     assert select_units(event, with_state=True) == selected
 
 
+def test_a_yaml_files_unit_on_a_fresh_warehouse_builds_what_it_describes_from_its_seeds() -> None:
+    """A fresh checkout whose run failed at parse time has no database: what the file
+    describes needs its upstream (seeds, staging) built in the same run."""
+    event = UniversalFailureEvent(source="dbt", pipeline_id="shop",
+                                  unit_id="file:models/staging/schema.yml")  # fmt: skip
+    assert select_units(event, False, FRESH) == [
+        "path:models/staging/schema.yml+", "@path:models/staging/schema.yml"
+    ]  # fmt: skip
+    assert select_units(event, False, ("raw_orders",)) == [
+        "path:models/staging/schema.yml+", "@path:models/staging/schema.yml,raw_orders"
+    ]  # fmt: skip
+
+
 def test_nodes_the_warehouse_lacks_are_built_first_when_upstream() -> None:
     event = UniversalFailureEvent(
         source="dbt", pipeline_id="shop", unit_id="model.shop.orders",
