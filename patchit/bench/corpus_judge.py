@@ -5,9 +5,10 @@
 - `escalated` expected: an `escalated` incident with the expected classification.
 - `refused` expected (a trap): no wrong branch; escalating, failing or a correct branch pass.
 A wrong fix is a fixed branch whose hidden check differs from the good commit's (or that does
-not run). Every scenario must also leave the user's tree untouched: the same status (ignored
-files included), HEAD, branch, no extra worktree and the same database/output content as a
-plain run of the broken commit leaves.
+not run). A branch that rewrote the line ends of a scenario's CRLF files fails it too. Every
+scenario must also leave the user's tree untouched: the same status (ignored files included),
+HEAD, branch, no extra worktree and the same database/output content as a plain run of the
+broken commit leaves.
 """
 
 from __future__ import annotations
@@ -134,6 +135,8 @@ def _verdict(
         return False, "corpus error: the broken commit does not fail when run plainly"
     if wrong:
         return False, f"wrong fix: the branch's hidden check {check}"
+    if lost := sorted({p for b in obs.branches for p in b.crlf_lost}):
+        return False, f"the branch rewrote the CRLF line ends of {', '.join(lost)}"
     if not untouched:
         return False, "the user's tree/database was touched"
     if scenario.expect == "fixed":
