@@ -193,7 +193,8 @@ def prepared_args(tmp_path: Path, snapshot: Path | None, db_path: str = "shop.du
     return prepare(workspace, event, root, root, PgSchemas()).args
 
 
-def test_the_sandbox_builds_a_model_its_snapshot_lacks(tmp_path: Path) -> None:
+def snapshot_of(tmp_path: Path) -> Path:
+    """An incident snapshot of yesterday's build: `stg_orders` and `orders`."""
     import duckdb
 
     snapshot = tmp_path / "snapshot"
@@ -201,7 +202,11 @@ def test_the_sandbox_builds_a_model_its_snapshot_lacks(tmp_path: Path) -> None:
     with duckdb.connect(str(snapshot / "shop.duckdb")) as con:  # yesterday's build
         con.execute("create table stg_orders as select 1 as id")
         con.execute("create table orders as select 1 as id")
-    args = prepared_args(tmp_path, snapshot)
+    return snapshot
+
+
+def test_the_sandbox_builds_a_model_its_snapshot_lacks(tmp_path: Path) -> None:
+    args = prepared_args(tmp_path, snapshot_of(tmp_path))
     assert args[args.index("--select") + 1 : args.index("--project-dir")] == [
         "orders+", "@orders,stg_shopify_orders"
     ]  # fmt: skip
@@ -212,6 +217,10 @@ def test_a_checkout_with_no_database_builds_on_a_fresh_one(tmp_path: Path) -> No
     args = prepared_args(tmp_path, None)  # no snapshot, and no shop.duckdb at the user's path
     assert args[args.index("--select") + 1 : args.index("--project-dir")] == ["orders+", "@orders"]
     assert not (tmp_path / "worktree" / "shop.duckdb").exists()  # dbt creates it
+    # only the tests whose parents the run builds: a relationships test to a node outside
+    # the selection has no relation to read on a fresh warehouse
+    assert args[args.index("--indirect-selection") + 1] == "buildable"
+    assert "--indirect-selection" not in prepared_args(tmp_path / "built", snapshot_of(tmp_path))
 
 
 def test_a_database_under_the_target_folder_is_placed_where_the_profile_says(
