@@ -41,12 +41,25 @@ def check_warehouse(repo: Path, config: SandboxConfig) -> list[Check]:
     kind = str(target.output.get("type") or "?")
     where = f"{target.profile}.{target.target} ({kind})"
     if kind == "duckdb":
-        path = target.db_path or "in memory"
-        return [Check("ok", NAME, f"{where}: {path}, copied for each incident")]
+        return [Check("ok", NAME, f"{where}: {_duckdb(target.db_path, project)}")]
     if kind != "postgres":
         return [Check("warn", NAME, f"{where}: not verified in a sandbox; a code bug's fix-it "
                       "suggestion is reported, unverified", "see docs/warehouses.md")]  # fmt: skip
     return [_postgres(where, target.output, config)]
+
+
+def _duckdb(path: Path | None, project: Path) -> str:
+    """Where the file is and how a candidate gets its copy: a path under the project (even
+    under dbt's target folder, which the sandbox moves) is the same path in the candidate's
+    worktree, as the user's run resolves it."""
+    if path is None:
+        return "in memory: each run starts empty"
+    inside = path.is_relative_to(project.resolve())
+    where = " (the same path in each candidate's worktree)" if inside else ""
+    if not path.is_file():
+        return (f"{path} does not exist yet (a first dbt run makes it); until then a "
+                f"candidate builds a fresh one of its own{where}")  # fmt: skip
+    return f"{path}, copied for each incident{where}"
 
 
 def _postgres(where: str, output: dict[str, object], config: SandboxConfig) -> Check:

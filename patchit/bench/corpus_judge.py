@@ -8,9 +8,10 @@ A wrong fix is a fixed branch whose hidden check differs from the good commit's 
 not run), or one that reverts an intent of the change: it lacks one of the scenario's `keeps`
 (a revert restores the good values, so the hidden check alone cannot see it). `intent_kept`
 says whether every fixed branch kept them (None: no keeps, or no fixed branch), `reverts`
-whether one did not. Every scenario must also leave the user's tree untouched: the same
-status (ignored files included), HEAD, branch, no extra worktree and the same database/output
-content as a plain run of the broken commit leaves.
+whether one did not. A branch that rewrote the line ends of a scenario's CRLF files fails it
+too. Every scenario must also leave the user's tree untouched: the same status (ignored files
+included), HEAD, branch, no extra worktree and the same database/output content as a plain run
+of the broken commit leaves.
 """
 
 from __future__ import annotations
@@ -163,6 +164,8 @@ def _verdict(
         return False, f"wrong fix: the branch reverts the change's intent ({'; '.join(missing)})"
     if wrong:
         return False, f"wrong fix: the branch's hidden check {check}"
+    if lost := sorted({p for b in obs.branches for p in b.crlf_lost}):
+        return False, f"the branch rewrote the CRLF line ends of {', '.join(lost)}"
     if not untouched:
         return False, "the user's tree/database was touched"
     if scenario.expect == "fixed":

@@ -99,6 +99,17 @@ class Scenario(BaseModel):
         description="what a fixed branch must keep of the change (its intent); see corpus_keeps",
     )
     path: Path | None = None
+    # the base project as this scenario has it (`corpus_base`)
+    duckdb_path: str | None = Field(
+        default=None, description="the profile's DuckDB `path:` instead of the base project's"
+    )
+    crlf: list[str] = Field(
+        default_factory=list,
+        description="base files written with CRLF line ends; a fixed branch must keep them",
+    )
+    fresh_checkout: bool = Field(
+        default=False, description="no earlier build: the broken commit's run is the first"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -190,11 +201,14 @@ def apply_edits(root: Path, edits: list[Edit]) -> None:
             target.rename(dest)
         else:
             assert edit.search is not None
-            text = target.read_text(encoding="utf-8")
-            count = text.count(edit.search)
+            text = target.read_bytes().decode("utf-8")
+            search, replace = edit.search, edit.replace
+            if "\r\n" in text:  # a CRLF file stays CRLF (the scenario writes "\n")
+                search, replace = (s.replace("\n", "\r\n") for s in (search, replace))
+            count = text.count(search)
             if count != 1:
                 raise BadInputError(
                     f"{edit.path}: the search text occurs {count} times (must be once): "
                     f"{edit.search[:80]!r}"
                 )
-            target.write_text(text.replace(edit.search, edit.replace), encoding="utf-8")
+            target.write_bytes(text.replace(search, replace).encode("utf-8"))

@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from patchit.bench.corpus_base import base_project, crlf_lost
 from patchit.bench.corpus_env import (
     Proc,
     commit_all,
@@ -46,6 +47,7 @@ class BranchCheck:
     files: list[str]
     output_tail: str = ""
     keeps_missing: list[str] = field(default_factory=list)  # intents the branch undid
+    crlf_lost: list[str] = field(default_factory=list)  # the scenario's CRLF files it rewrote
 
 
 @dataclass
@@ -88,7 +90,7 @@ GoodCache = dict[str, Path]
 def good_key(scenario: Scenario) -> str:
     """Scenarios with the same project, environment and DAG share one good run."""
     parts = (scenario.project, scenario.kind == "dbt", sorted(scenario.env.items()),
-             scenario.dag_id, scenario.logical_date)  # fmt: skip
+             scenario.dag_id, scenario.logical_date, scenario.duckdb_path)  # fmt: skip
     return json.dumps(parts, sort_keys=True, default=str)
 
 
@@ -109,6 +111,7 @@ def run_scenario(
     obs = Observation(scenario)
     runtime = BenchRuntime(scenario, work, airflow_template, pg)
     try:
+        project = base_project(project, work, scenario)
         _observe(obs, runtime, project, work, {} if good_cache is None else good_cache)
     except Exception as exc:  # one broken scenario must not stop the corpus
         obs.error = f"{type(exc).__name__}: {exc}"
@@ -178,12 +181,13 @@ def _check_branch(
     git(repo, "worktree", "add", "-q", str(tree), branch)
     try:
         files = git(repo, "diff", "--name-only", f"{branch}~1", branch).splitlines()
+        lost = crlf_lost(tree, runtime.scenario.crlf, repo)  # byte for byte, before any run
         proc = runtime.run_from_scratch(tree, broken=True)
         value = runtime.read_check(tree)
         query = (lambda sql: runtime.query(tree, sql)) if runtime.scenario.kind == "dbt" else None
         missing = keeps_missing(runtime.scenario.keeps, tree, query)
         return BranchCheck(incident_id, branch, value, proc.code == 0, files, proc.tail(800),
-                           missing)  # fmt: skip
+                           missing, lost)  # fmt: skip
     finally:
         git(repo, "worktree", "remove", "--force", str(tree))
         git(repo, "worktree", "prune")

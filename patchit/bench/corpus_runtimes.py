@@ -86,8 +86,8 @@ class BenchRuntime:
         """Yesterday's green run of the good commit, before the breaking commit lands: dbt
         through `patchit dbt -- build` (with `home`) or plain `dbt build`, so the user's
         database exists as it does in a daily job. Airflow: none (a task run leaves only
-        its own output)."""
-        if self.scenario.kind != "dbt":
+        its own output). None for a fresh checkout: it was never built."""
+        if self.scenario.kind != "dbt" or self.scenario.fresh_checkout:
             return None
         if home is None:
             return run([tool("dbt"), "build"], self.env(broken=False, repo=repo), repo)

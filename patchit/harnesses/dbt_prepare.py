@@ -24,6 +24,7 @@ from patchit.harnesses.dbt_changes import (
 )
 from patchit.harnesses.dbt_pg import PgSchemas
 from patchit.harnesses.dbt_units import (
+    FRESH,
     RUN_NODES_FILE,
     DbtSandbox,
     replay_env,
@@ -154,6 +155,11 @@ def prepare(
         args += ["--vars", replay_vars]
     if "--full-refresh" in event.dbt.args or "-f" in event.dbt.args:
         args.append("--full-refresh")
+    if unbuilt is FRESH:
+        # nothing is built yet: a test of a built ancestor that also reads a node outside the
+        # selection (a relationships test) would fail for want of that relation, so only the
+        # tests whose parents this run builds are run (dbt's `buildable`)
+        args += ["--indirect-selection", "buildable"]
     state_manifest: Path | None = None
     if with_state and (changed is None or pg_schema is not None):  # --defer reads it
         state_dir = scratch / "state"

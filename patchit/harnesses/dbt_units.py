@@ -116,12 +116,13 @@ def select_units(
     for unit_id in unit_ids:
         selector = node_selector(str(unit_id))
         if not selector:
-            if yaml := yaml_unit_path(str(unit_id)):
-                # what the file describes (dbt's `path:` matches a model's properties file
-                # too) and its tests, downstream: `state:modified` does not see a column's
-                # description or an emptied test list, and would select nothing
-                add(f"path:{yaml}+")
-            continue
+            yaml = yaml_unit_path(str(unit_id))
+            if not yaml:
+                continue
+            # what the file describes (dbt's `path:` matches a model's properties file too)
+            # and its tests, downstream: `state:modified` does not see a column's
+            # description or an emptied test list, and would select nothing
+            selector = f"path:{yaml}"
         add(f"{selector}+")
         if unbuilt is FRESH or len(unbuilt) > MAX_UNBUILT_SELECTORS:
             add(f"@{selector}")

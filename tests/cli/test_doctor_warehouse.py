@@ -28,10 +28,15 @@ def _project(root: Path, output: dict[str, object]) -> Path:
 
 def test_duckdb_and_other_targets_and_no_project(tmp_path: Path) -> None:
     assert check_warehouse(tmp_path, SandboxConfig()) == []  # not a dbt repository
-    _project(tmp_path, {"type": "duckdb", "path": "wh.duckdb"})
+    (_project(tmp_path, {"type": "duckdb", "path": "wh.duckdb"}) / "wh.duckdb").write_bytes(b"")
     assert find_project(tmp_path) == tmp_path / "warehouse"
     [duck] = check_warehouse(tmp_path, SandboxConfig())
     assert duck.status == "ok" and "wh.dev (duckdb)" in duck.detail and "copied" in duck.detail
+    fresh = tmp_path / "fresh"  # a fresh clone, the file under dbt's target folder
+    _project(fresh, {"type": "duckdb", "path": "target/wh.duckdb"})
+    [line] = check_warehouse(fresh, SandboxConfig())
+    assert line.status == "ok" and "target/wh.duckdb does not exist yet" in line.detail
+    assert "the same path in each candidate's worktree" in line.detail
     other = tmp_path / "other"
     _project(other, {"type": "snowflake", "account": "x", "schema": "s", "database": "d"})
     [snow] = check_warehouse(other, SandboxConfig())

@@ -68,6 +68,19 @@ def test_a_yaml_files_unit_selects_what_it_describes(unit_id: str, selected: lis
     assert select_units(event, with_state=True) == selected
 
 
+def test_a_yaml_files_unit_on_a_fresh_warehouse_builds_what_it_describes_from_its_seeds() -> None:
+    """A fresh checkout whose run failed at parse time has no database: what the file
+    describes needs its upstream (seeds, staging) built in the same run."""
+    event = UniversalFailureEvent(source="dbt", pipeline_id="shop",
+                                  unit_id="file:models/staging/schema.yml")  # fmt: skip
+    assert select_units(event, False, FRESH) == [
+        "path:models/staging/schema.yml+", "@path:models/staging/schema.yml"
+    ]  # fmt: skip
+    assert select_units(event, False, ("raw_orders",)) == [
+        "path:models/staging/schema.yml+", "@path:models/staging/schema.yml,raw_orders"
+    ]  # fmt: skip
+
+
 def test_nodes_the_warehouse_lacks_are_built_first_when_upstream() -> None:
     event = UniversalFailureEvent(
         source="dbt", pipeline_id="shop", unit_id="model.shop.orders",
@@ -198,7 +211,8 @@ def prepared_args(tmp_path: Path, snapshot: Path | None, db_path: str = "shop.du
     return prepare(workspace, event, root, root, PgSchemas()).args
 
 
-def test_the_sandbox_builds_a_model_its_snapshot_lacks(tmp_path: Path) -> None:
+def snapshot_of(tmp_path: Path) -> Path:
+    """An incident snapshot of yesterday's build: `stg_orders` and `orders`."""
     import duckdb
 
     snapshot = tmp_path / "snapshot"
@@ -206,7 +220,11 @@ def test_the_sandbox_builds_a_model_its_snapshot_lacks(tmp_path: Path) -> None:
     with duckdb.connect(str(snapshot / "shop.duckdb")) as con:  # yesterday's build
         con.execute("create table stg_orders as select 1 as id")
         con.execute("create table orders as select 1 as id")
-    args = prepared_args(tmp_path, snapshot)
+    return snapshot
+
+
+def test_the_sandbox_builds_a_model_its_snapshot_lacks(tmp_path: Path) -> None:
+    args = prepared_args(tmp_path, snapshot_of(tmp_path))
     assert args[args.index("--select") + 1 : args.index("--project-dir")] == [
         "orders+", "@orders,stg_shopify_orders"
     ]  # fmt: skip
@@ -217,6 +235,10 @@ def test_a_checkout_with_no_database_builds_on_a_fresh_one(tmp_path: Path) -> No
     args = prepared_args(tmp_path, None)  # no snapshot, and no shop.duckdb at the user's path
     assert args[args.index("--select") + 1 : args.index("--project-dir")] == ["orders+", "@orders"]
     assert not (tmp_path / "worktree" / "shop.duckdb").exists()  # dbt creates it
+    # only the tests whose parents the run builds: a relationships test to a node outside
+    # the selection has no relation to read on a fresh warehouse
+    assert args[args.index("--indirect-selection") + 1] == "buildable"
+    assert "--indirect-selection" not in prepared_args(tmp_path / "built", snapshot_of(tmp_path))
 
 
 def test_a_database_under_the_target_folder_is_placed_where_the_profile_says(
