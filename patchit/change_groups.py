@@ -147,6 +147,7 @@ class _Changes:
         self._last_good = last_good
         self._good: dict[str, str | None] = {}  # by event id
         self._changed: dict[tuple[str, str | None, str], list[str]] = {}
+        self._base: dict[tuple[str, str | None, str], str | None] = {}
 
     def last_good(self, event: UniversalFailureEvent) -> str | None:
         if event.event_id not in self._good:
@@ -165,7 +166,10 @@ class _Changes:
             return None
         repo = Path(event.repo_path)
         try:
-            base = change_base(repo, self.last_good(event), event.commit)
+            good = (str(repo), self.last_good(event), event.commit)
+            if good not in self._base:
+                self._base[good] = change_base(repo, good[1], event.commit)
+            base = self._base[good]
             where = (str(repo), base, event.commit)
             if where not in self._changed:
                 self._changed[where] = changed_files(repo, base, event.commit)
