@@ -57,7 +57,8 @@ class FailureGroup:
     commits: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        units = ", ".join(dict.fromkeys(e.unit_id for e in self.events))
+        names = list(dict.fromkeys(e.unit_id for e in self.events))
+        units = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         if not self.files:
             return f"{len(self.events)} failed unit(s) of one cause: {units}"
         shas = ", ".join(c[:12] for c in self.commits) or "the failing commit"

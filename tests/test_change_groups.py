@@ -144,6 +144,7 @@ def test_an_outage_stays_one_group_by_cause_whatever_the_change_touched(shop: Pa
     events = [dbt_failure(shop, m, refused) for m in ("plans", "revenue", "customers")]
     (group,) = group_failures(events, NO_GOOD)
     assert group.key == cause_key(events[0]) and group.files == ()
+    assert group.describe().startswith("3 failed unit(s) of one cause: model.shop.plans")
 
 
 def test_errors_come_before_failing_tests_and_unreadable_changes_fall_back(shop: Path) -> None:
