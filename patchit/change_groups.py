@@ -57,7 +57,8 @@ class FailureGroup:
     commits: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        units = ", ".join(dict.fromkeys(e.unit_id for e in self.events))
+        names = list(dict.fromkeys(e.unit_id for e in self.events))
+        units = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         if not self.files:
             return f"{len(self.events)} failed unit(s) of one cause: {units}"
         shas = ", ".join(c[:12] for c in self.commits) or "the failing commit"
@@ -77,9 +78,10 @@ class _Change:
     pipeline: tuple[str, str]
     files: frozenset[str]
 
-    def meets(self, other: _Change) -> bool:
-        same_range = (self.repo, self.base, self.head) == (other.repo, other.base, other.head)
-        return same_range and self.pipeline == other.pipeline and bool(self.files & other.files)
+    @property
+    def where(self) -> tuple[str, str | None, str, str, str]:
+        """Units meet only in one range of one pipeline (one run)."""
+        return (self.repo, self.base, self.head, *self.pipeline)
 
 
 def group_failures(
@@ -102,10 +104,11 @@ def group_failures(
         return i
 
     touched = [(i, c) for i, c in enumerate(found) if c is not None]
-    for n, (i, change) in enumerate(touched):
-        for j, other in touched[n + 1 :]:
-            if change.meets(other):
-                parent[root(j)] = root(i)
+    first_reader: dict[tuple[object, ...], int] = {}  # (range, pipeline, file) -> a unit
+    for i, change in touched:
+        for path in change.files:
+            j = first_reader.setdefault((*change.where, path), i)
+            parent[root(i)] = root(j)
     members: dict[int, list[int]] = {}
     for i, _change in touched:
         members.setdefault(root(i), []).append(i)
@@ -113,15 +116,18 @@ def group_failures(
     for first, indices in members.items():
         for i in indices:
             by_cause.setdefault(cause_key(ordered[i]), first)
+    keys: dict[str, str] = {}  # an untouched unit's cause key -> its group's key
     untouched: dict[int, str] = {}  # the first unit of a group by cause -> its key
     for i, unit_change in enumerate(found):
-        if unit_change is None:
-            ck = cause_key(ordered[i])
-            if ck not in by_cause and changes.guessed(ordered[i]):
-                ck = known(ordered[i]) or ck
-            first = by_cause.setdefault(ck, i)
-            untouched.setdefault(first, ck)
-            members.setdefault(first, []).append(i)
+        if unit_change is not None:
+            continue
+        ck = cause_key(ordered[i])
+        if ck not in by_cause and ck not in keys:
+            keys[ck] = (known(ordered[i]) if changes.guessed(ordered[i]) else None) or ck
+        key = ck if ck in by_cause else keys[ck]
+        first = by_cause.setdefault(key, i)
+        untouched.setdefault(first, key)
+        members.setdefault(first, []).append(i)
     groups = []
     for first in sorted(members, key=lambda f: min(members[f])):
         indices = sorted(members[first])
@@ -147,6 +153,7 @@ class _Changes:
         self._last_good = last_good
         self._good: dict[str, str | None] = {}  # by event id
         self._changed: dict[tuple[str, str | None, str], list[str]] = {}
+        self._base: dict[tuple[str, str | None, str], str | None] = {}
 
     def last_good(self, event: UniversalFailureEvent) -> str | None:
         if event.event_id not in self._good:
@@ -165,7 +172,10 @@ class _Changes:
             return None
         repo = Path(event.repo_path)
         try:
-            base = change_base(repo, self.last_good(event), event.commit)
+            good = (str(repo), self.last_good(event), event.commit)
+            if good not in self._base:
+                self._base[good] = change_base(repo, good[1], event.commit)
+            base = self._base[good]
             where = (str(repo), base, event.commit)
             if where not in self._changed:
                 self._changed[where] = changed_files(repo, base, event.commit)

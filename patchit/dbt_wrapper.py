@@ -115,7 +115,7 @@ def _heal_events(
         say(line)
     outcomes = []
     try:
-        for group in group_by_change(events, ctx):
+        for group in group_by_change(events, memory):
             if len(group.events) > 1:
                 say(group.describe())
             outcomes.append(heal_group(group.events, ctx, group.key))
@@ -174,11 +174,17 @@ def unit_runs(run: DbtRun, events: list[UniversalFailureEvent]) -> list[UnitRun]
 
 
 def record_only(events: list[UniversalFailureEvent], memory: Memory) -> None:
-    """Open (or attach to) each failure's incident without healing it."""
-    from patchit.memory.fingerprint import cause_key, error_fingerprint
+    """Open (or attach to) each failure's incident without healing it, grouped as a heal
+    would group them (a later heal of the same failures finds these incidents)."""
+    from patchit.loop import group_by_change
+    from patchit.memory.fingerprint import error_fingerprint
 
-    for event in events:
-        memory.open_or_attach(event, error_fingerprint(event), cause_key(event))
+    for group in group_by_change(events, memory):
+        first, *others = group.events
+        incident, _created = memory.open_or_attach(first, error_fingerprint(first), group.key)
+        attached = [(e, error_fingerprint(e)) for e in others]
+        if attached:
+            memory.attach_events(incident.id, attached, group.key)
 
 
 def _why_not(run: DbtRun) -> str:

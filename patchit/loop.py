@@ -30,7 +30,7 @@ from patchit.fidelity.ahead import BaselineAhead
 from patchit.fidelity.check import remembered_commit
 from patchit.harnesses.base import Harness
 from patchit.harnesses.registry import select_harness
-from patchit.memory import Incident, IncidentStatus
+from patchit.memory import Incident, IncidentStatus, Memory
 from patchit.memory.fingerprint import error_fingerprint
 from patchit.memory.ledger import Ledger, LlmPurpose
 from patchit.memory.outcomes import project_key_for as project_key_for  # re-exported
@@ -64,7 +64,7 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
     else the key of its own change or cause (`change_groups.incident_key`)."""
     ctx = ctx.judged_by(event)  # the operator's settings, narrowed by the repo's at last good
     fingerprint = error_fingerprint(event)
-    key = key or incident_key(event, _last_good_of(ctx), _known_of(ctx))
+    key = key or incident_key(event, _last_good_of(ctx.memory), _known_of(ctx.memory))
     incident, created = ctx.memory.open_or_attach(event, fingerprint, key)
     if not created and needs_recheck(incident, event, ctx.memory):
         incident, created = _split_new_cause(incident, event, fingerprint, key, ctx)
@@ -142,18 +142,18 @@ def heal_group(
     return outcome
 
 
-def group_by_change(events: Iterable[UniversalFailureEvent], ctx: Context) -> list[FailureGroup]:
+def group_by_change(events: Iterable[UniversalFailureEvent], memory: Memory) -> list[FailureGroup]:
     """Failed units of one run that one breaking change broke become one incident; units the
     change does not touch, one per cause (`change_groups.group_failures`)."""
-    return group_failures(events, _last_good_of(ctx), _known_of(ctx))
+    return group_failures(events, _last_good_of(memory), _known_of(memory))
 
 
-def _last_good_of(ctx: Context) -> LastGood:
-    return lambda event: ctx.memory.last_good(project_key(event))
+def _last_good_of(memory: Memory) -> LastGood:
+    return lambda event: memory.last_good(project_key(event))
 
 
-def _known_of(ctx: Context) -> Known:
-    return lambda event: ctx.memory.key_of_failure(error_fingerprint(event), event.repo_path)
+def _known_of(memory: Memory) -> Known:
+    return lambda event: memory.key_of_failure(error_fingerprint(event), event.repo_path)
 
 
 

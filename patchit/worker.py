@@ -392,7 +392,7 @@ class Worker:
     ) -> None:
         """One incident per breaking change of one repository's events (`group_by_change`)."""
         try:
-            groups = group_by_change(events, ctx)
+            groups = group_by_change(events, ctx.memory)
         except MemoryStoreError:
             raise
         except Exception as exc:  # grouping is a best guess: never the events' fault
@@ -424,7 +424,8 @@ class Worker:
         return ""
 
     def _resume(self, incident: Incident, memory: Memory) -> None:
-        """Heal an open incident again whose run died, from its latest event."""
+        """Heal an open incident again whose run died, from its latest event, with the other
+        failed units of its commit."""
         events = memory.events_for(incident.id)
         event = events[-1] if events else None
         if event is not None:
@@ -448,7 +449,10 @@ class Worker:
         except PatchitError as exc:
             self.say(f"incident {incident.id}: cannot resume: {exc}")
             return
-        if error := self._heal_group([event], ctx, incident.cause_key):
+        # the other units of its run, verified with it (`related_units`); stored, not re-added
+        units = {e.unit_id: e for e in events if e.commit == event.commit}
+        units.pop(event.unit_id, None)
+        if error := self._heal_group([event, *units.values()], ctx, incident.cause_key):
             self.say(f"incident {incident.id}: could not resume: {error}")
         else:
             self.stats.resumed += 1

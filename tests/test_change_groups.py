@@ -144,6 +144,7 @@ def test_an_outage_stays_one_group_by_cause_whatever_the_change_touched(shop: Pa
     events = [dbt_failure(shop, m, refused) for m in ("plans", "revenue", "customers")]
     (group,) = group_failures(events, NO_GOOD)
     assert group.key == cause_key(events[0]) and group.files == ()
+    assert group.describe().startswith("3 failed unit(s) of one cause: model.shop.plans")
 
 
 def test_errors_come_before_failing_tests_and_unreadable_changes_fall_back(shop: Path) -> None:
@@ -196,7 +197,8 @@ def heal_run(home: Path, memory: Memory, events: list[UniversalFailureEvent]) ->
     """Heal one run's failures as the wrapper does; the incident ids, by group."""
     ctx = Context(home, memory, PatchitConfig(), [], [FakeHarness()])
     try:
-        return [heal_group(g.events, ctx, g.key).incident.id for g in group_by_change(events, ctx)]
+        groups = group_by_change(events, memory)
+        return [heal_group(g.events, ctx, g.key).incident.id for g in groups]
     finally:
         ctx.close()
 
@@ -226,3 +228,16 @@ def test_without_a_last_good_commit_a_later_unrelated_commit_finds_the_incident_
     (shop / "README.md").write_text("the shop\n")
     commit_all(shop, "docs")  # the range is now only this commit: it touches nothing
     assert heal_run(_patchit_home, memory, [dbt_failure(shop, "plans", PLAN)]) == [incident_id]
+
+
+def test_a_run_recorded_without_healing_opens_the_incidents_a_heal_finds_again(
+    shop: Path, memory: Memory, _patchit_home: Path
+) -> None:
+    from patchit.dbt_wrapper import record_only
+
+    change(shop, "models/stg_orders.sql", "plan_code", "plan", "stg: rename plan_code")
+    record_only([dbt_failure(shop, "plans", PLAN), dbt_failure(shop, "revenue", ORDER)], memory)
+    [recorded] = memory.list_incidents()
+    assert recorded.status == "open" and recorded.events == 2
+    again = [dbt_failure(shop, "plans", PLAN), dbt_failure(shop, "revenue", ORDER)]
+    assert heal_run(_patchit_home, memory, again) == [recorded.id]
