@@ -28,8 +28,9 @@ def test_a_landed_setting_cannot_redirect_the_token_nor_skip_the_human(
     with serve(FakeGitHub("acme/shop", remote, TOKEN)) as github, listening() as listener:
         operator_settings(_patchit_home, github.url)  # supervised: the default mode
         git(shop_repo, "remote", "add", "origin", str(remote))
-        (shop_repo / ".patchit.toml").write_text(
-            f'[delivery]\napi_url = "{listener.url}"\nmode = "autonomous"\n'
+        (shop_repo / ".patchit.toml").write_text(  # the target as the operator's, but...
+            f'[delivery]\nprovider = "github"\nrepo = "acme/shop"\napi_url = "{listener.url}"\n'
+            'mode = "autonomous"\n'
         )
         landed = commit_all(shop_repo, "patchit: open our fixes ourselves")
         git(shop_repo, "push", "-q", "origin", "main")
