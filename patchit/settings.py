@@ -11,9 +11,9 @@ the policy its fix is judged by. So:
   when equal to the operator's value (`OPERATOR_ONLY`).
 - A repository may make the operator's limits stricter, never looser (`NARROWERS`): fewer files
   and lines, more deny and protected globs, allow globs inside the operator's, a delivery mode
-  that waits for a human more often. Any other `[policy]` number is stricter when smaller; any
-  other `[policy]` setting must equal the operator's.
-- Everything else (the sandbox, the loop, the model's budget, ...) is the repository's to set.
+  that waits for a human more often, a smaller model budget. Any other `[policy]` number is
+  stricter when smaller; any other `[policy]` setting must equal the operator's.
+- Everything else (the sandbox, the loop, the model's name, ...) is the repository's to set.
 - The repository's file is read at the commit the failure is judged against (`rules_commit`:
   the project's last good commit, else the failing commit's parent), never at the breaking
   commit nor from the working tree. `patchit doctor` alone reads the working tree's file, to
@@ -130,6 +130,11 @@ NARROWERS: dict[Key, Narrower] = {
     ("delivery", "mode"): _order("supervised", "threshold", "autonomous"),
     ("delivery", "min_confidence"): _larger,
     ("delivery", "critical_paths"): _more,
+    # the operator's money: a repository may spend less of it
+    ("llm", "max_tokens_per_incident"): _smaller,
+    ("llm", "max_cost_per_incident_usd"): _smaller,
+    ("llm", "max_tokens_per_day"): _smaller,
+    ("llm", "max_cost_per_day_usd"): _smaller,
 }
 
 
@@ -216,15 +221,18 @@ def rules_commit(repo: Path, last_good: str | None, failing: str | None) -> str 
 
 def narrow(operator: PatchitConfig, repo: Path | None, commit: str | None) -> Settings:
     """`operator`'s settings narrowed by `repo`'s `.patchit.toml` as of `commit` (None: no
-    repository settings)."""
+    repository settings). A file that is not valid is said and left out, never a failed heal."""
     if repo is None or commit is None:
         return Settings(operator)
     where = f"{repo / CONFIG_NAME} at {commit[:12]}"
     try:  # no file at that commit: "" (the operator's settings as they are)
         text = run_git(repo, "show", f"{commit}:./{CONFIG_NAME}", check=False)
-    except UnicodeDecodeError as exc:
-        raise BadInputError(f"{where}: not UTF-8 text; fix the file") from exc
-    return merge_settings(operator, _parse(text, where), where)
+        return merge_settings(operator, _parse(text, where), where)
+    except UnicodeDecodeError:
+        problem = f"{where}: not UTF-8 text; fix the file"
+    except BadInputError as exc:  # a heal goes on: under the operator's settings alone
+        problem = str(exc)
+    return Settings(operator, (f"{problem} (ignored: the operator's settings apply)",))
 
 
 def narrow_for(
