@@ -242,3 +242,19 @@ def test_an_invalid_file_at_the_rules_commit_is_said_and_left_out(repo: Path) ->
     (repo / ".patchit.toml").write_text("[policy\n")
     settings = narrow(PatchitConfig(), repo, commit_all(repo, "not TOML"))
     assert "invalid patchit config (" in settings.refused[0]
+
+
+def test_a_repository_may_name_itself_as_the_delivery_target(repo: Path) -> None:
+    git(repo, "remote", "add", "origin", "git@github.com:acme/shop.git")
+    operator = PatchitConfig.model_validate({"delivery": {"provider": "github"}})
+    (repo / ".patchit.toml").write_text('[delivery]\nrepo = "acme/shop"\n')
+    settings = narrow(operator, repo, commit_all(repo, "name itself"))
+    assert settings.config.delivery.repo == "acme/shop" and settings.refused == ()
+    (repo / ".patchit.toml").write_text('[delivery]\nrepo = "acme/secrets"\n')
+    settings = narrow(operator, repo, commit_all(repo, "name another"))
+    assert settings.config.delivery.repo is None
+    assert "[delivery] repo is the operator's setting" in settings.refused[0]
+    named = PatchitConfig.model_validate({"delivery": {"repo": "acme/other"}})
+    (repo / ".patchit.toml").write_text('[delivery]\nrepo = "acme/shop"\n')
+    settings = narrow(named, repo, commit_all(repo, "name itself, the operator named another"))
+    assert settings.config.delivery.repo == "acme/other" and len(settings.refused) == 1
