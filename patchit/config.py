@@ -33,8 +33,8 @@ DEFAULT_DENY = [
 
 
 # Files that run with more power than the pipeline, or steer patchit itself: CI configuration,
-# patchit's own config, hooks and install-time code. Denied unless the user drops a glob from
-# `[policy] protected` (a user's own `deny` list leaves these in force).
+# patchit's own config, hooks and install-time code. Denied unless the operator drops a glob from
+# `[policy] protected` (a `deny` list leaves these in force; a repository may only add to both).
 PROTECTED = [
     ".github/**",
     ".gitlab-ci.yml",
@@ -220,6 +220,8 @@ class PatchitConfig(BaseModel):
 
 
 def load_config(repo_root: Path | None) -> PatchitConfig:
+    """The working tree's `.patchit.toml` alone, checked. Not what a heal obeys: that is the
+    operator's settings narrowed by the file at the last good commit (`patchit.settings`)."""
     if repo_root is None:
         return PatchitConfig()
     path = repo_root / ".patchit.toml"

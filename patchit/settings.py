@@ -8,12 +8,14 @@ the policy its fix is judged by. So:
 - Settings that carry a credential or authority are the operator's: `$PATCHIT_HOME/patchit.toml`
   (any section of `.patchit.toml` may be set there) or the environment (`PATCHIT_WEBHOOK_URL`,
   `PATCHIT_AIRFLOW_API_URL`, `ANTHROPIC_BASE_URL`). In a repository's file they are kept only
-  when equal to the operator's value (`OPERATOR_ONLY`).
+  when equal to the operator's value (`OPERATOR_ONLY`); but where the operator names no
+  `[delivery] repo`, a repository may name itself (the owner/name its push remote points at),
+  so one operator's file serves many repositories.
 - A repository may make the operator's limits stricter, never looser (`NARROWERS`): fewer files
   and lines, more deny and protected globs, allow globs inside the operator's, a delivery mode
-  that waits for a human more often. Any other `[policy]` number is stricter when smaller; any
-  other `[policy]` setting must equal the operator's.
-- Everything else (the sandbox, the loop, the model's budget, ...) is the repository's to set.
+  that waits for a human more often, a smaller model budget. Any other `[policy]` number is
+  stricter when smaller; any other `[policy]` setting must equal the operator's.
+- Everything else (the sandbox, the loop, the model's name, ...) is the repository's to set.
 - The repository's file is read at the commit the failure is judged against (`rules_commit`:
   the project's last good commit, else the failing commit's parent), never at the breaking
   commit nor from the working tree. `patchit doctor` alone reads the working tree's file, to
@@ -25,6 +27,7 @@ on stderr); the heal goes on without it.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from patchit.memory import Memory
 
 CONFIG_NAME = ".patchit.toml"
+_SLUG = re.compile(r"[:/]([\w.-]+/[\w.-]+?)(?:\.git)?/*$")
 Key = tuple[str, str]
 
 # Where a credential goes, or who decides that one is used: the operator's alone. The value is
@@ -130,6 +134,11 @@ NARROWERS: dict[Key, Narrower] = {
     ("delivery", "mode"): _order("supervised", "threshold", "autonomous"),
     ("delivery", "min_confidence"): _larger,
     ("delivery", "critical_paths"): _more,
+    # the operator's money: a repository may spend less of it
+    ("llm", "max_tokens_per_incident"): _smaller,
+    ("llm", "max_cost_per_incident_usd"): _smaller,
+    ("llm", "max_tokens_per_day"): _smaller,
+    ("llm", "max_cost_per_day_usd"): _smaller,
 }
 
 
@@ -154,9 +163,13 @@ class Settings:
     refused: tuple[str, ...] = ()
 
 
-def merge_settings(operator: PatchitConfig, repo: dict[str, Any], where: str) -> Settings:
+def merge_settings(
+    operator: PatchitConfig, repo: dict[str, Any], where: str, itself: str | None = None
+) -> Settings:
     """The operator's settings with the repository's table (as read from its file) merged in
-    where it may set them; `where` names the file in each refusal."""
+    where it may set them; `where` names the file in each refusal. `itself`: the owner/name
+    the checkout's push remote points at, which `[delivery] repo` may name when the operator
+    named none (a repository may say which it is, not send the token's work elsewhere)."""
     try:
         theirs = PatchitConfig.model_validate(repo)
     except ValidationError as exc:
@@ -170,7 +183,8 @@ def merge_settings(operator: PatchitConfig, repo: dict[str, Any], where: str) ->
             key: Key = (section, name)
             value = getattr(getattr(theirs, section), name)
             current = getattr(getattr(operator, section), name)
-            kept, why = _decide(key, value, current)
+            itself_named = key == ("delivery", "repo") and current is None and value == itself
+            kept, why = (value, "") if itself_named else _decide(key, value, current)
             merged[section][name] = kept
             if why:
                 refused.append(f"{where}: [{section}] {name} {why}; {_where_instead(key)}")
@@ -214,17 +228,31 @@ def rules_commit(repo: Path, last_good: str | None, failing: str | None) -> str 
     return None
 
 
+def remote_slug(repo: Path, remote: str) -> str | None:
+    """`owner/name` of the URL the checkout's `remote` points at (its git config: the clone's
+    owner set it, not a commit), else None."""
+    if remote.startswith("-"):
+        return None
+    url = run_git(repo, "remote", "get-url", remote, check=False).strip()
+    found = _SLUG.search(url) if url else None
+    return found.group(1) if found else None
+
+
 def narrow(operator: PatchitConfig, repo: Path | None, commit: str | None) -> Settings:
     """`operator`'s settings narrowed by `repo`'s `.patchit.toml` as of `commit` (None: no
-    repository settings)."""
+    repository settings). A file that is not valid is said and left out, never a failed heal."""
     if repo is None or commit is None:
         return Settings(operator)
     where = f"{repo / CONFIG_NAME} at {commit[:12]}"
     try:  # no file at that commit: "" (the operator's settings as they are)
         text = run_git(repo, "show", f"{commit}:./{CONFIG_NAME}", check=False)
-    except UnicodeDecodeError as exc:
-        raise BadInputError(f"{where}: not UTF-8 text; fix the file") from exc
-    return merge_settings(operator, _parse(text, where), where)
+        itself = remote_slug(repo, operator.delivery.remote)
+        return merge_settings(operator, _parse(text, where), where, itself)
+    except UnicodeDecodeError:
+        problem = f"{where}: not UTF-8 text; fix the file"
+    except BadInputError as exc:  # a heal goes on: under the operator's settings alone
+        problem = str(exc)
+    return Settings(operator, (f"{problem} (ignored: the operator's settings apply)",))
 
 
 def narrow_for(

@@ -165,10 +165,8 @@ def test_policy_refusal_escalates(shop_repo: Path, _patchit_home: Path) -> None:
     (shop_repo / ".patchit.toml").write_text('[policy]\ndeny = ["models/marts/*"]\n')
     commit_all(shop_repo, "patchit: keep marts hands-off")
     event = failing_event(shop_repo)
+    # read at the failing commit's parent, narrowing the operator's (default) policy
     ctx = make_ctx(_patchit_home, Scripted([candidate("sum(amount)", "rename_column")]))
-    from patchit.config import load_config
-
-    ctx.config = load_config(shop_repo)
     try:
         outcome = heal(event, ctx)
     finally:

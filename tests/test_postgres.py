@@ -115,16 +115,15 @@ def test_real_postgres_errors_are_classified_and_the_hint_gives_the_rename(
 
 @pytest.mark.parametrize("clone", ["auto", "never", "busy"])
 def test_patchit_dbt_on_postgres_verifies_the_fix_in_a_sandbox_schema(
-    pg: PgCluster, tmp_path: Path, clone: str
+    pg: PgCluster, tmp_path: Path, clone: str, _patchit_home: Path
 ) -> None:
     """In patchit's own copy of the user's database (`auto`), or, with `pg_clone = "never"`
     or another session on the user's database (`busy`), in a schema of the user's."""
     schema = f"analytics_{next(_SCHEMAS)}"
     repo = _repo(tmp_path, pg, schema, {}, green=True)
     if clone == "never":
-        (repo / ".patchit.toml").write_text('[sandbox]\npg_clone = "never"\n')
-        with (repo / ".git" / "info" / "exclude").open("a") as exclude:
-            exclude.write(".patchit.toml\n")  # the user's own setting, not in the history
+        _patchit_home.mkdir(parents=True, exist_ok=True)  # the operator's setting
+        (_patchit_home / "patchit.toml").write_text('[sandbox]\npg_clone = "never"\n')
     before = schema_state(pg, schema)
     others, databases = sandbox_schemas(pg), sandbox_databases(pg)  # other tests' on it
     busy = pg.connect() if clone == "busy" else None

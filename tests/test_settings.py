@@ -222,3 +222,39 @@ def test_doctor_reads_the_working_tree(repo: Path, _patchit_home: Path) -> None:
     settings = settings_in_worktree(_patchit_home, repo)
     assert settings.config.policy.max_files == 2 and settings.config.delivery.mode == "supervised"
     assert len(settings.refused) == 1
+
+
+def test_the_model_budget_may_only_shrink() -> None:
+    config, said = _merged({}, {"llm": {"max_cost_per_day_usd": 5.0, "max_tokens_per_day": 10**9}})
+    assert config.llm.max_cost_per_day_usd == 5.0
+    assert config.llm.max_tokens_per_day == PatchitConfig().llm.max_tokens_per_day
+    assert "[llm] max_tokens_per_day = 1000000000 is looser" in said
+
+
+def test_an_invalid_file_at_the_rules_commit_is_said_and_left_out(repo: Path) -> None:
+    (repo / ".patchit.toml").write_text('[delivery]\nmode = "yolo"\n[policy]\nmax_files = 1\n')
+    good = commit_all(repo, "a bad setting")
+    settings = narrow(PatchitConfig(), repo, good)
+    assert settings.config == PatchitConfig()  # the heal goes on, under the operator's
+    [line] = settings.refused
+    assert line.startswith(f"{repo / '.patchit.toml'} at {good[:12]}: invalid patchit config: ")
+    assert line.endswith("(ignored: the operator's settings apply)")
+    (repo / ".patchit.toml").write_text("[policy\n")
+    settings = narrow(PatchitConfig(), repo, commit_all(repo, "not TOML"))
+    assert "invalid patchit config (" in settings.refused[0]
+
+
+def test_a_repository_may_name_itself_as_the_delivery_target(repo: Path) -> None:
+    git(repo, "remote", "add", "origin", "git@github.com:acme/shop.git")
+    operator = PatchitConfig.model_validate({"delivery": {"provider": "github"}})
+    (repo / ".patchit.toml").write_text('[delivery]\nrepo = "acme/shop"\n')
+    settings = narrow(operator, repo, commit_all(repo, "name itself"))
+    assert settings.config.delivery.repo == "acme/shop" and settings.refused == ()
+    (repo / ".patchit.toml").write_text('[delivery]\nrepo = "acme/secrets"\n')
+    settings = narrow(operator, repo, commit_all(repo, "name another"))
+    assert settings.config.delivery.repo is None
+    assert "[delivery] repo is the operator's setting" in settings.refused[0]
+    named = PatchitConfig.model_validate({"delivery": {"repo": "acme/other"}})
+    (repo / ".patchit.toml").write_text('[delivery]\nrepo = "acme/shop"\n')
+    settings = narrow(named, repo, commit_all(repo, "name itself, the operator named another"))
+    assert settings.config.delivery.repo == "acme/other" and len(settings.refused) == 1

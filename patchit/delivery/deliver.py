@@ -120,8 +120,9 @@ def _deliverable(incident: Incident) -> tuple[Path, str]:
 def _delivery_config(delivery: DeliveryConfig, repo: Path) -> DeliveryConfig:
     if delivery.provider is None or not delivery.repo:
         raise BadInputError(
-            f'no [delivery] target for {repo}: add [delivery] with provider = "github" and '
-            'repo = "owner/name" to $PATCHIT_HOME/patchit.toml (the operator\'s settings)'
+            f'no [delivery] target for {repo}: set [delivery] provider = "github" and repo = '
+            "\"owner/name\" in $PATCHIT_HOME/patchit.toml (the operator's; a repository's "
+            ".patchit.toml may name only itself as repo)"
         )
     return delivery
 

@@ -43,7 +43,10 @@ TRACKED = (None, "pending", "fixed")
 
 
 URL_ENV = "PATCHIT_AIRFLOW_API_URL"
-NO_API = f"set [airflow] api_url (or {URL_ENV}) so patchit reads the DAG's runs"
+NO_API = (
+    f"set [airflow] api_url in $PATCHIT_HOME/patchit.toml (or {URL_ENV}) so patchit reads the "
+    "DAG's runs"
+)
 
 
 def track(

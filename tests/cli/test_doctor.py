@@ -113,6 +113,19 @@ def test_the_config_is_read_from_the_repo(tmp_path: Path, _patchit_home: Path) -
     res = patchit("doctor", "--repo", str(repo))
     assert "isolation = 'subprocess' in the config" in res.stdout, res.stdout
     assert res.returncode == 0
+    assert "  settings: " not in res.stdout  # nothing refused
+
+
+def test_a_repository_setting_the_operators_own_is_a_warning(
+    tmp_path: Path, _patchit_home: Path
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".patchit.toml").write_text('[notify]\nwebhook_url = "http://127.0.0.1:9/x"\n')
+    res = patchit("doctor", "--repo", str(repo))
+    [line] = [line for line in res.stdout.splitlines() if "[notify] webhook_url" in line]
+    assert line.startswith("warn  settings: ") and "set it in $PATCHIT_HOME/patchit.toml" in line
+    assert "127.0.0.1:9" not in res.stdout
 
 
 def test_run_checks_exits_zero_on_warnings_only(_patchit_home: Path) -> None:

@@ -73,9 +73,10 @@ def test_a_merged_fix_is_tracked_through_the_airflow_api(tmp_path: Path) -> None
         airflow_deployment(repo / "dags", tmp_path / "airflow", home) as airflow,
         serve(FakeGitHub("acme/dags", remote, TOKEN)) as github,
     ):
-        (repo / ".patchit.toml").write_text(
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "patchit.toml").write_text(  # the operator's: where the token goes
             f'[delivery]\nprovider = "github"\nrepo = "acme/dags"\napi_url = "{github.url}"\n'
-        )  # untracked: a committed one would move HEAD past the failure
+        )
         airflow.wait_for_dag("shop_orders")
         assert airflow.run_dag("shop_orders", "2024-01-02") == "failed"
 

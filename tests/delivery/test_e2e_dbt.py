@@ -13,21 +13,19 @@ from tests.cli.helpers import incidents, patchit, patchit_dbt
 from tests.cli.test_dbt_wrapper import break_column
 from tests.conftest import commit_all, git
 from tests.delivery.github_server import FakeGitHub, serve
+from tests.delivery.test_pr import operator_settings
 
 pytestmark = pytest.mark.slow
 TOKEN = "ghp_" + "e" * 36
 
 
 def test_failure_to_pull_request_to_merged_fix_then_its_regression(
-    shop_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    shop_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _patchit_home: Path
 ) -> None:
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
     with serve(FakeGitHub("acme/shop", remote, TOKEN)) as github:
-        (shop_repo / ".patchit.toml").write_text(
-            f'[delivery]\nprovider = "github"\nrepo = "acme/shop"\napi_url = "{github.url}"\n'
-        )
-        commit_all(shop_repo, "patchit: deliver to acme/shop")
+        operator_settings(_patchit_home, github.url)
         git(shop_repo, "remote", "add", "origin", str(remote))
         git(shop_repo, "push", "-q", "origin", "main")
         break_column(shop_repo)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patchit.config import PolicyConfig
+from patchit.config import PatchitConfig, PolicyConfig
 from patchit.patching.base import Edit, PatchCandidate
 from patchit.policy import check_policy
 
@@ -198,13 +198,18 @@ def test_a_user_can_allow_a_protected_path(repo: Path, path: str, glob: str) -> 
     assert check_policy(one(path), repo, allowed) is None
 
 
-def test_protected_paths_from_the_config_file(repo: Path) -> None:
-    from patchit.config import load_config
+def test_protected_paths_from_the_operators_file(repo: Path, _patchit_home: Path) -> None:
+    from patchit.settings import merge_settings, operator_config
 
     (repo / ".github" / "workflows").mkdir(parents=True)
     (repo / ".github" / "workflows" / "ci.yml").write_text(ORDERS)
     (repo / "setup.py").write_text(ORDERS)
-    (repo / ".patchit.toml").write_text('[policy]\nprotected = ["setup.py"]\n')
-    policy = load_config(repo).policy
+    _patchit_home.mkdir(parents=True)
+    (_patchit_home / "patchit.toml").write_text('[policy]\nprotected = ["setup.py"]\n')
+    policy = operator_config(_patchit_home).policy
     assert check_policy(one(".github/workflows/ci.yml"), repo, policy) is None
     assert "protected path" in (check_policy(one("setup.py"), repo, policy) or "")
+    # a repository may not drop a protected glob: the same table in its file leaves it in
+    dropped = {"policy": {"protected": ["setup.py"]}}
+    narrowed = merge_settings(PatchitConfig(), dropped, ".patchit.toml").config.policy
+    assert "protected path" in (check_policy(one(".github/workflows/ci.yml"), repo, narrowed) or "")
