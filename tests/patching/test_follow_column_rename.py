@@ -237,3 +237,11 @@ class TestFollowColumnRenameContract(StrategyContract):
     def unrelated_evidence(self, tmp_path: Path) -> Evidence:
         message = 'Binder Error: Referenced column "amount" not found in FROM clause!'
         return evidence(make_repo(tmp_path), message=message)
+
+
+def test_the_rename_is_followed_before_one_file_is_fixed_or_the_change_reverted() -> None:
+    from patchit.patching.registry import load_strategies
+
+    order = [s.name for s in load_strategies()]
+    follow = order.index("dbt_follow_column_rename")
+    assert follow < order.index("duckdb_rename_column") < order.index("partial_revert")
