@@ -60,6 +60,7 @@ class PolicyConfig(BaseModel):
     max_lines: int = 40
     max_rename_sites: int = Field(
         default=50,
+        ge=0,
         description="files a rename of the breaking change may be followed to in one "
         "candidate (its sites count as one file against max_files)",
     )

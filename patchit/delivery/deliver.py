@@ -9,6 +9,7 @@ repository's (`patchit.settings`).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from patchit.memory import Memory
 from patchit.memory.deliveries import Delivery
 from patchit.memory.records import Incident, IncidentStatus
 from patchit.policy.policy import check_path
+from patchit.policy.renames import count_files
 from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import run_git
 from patchit.settings import incident_settings
@@ -65,7 +67,7 @@ def deliver(
             f"{TOKEN_ENV} is not set; export a token that may push to and open pull requests "
             f"on {delivery.repo}"
         )
-    _check_policy(repo, branch, config.policy, incident_id)
+    _check_policy(repo, branch, config.policy, incident_id, _follows(memory, incident_id, branch))
     _push(repo, delivery.remote, branch)
     previous = memory.delivery_for(incident_id)
     draft = PullRequestDraft(
@@ -127,17 +129,35 @@ def _delivery_config(delivery: DeliveryConfig, repo: Path) -> DeliveryConfig:
     return delivery
 
 
-def _check_policy(repo: Path, branch: str, policy: PolicyConfig, incident_id: str) -> None:
+def _check_policy(
+    repo: Path, branch: str, policy: PolicyConfig, incident_id: str, follows: dict[str, str]
+) -> None:
     ref = f"refs/heads/{branch}"
     files = run_git(repo, "diff", "--name-only", f"{ref}~1", ref).split()
     refusals = [r for r in (check_path(f, policy) for f in files) if r]
-    if len(files) > policy.max_files:
-        refusals.append(f"{len(files)} files changed, policy allows {policy.max_files}")
+    contents = {f: (_show(repo, f"{ref}~1", f), _show(repo, ref, f)) for f in files}
+    _sites, too_many = count_files(contents, follows, policy.max_files, policy.max_rename_sites)
+    if too_many:
+        refusals.append(too_many)
     if refusals:
         raise BadInputError(
             f"incident {incident_id}: today's policy refuses the fix ({refusals[0]}); "
             "nothing was pushed"
         )
+
+
+def _show(repo: Path, commit: str, path: str) -> str:
+    return run_git(repo, "show", f"{commit}:{path}", check=False)
+
+
+def _follows(memory: Memory, incident_id: str, branch: str) -> dict[str, str]:
+    """The renames the fix on `branch` follows (its verified candidate declares them)."""
+    for attempt in memory.verified_for(incident_id):
+        if attempt.landed_branch == branch and attempt.verified_json:
+            candidate = json.loads(attempt.verified_json).get("candidate") or {}
+            follows = candidate.get("follows") or {}
+            return {str(k): str(v) for k, v in follows.items()} if isinstance(follows, dict) else {}
+    return {}
 
 
 def _push(repo: Path, remote: str, branch: str) -> None:

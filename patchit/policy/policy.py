@@ -16,7 +16,7 @@ from patchit.config import PolicyConfig
 from patchit.patching.base import PatchCandidate
 from patchit.patching.diffs import unified_diff
 from patchit.patching.lineends import match_edit
-from patchit.policy.renames import is_rename_site
+from patchit.policy.renames import count_files
 
 BINARY_SNIFF_BYTES = 8192
 
@@ -142,20 +142,11 @@ def check_policy(candidate: PatchCandidate, repo_root: Path, policy: PolicyConfi
         rel: _changed_lines(unified_diff(rel, before, after, context_lines=0))
         for rel, (before, after) in contents.items()
     }
-    sites = {rel for rel, (before, after) in contents.items()
-             if is_rename_site(before, after, candidate.follows)}  # fmt: skip
-    if len(sites) > policy.max_rename_sites:
-        return (
-            f"follows {', '.join(candidate.follows)} to {len(sites)} files, more than "
-            f"max_rename_sites={policy.max_rename_sites}"
-        )
-    kinds = len(set(rels) - sites) + (len(candidate.follows) if sites else 0)
-    if kinds > policy.max_files:
-        return f"touches {kinds} files, more than max_files={policy.max_files}" + (
-            f" (the {len(sites)} sites of its renames count as {len(candidate.follows)})"
-            if sites
-            else ""
-        )
+    sites, too_many = count_files(
+        contents, candidate.follows, policy.max_files, policy.max_rename_sites
+    )
+    if too_many:
+        return too_many
     changed = sum(n for rel, n in lines.items() if rel not in sites)
     changed += max((lines[rel] for rel in sites), default=0)
     if changed > policy.max_lines:

@@ -35,3 +35,24 @@ def is_rename_site(before: str, after: str, follows: dict[str, str]) -> bool:
         if any(t.lower() not in allowed for t in new[j1:j2]):
             return False
     return changed and bool(follows)
+
+
+def count_files(contents: dict[str, tuple[str, str]], follows: dict[str, str],
+                max_files: int, max_rename_sites: int) -> tuple[set[str], str | None]:  # fmt: skip
+    """(the rename sites among `contents` {path: (before, after)}, why the files are too many
+    or None): the sites count as one file per rename they follow, and may be at most
+    `max_rename_sites`."""
+    sites = {path for path, (before, after) in contents.items()
+             if is_rename_site(before, after, follows)}  # fmt: skip
+    if len(sites) > max_rename_sites:
+        return sites, (
+            f"follows {', '.join(follows)} to {len(sites)} files, more than "
+            f"max_rename_sites={max_rename_sites}"
+        )
+    kinds = len(set(contents) - sites) + (len(follows) if sites else 0)
+    if kinds > max_files:
+        counted = f" (the {len(sites)} sites of its renames count as {len(follows)})"
+        return sites, f"touches {kinds} files, more than max_files={max_files}" + (
+            counted if sites else ""
+        )
+    return sites, None

@@ -228,3 +228,45 @@ def test_a_repository_cannot_send_the_token_elsewhere(setup: Setup, _patchit_hom
         res.stderr
     )
     assert listener.url not in res.stderr + res.stdout
+
+
+def _rename_incident(setup: Setup, follows: dict[str, str]) -> str:
+    """A fixed incident whose branch follows `amout` -> `amount` into four files."""
+    repo, memory = setup.repo, setup.memory
+    for n in range(4):
+        (repo / f"m{n}.sql").write_text("select amout from payments\n")
+    commit_all(repo, "four readers of amout")
+    event = UniversalFailureEvent(
+        source=FailureSource.DBT, pipeline_id="shop", unit_id="model.shop.m0",
+        repo_path=str(repo), commit=git(repo, "rev-parse", "HEAD"), error_type="Binder Error",
+        error_message='Referenced column "amout" not found',
+    )  # fmt: skip
+    incident = memory.create_incident(event, "fp2", "ck2")
+    branch = f"patchit/{incident.id}"
+    git(repo, "switch", "-q", "-c", branch)
+    for n in range(4):
+        (repo / f"m{n}.sql").write_text("select amount from payments\n")
+    commit_all(repo, "patchit: follow amount")
+    git(repo, "switch", "-q", "main")
+    edits = [Edit(path=f"m{n}.sql", search="amout", replace="amount") for n in range(4)]
+    candidate = PatchCandidate(
+        strategy="dbt_follow_column_rename", tag="follow_column_rename", rationale="follow",
+        edits=edits, follows=follows,
+    )  # fmt: skip
+    verified = json.dumps({"candidate": candidate.model_dump(mode="json")})
+    attempt = memory.record_attempt(
+        incident.id, "fp2", candidate, "diff", "verified", verified_json=verified
+    )
+    memory.mark_landed(attempt, branch)
+    memory.transition(incident.id, "fixed", branch=branch)
+    return incident.id
+
+
+def test_a_followed_rename_counts_once_against_todays_max_files(setup: Setup) -> None:
+    pull = deliver(_rename_incident(setup, {"amout": "amount"}), setup.memory)
+    assert pull.created
+
+
+def test_four_files_without_a_rename_are_four_files(setup: Setup) -> None:
+    with pytest.raises(BadInputError, match="touches 4 files, more than max_files=3"):
+        deliver(_rename_incident(setup, {}), setup.memory)

@@ -10,10 +10,12 @@ import pytest
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import apply_edits
+from patchit.patching.base import Strategy
 from patchit.patching.fixits.column_renames import column_renames
 from patchit.patching.fixits.follow_rename import FollowColumnRenameStrategy, missing_column
 from tests.conftest import commit_all, git
 from tests.evidence.airflow_failures import init_repo
+from tests.patching.contract import StrategyContract
 
 STAGING = "models/staging/stg_orders.sql"
 PROJECT = {
@@ -220,3 +222,26 @@ def test_the_missing_column_of_each_engine() -> None:
     assert missing_column('column "status" does not exist') == "status"
     assert missing_column("column o.status does not exist\nLINE 3") == "status"
     assert missing_column('syntax error at or near "x"') is None
+
+
+class TestFollowColumnRenameContract(StrategyContract):
+    @pytest.fixture
+    def strategy(self) -> Strategy:
+        return FollowColumnRenameStrategy()
+
+    @pytest.fixture
+    def evidence(self, tmp_path: Path) -> Evidence:
+        return evidence(make_repo(tmp_path))
+
+    @pytest.fixture
+    def unrelated_evidence(self, tmp_path: Path) -> Evidence:
+        message = 'Binder Error: Referenced column "amount" not found in FROM clause!'
+        return evidence(make_repo(tmp_path), message=message)
+
+
+def test_the_rename_is_followed_before_one_file_is_fixed_or_the_change_reverted() -> None:
+    from patchit.patching.registry import load_strategies
+
+    order = [s.name for s in load_strategies()]
+    follow = order.index("dbt_follow_column_rename")
+    assert follow < order.index("duckdb_rename_column") < order.index("partial_revert")

@@ -10,9 +10,11 @@ import pytest
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import apply_edits
+from patchit.patching.base import Strategy
 from patchit.patching.fixits.missing_comma import MissingCommaStrategy, add_comma
 from tests.conftest import commit_all, git
 from tests.evidence.airflow_failures import init_repo
+from tests.patching.contract import StrategyContract
 
 MART = (
     "-- Paid net revenue per country and month.\n"
@@ -99,3 +101,28 @@ def test_the_strategy_reads_the_change_and_keeps_the_new_column(tmp_path: Path) 
     # an unchanged file: the change did not write the line, nothing is proposed
     other = _evidence(repo, path, 'Binder Error: Referenced column "x" not found')
     assert MissingCommaStrategy().fix(other, []) == []
+
+
+def _comma_repo(tmp_path: Path) -> tuple[Path, str]:
+    repo = init_repo(tmp_path / "billing")
+    path = "models/marts/rev.sql"
+    (repo / "models/marts").mkdir(parents=True)
+    (repo / path).write_text(MART.replace("    sum(tax_usd) as tax_usd\n", ""))
+    commit_all(repo, "good")
+    (repo / path).write_text(MART)
+    commit_all(repo, "rev: tax per country")
+    return repo, path
+
+
+class TestMissingCommaContract(StrategyContract):
+    @pytest.fixture
+    def strategy(self) -> Strategy:
+        return MissingCommaStrategy()
+
+    @pytest.fixture
+    def evidence(self, tmp_path: Path) -> Evidence:
+        return _evidence(*_comma_repo(tmp_path), 'Parser Error: syntax error at or near "sum"')
+
+    @pytest.fixture
+    def unrelated_evidence(self, tmp_path: Path) -> Evidence:
+        return _evidence(*_comma_repo(tmp_path), 'syntax error at or near "where"')

@@ -10,10 +10,12 @@ import pytest
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import apply_edits
+from patchit.patching.base import Strategy
 from patchit.patching.fixits.ambiguous import QualifyAmbiguousStrategy, qualify
 from patchit.patching.fixits.group_by import GroupByNewColumnStrategy, add_to_group_by
 from tests.conftest import commit_all, git
 from tests.evidence.airflow_failures import init_repo
+from tests.patching.contract import StrategyContract
 
 MRR = (
     "select\n"
@@ -140,3 +142,42 @@ def test_the_ambiguous_strategy_reads_the_change(tmp_path: Path) -> None:
     assert "before the change it came from invoices" in candidate.rationale
     postgres = 'column reference "country" is ambiguous\nLINE 2:     country,'
     assert QualifyAmbiguousStrategy().fix(_evidence(repo, path, postgres), []) == [candidate]
+
+
+def _group_by_evidence(tmp_path: Path) -> Evidence:
+    repo, path = _changed(tmp_path, MRR.replace("    plans.monthly_price_cents,\n", ""), MRR)
+    message = 'Binder Error: column "monthly_price_cents" must appear in the GROUP BY clause'
+    return _evidence(repo, path, message)
+
+
+def _ambiguous_evidence(tmp_path: Path) -> Evidence:
+    repo, path = _changed(tmp_path, REVENUE, JOINED)
+    return _evidence(repo, path, 'column reference "country" is ambiguous')
+
+
+class TestGroupByContract(StrategyContract):
+    @pytest.fixture
+    def strategy(self) -> Strategy:
+        return GroupByNewColumnStrategy()
+
+    @pytest.fixture
+    def evidence(self, tmp_path: Path) -> Evidence:
+        return _group_by_evidence(tmp_path)
+
+    @pytest.fixture
+    def unrelated_evidence(self, tmp_path: Path) -> Evidence:
+        return _ambiguous_evidence(tmp_path)
+
+
+class TestQualifyAmbiguousContract(StrategyContract):
+    @pytest.fixture
+    def strategy(self) -> Strategy:
+        return QualifyAmbiguousStrategy()
+
+    @pytest.fixture
+    def evidence(self, tmp_path: Path) -> Evidence:
+        return _ambiguous_evidence(tmp_path)
+
+    @pytest.fixture
+    def unrelated_evidence(self, tmp_path: Path) -> Evidence:
+        return _group_by_evidence(tmp_path)

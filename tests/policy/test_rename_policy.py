@@ -77,3 +77,41 @@ def test_max_lines_holds_for_the_largest_site(repo: Path) -> None:
 )
 def test_what_counts_as_a_rename_site(before: str, after: str, site: bool) -> None:
     assert is_rename_site(before, after, {"status": "order_status"}) is site
+
+
+def test_a_macro_renamed_in_five_models_is_one_candidate_the_policy_allows(
+    tmp_path: Path,
+) -> None:
+    from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
+    from patchit.evidence.model import Evidence
+    from patchit.patching.fixits.macros import FixMacroStrategy
+    from tests.conftest import commit_all, git
+    from tests.evidence.airflow_failures import init_repo
+
+    repo = init_repo(tmp_path / "shop")
+    (repo / "dbt_project.yml").write_text("name: shop\nprofile: shop\nconfig-version: 2\n")
+    (repo / "macros").mkdir()
+    macro = "{% macro cents_to_dollars(c) -%}\n    round({{ c }} / 100.0, 2)\n{%- endmacro %}\n"
+    (repo / "macros/money.sql").write_text(macro)
+    (repo / "models").mkdir()
+    for n in range(5):
+        (repo / f"models/m{n}.sql").write_text(f"select {{{{ cents_to_dollars('a{n}') }}}} as x\n")
+    commit_all(repo, "good")
+    (repo / "macros/money.sql").write_text(macro.replace("cents_to_dollars", "to_dollars"))
+    commit_all(repo, "money: to_dollars")
+    message = (
+        "Compilation Error in model m0 (models/m0.sql)\n  'cents_to_dollars' is undefined. "
+        "This can happen when calling a macro that does not exist."
+    )
+    event = UniversalFailureEvent(
+        source=FailureSource.DBT, pipeline_id="shop", unit_id="model.shop.m0",
+        unit_path="models/m0.sql", status="error", error_type="Compilation Error",
+        error_message=message, repo_path=str(repo), commit=git(repo, "rev-parse", "HEAD"),
+        dbt=DbtInvocation(command="build", project_dir=str(repo), cwd=str(repo)),
+    )  # fmt: skip
+    evidence = Evidence(event=event, repo_root=str(repo), project_dir="",
+                        unit_path="models/m0.sql", error=message)  # fmt: skip
+    (candidate,) = FixMacroStrategy().fix(evidence, [])
+    assert len({e.path for e in candidate.edits}) == 5
+    assert candidate.follows == {"cents_to_dollars": "to_dollars"}
+    assert check_policy(candidate, repo, PolicyConfig()) is None

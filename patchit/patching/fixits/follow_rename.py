@@ -93,9 +93,9 @@ class FollowColumnRenameStrategy(FixIt):
                 edits=edits,
                 rationale=(
                     f"the change renamed {followed[0].model}'s column {shown} "
-                    f"({followed[0].path}); followed it to every consumer: {sql} SQL file(s) "
-                    f"read the new name (under the old one where a select item keeps its "
-                    f"output name), {len(texts) - sql} YAML file(s) "
+                    f"({followed[0].path}); followed the rename to every consumer instead of "
+                    f"undoing it: {sql} SQL file(s) read the new name (under the old one where "
+                    f"a select item keeps its output name), {len(texts) - sql} YAML file(s) "
                     f"({', '.join(sorted(texts))})"
                 ),
                 confidence=0.9,

@@ -26,9 +26,7 @@ from patchit.patching.fixits._change import file_change
 from patchit.patching.fixits._common import blank_regions, error_text
 from patchit.patching.fixits._sqlscope import read_sql
 
-_NOT_GROUPED = re.compile(
-    r'column "(?P<col>[^"]+)" must appear in the GROUP BY clause or (?:must )?be'
-)
+_NOT_GROUPED = re.compile(r'column "(?P<col>[^"]+)" must appear in the GROUP BY clause')
 _CLAUSE_END = re.compile(
     r"\b(?:having|order|limit|qualify|window|union|except|intersect|offset)\b|;", re.IGNORECASE
 )

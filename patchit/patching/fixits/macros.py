@@ -107,7 +107,8 @@ class FixMacroStrategy(FixIt):
             f"({rename.path}); the calls still using the old name follow it ({files})"
         )
         return [PatchCandidate(strategy=self.name, tag=self.tag, tier=self.tier, edits=edits,
-                               rationale=why, confidence=0.9)]  # fmt: skip
+                               rationale=why, confidence=0.9,
+                               follows={rename.old: rename.new})]  # fmt: skip
 
     def _files_to_try(self, evidence: Evidence, message: str, missing: str) -> list[str]:
         paths = []

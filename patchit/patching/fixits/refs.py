@@ -136,7 +136,8 @@ class FixRefStrategy(FixIt):
             f"ref('{rename.old}') -> ref('{rename.new}') where it is still used ({files})"
         )
         return [PatchCandidate(strategy=self.name, tag=self.tag, tier=self.tier, edits=edits,
-                               rationale=why, confidence=0.9)]  # fmt: skip
+                               rationale=why, confidence=0.9,
+                               follows={rename.old: rename.new})]  # fmt: skip
 
 
 def _renamed_node(evidence: Evidence, missing: str, names: list[str]) -> Rename | None:
