@@ -6,6 +6,7 @@ drops rows."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sqlite3
 import subprocess
@@ -23,6 +24,7 @@ from patchit.intake.spool_files import MAX_LINE_BYTES
 from patchit.liveness import claim_owner, this_place
 from patchit.memory import Memory
 from patchit.worker import Worker
+from tests.test_crash_safety import KILLED, killed
 from tests.test_worker import OUTAGE, airflow_event, spool
 
 
@@ -107,14 +109,58 @@ def test_rows_taken_by_a_worker_that_died_are_processed_by_the_next(_patchit_hom
     assert states(_patchit_home) == {"done": 3}
 
 
-def test_a_row_whose_workers_keep_dying_becomes_bad(_patchit_home: Path) -> None:
-    spool(_patchit_home, [airflow_event("dag", "killer", "OperationalError", OUTAGE)])
+def code_errors(n: int) -> list[dict[str, Any]]:
+    """`n` failures of `n` causes: each row is a group of its own."""
+    return [airflow_event(f"dag_{i}", f"t{i}", "KeyError", f"'col{i}'") for i in range(n)]
+
+
+def worker_killed_at(home: Path, unit: str) -> None:
+    """Run a worker in a child process that dies (no finally, as under SIGKILL) when it
+    starts processing `unit`'s row, after the rows before it."""
+
+    def run() -> None:
+        recorded = Worker._record_group
+
+        def dying(self: Worker, key: str, events: list[Any], memory: Memory) -> None:
+            if events[0].unit_id == unit:
+                os._exit(KILLED)
+            recorded(self, key, events, memory)
+
+        Worker._record_group = dying  # type: ignore[method-assign]
+        Worker(home).run(once=True)
+
+    assert killed(run) == KILLED
+
+
+def claims(home: Path) -> dict[str, int]:
+    with Spool.open(home) as s:
+        return {json.loads(r["payload"])["unit_id"]: r["claims"] for r in s.rows()}
+
+
+def test_a_kill_counts_against_the_row_being_processed_not_its_batch(_patchit_home: Path) -> None:
+    spool(_patchit_home, code_errors(10))
+    for k in range(2, 2 + MAX_CLAIMS):  # five kills, each while another row is processed
+        worker_killed_at(_patchit_home, f"t{k}")
+    assert claims(_patchit_home) == {f"t{i}": int(2 <= i < 2 + MAX_CLAIMS) for i in range(10)}
+    stats = Worker(_patchit_home).run(once=True)
+    assert (stats.processed, stats.bad) == (10, 0)
+    assert states(_patchit_home) == {"done": 10}
+
+
+def test_a_row_whose_workers_keep_dying_becomes_bad_and_the_rest_is_processed(
+    _patchit_home: Path,
+) -> None:
+    spool(_patchit_home, code_errors(10))
+    for _ in range(MAX_CLAIMS):
+        worker_killed_at(_patchit_home, "t3")
+    assert claims(_patchit_home)["t3"] == MAX_CLAIMS
+    stats = Worker(_patchit_home).run(once=True)
+    assert (stats.processed, stats.bad) == (9, 0)  # marked bad when claimed: never processed
+    assert states(_patchit_home) == {"done": 9, "bad": 1}
     with Spool.open(_patchit_home) as s:
-        for _ in range(MAX_CLAIMS):
-            assert len(s.claim(dead_owner())) == 1
-        assert s.claim("w:1") == []
         [bad] = s.rows("bad")
-    assert f"claimed {MAX_CLAIMS} times" in bad["reason"]
+    assert json.loads(bad["payload"])["unit_id"] == "t3"
+    assert f"died {MAX_CLAIMS} times while processing it" in bad["reason"]
 
 
 def test_a_broken_memory_gives_the_batch_back_and_stops(_patchit_home: Path) -> None:
