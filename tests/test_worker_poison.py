@@ -25,7 +25,7 @@ from patchit.liveness import claim_owner, this_place
 from patchit.memory import Memory
 from patchit.worker import Worker
 from tests.test_crash_safety import KILLED, killed
-from tests.test_worker import OUTAGE, airflow_event, spool
+from tests.test_worker import OUTAGE, airflow_event, patchit, spool
 
 
 def surrogate_event(task: str) -> dict[str, Any]:
@@ -251,3 +251,32 @@ def test_a_fallback_line_longer_than_any_event_is_moved_aside_whole(_patchit_hom
     [aside] = (fallback.parent / "damaged").iterdir()
     assert aside.read_bytes() == huge and str(aside) in bad["reason"]
     assert len(bad["payload"]) < 5000
+
+
+def test_spool_retry_and_drop_act_on_exactly_the_rows_named_or_none(_patchit_home: Path) -> None:
+    spool(_patchit_home, code_errors(4))
+    with Spool.open(_patchit_home) as s:
+        first, second, third, fourth = (r["id"] for r in s.rows())
+        s.mark_bad(first, "poison")
+        s.mark_done(second)
+        s.claim(claim_owner(), limit=1)  # the third: taken by a live worker (this process)
+    before = states(_patchit_home)
+    for args, line in [
+        (["retry", str(first), "999"], "spool row 999 is not in the spool"),
+        (["retry", str(first), str(third)], f"spool row {third} is being processed by a live"),
+        (["retry", str(fourth)], f"spool row {fourth} is pending already"),
+        (["drop", str(first), "999"], "spool row 999 is not in the spool"),
+        (["drop", "99999999999999999999"], "is not in the range"),
+        (["drop", str(first), "--state", "done"], "not both"),
+    ]:
+        result = patchit("spool", *args)  # the real CLI, as a user runs it
+        assert result.returncode == 2 and line in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr and states(_patchit_home) == before
+    retried = patchit("spool", "retry", str(first), str(second))
+    assert retried.returncode == 0 and "2 row(s) back to pending" in retried.stdout
+    dropped = patchit("spool", "drop", str(fourth))
+    assert dropped.returncode == 0 and "1 row(s) dropped" in dropped.stdout
+    with Spool.open(_patchit_home) as s:
+        assert {r["id"]: r["state"] for r in s.rows()} == {
+            first: "pending", second: "pending", third: "taken",
+        }  # fmt: skip

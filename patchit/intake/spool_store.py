@@ -324,6 +324,18 @@ class Spool:
             return 0
         return int(cur.rowcount)
 
+    def states_of(self, row_ids: list[int]) -> dict[int, tuple[str, str | None]]:
+        """(state, owner) of each of `row_ids` that is in the spool."""
+        found: dict[int, tuple[str, str | None]] = {}
+        for start in range(0, len(row_ids), 500):
+            chunk = row_ids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for row_id, state, owner in self.conn.execute(
+                f"select id, state, owner from spool where id in ({marks})", chunk
+            ).fetchall():
+                found[int(row_id)] = (str(state), owner)
+        return found
+
     def counts(self) -> dict[str, int]:
         rows = self.conn.execute("select state, count(*) from spool group by state").fetchall()
         return {str(state): int(n) for state, n in rows}
