@@ -161,8 +161,11 @@ def give_up_crashed(
                 commands=[],
                 events=current.events,
             )
-            md, js = write_report(report, home / "reports")
-            fields |= {"report_md": str(md), "report_json": str(js)}
+            try:
+                md, js = write_report(report, home / "reports")
+                fields |= {"report_md": str(md), "report_json": str(js)}
+            except OSError:
+                pass  # the summary says it: a full disk must not keep it resumed forever
         memory.transition(incident.id, Trigger.FAILED, **fields)
     finally:
         memory.release_incident(incident.id, owner)  # the crash count goes with the lease

@@ -108,7 +108,8 @@ class _Batch:
 
 
 def _internal(exc: Exception) -> str:
-    return f"internal error {type(exc).__name__}: {exc}"
+    """One line for an error patchit did not expect (its message's first line)."""
+    return f"internal error {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
 
 
 def _has_commit(repo: Path, commit: str | None) -> bool:
@@ -223,20 +224,32 @@ class Worker:
         if line := sweep.summary():
             self.say(line)
         for incident in memory.abandoned_incidents():
-            if (crashes := memory.crashes_of(incident.id)) >= self.max_crashes:
-                if give_up_crashed(self.home, memory, incident, crashes, self.owner):
-                    self.say(f"incident {incident.id}: failed, not resumed again: healing it "
-                             f"stopped the worker {crashes} times (see its report)")  # fmt: skip
-                continue
-            while True:
-                try:
-                    self._resume(incident, memory)
-                    self._cut_writes = 0  # a success: the cuts are counted in a row
-                    break
-                except MemoryStoreError as exc:
-                    if not self._may_retry(exc):
-                        raise
-                    self.say(f"a memory write was cut off ({exc}): resuming {incident.id} again")
+            try:
+                self._recover_one(incident, memory)
+            except MemoryStoreError:
+                raise
+            except Exception as exc:  # one incident that cannot be resumed stops no worker
+                why = str(exc) if isinstance(exc, PatchitError) else _internal(exc)
+                self.say(f"incident {incident.id}: not resumed ({why}); left open")
+                if memory.claim_incident(incident.id, self.owner, ttl_s=60):
+                    memory.release_incident(incident.id, self.owner)  # not tried every run
+
+    def _recover_one(self, incident: Incident, memory: Memory) -> None:
+        """Resume an abandoned incident, or give it up when its heals died too often."""
+        if (crashes := memory.crashes_of(incident.id)) >= self.max_crashes:
+            if give_up_crashed(self.home, memory, incident, crashes, self.owner):
+                self.say(f"incident {incident.id}: failed, not resumed again: healing it "
+                         f"stopped the worker {crashes} times (see its report)")  # fmt: skip
+            return
+        while True:
+            try:
+                self._resume(incident, memory)
+                self._cut_writes = 0  # a success: the cuts are counted in a row
+                return
+            except MemoryStoreError as exc:
+                if not self._may_retry(exc):
+                    raise
+                self.say(f"a memory write was cut off ({exc}): resuming {incident.id} again")
 
     def track(self, memory: Memory) -> None:
         """One pass of outcome tracking; a failure of it never stops the worker."""

@@ -280,3 +280,29 @@ def test_spool_retry_and_drop_act_on_exactly_the_rows_named_or_none(_patchit_hom
         assert {r["id"]: r["state"] for r in s.rows()} == {
             first: "pending", second: "pending", third: "taken",
         }  # fmt: skip
+
+
+def test_an_incident_that_cannot_be_resumed_is_said_once_and_the_spool_goes_on(
+    _patchit_home: Path,
+) -> None:
+    from patchit.events.model import UniversalFailureEvent
+    from patchit.memory.fingerprint import cause_key, error_fingerprint
+
+    event = UniversalFailureEvent.model_validate(code_errors(1)[0])
+    with Memory.open(_patchit_home) as memory:
+        incident = memory.create_incident(event, error_fingerprint(event), cause_key(event))
+        memory.db.execute('update events set json = \'{"not": "an event"}\'')
+        memory.db.conn.commit()
+        assert memory.claim_incident(incident.id, dead_owner(), ttl_s=3600)  # its run died
+    spool(_patchit_home, code_errors(3)[1:])
+    lines: list[str] = []
+    stats = Worker(_patchit_home, say=lines.append).run(once=True)
+    assert (stats.processed, stats.bad) == (2, 0)
+    [said] = [line for line in lines if "not resumed" in line]
+    assert said == (
+        f"incident {incident.id}: not resumed (internal error ValidationError: 4 validation "
+        "errors for UniversalFailureEvent); left open"
+    )
+    again: list[str] = []
+    Worker(_patchit_home, say=again.append).run(once=True)
+    assert not any(incident.id in line for line in again), again  # not tried on every run
