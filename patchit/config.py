@@ -289,14 +289,28 @@ class StateConfig(BaseModel):
     )
 
 
+class WorkerConfig(BaseModel):
+    """`patchit worker`'s limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_crashes: int = Field(
+        default=2,
+        ge=1,
+        description="heals of one incident that died (killed, out of memory, crashed) before "
+        "the worker marks it failed instead of resuming it again",
+    )
+
+
 class DeploymentConfig(PatchitConfig):
     """`$PATCHIT_HOME/patchit.toml`: the state, this host's checkout of each repository named
-    by its remote URL (`"github.com/acme/dags" = "/srv/dags"`), and the operator's settings:
-    any section of `.patchit.toml`, the only place for those with authority
-    (`patchit.settings`)."""
+    by its remote URL (`"github.com/acme/dags" = "/srv/dags"`), the worker's limits, and the
+    operator's settings: any section of `.patchit.toml`, the only place for those with
+    authority (`patchit.settings`)."""
 
     state: StateConfig = Field(default_factory=StateConfig)
     repos: dict[str, str] = Field(default_factory=dict)
+    worker: WorkerConfig = Field(default_factory=WorkerConfig)
 
 
 def load_deployment(home: Path) -> DeploymentConfig:

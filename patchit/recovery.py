@@ -10,6 +10,13 @@ the incident meanwhile waits its turn instead of losing its fresh worktree), the
 open incident with an expired lease: the next worker, or `patchit heal ID`, resumes it.
 Another live run's things are never touched: its lease is unexpired and its owner alive
 (`patchit.liveness`: pid and process start time on this host).
+
+Each lease the sweep takes over from a run that died (or hung past its lease) counts one crash
+of its incident. An incident whose heals died `[worker] max_crashes` times (2 by default) is
+what kills them, not bad luck: `give_up_crashed` marks it `failed`, with the crashes in its
+report, instead of resuming it again (the worker resumes abandoned incidents before it takes
+any new event: one that kills every run would otherwise stop the spool for good). A run that
+finishes gives its lease up and the count goes with it; `patchit heal ID` tries once more.
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ from pathlib import Path
 
 from patchit.errors import PatchitError
 from patchit.memory import Incident, Memory
+from patchit.memory.lifecycle import Trigger
+from patchit.reports.build import build_report
+from patchit.reports.render import write_report
 from patchit.sandbox import private_dirs
 from patchit.sandbox.worktree import remove_worktree, remove_worktrees_under, worktree_repo
 
@@ -68,7 +78,7 @@ def sweep_dead_runs(home: Path, memory: Memory, owner: str) -> Sweep:
         if memory.lease_is_live(incident_id):
             continue
         had_lease = memory.has_lease(incident_id)
-        if not memory.claim_incident(incident_id, owner, ttl_s=SWEEP_LEASE_S):
+        if not memory.claim_incident(incident_id, owner, ttl_s=SWEEP_LEASE_S, count_crash=True):
             continue  # a live run took it meanwhile
         incident = memory.find_by_id(incident_id)
         try:
@@ -106,3 +116,57 @@ def _clear(home: Path, incident: Incident | None, leftovers: list[Path], sweep: 
             sweep.worktrees += remove_worktrees_under(repo, home / area, incident.id)
         except PatchitError:
             return
+
+
+def crashed_reason(incident: Incident, crashes: int, memory: Memory) -> str:
+    """The report's stop line for an incident whose heals died `crashes` times."""
+    attempts = memory.attempts_for(incident.id)
+    done = (
+        f"{len(attempts)} attempt(s) were recorded first, the last {attempts[-1].outcome}"
+        if attempts
+        else "no attempt was recorded: it died before any candidate was verified"
+    )
+    verified = memory.verified_for(incident.id)
+    land = "; a verified fix is recorded and lands without a new verification" if verified else ""
+    return (
+        f"healing it stopped the process healing it {crashes} times (killed, out of memory or "
+        f"crashed: it died without finishing); {done}. It is not resumed again: `patchit heal "
+        f"{incident.id}` tries once more{land}"
+    )
+
+
+def give_up_crashed(
+    home: Path, memory: Memory, incident: Incident, crashes: int, owner: str
+) -> bool:
+    """Mark an open incident whose heals died `crashes` times `failed`, the crashes in its
+    report; False when a live run holds it or it is no longer open."""
+    if not memory.claim_incident(incident.id, owner, ttl_s=SWEEP_LEASE_S):
+        return False
+    try:
+        current = memory.get_incident(incident.id)
+        if current.status != "open":
+            return False
+        reason = crashed_reason(current, crashes, memory)
+        fields: dict[str, object] = {"summary": reason, "needs_human": True}
+        event = memory.latest_event(incident.id)
+        if event is not None:
+            report = build_report(
+                incident=current.model_copy(update={"status": "failed"}),
+                event=event,
+                evidence=None,
+                verdict=None,
+                attempts=memory.attempts_for(incident.id),
+                winner=None,
+                stop_reason=reason,
+                commands=[],
+                events=current.events,
+            )
+            try:
+                md, js = write_report(report, home / "reports")
+                fields |= {"report_md": str(md), "report_json": str(js)}
+            except OSError:
+                pass  # the summary says it: a full disk must not keep it resumed forever
+        memory.transition(incident.id, Trigger.FAILED, **fields)
+    finally:
+        memory.release_incident(incident.id, owner)  # the crash count goes with the lease
+    return True

@@ -6,8 +6,11 @@ incident lease keeps two workers from healing one incident at once. Other Airflo
 grouped (a storm key for outside causes; else the tasks one breaking change broke,
 `patchit.change_groups`) and recorded as `open` incidents (by storm or cause key) only when no
 repository with the failing commit is known for them.
-An event that cannot be processed is marked `bad` in the spool with the reason and kept, and
-the rest of its batch goes on: one poison event never stalls the spool. An error of the
+An event that cannot be processed (any exception while reading or healing it) is marked `bad`
+in the spool with the reason and kept, and the rest of its batch goes on: one poison event
+never stalls the spool. While a group is healed its rows are charged (`Spool.charge`): a
+worker killed then counts against those rows only, and a row that killed `MAX_CLAIMS`
+workers is marked bad, while the rest of the batch is claimed again as it was. An error of the
 memory itself (locked past its timeout, unreadable) is no event's fault: the batch goes back
 to `pending` and the worker stops with that error; except a memory write cut off inside its
 transaction by a lost connection to a Postgres state that is back (the transaction known
@@ -16,18 +19,22 @@ in a row at most (every transaction that ended stays recorded once: nothing is r
 
 At its start a worker opens the spool and the memory with their integrity checks (a damaged
 file is moved aside and reported), imports what producers appended to the fallback file,
-clears what dead runs left (`patchit.recovery`) and resumes the incidents they left open.
+clears what dead runs left (`patchit.recovery`) and resumes the incidents they left open,
+except one whose heals died `[worker] max_crashes` times: that one is marked `failed`, the
+crashes in its report, and never resumed again (`patchit.recovery.give_up_crashed`).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchit.change_groups import FailureGroup
+from patchit.config import load_deployment
 from patchit.context import Context, build_context
 from patchit.delivery.track import track
 from patchit.errors import BadInputError, MemoryStoreError, PatchitError, SpoolError
@@ -41,7 +48,7 @@ from patchit.liveness import claim_owner
 from patchit.loop import group_by_change, heal_group
 from patchit.memory import Incident, Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
-from patchit.recovery import sweep_dead_runs
+from patchit.recovery import give_up_crashed, sweep_dead_runs
 from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import repo_root, run_git
 from patchit.state.pg import StateDbError
@@ -70,24 +77,41 @@ class WorkerStats:
 
 @dataclass
 class _Batch:
-    """One claimed batch: parsed events by kind, and which spool row each came from."""
+    """One claimed batch: parsed events by kind, and which spool row each came from (by the
+    event object: two rows may carry one `event_id`). With its `spool`, the rows of the
+    events being healed are charged meanwhile (`processing`)."""
 
-    row_of: dict[str, int] = field(default_factory=dict)  # event_id -> spool row id
+    spool: Spool | None = None
+    row_of: dict[int, int] = field(default_factory=dict)  # id(event) -> spool row id
     dbt: list[UniversalFailureEvent] = field(default_factory=list)
     other: list[UniversalFailureEvent] = field(default_factory=list)
     failed: dict[int, str] = field(default_factory=dict)  # row id -> reason
 
     def add(self, row_id: int, event: UniversalFailureEvent, is_dbt: bool) -> None:
-        self.row_of[event.event_id] = row_id
+        self.row_of[id(event)] = row_id
         (self.dbt if is_dbt else self.other).append(event)
 
     def fail(self, events: list[UniversalFailureEvent], reason: str) -> None:
         for event in events:
-            self.failed.setdefault(self.row_of[event.event_id], reason)
+            self.failed.setdefault(self.row_of[id(event)], reason)
+
+    @contextmanager
+    def processing(self, events: list[UniversalFailureEvent]) -> Iterator[None]:
+        """Charge the spool rows of `events` while they are healed: a kill meanwhile counts
+        against them, not against the rest of the batch."""
+        rows = sorted({self.row_of[id(e)] for e in events}) if self.spool else []
+        if self.spool and rows:
+            self.spool.charge(rows)
+        try:
+            yield
+        finally:
+            if self.spool and rows:
+                self.spool.refund(rows)
 
 
 def _internal(exc: Exception) -> str:
-    return f"internal error {type(exc).__name__}: {exc}"
+    """One line for an error patchit did not expect (its message's first line)."""
+    return f"internal error {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
 
 
 def _has_commit(repo: Path, commit: str | None) -> bool:
@@ -119,8 +143,10 @@ class Worker:
         batch_size: int = 50,
         lease_s: float = 3600.0,
         make_context: MakeContext = build_context,
+        max_crashes: int | None = None,
     ) -> None:
         self.home = home
+        self.max_crashes = max_crashes or load_deployment(home).worker.max_crashes
         self.say = say
         self.batch_size = batch_size
         self.lease_s = lease_s
@@ -200,23 +226,44 @@ class Worker:
         if line := sweep.summary():
             self.say(line)
         for incident in memory.abandoned_incidents():
-            while True:
-                try:
-                    self._resume(incident, memory)
-                    self._cut_writes = 0  # a success: the cuts are counted in a row
-                    break
-                except MemoryStoreError as exc:
-                    if not self._may_retry(exc):
-                        raise
-                    self.say(f"a memory write was cut off ({exc}): resuming {incident.id} again")
+            try:
+                self._recover_one(incident, memory)
+            except MemoryStoreError:
+                raise
+            except Exception as exc:  # one incident that cannot be resumed stops no worker
+                why = str(exc) if isinstance(exc, PatchitError) else _internal(exc)
+                self.say(f"incident {incident.id}: not resumed ({why}); left open")
+                if memory.claim_incident(incident.id, self.owner, ttl_s=60):
+                    memory.release_incident(incident.id, self.owner)  # not tried every run
+
+    def _recover_one(self, incident: Incident, memory: Memory) -> None:
+        """Resume an abandoned incident, or give it up when its heals died too often."""
+        if (crashes := memory.crashes_of(incident.id)) >= self.max_crashes:
+            if give_up_crashed(self.home, memory, incident, crashes, self.owner):
+                self.say(f"incident {incident.id}: failed, not resumed again: healing it "
+                         f"stopped the worker {crashes} times (see its report)")  # fmt: skip
+            return
+        while True:
+            try:
+                self._resume(incident, memory)
+                self._cut_writes = 0  # a success: the cuts are counted in a row
+                return
+            except MemoryStoreError as exc:
+                if not self._may_retry(exc):
+                    raise
+                self.say(f"a memory write was cut off ({exc}): resuming {incident.id} again")
 
     def track(self, memory: Memory) -> None:
         """One pass of outcome tracking; a failure of it never stops the worker."""
         self._tracked_at = time.monotonic()
         try:
             track(memory, self.say, home=self.home)
+        except MemoryStoreError:
+            raise
         except PatchitError as exc:
             self.say(f"outcome tracking skipped: {exc}")
+        except Exception as exc:  # tracking is a side task: it never stops the worker
+            self.say(f"outcome tracking skipped: {_internal(exc)}")
 
     def _run_batches(
         self, spool: Spool, memory: Memory, once: bool, poll_s: float, stop: Callable[[], bool]
@@ -241,7 +288,7 @@ class Worker:
             self.say(f"imported {imported} event(s) that producers wrote to the fallback file")
         rows = spool.claim(self.owner, self.batch_size, self.lease_s)
         try:
-            batch = self._heal_rows(rows, memory)
+            batch = self._heal_rows(rows, memory, spool=spool)
         except MemoryStoreError as exc:
             spool.release([row.id for row in rows])  # not the events' fault: keep them
             if not self._may_retry(exc):
@@ -270,12 +317,19 @@ class Worker:
         return True
 
     def _heal_rows(
-        self, rows: list[SpooledEvent], memory: Memory, where: str = "spool row"
+        self,
+        rows: list[SpooledEvent],
+        memory: Memory,
+        where: str = "spool row",
+        spool: Spool | None = None,
     ) -> _Batch:
         """Parse, group and heal the events of `rows`; the batch says which rows failed."""
-        batch = _Batch()
+        batch = _Batch(spool)
         for row in rows:
-            self._add_row(batch, row, where)
+            try:
+                self._add_row(batch, row, where)
+            except Exception as exc:  # whatever reading a row raises, only that row is bad
+                batch.failed[row.id] = f"{where} {row.id}: {_internal(exc)}"
         self._heal_others(batch, memory)
         self._heal_dbt(batch, memory)
         return batch
@@ -328,27 +382,44 @@ class Worker:
             groups.setdefault((key, event.repo_path), []).append(event)
             if storm:
                 storms.add(storm)
-        by_change: dict[str, tuple[Context, list[UniversalFailureEvent]]] = {}
+        by_change: dict[str | None, tuple[Context, list[UniversalFailureEvent]]] = {}
         for (key, repo), events in groups.items():
-            try:
-                if repo is None or not _has_commit(Path(repo), events[0].commit):
-                    self._record_group(key, events, memory)
-                    continue
-                ctx = self._context(Path(repo), memory)
-            except MemoryStoreError:
-                raise
-            except PatchitError as exc:
-                batch.fail(events, f"{events[0].short()}: {exc}")
-                continue
-            except Exception as exc:
-                batch.fail(events, f"{events[0].short()}: {_internal(exc)}")
+            with batch.processing(events):
+                ctx = self._other_context(batch, key, repo, events, memory)
+            if ctx is None:
                 continue
             if key not in storms:  # the tasks one change broke are healed together below
                 by_change.setdefault(repo, (ctx, []))[1].extend(events)
-            elif error := self._heal_group(events, ctx, key):
+                continue
+            with batch.processing(events):
+                error = self._heal_group(events, ctx, key)
+            if error:
                 batch.fail(events, error)
         for ctx, events in by_change.values():
             self._heal_changes(batch, events, ctx)
+
+    def _other_context(
+        self,
+        batch: _Batch,
+        key: str,
+        repo: str | None,
+        events: list[UniversalFailureEvent],
+        memory: Memory,
+    ) -> Context | None:
+        """The context a group of Airflow failures is healed in; None when the group is recorded
+        open (no repository known) or failed."""
+        try:
+            if repo is None or not _has_commit(Path(repo), events[0].commit):
+                self._record_group(key, events, memory)
+                return None
+            return self._context(Path(repo), memory)
+        except MemoryStoreError:
+            raise
+        except PatchitError as exc:
+            batch.fail(events, f"{events[0].short()}: {exc}")
+        except Exception as exc:
+            batch.fail(events, f"{events[0].short()}: {_internal(exc)}")
+        return None
 
     def _record_group(self, key: str, events: list[UniversalFailureEvent], memory: Memory) -> None:
         first = events[0]
@@ -379,11 +450,15 @@ class Worker:
                 batch.fail(events, f"{events[0].short()}: no repo_path/commit, cannot heal")
                 continue
             try:
-                ctx = self._context(Path(repo), memory)
+                with batch.processing(events):  # a warm-up that kills counts against these
+                    ctx = self._context(Path(repo), memory)
             except MemoryStoreError:
                 raise
             except PatchitError as exc:
                 batch.fail(events, f"{events[0].short()}: {exc}")
+                continue
+            except Exception as exc:
+                batch.fail(events, f"{events[0].short()}: {_internal(exc)}")
                 continue
             self._heal_changes(batch, events, ctx)
 
@@ -402,7 +477,9 @@ class Worker:
                 by_cause.setdefault(cause_key(event), []).append(event)
             groups = [FailureGroup(key, group) for key, group in by_cause.items()]
         for group in groups:
-            if error := self._heal_group(group.events, ctx, group.key):
+            with batch.processing(group.events):
+                error = self._heal_group(group.events, ctx, group.key)
+            if error:
                 batch.fail(group.events, error)
 
     def _heal_group(
@@ -436,6 +513,9 @@ class Worker:
             except BadInputError as exc:
                 self.say(f"incident {incident.id}: cannot resume here: {exc}")
                 return
+        if event is None:
+            self.say(f"incident {incident.id}: not resumed: no event is recorded for it "
+                     "(heal its failure from its event: `patchit heal EVENT.json`)")  # fmt: skip
         repo = event.repo_path if event else None
         if event is None or repo is None or not _has_commit(Path(repo), event.commit):
             if memory.claim_incident(incident.id, self.owner, ttl_s=60):

@@ -314,3 +314,52 @@ def test_a_landed_fix_whose_branch_is_gone_is_not_landed_again_unverified(
     again = run(make_ctx(_patchit_home, memory, [Scripted()], [harness]), event)
     assert again.incident.status == "failed" and again.incident.branch is None
     assert git(repo, "branch", "--list", "patchit/*") == ""
+
+
+def worker_killed_at_checkpoint(home: Path, at: str) -> None:
+    """A worker run (in a forked child) that SIGKILLs itself at checkpoint `at`."""
+
+    def run() -> None:
+        os.environ[FAULT_ENV] = at
+        Worker(home, make_context=fake_context).run(once=True)
+
+    assert killed(run) == -signal.SIGKILL
+
+
+def test_an_incident_whose_heal_kills_the_worker_twice_is_failed_and_never_resumed(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    with Spool.open(_patchit_home) as spool:
+        spool.put(event.model_dump(mode="json"))
+    worker_killed_at_checkpoint(_patchit_home, "claimed")  # healing the spooled event
+    worker_killed_at_checkpoint(_patchit_home, "claimed")  # resuming it
+    [left] = memory.list_incidents()
+    assert left.status == "open"
+    lines: list[str] = []
+    stats = Worker(_patchit_home, say=lines.append, make_context=fake_context).run(once=True)
+    assert stats.resumed == 0 and stats.bad == 0
+    incident = memory.get_incident(left.id)
+    assert (incident.status, incident.branch) == ("failed", None)
+    report = Path(incident.report_md or "").read_text()
+    assert "stopped the process healing it 2 times" in report
+    assert "no attempt was recorded" in report and f"patchit heal {left.id}" in report
+    assert any("not resumed again" in line for line in lines), lines
+    with Spool.open(_patchit_home) as spool:
+        assert spool.counts() == {"done": 1}  # its event was attached, not healed again
+    again = Worker(_patchit_home, make_context=fake_context).run(once=True)
+    assert again.resumed == 0 and memory.get_incident(left.id).status == "failed"
+    assert not memory.has_lease(left.id)
+    assert stray(_patchit_home, Path(event.repo_path or "")) == NOTHING
+
+
+def test_max_crashes_is_the_operators_setting(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    (_patchit_home / "patchit.toml").write_text("[worker]\nmax_crashes = 3\n")
+    killed_mid_verification(_patchit_home, event)
+    worker_killed_at_checkpoint(_patchit_home, "before-record")  # the resume dies too
+    [left] = memory.list_incidents()
+    stats = Worker(_patchit_home, make_context=fake_context).run(once=True)
+    assert stats.resumed == 1  # two crashes of three allowed: resumed once more
+    assert memory.get_incident(left.id).status == "fixed"
+    assert not memory.has_lease(left.id)

@@ -40,7 +40,7 @@ from patchit.evidence.pylog import (
 )
 from patchit.intake.airflow_dbt import dbt_events_from_airflow
 from patchit.intake.dbt import record_from_run_results
-from patchit.intake.spool import Spool
+from patchit.intake.spool import Spool, append_fallback, fallback_path
 from patchit.intake.storm import storm_key
 from patchit.intake.validate import check_healable
 from patchit.integrations.airflow import make_failure_callback
@@ -106,6 +106,7 @@ PARSERS = {
     "test_event_files": "event file",
     "test_heal_on_any_event_file_is_one_line_and_exit_2": "cli heal EVENT",
     "test_spool_rows": "spool row",
+    "test_fallback_lines": "fallback spool line",
     "test_run_results_and_manifest_records": "run_results+manifest",
     "test_an_airflow_task_that_ran_dbt_reads_any_artifacts": "airflow dbt artifacts",
     "test_the_project_index_reads_any_manifest": "manifest index",
@@ -232,6 +233,38 @@ def test_spool_rows(
     taken = spool.conn.execute("select count(*) from spool where state = 'taken'").fetchone()[0]
     fuzz.check(f"{taken} row(s) left taken", taken == 0, payloads)
     spool.conn.execute("update spool set state = 'done' where state = 'taken'")
+
+
+HEALTHY = {"source": "airflow", "pipeline_id": "dag", "unit_id": "healthy",
+           "error_type": "KeyError", "error_message": "'amout'"}  # fmt: skip
+
+
+@given(st.lists(spool_payload, min_size=1, max_size=3))
+@fuzz_settings(examples=40)
+def test_fallback_lines(
+    fuzz: Tally, worker_home: tuple[Path, Spool, Memory], lines: list[Any]
+) -> None:
+    """Whatever a fallback file holds, importing it never stops the worker: it is imported
+    once (nothing left to retry) and the healthy event behind it is processed."""
+    home, spool, memory = worker_home
+    path = fallback_path(home)
+    with path.open("ab") as handle:
+        for line in lines:
+            handle.write(line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass"))
+            handle.write(b"\n")
+    append_fallback(HEALTHY, home)
+    worker = Worker(home)
+
+    def run() -> None:
+        while worker.run_batch(spool, memory):
+            pass
+
+    fuzz.run(run, (), lines)
+    left = [p.name for p in path.parent.glob(f"{path.name}*")]
+    fuzz.check(f"left to import again: {left}", not left, lines)
+    done = [r for r in spool.rows("done") if '"unit_id": "healthy"' in r["payload"]]
+    fuzz.check("the healthy event behind them was not processed", len(done) == 1, lines)
+    spool.conn.execute("delete from spool")
 
 
 # -- dbt artifacts -----------------------------------------------------------------------------

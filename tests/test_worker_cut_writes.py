@@ -28,7 +28,9 @@ def _cut() -> MemoryStoreError:
 def _heals(monkeypatch: pytest.MonkeyPatch, outcomes: list[bool]) -> list[bool]:
     """Worker._heal_rows cut (False) or done (True) in turn; what is left of `outcomes`."""
 
-    def heal(self: Worker, rows: Any, memory: Memory, where: str = "spool row") -> _Batch:
+    def heal(
+        self: Worker, rows: Any, memory: Memory, where: str = "spool row", spool: Any = None
+    ) -> _Batch:
         if rows and not outcomes.pop(0):
             raise _cut()
         return _Batch()

@@ -6,6 +6,7 @@ drops rows."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sqlite3
 import subprocess
@@ -23,7 +24,8 @@ from patchit.intake.spool_files import MAX_LINE_BYTES
 from patchit.liveness import claim_owner, this_place
 from patchit.memory import Memory
 from patchit.worker import Worker
-from tests.test_worker import OUTAGE, airflow_event, spool
+from tests.test_crash_safety import KILLED, killed
+from tests.test_worker import OUTAGE, airflow_event, patchit, spool
 
 
 def surrogate_event(task: str) -> dict[str, Any]:
@@ -107,14 +109,58 @@ def test_rows_taken_by_a_worker_that_died_are_processed_by_the_next(_patchit_hom
     assert states(_patchit_home) == {"done": 3}
 
 
-def test_a_row_whose_workers_keep_dying_becomes_bad(_patchit_home: Path) -> None:
-    spool(_patchit_home, [airflow_event("dag", "killer", "OperationalError", OUTAGE)])
+def code_errors(n: int) -> list[dict[str, Any]]:
+    """`n` failures of `n` causes: each row is a group of its own."""
+    return [airflow_event(f"dag_{i}", f"t{i}", "KeyError", f"'col{i}'") for i in range(n)]
+
+
+def worker_killed_at(home: Path, unit: str) -> None:
+    """Run a worker in a child process that dies (no finally, as under SIGKILL) when it
+    starts processing `unit`'s row, after the rows before it."""
+
+    def run() -> None:
+        recorded = Worker._record_group
+
+        def dying(self: Worker, key: str, events: list[Any], memory: Memory) -> None:
+            if events[0].unit_id == unit:
+                os._exit(KILLED)
+            recorded(self, key, events, memory)
+
+        Worker._record_group = dying  # type: ignore[method-assign]
+        Worker(home).run(once=True)
+
+    assert killed(run) == KILLED
+
+
+def claims(home: Path) -> dict[str, int]:
+    with Spool.open(home) as s:
+        return {json.loads(r["payload"])["unit_id"]: r["claims"] for r in s.rows()}
+
+
+def test_a_kill_counts_against_the_row_being_processed_not_its_batch(_patchit_home: Path) -> None:
+    spool(_patchit_home, code_errors(10))
+    for k in range(2, 2 + MAX_CLAIMS):  # five kills, each while another row is processed
+        worker_killed_at(_patchit_home, f"t{k}")
+    assert claims(_patchit_home) == {f"t{i}": int(2 <= i < 2 + MAX_CLAIMS) for i in range(10)}
+    stats = Worker(_patchit_home).run(once=True)
+    assert (stats.processed, stats.bad) == (10, 0)
+    assert states(_patchit_home) == {"done": 10}
+
+
+def test_a_row_whose_workers_keep_dying_becomes_bad_and_the_rest_is_processed(
+    _patchit_home: Path,
+) -> None:
+    spool(_patchit_home, code_errors(10))
+    for _ in range(MAX_CLAIMS):
+        worker_killed_at(_patchit_home, "t3")
+    assert claims(_patchit_home)["t3"] == MAX_CLAIMS
+    stats = Worker(_patchit_home).run(once=True)
+    assert (stats.processed, stats.bad) == (9, 0)  # marked bad when claimed: never processed
+    assert states(_patchit_home) == {"done": 9, "bad": 1}
     with Spool.open(_patchit_home) as s:
-        for _ in range(MAX_CLAIMS):
-            assert len(s.claim(dead_owner())) == 1
-        assert s.claim("w:1") == []
         [bad] = s.rows("bad")
-    assert f"claimed {MAX_CLAIMS} times" in bad["reason"]
+    assert json.loads(bad["payload"])["unit_id"] == "t3"
+    assert f"died {MAX_CLAIMS} times while processing it" in bad["reason"]
 
 
 def test_a_broken_memory_gives_the_batch_back_and_stops(_patchit_home: Path) -> None:
@@ -205,3 +251,58 @@ def test_a_fallback_line_longer_than_any_event_is_moved_aside_whole(_patchit_hom
     [aside] = (fallback.parent / "damaged").iterdir()
     assert aside.read_bytes() == huge and str(aside) in bad["reason"]
     assert len(bad["payload"]) < 5000
+
+
+def test_spool_retry_and_drop_act_on_exactly_the_rows_named_or_none(_patchit_home: Path) -> None:
+    spool(_patchit_home, code_errors(4))
+    with Spool.open(_patchit_home) as s:
+        first, second, third, fourth = (r["id"] for r in s.rows())
+        s.mark_bad(first, "poison")
+        s.mark_done(second)
+        s.claim(claim_owner(), limit=1)  # the third: taken by a live worker (this process)
+    before = states(_patchit_home)
+    for args, line in [
+        (["retry", str(first), "999"], "spool row 999 is not in the spool"),
+        (["retry", str(first), str(third)], f"spool row {third} is being processed by a live"),
+        (["retry", str(fourth)], f"spool row {fourth} is pending already"),
+        (["drop", str(first), "999"], "spool row 999 is not in the spool"),
+        (["drop", "99999999999999999999"], "is not in the range"),
+        (["drop", str(first), "--state", "done"], "not both"),
+    ]:
+        result = patchit("spool", *args)  # the real CLI, as a user runs it
+        assert result.returncode == 2 and line in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr and states(_patchit_home) == before
+    retried = patchit("spool", "retry", str(first), str(second))
+    assert retried.returncode == 0 and "2 row(s) back to pending" in retried.stdout
+    dropped = patchit("spool", "drop", str(fourth))
+    assert dropped.returncode == 0 and "1 row(s) dropped" in dropped.stdout
+    with Spool.open(_patchit_home) as s:
+        assert {r["id"]: r["state"] for r in s.rows()} == {
+            first: "pending", second: "pending", third: "taken",
+        }  # fmt: skip
+
+
+def test_an_incident_that_cannot_be_resumed_is_said_once_and_the_spool_goes_on(
+    _patchit_home: Path,
+) -> None:
+    from patchit.events.model import UniversalFailureEvent
+    from patchit.memory.fingerprint import cause_key, error_fingerprint
+
+    event = UniversalFailureEvent.model_validate(code_errors(1)[0])
+    with Memory.open(_patchit_home) as memory:
+        incident = memory.create_incident(event, error_fingerprint(event), cause_key(event))
+        memory.db.execute('update events set json = \'{"not": "an event"}\'')
+        memory.db.conn.commit()
+        assert memory.claim_incident(incident.id, dead_owner(), ttl_s=3600)  # its run died
+    spool(_patchit_home, code_errors(3)[1:])
+    lines: list[str] = []
+    stats = Worker(_patchit_home, say=lines.append).run(once=True)
+    assert (stats.processed, stats.bad) == (2, 0)
+    [said] = [line for line in lines if "not resumed" in line]
+    assert said == (
+        f"incident {incident.id}: not resumed (internal error ValidationError: 4 validation "
+        "errors for UniversalFailureEvent); left open"
+    )
+    again: list[str] = []
+    Worker(_patchit_home, say=again.append).run(once=True)
+    assert not any(incident.id in line for line in again), again  # not tried on every run

@@ -12,7 +12,10 @@ SIGKILL (its whole process group, as a lost container would be):
   windows a timer rarely hits are hit for certain.
 
 After each kill the memory and the spool get SQLite's integrity check, and the next worker
-run resumes (it may be killed again). Once `kills` kills are done, a last run finishes
+run resumes (it may be killed again). The bench's kills come from outside, not from the heal:
+its state dir sets `[worker] max_crashes` above the number of kills, so every incident is
+resumed until it finishes (a heal that kills the worker itself is marked failed after 2 by
+default: tests/test_crash_safety.py). Once `kills` kills are done, a last run finishes
 everything, and the counts are printed: corrupt databases, stray worktrees (git's records,
 `worktrees/`, `sandboxes/`, leases), lost incidents (a spooled failure not ending fixed), lost
 verified fixes (a verified attempt whose incident has no branch holding the fix), and whether
@@ -77,6 +80,7 @@ class FaultResult:
     lost_incidents: int = 0
     lost_verified_fixes: int = 0
     touched_user_trees: int = 0
+    bad_rows: int = 0  # spooled failures marked bad: each was healthy, only killed nearby
     spool: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -88,6 +92,7 @@ class FaultResult:
             "stray leases": self.stray_leases,
             "lost incidents": self.lost_incidents,
             "lost verified fixes": self.lost_verified_fixes,
+            "healthy rows marked bad": self.bad_rows,
             "user trees touched": self.touched_user_trees,
         }
         problems = [f"{name}: {n}" for name, n in counts.items() if n]
@@ -106,7 +111,8 @@ class FaultResult:
             f"fault: corrupt databases {self.corrupt_databases}, stray worktrees "
             f"{self.stray_worktrees + self.stray_dirs}, stray leases {self.stray_leases}, "
             f"lost incidents {self.lost_incidents}, lost verified fixes "
-            f"{self.lost_verified_fixes}, user tree untouched {untouched}/{self.rounds}"
+            f"{self.lost_verified_fixes}, healthy rows marked bad {self.bad_rows}, user tree "
+            f"untouched {untouched}/{self.rounds}"
         )
 
 
@@ -247,6 +253,8 @@ def run_fault(
     rng = random.Random(seed)
     home, logs = workdir / "home", workdir / "logs"
     logs.mkdir(parents=True)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "patchit.toml").write_text(f"[worker]\nmax_crashes = {kills + 2}\n")
     result = FaultResult()
     started = time.monotonic()
     say(f"fault: building the example project (seed {seed})")
@@ -300,6 +308,7 @@ def _check(home: Path, rounds: list[Round], result: FaultResult) -> None:
         result.stray_dirs += len(list(base.iterdir())) if base.is_dir() else 0
     with Spool.open(home) as spool:
         result.spool = spool.counts()
+    result.bad_rows = result.spool.get("bad", 0)
     with Memory.open(home) as memory:
         result.stray_leases = len(list(memory.db.query("select * from leases")))
         statuses: Counter[str] = Counter()

@@ -1,4 +1,9 @@
-"""`patchit spool list|retry|drop`: look at and manage the events waiting for the worker."""
+"""`patchit spool list|retry|drop`: look at and manage the events waiting for the worker.
+
+`retry` and `drop` given row ids act on exactly those rows, or on none: a named row that is not
+in the spool, or (for `retry`) that is pending already or taken by a live worker, refuses the
+whole command with one line naming it, and nothing is changed.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +15,13 @@ from typing import Any
 
 import click
 
-from patchit.errors import SpoolError
+from patchit.errors import BadInputError, SpoolError
 from patchit.intake.spool import FALLBACK_NAME, IMPORTING_MARK, Spool, spool_where
+from patchit.liveness import claimer_judge
 from patchit.state.pg import StateDbError
 
 STATES = ("pending", "taken", "done", "bad")
+ROW_ID = click.IntRange(1, 2**63 - 1)  # a spool row id: what SQLite and Postgres can hold
 
 
 @contextmanager
@@ -92,24 +99,47 @@ def list_rows(ctx: click.Context, state: str | None, limit: int, as_json: bool) 
         )
 
 
+def _check_named(queue: Spool, ids: tuple[int, ...], retrying: bool) -> None:
+    """BadInputError naming the first of `ids` the command cannot act on, and why."""
+    found = queue.states_of(list(ids))
+    is_dead = claimer_judge() if retrying else None
+    for row_id in ids:
+        if row_id not in found:
+            why = "is not in the spool (`patchit spool list` shows its rows)"
+        elif not retrying:
+            continue
+        elif (state := found[row_id][0]) == "pending":
+            why = "is pending already: the next worker takes it"
+        elif state == "taken" and is_dead and not is_dead(found[row_id][1] or ""):
+            why = f"is being processed by a live worker ({found[row_id][1]}): wait for it"
+        else:
+            continue
+        raise BadInputError(f"spool row {row_id} {why}; nothing was changed")
+
+
 @spool.command("retry")
-@click.argument("ids", nargs=-1, type=int)
+@click.argument("ids", nargs=-1, type=ROW_ID)
 @click.pass_context
 def retry(ctx: click.Context, ids: tuple[int, ...]) -> None:
-    """Put rows back to pending for the next worker: the given IDS, or every bad row."""
+    """Put rows back to pending for the next worker: the given IDS (bad, done, or taken by a
+    worker that died), or every bad row."""
     with _open(ctx) as queue:
+        _check_named(queue, ids, retrying=True)
         count = queue.retry(list(ids) or None)
     click.echo(f"{count} row(s) back to pending; run `patchit worker --once` to process them")
 
 
 @spool.command("drop")
-@click.argument("ids", nargs=-1, type=int)
+@click.argument("ids", nargs=-1, type=ROW_ID)
 @click.option("--state", type=click.Choice(["bad", "done"]), help="Drop every row in this state.")
 @click.pass_context
 def drop(ctx: click.Context, ids: tuple[int, ...], state: str | None) -> None:
     """Delete the given IDS, or every row in --state (bad or done), from the spool."""
     if not ids and not state:
         raise click.UsageError("name the rows to drop (IDS) or a --state (bad or done)")
+    if ids and state:
+        raise click.UsageError("name the rows to drop (IDS) or a --state, not both")
     with _open(ctx) as queue:
+        _check_named(queue, ids, retrying=False)
         count = queue.drop(list(ids) or None, None if ids else state)
     click.echo(f"{count} row(s) dropped")

@@ -7,8 +7,9 @@ worker. Workers claim rows inside one `BEGIN IMMEDIATE` transaction, so two work
 the same row. A row's life: `pending` -> `taken` -> `done` | `bad` (kept, with the reason, for
 inspection; `patchit spool retry` puts it back). A `taken` row whose worker is known to be
 dead (`patchit.liveness.claimer_is_dead`: its pid, where it means that process) or whose lease
-ran out is claimed again; one whose workers died `MAX_CLAIMS` times is marked `bad` (it is what
-kills them).
+ran out is claimed again; one whose workers died `MAX_CLAIMS` times while processing it is
+marked `bad` (it is what kills them). Only the rows being processed when a worker dies count
+it (`Spool.charge`), not the rest of its batch.
 
 A producer never drops an event: when the spool is locked past its busy timeout or damaged, the
 event is appended to `spool/fallback.jsonl` beside it, which the worker imports (exactly once:

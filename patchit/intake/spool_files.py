@@ -34,7 +34,7 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 LINE_HEAD_BYTES = 4096  # what the bad row of a line moved aside keeps of it
 MAX_CLAIMS = 5
 BAD_AFTER_CLAIMS = (
-    f"claimed {MAX_CLAIMS} times and never finished: its workers died "
+    f"its workers died {MAX_CLAIMS} times while processing it "
     "(`patchit spool retry ID` to try again)"
 )
 

@@ -72,7 +72,7 @@ def claim_rows(
     conn: PgConn, owner: str, limit: int, lease_s: float, is_dead: Callable[[str], bool]
 ) -> list[tuple[int, str, int]]:
     """Take up to `limit` claimable rows, oldest first, skipping rows other claims hold;
-    (id, payload, claims before this one).
+    (id, payload, claims: how many workers died processing it).
 
     When the connection is lost during the claim and comes back, the claim is known by its
     owner and time stamp: the rows a lost COMMIT did take are returned, else (the server rolled
@@ -84,7 +84,7 @@ def claim_rows(
         if not exc.reconnected:
             raise
     taken = conn.execute(
-        "select id, payload, claims - 1 from spool where state = 'taken' and owner = ?"
+        "select id, payload, claims from spool where state = 'taken' and owner = ?"
         " and taken_utc = ? order by id",
         (owner, stamp),
     ).fetchall()
@@ -118,8 +118,7 @@ def _claim(
         ).fetchall()
         if rows:
             conn.execute(
-                "update spool set state = 'taken', owner = ?, taken_utc = ?,"
-                " claims = claims + 1 where id = any(?)",
+                "update spool set state = 'taken', owner = ?, taken_utc = ? where id = any(?)",
                 (owner, stamp, [int(row[0]) for row in rows]),
             )
     except BaseException:

@@ -56,7 +56,8 @@ def _init_schema(conn: sqlite3.Connection) -> None:
 
 
 class SpooledEvent(NamedTuple):
-    """One claimed row: its id and the event dict as the producer wrote it (maybe invalid)."""
+    """One claimed row: its id, the event dict as the producer wrote it (maybe invalid), and
+    how many workers died processing it so far."""
 
     id: int
     payload: str
@@ -209,7 +210,9 @@ class Spool:
         is_dead: Callable[[str], bool] | None = None,
     ) -> list[SpooledEvent]:
         """Take up to `limit` pending rows (or rows whose worker died or whose lease ran out),
-        oldest first. A row whose workers died `MAX_CLAIMS` times is marked bad instead.
+        oldest first. A row whose workers died `MAX_CLAIMS` times while processing it is
+        marked bad instead. A claim counts against no row: the worker charges the rows it is
+        processing (`charge`), so a kill counts against those, not the rest of its batch.
         `is_dead` judges the claimers (by default `claimer_judge()`: /proc read once, before
         the transaction takes its lock)."""
         is_dead = is_dead or claimer_judge()
@@ -217,7 +220,7 @@ class Spool:
             from patchit.intake.spool_pg import claim_rows
 
             taken = claim_rows(self.pg_conn, owner, limit, lease_s, is_dead)
-            return [SpooledEvent(id=i, payload=p, claims=n + 1) for i, p, n in taken]
+            return [SpooledEvent(id=i, payload=p, claims=n) for i, p, n in taken]
         expired = (datetime.now(UTC) - timedelta(seconds=lease_s)).isoformat()
         self.conn.execute("BEGIN IMMEDIATE")
         try:
@@ -234,15 +237,14 @@ class Spool:
                 (expired, limit),
             ).fetchall()
             self.conn.executemany(
-                "update spool set state = 'taken', owner = ?, taken_utc = ?,"
-                " claims = claims + 1 where id = ?",
+                "update spool set state = 'taken', owner = ?, taken_utc = ? where id = ?",
                 [(owner, now_iso(), row[0]) for row in rows],
             )
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
-        return [SpooledEvent(id=r[0], payload=r[1], claims=r[2] + 1) for r in rows]
+        return [SpooledEvent(id=r[0], payload=r[1], claims=r[2]) for r in rows]
 
     def _requeue_dead(self, owner: str, is_dead: Callable[[str], bool]) -> int:
         """Put rows taken by workers that died back to pending (inside claim's transaction)."""
@@ -262,12 +264,27 @@ class Spool:
         return requeued
 
     def release(self, row_ids: list[int]) -> None:
-        """Give taken rows back (pending) without counting the claim: the worker stops."""
+        """Give taken rows back (pending): the worker stops, through no fault of theirs."""
         self.conn.executemany(
-            "update spool set state = 'pending', claims = max(claims - 1, 0)"
-            " where id = ? and state = 'taken'",
+            "update spool set state = 'pending' where id = ? and state = 'taken'",
             [(i,) for i in row_ids],
         )
+
+    def charge(self, row_ids: list[int]) -> None:
+        """Count a death against rows whose processing starts now; `refund` takes it back
+        when it ends. A worker killed meanwhile leaves it counted against these rows only:
+        the rest of its batch was not what killed it (`MAX_CLAIMS`)."""
+        self._add_claims(row_ids, "claims + 1")
+
+    def refund(self, row_ids: list[int]) -> None:
+        """Take back what `charge` counted: the rows' processing ended, it did not kill."""
+        self._add_claims(row_ids, "max(claims - 1, 0)")
+
+    def _add_claims(self, row_ids: list[int], claims: str) -> None:
+        for start in range(0, len(row_ids), 500):
+            chunk = row_ids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            self.conn.execute(f"update spool set claims = {claims} where id in ({marks})", chunk)
 
     def mark_done(self, row_id: int) -> None:
         self.conn.execute("update spool set state = 'done', reason = null where id = ?", (row_id,))
@@ -306,6 +323,18 @@ class Spool:
         else:
             return 0
         return int(cur.rowcount)
+
+    def states_of(self, row_ids: list[int]) -> dict[int, tuple[str, str | None]]:
+        """(state, owner) of each of `row_ids` that is in the spool."""
+        found: dict[int, tuple[str, str | None]] = {}
+        for start in range(0, len(row_ids), 500):
+            chunk = row_ids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for row_id, state, owner in self.conn.execute(
+                f"select id, state, owner from spool where id in ({marks})", chunk
+            ).fetchall():
+                found[int(row_id)] = (str(state), owner)
+        return found
 
     def counts(self) -> dict[str, int]:
         rows = self.conn.execute("select state, count(*) from spool group by state").fetchall()

@@ -202,9 +202,15 @@ def m008_repo_url(db: Database) -> None:
     db.table("incidents").create_index(["cause_key", "repo_url"])
 
 
+def m009_lease_crashes(db: Database) -> None:
+    """How many runs healing an incident died since one last finished (counted by the sweep
+    that finds each dead): the worker stops resuming an incident that keeps killing it."""
+    db.execute("alter table leases add column crashes integer not null default 0")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial, m002_llm_calls, m003_landing, m004_deliveries, m005_reviews,
-    m006_notifications, m007_outcomes, m008_repo_url,
+    m006_notifications, m007_outcomes, m008_repo_url, m009_lease_crashes,
 ]  # fmt: skip
 
 

@@ -315,24 +315,44 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
 
     # -- leases ----------------------------------------------------------------------------
 
-    def claim_incident(self, incident_id: str, owner: str, ttl_s: float) -> bool:
-        """Take (or renew) the right to heal an incident for ttl_s; False if another holds it."""
+    def claim_incident(
+        self, incident_id: str, owner: str, ttl_s: float, count_crash: bool = False
+    ) -> bool:
+        """Take (or renew) the right to heal an incident for ttl_s; False if another holds it.
+
+        With `count_crash` (the sweep of dead runs) a lease taken over from a run that died
+        or ran out of time while healing counts one crash of the incident (`crashes_of`); a
+        lease the sweep already abandoned (expired at 0) was counted when it was abandoned."""
         now_s = time.time()
         is_dead = claimer_judge()  # /proc read before the lock is taken
         with self._write() as db:
             held = list(
                 db.query(
-                    "select owner from leases where incident_id = ? and expires_utc > ?",
-                    (incident_id, now_s),
+                    "select owner, expires_utc, crashes from leases where incident_id = ?",
+                    (incident_id,),
                 )
             )
-            if held and held[0]["owner"] != owner and not is_dead(held[0]["owner"]):
-                return False
+            crashes = 0
+            if held:
+                lease = held[0]
+                holder, expires_utc = lease["owner"], lease["expires_utc"]
+                if expires_utc > now_s and holder != owner and not is_dead(holder):
+                    return False
+                crashes = int(lease["crashes"] or 0)
+                if count_crash and expires_utc != 0:
+                    crashes += 1  # its holder died or hung: taken over from a dead run
             db.table("leases").upsert(
-                {"incident_id": incident_id, "owner": owner, "expires_utc": now_s + ttl_s},
+                {"incident_id": incident_id, "owner": owner, "expires_utc": now_s + ttl_s,
+                 "crashes": crashes},
                 pk="incident_id",
-            )
+            )  # fmt: skip
         return True
+
+    def crashes_of(self, incident_id: str) -> int:
+        """How many runs healing the incident died (or hung past their lease) since a run of
+        it last finished: a finished run gives its lease up, and the count goes with it."""
+        rows = self._rows("select crashes from leases where incident_id = ?", (incident_id,))
+        return int(rows[0]["crashes"] or 0) if rows else 0
 
     def release_incident(self, incident_id: str, owner: str) -> None:
         """Give the lease up (only the owner's own lease is removed)."""
