@@ -56,6 +56,11 @@ class PolicyConfig(BaseModel):
     )
     max_files: int = 3
     max_lines: int = 40
+    revert: Literal["review", "allow"] = Field(
+        default="review",
+        description="review: a candidate that undoes an intent of the breaking change (a "
+        "rename, a new column) ends needs_review, never on a branch; allow: it may land",
+    )
 
 
 class LoopConfig(BaseModel):
