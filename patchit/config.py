@@ -64,6 +64,11 @@ class PolicyConfig(BaseModel):
         description="files a rename of the breaking change may be followed to in one "
         "candidate (its sites count as one file against max_files)",
     )
+    revert: Literal["review", "allow"] = Field(
+        default="review",
+        description="review: a candidate that undoes an intent of the breaking change (a "
+        "rename, a new column) ends needs_review, never on a branch; allow: it may land",
+    )
 
 
 class LoopConfig(BaseModel):

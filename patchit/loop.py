@@ -156,8 +156,6 @@ def _known_of(memory: Memory) -> Known:
     return lambda event: memory.key_of_failure(error_fingerprint(event), event.repo_path)
 
 
-
-
 # -- the steps ------------------------------------------------------------------------------
 
 

@@ -10,11 +10,11 @@ writes no state of the loop's.
 
 from __future__ import annotations
 
-import warnings
+import traceback
 from dataclasses import dataclass, field
 
-from patchit.errors import PatchitWarning
 from patchit.memory.ledger import Ledger
+from patchit.memory.records import AttemptOutcome
 from patchit.patching.base import PatchCandidate, Proposal, ProposalRequest, Strategy
 from patchit.patching.diffs import normalise_diff
 from patchit.trial import (
@@ -90,20 +90,23 @@ def search_fix(bench: Bench, strategies: list[Strategy]) -> Search:
     trials: list[Trial] = []
     tiers = [TIER0]
     problems: list[str] = []
+    errors: list[str] = []  # strategies that raised, each recorded as an `error` attempt
     proposed = 0
     seen: set[str] = set()  # tier 0's edit sets: two fix-its proposing one fix try it once
     for strategy in strategies:
-        tried = _try_strategy(bench, strategy, seen, trials)
+        tried = _try_strategy(bench, strategy, seen, trials, errors)
         proposed += tried.proposed
         problems += tried.problems
         if tried.status and tried.status not in tiers:
             tiers.append(tried.status)
         if tried.winner is not None or tried.stop:
             return Search(tried.winner, trials, tried.stop, tiers, proposed)
-    return Search(None, trials, _why_none(proposed, problems, trials), tiers, proposed)
+    return Search(None, trials, _why_none(proposed, problems, trials, errors), tiers, proposed)
 
 
-def _try_strategy(bench: Bench, strategy: Strategy, seen: set[str], trials: list[Trial]) -> _Tried:
+def _try_strategy(
+    bench: Bench, strategy: Strategy, seen: set[str], trials: list[Trial], errors: list[str]
+) -> _Tried:
     proposed, status = 0, ""
     problems: list[str] = []
     round_no = 0
@@ -111,7 +114,7 @@ def _try_strategy(bench: Bench, strategy: Strategy, seen: set[str], trials: list
         round_no += 1
         if strategy.tier > 0 and (stop := out_of_attempts(bench)):
             return _Tried(stop=stop, proposed=proposed, status=status, problems=tuple(problems))
-        proposal = _ask(bench, strategy, round_no)
+        proposal = _ask(bench, strategy, round_no, errors)
         status = proposal.status or status
         _report_round(bench, proposal, problems)
         if proposal.stop:
@@ -125,8 +128,9 @@ def _try_strategy(bench: Bench, strategy: Strategy, seen: set[str], trials: list
             return _Tried(winner, stop, proposed, status, tuple(problems))
 
 
-def _ask(bench: Bench, strategy: Strategy, round_no: int) -> Proposal:
-    """The strategy's proposal; one that raises is reported and counts as proposing nothing."""
+def _ask(bench: Bench, strategy: Strategy, round_no: int, errors: list[str]) -> Proposal:
+    """The strategy's proposal; one that raises is a failed attempt of its own (outcome
+    `error`, the exception in the report's timeline) and the search goes on without it."""
     request = ProposalRequest(
         evidence=bench.evidence,
         history=bench.ctx.memory.history(bench.fingerprint),
@@ -138,12 +142,22 @@ def _ask(bench: Bench, strategy: Strategy, round_no: int) -> Proposal:
     try:
         return strategy.propose(request)
     except Exception as exc:  # one faulty strategy must not hide the others' candidates
-        warnings.warn(
-            f"strategy {strategy.name} failed on {bench.event.short()}: {exc!r}",
-            PatchitWarning,
-            stacklevel=2,
-        )
+        errors.append(_record_error(bench, strategy, round_no, exc))
         return Proposal()
+
+
+def _record_error(bench: Bench, strategy: Strategy, round_no: int, exc: Exception) -> str:
+    """Record a strategy's exception as an attempt with no edits; the line the report shows."""
+    why = f"the strategy raised {type(exc).__name__}: {exc}"
+    stub = PatchCandidate(strategy=strategy.name, tag=strategy.tag, tier=strategy.tier,
+                          edits=[], rationale=f"round {round_no}: {why}")  # fmt: skip
+    trace = "".join(traceback.format_exception(exc))
+    bench.ctx.memory.record_attempt(
+        bench.incident_id, bench.fingerprint, stub, "", AttemptOutcome.ERROR, why,
+        verification_output=f"$ {strategy.name}.propose (round {round_no})\n{trace[-4000:]}",
+    )  # fmt: skip
+    bench.ctx.say(f"  strategy {strategy.name}: {why} (recorded; going on)")
+    return f"{strategy.name} raised {type(exc).__name__}: {exc}"
 
 
 def _report_round(bench: Bench, proposal: Proposal, problems: list[str]) -> None:
@@ -190,10 +204,11 @@ def _verify_round(
     return None, stop
 
 
-def _why_none(proposed: int, problems: list[str], trials: list[Trial]) -> str:
+def _why_none(proposed: int, problems: list[str], trials: list[Trial], errors: list[str]) -> str:
     if proposed == 0:
         why = "no strategy proposed a patch for this failure"
-        return why + (f" (the model's answers: {'; '.join(problems)})" if problems else "")
+        why += f" (the model's answers: {'; '.join(problems)})" if problems else ""
+        return why + (f"; {', '.join(errors)}" if errors else "")
     if any(t.data is not None and t.data.needs_review for t in trials):
         return NEEDS_REVIEW
     if reviewed := [t for t in trials if t.needs_review]:

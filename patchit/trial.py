@@ -32,6 +32,7 @@ from patchit.patching.apply import EditError, apply_edits, preview_edits
 from patchit.patching.base import PatchCandidate
 from patchit.patching.diffs import unified_diff
 from patchit.patching.renamed_units import followed_event
+from patchit.policy.intents import intent_review
 from patchit.policy.precheck import precheck
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 from patchit.sync.branch import (
@@ -168,6 +169,8 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         record_refusal(bench, candidate, diff, refusal)
         trial.refusal = refusal
         return trial
+    candidate = trial.candidate = intent_review(candidate, previews, bench.evidence,
+                                                ctx.config.policy, ctx.say)  # fmt: skip
     if bench.ahead is not None and bench.ahead.started:  # prepared by run_trial
         # the incident's baseline, from the first candidate policy and memory let through:
         # it builds while this one is applied, screened and verified (no-op after the first,

@@ -250,14 +250,37 @@ def test_max_attempts_stops_with_a_root_cause_report(
     assert "max attempts (2) for this fingerprint reached" in report
 
 
-def test_a_raising_strategy_is_named_and_skipped(
+def test_a_raising_strategy_is_a_failed_attempt_and_the_search_goes_on(
     event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
 ) -> None:
     strategies: list[Strategy] = [Raising(), Scripted([edit(RIGHT)])]
     harness = FakeHarness.passing_when(JOB, RIGHT)
-    with pytest.warns(PatchitWarning, match="strategy raising failed"):
-        outcome = run(make_ctx(_patchit_home, memory, strategies, [harness]), event)
+    outcome = run(make_ctx(_patchit_home, memory, strategies, [harness]), event)
     assert outcome.incident.status == "fixed"
+    raised, fixed = memory.attempts_for(outcome.incident.id)
+    assert (raised.strategy, raised.outcome, raised.files) == ("raising", "error", [])
+    assert raised.reason == "the strategy raised ValueError: a bug in a plugin"
+    assert "Traceback" in raised.verification_output
+    assert fixed.outcome == "verified"
+    # an error is not a run: it spends none of the fingerprint's attempts
+    assert memory.attempt_count(outcome.incident.fingerprint) == 1
+    report = Path(outcome.incident.report_md or "").read_text()
+    assert "| raising | 0 | other |  | error | the strategy raised ValueError" in report
+
+
+def test_a_strategy_that_only_raises_is_named_in_the_stop_and_the_timeline(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    harness = FakeHarness()
+    outcome = run(make_ctx(_patchit_home, memory, [Raising()], [harness]), event)
+    assert outcome.incident.status == "failed" and harness.calls == []
+    [raised] = memory.attempts_for(outcome.incident.id)
+    assert raised.outcome == "error"
+    report = Path(outcome.incident.report_md or "").read_text()
+    assert "raising raised ValueError: a bug in a plugin" in report  # the stop line
+    assert "Attempt 1 strategy output" in report and "raise ValueError" in report
+    html = Path(outcome.incident.report_md or "").with_suffix(".html").read_text()
+    assert "outcome-error" in html and "a bug in a plugin" in html
 
 
 def test_a_tier_that_must_stop_ends_the_search_with_its_reason(

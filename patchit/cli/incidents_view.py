@@ -68,6 +68,8 @@ def table(rows: list[dict[str, Any]], live: set[str], width: int | None = None) 
         summary = r["summary"] or ""
         if r["status"] == "open" and not summary:
             summary = BEING_HEALED if r["id"] in live else STOPPED.format(id=r["id"])
+        if r.get("review_label"):
+            summary = f"{summary} (needs review: {r['review_label']})".strip()
         if summary:
             lines += textwrap.wrap(summary, max(40, width - 4), initial_indent="    ",
                                    subsequent_indent="    ", break_long_words=False,

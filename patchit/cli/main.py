@@ -221,6 +221,7 @@ def incidents(
     """List incidents, newest first."""
     from patchit.cli.incidents_view import keep, parse_since, table
     from patchit.memory.ledger import Ledger
+    from patchit.reports.build import revert_label_of
 
     after = parse_since(since) if since else None
 
@@ -235,6 +236,10 @@ def incidents(
             continue
         usage = ledger.incident_totals(incident.id)
         row.update(tokens=usage.tokens, cost_usd=round(usage.cost_usd, 6))
+        # "reverts your change: <intent>" when the passing candidate undid the change
+        row["review_label"] = (
+            revert_label_of(memory.attempts_for(incident.id)) if incident.needs_review else None
+        )
         rows.append(row)
     if as_json:
         click.echo(json.dumps(rows, indent=2))

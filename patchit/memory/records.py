@@ -23,6 +23,7 @@ class AttemptOutcome(StrEnum):
     HARNESS_LIMIT = "harness_limit"
     NEEDS_REVIEW = "needs_review"  # the run passed, the data check found unmeant differences
     SCREENED_OUT = "screened_out"  # the harness's screen was certain it fails: never verified
+    ERROR = "error"  # the strategy raised instead of proposing: no candidate, no run
 
 
 class Incident(BaseModel):

@@ -209,10 +209,11 @@ def build_plan(changes: list[FileChange], named: Named, words: set[str]) -> list
         if slot.kind == "added" or (change, h, s, slot) in hot:
             continue
         atoms = change.slot_atoms(h, s)
-        smallest = min(atoms, key=lambda a: _cold(slot, a, words))
-        small = _cold(slot, smallest, words)[1] <= _PUNCTUATION
-        if len(atoms) > 1 and small and _keeps_shape(slot, smallest):
-            plan.append(frozenset([smallest]))  # a dropped comma or quote, the rest kept
+        if len(atoms) > 1:  # a rewritten line's token groups (a removed line has none)
+            smallest = min(atoms, key=lambda a: _cold(slot, a, words))
+            small = _cold(slot, smallest, words)[1] <= _PUNCTUATION
+            if small and _keeps_shape(slot, smallest):
+                plan.append(frozenset([smallest]))  # a dropped comma or quote, the rest kept
         plan.append(frozenset(atoms))
     hunks = [(c, h) for c in changes for h in range(len(c.hunks))]
     hunks.sort(key=lambda ch: not any(named(ch[0].path, s) for s in ch[0].hunks[ch[1]].slots))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from patchit.classify.model import FailureClass, Verdict
 from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.intents import REVERTS, change_intents
 from patchit.evidence.model import Evidence
 from patchit.evidence.unit_files import unit_change
 from patchit.fidelity import DataCheck
@@ -51,6 +52,23 @@ def _attempt_lines(attempts: list[AttemptRecord]) -> list[AttemptLine]:
             )
         )
     return lines
+
+
+def revert_label_of(attempts: list[AttemptRecord]) -> str | None:
+    """'reverts your change: <intent>' of the last passing candidate that undid an intent."""
+    for attempt in reversed(attempts):
+        at = attempt.reason.find(f"{REVERTS}: ")
+        if attempt.outcome == "needs_review" and at >= 0:
+            return attempt.reason[at:].split("; ", 1)[0]
+    return None
+
+
+def _forward_tried(attempts: list[AttemptRecord]) -> list[str]:
+    return [
+        f"{a.strategy} (`{a.tag}`): {a.outcome}" + (f": {a.reason}" if a.reason else "")
+        for a in attempts
+        if REVERTS not in a.reason and a.outcome != "error"
+    ]
 
 
 def _is_yaml(path: str | None) -> bool:
@@ -140,6 +158,7 @@ def build_report(
     cls = verdict.cls.value if verdict else FailureClass.UNKNOWN.value
     unit_files, unit_hunks = unit_change(evidence) if evidence else ([], "")
     base = evidence.change_base if evidence else None
+    reverts = revert_label_of(attempts) if winner is None else None
     return RootCauseReport(
         incident_id=incident.id,
         status=status,
@@ -179,5 +198,8 @@ def build_report(
         change_range=f"{base[:12]}..{(event.commit or 'HEAD')[:12]}" if base else None,
         unit_files=unit_files,
         unit_hunks=unit_hunks,
+        intents=change_intents(evidence) if evidence else [],
+        reverts=reverts,
+        forward_tried=_forward_tried(attempts) if reverts else [],
         conversion=evidence.conversion if evidence else None,
     )

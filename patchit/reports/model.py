@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from patchit.evidence.intents import Intent
 from patchit.evidence.model import ConversionFinding
 
 
@@ -105,6 +106,18 @@ class RootCauseReport(BaseModel):
     )
     unit_hunks: str = Field(
         default="", description="the hunks of the breaking change in those files"
+    )
+    intents: list[Intent] = Field(
+        default_factory=list, description="what the breaking change meant, read by parsers"
+    )
+    reverts: str | None = Field(
+        default=None,
+        description="'reverts your change: <intent>' when a passing candidate undid an intent "
+        "of the change (it needs review and was not put on a branch)",
+    )
+    forward_tried: list[str] = Field(
+        default_factory=list,
+        description="with `reverts`: the other candidates tried (strategy, tag, outcome)",
     )
     conversion: ConversionFinding | None = Field(
         default=None, description="a conversion error's column, its type and offending values"
