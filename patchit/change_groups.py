@@ -16,7 +16,9 @@ joins the group of a unit failing with the same cause, else its cause's own grou
 So does a failure that reads as an outside cause (`intake.storm.storm_class`: an outage of
 hundreds of tasks stays one incident), whatever the range touched. Where no last good commit
 is known (the range is only the failing commit's own change), an untouched failure may come
-from an earlier commit: the incident that already holds this failure (`known`) keeps it.
+from an earlier commit: the incident that already holds this failure (`known`) keeps it. And
+the same failures at the same commit stay in the incident that holds them, whatever key it
+was opened with (a run recorded open before its repository was known).
 
 Grouping is a best guess and never fails a run: a unit whose change cannot be read (no git, a
 commit the clone lacks) falls back to its cause key.
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from patchit.errors import PatchitError
@@ -42,7 +44,9 @@ from patchit.memory.fingerprint import cause_key, change_key
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
 
 LastGood = Callable[[UniversalFailureEvent], "str | None"]
-Known = Callable[[UniversalFailureEvent], "str | None"]  # the key of its incident, if any
+# The key of the incident holding one of these failures already (at their commit, unless the
+# flag says any commit), or None.
+Known = Callable[[list[UniversalFailureEvent], bool], "str | None"]
 _MODULES_BUDGET_CHARS = 1_000_000  # only the paths are kept: read every imported module
 
 
@@ -87,11 +91,11 @@ class _Change:
 def group_failures(
     events: Iterable[UniversalFailureEvent],
     last_good: LastGood,
-    known: Known = lambda _event: None,
+    known: Known = lambda _events, _any_commit: None,
 ) -> list[FailureGroup]:
     """The failed units of one run as incidents: by the change that broke them, else by
     cause; in the order the runs reported them, errors before failing data tests.
-    `known(event)`: the key of the incident that holds this failure already."""
+    `known(events, any_commit)`: the key of the incident that holds these failures already."""
     ordered = sorted(events, key=lambda e: e.status == "fail")  # stable: the run's order
     changes = _Changes(last_good)
     found = [changes.of(e) for e in ordered]
@@ -123,7 +127,7 @@ def group_failures(
             continue
         ck = cause_key(ordered[i])
         if ck not in by_cause and ck not in keys:
-            keys[ck] = (known(ordered[i]) if changes.guessed(ordered[i]) else None) or ck
+            keys[ck] = (known([ordered[i]], True) if changes.guessed(ordered[i]) else None) or ck
         key = ck if ck in by_cause else keys[ck]
         first = by_cause.setdefault(key, i)
         untouched.setdefault(first, key)
@@ -135,12 +139,18 @@ def group_failures(
         if found[first] is None:
             groups.append(FailureGroup(untouched[first], group_events))
             continue
-        groups.append(changes.group(group_events, [found[i] for i in indices]))
+        group = changes.group(group_events, [found[i] for i in indices])
+        # the same failures at the same commit, seen before (an earlier run, a run recorded
+        # before its repository was known): their incident, whatever key it was opened with
+        seen = known(group_events, False)
+        groups.append(group if seen is None else replace(group, key=seen))
     return groups
 
 
 def incident_key(
-    event: UniversalFailureEvent, last_good: LastGood, known: Known = lambda _event: None
+    event: UniversalFailureEvent,
+    last_good: LastGood,
+    known: Known = lambda _events, _any_commit: None,
 ) -> str:
     """The key of one failure's incident, as `group_failures` would give it alone."""
     return group_failures([event], last_good, known)[0].key

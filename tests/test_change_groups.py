@@ -241,3 +241,19 @@ def test_a_run_recorded_without_healing_opens_the_incidents_a_heal_finds_again(
     assert recorded.status == "open" and recorded.events == 2
     again = [dbt_failure(shop, "plans", PLAN), dbt_failure(shop, "revenue", ORDER)]
     assert heal_run(_patchit_home, memory, again) == [recorded.id]
+
+
+def test_the_same_failures_at_the_same_commit_stay_in_the_incident_holding_them(
+    shop: Path, memory: Memory, _patchit_home: Path
+) -> None:
+    """A run recorded by cause key (its repository unknown then, or an older patchit) is
+    healed in that incident once the change can be read; a new commit still opens another."""
+    from patchit.memory.fingerprint import error_fingerprint
+
+    change(shop, "models/stg_orders.sql", "plan_code", "plan", "stg: rename plan_code")
+    old = dbt_failure(shop, "plans", PLAN)
+    recorded, _ = memory.open_or_attach(old, error_fingerprint(old), cause_key(old))
+    again = [dbt_failure(shop, "plans", PLAN), dbt_failure(shop, "revenue", ORDER)]
+    assert heal_run(_patchit_home, memory, again) == [recorded.id]
+    change(shop, "models/stg_orders.sql", "1 as", "2 as", "stg: another change")
+    assert heal_run(_patchit_home, memory, [dbt_failure(shop, "plans", PLAN)]) != [recorded.id]
