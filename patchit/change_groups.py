@@ -29,7 +29,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from patchit.errors import PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
@@ -117,9 +119,10 @@ def group_failures(
     for i, _change in touched:
         members.setdefault(root(i), []).append(i)
     by_cause: dict[str, int] = {}  # a cause key -> the group its units join
-    for first, indices in members.items():
-        for i in indices:
-            by_cause.setdefault(cause_key(ordered[i]), first)
+    if len(touched) < len(ordered):  # only an untouched unit joins by cause
+        for first, indices in members.items():
+            for i in indices:
+                by_cause.setdefault(cause_key(ordered[i]), first)
     keys: dict[str, str] = {}  # an untouched unit's cause key -> its group's key
     untouched: dict[int, str] = {}  # the first unit of a group by cause -> its key
     for i, unit_change in enumerate(found):
@@ -164,11 +167,19 @@ class _Changes:
         self._good: dict[str, str | None] = {}  # by event id
         self._changed: dict[tuple[str, str | None, str], list[str]] = {}
         self._base: dict[tuple[str, str | None, str], str | None] = {}
+        self._projects: dict[tuple[str, str], Path] = {}
 
     def last_good(self, event: UniversalFailureEvent) -> str | None:
         if event.event_id not in self._good:
             self._good[event.event_id] = self._last_good(event)
         return self._good[event.event_id]
+
+    def _project(self, event: UniversalFailureEvent, repo: Path) -> Path:
+        """The dbt project of the event, found once per project the run names."""
+        where = (str(repo), event.dbt.project_dir if event.dbt else "")
+        if where not in self._projects:
+            self._projects[where] = locate_project(event, repo)
+        return self._projects[where]
 
     def guessed(self, event: UniversalFailureEvent) -> bool:
         """Whether the unit's range is only a guess (no last good commit is known): a failure
@@ -190,7 +201,7 @@ class _Changes:
             if where not in self._changed:
                 self._changed[where] = changed_files(repo, base, event.commit)
             changed = self._changed[where]
-            files = _unit_files(event, repo, changed) if changed else []
+            files = _unit_files(event, repo, changed, self._project) if changed else []
         except (PatchitError, OSError, ValueError):
             return None  # unreadable: its cause key groups it
         if not files:
@@ -221,29 +232,50 @@ def _commits(repo: Path, base: str | None, head: str, files: list[str]) -> list[
     return [line for line in out.split() if line] or [head]
 
 
-def _unit_files(event: UniversalFailureEvent, repo: Path, changed: list[str]) -> list[str]:
+def _unit_files(
+    event: UniversalFailureEvent,
+    repo: Path,
+    changed: list[str],
+    locate: Callable[[UniversalFailureEvent, Path], Path] = locate_project,
+) -> list[str]:
     """The changed files the unit depends on or reads. For dbt, what the run's manifest says
     it reads; the project's other changed macros only when that is nothing (a macro renamed
     away no longer shows in the manifest), so that a change to one macro does not join every
     failing model of the project."""
     if event.source is FailureSource.DBT or event.dbt is not None:
-        project = locate_project(event, repo)
-        rel = os.path.relpath(project, repo)
-        raw = read_repo_text(repo, event.unit_path) if event.unit_path else None
-        evidence = Evidence(event=event, repo_root=str(repo), project_dir=rel,
-                            unit_path=event.unit_path, raw_code=raw)  # fmt: skip
-        return dependency_files(evidence, changed, every_macro=False) or dependency_files(
+        project = locate(event, repo)
+        evidence = _evidence(event, repo_root=str(repo), unit_path=event.unit_path,
+                             project_dir=os.path.relpath(project, repo))  # fmt: skip
+        files = dependency_files(evidence, changed, every_macro=False) or dependency_files(
             evidence, changed
         )
+        if files or not (event.unit_path or "").endswith(".sql"):
+            return files
+        # a unit the manifest does not know (a compile error): the refs of its code
+        evidence.raw_code = read_repo_text(repo, event.unit_path or "")
+        return dependency_files(evidence, changed)
     dag = _dag_rel(event)
     roots = [Path(p) for p in (event.repo_path, str(repo)) if p]
     frames = repo_frames(parse_frames(event.traceback or event.log_excerpt or ""), roots)
     starts = list(dict.fromkeys([*([dag] if dag else []), *(f.path for f in frames)]))
     search = [dags_folder_of(event, repo, dag), *([(repo / dag).parent] if dag else []), repo]
     modules = collect_modules(repo, starts, list(dict.fromkeys(search)), _MODULES_BUDGET_CHARS)
-    evidence = Evidence(event=event, repo_root=str(repo), unit_path=dag,
-                        related_code=dict.fromkeys(modules, ""), frames=frames)  # fmt: skip
+    evidence = _evidence(event, repo_root=str(repo), unit_path=dag,
+                         related_code=dict.fromkeys(modules, ""), frames=frames)  # fmt: skip
     return dependency_files(evidence, changed)
+
+
+def _evidence(event: UniversalFailureEvent, **fields: Any) -> Evidence:
+    """A bare evidence bundle naming what `dependency_files` reads. Copied from one validated
+    bundle, not validated per unit: validating re-redacts the event (it was when it came in),
+    which costs milliseconds a unit for runs of hundreds of failed nodes."""
+    return _bare_evidence(event.source).model_copy(update={"event": event, **fields})
+
+
+@lru_cache(maxsize=8)
+def _bare_evidence(source: FailureSource) -> Evidence:
+    return Evidence(event=UniversalFailureEvent(source=source, pipeline_id="", unit_id=""),
+                    repo_root="")  # fmt: skip
 
 
 def _dag_rel(event: UniversalFailureEvent) -> str | None:
