@@ -21,7 +21,8 @@ the same failures at the same commit stay in the incident that holds them, whate
 was opened with (a run recorded open before its repository was known).
 
 Grouping is a best guess and never fails a run: a unit whose change cannot be read (no git, a
-commit the clone lacks) falls back to its cause key.
+commit the clone lacks, a root commit whose change is the whole tree) falls back to its cause
+key.
 """
 
 from __future__ import annotations
@@ -197,6 +198,8 @@ class _Changes:
             if good not in self._base:
                 self._base[good] = change_base(repo, good[1], event.commit)
             base = self._base[good]
+            if base is None:  # a root commit: its change is the whole tree, no grouping by it
+                return None
             where = (str(repo), base, event.commit)
             if where not in self._changed:
                 self._changed[where] = changed_files(repo, base, event.commit)
@@ -224,9 +227,7 @@ class _Changes:
 
 
 def _commits(repo: Path, base: str | None, head: str, files: list[str]) -> list[str]:
-    """The commits of base..head (head alone without a base) that touched `files`."""
-    if base is None:
-        return [head]
+    """The commits of base..head that touched `files`."""
     out = run_git(repo, "log", "--format=%H", f"{base}..{head}", "--", *files,
                   timeout_s=QUERY_TIMEOUT_S)  # fmt: skip
     return [line for line in out.split() if line] or [head]

@@ -257,3 +257,18 @@ def test_the_same_failures_at_the_same_commit_stay_in_the_incident_holding_them(
     assert heal_run(_patchit_home, memory, again) == [recorded.id]
     change(shop, "models/stg_orders.sql", "1 as", "2 as", "stg: another change")
     assert heal_run(_patchit_home, memory, [dbt_failure(shop, "plans", PLAN)]) != [recorded.id]
+
+
+def test_a_root_commit_is_no_change_to_group_by(tmp_path: Path) -> None:
+    """A repository's first commit changed every file: two unrelated failures of a DAG first
+    committed with both bugs stay two incidents, by cause."""
+    repo = tmp_path / "fresh"
+    (repo / "dags").mkdir(parents=True)
+    (repo / "dags" / "etl.py").write_text(AIRFLOW_DAG)
+    (repo / "dags" / "etl_lib.py").write_text(AIRFLOW_LIB)
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "etl")
+    events = [airflow_failure(repo, "extract", "'amount'"),
+              airflow_failure(repo, "total", "name 'totl' is not defined")]  # fmt: skip
+    groups = group_failures(events, NO_GOOD)
+    assert [g.key for g in groups] == [cause_key(e) for e in events]
