@@ -27,7 +27,9 @@ key.
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -36,7 +38,13 @@ from typing import Any
 
 from patchit.errors import PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
-from patchit.evidence.airflow import collect_modules, dags_folder_of, read_repo_text
+from patchit.evidence.airflow import (
+    collect_modules,
+    dags_folder_of,
+    find_task_callable,
+    parse_module,
+    read_repo_text,
+)
 from patchit.evidence.dbt import locate_project
 from patchit.evidence.gitlog import change_base, changed_files
 from patchit.evidence.model import Evidence
@@ -204,7 +212,7 @@ class _Changes:
             if where not in self._changed:
                 self._changed[where] = changed_files(repo, base, event.commit)
             changed = self._changed[where]
-            files = _unit_files(event, repo, changed, self._project) if changed else []
+            files = _unit_files(event, repo, changed, self._project, base) if changed else []
         except (PatchitError, OSError, ValueError):
             return None  # unreadable: its cause key groups it
         if not files:
@@ -238,6 +246,7 @@ def _unit_files(
     repo: Path,
     changed: list[str],
     locate: Callable[[UniversalFailureEvent, Path], Path] = locate_project,
+    base: str | None = None,
 ) -> list[str]:
     """The changed files the unit depends on or reads. For dbt, what the run's manifest says
     it reads; the project's other changed macros only when that is nothing (a macro renamed
@@ -263,7 +272,64 @@ def _unit_files(
     modules = collect_modules(repo, starts, list(dict.fromkeys(search)), _MODULES_BUDGET_CHARS)
     evidence = _evidence(event, repo_root=str(repo), unit_path=dag,
                          related_code=dict.fromkeys(modules, ""), frames=frames)  # fmt: skip
-    return dependency_files(evidence, changed)
+    files = dependency_files(evidence, changed)
+    head = event.commit
+    if dag in files and base and head and _other_tasks_only(repo, base, head, dag, event.unit_id):
+        files.remove(dag)  # the change in the DAG file is another task's: not this one's
+    return files
+
+
+def _other_tasks_only(repo: Path, base: str, head: str, dag: str, task_id: str) -> bool:
+    """Whether every line the change touched in the DAG file lies in the callable of another
+    task than `task_id` (a DAG file holds many tasks: a bug written into one is not the
+    change of another that failed beside it). Lines at module level, in the DAG's function or
+    in helpers count for every task."""
+    diff = run_git(repo, "diff", "-U0", "--no-color", "--no-renames", base, head, "--", dag,
+                   timeout_s=QUERY_TIMEOUT_S)  # fmt: skip
+    touched = _touched_lines(diff)
+    source = run_git(repo, "show", f"{head}:{dag}", timeout_s=QUERY_TIMEOUT_S)
+    own = find_task_callable(source, task_id)
+    tasks = _task_functions(source)
+    if not touched or own is None or own[0] not in tasks:
+        return False
+    others = [span for name, span in tasks.items() if name != own[0]]
+    return all(any(first <= line <= last for first, last in others) for line in touched)
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
+
+
+def _touched_lines(diff: str) -> set[int]:
+    """Lines of the new file a `-U0` diff added or rewrote; a pure deletion, the line it
+    follows."""
+    lines: set[int] = set()
+    for found in _HUNK.finditer(diff):
+        start, count = int(found[1]), int(found[2] if found[2] is not None else 1)
+        lines.update(range(start, start + count) if count else [max(start, 1)])
+    return lines
+
+
+def _task_functions(source: str) -> dict[str, tuple[int, int]]:
+    """The DAG file's task callables (a `@task...` function, or one a `python_callable=`
+    names): name -> (first line, decorators included, last line)."""
+    tree = parse_module(source)
+    if tree is None:
+        return {}
+    named = {
+        k.value.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for k in node.keywords
+        if k.arg == "python_callable" and isinstance(k.value, ast.Name)
+    }
+    spans: dict[str, tuple[int, int]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if node.name in named or any("task" in ast.unparse(d) for d in node.decorator_list):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            spans.setdefault(node.name, (first, node.end_lineno or node.lineno))
+    return spans
 
 
 def _evidence(event: UniversalFailureEvent, **fields: Any) -> Evidence:

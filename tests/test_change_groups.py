@@ -272,3 +272,45 @@ def test_a_root_commit_is_no_change_to_group_by(tmp_path: Path) -> None:
               airflow_failure(repo, "total", "name 'totl' is not defined")]  # fmt: skip
     groups = group_failures(events, NO_GOOD)
     assert [g.key for g in groups] == [cause_key(e) for e in events]
+
+
+TWO_TASKS = """from airflow.sdk import dag, task
+from etl_lib import load
+
+
+@dag(schedule=None)
+def etl():
+    @task
+    def extract():
+        return load()
+
+    @task
+    def total():
+        return 0
+
+    extract()
+    total()
+
+
+etl()
+"""
+
+
+def test_a_bug_written_into_one_task_is_not_the_change_of_another(tmp_path: Path) -> None:
+    repo = tmp_path / "two-tasks"
+    (repo / "dags").mkdir(parents=True)
+    (repo / "dags" / "etl.py").write_text(TWO_TASKS)
+    (repo / "dags" / "etl_lib.py").write_text(AIRFLOW_LIB)
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "etl")
+    change(repo, "dags/etl.py", "return load()", "return lod()", "extract: tidy")
+    extract = airflow_failure(repo, "extract", "name 'lod' is not defined")
+    total = airflow_failure(repo, "total", "the warehouse said no")
+    groups = group_failures([extract, total], NO_GOOD)
+    assert [g.files for g in groups] == [("dags/etl.py",), ()]
+    # a line at the DAG's level is every task's change
+    change(repo, "dags/etl.py", "@dag(schedule=None)", '@dag(schedule="@daily")', "daily")
+    extract = airflow_failure(repo, "extract", "name 'lod' is not defined")
+    total = airflow_failure(repo, "total", "the warehouse said no")
+    (group,) = group_failures([extract, total], NO_GOOD)
+    assert group.files == ("dags/etl.py",)
