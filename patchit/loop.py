@@ -21,7 +21,7 @@ from patchit.context import Context
 from patchit.delivery.approval import auto_deliver
 from patchit.delivery.notify import notify
 from patchit.errors import MemoryStoreError, PatchitError, VcsError
-from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.events.model import FailureSource, UniversalFailureEvent, repo_identity
 from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence
@@ -153,7 +153,14 @@ def _last_good_of(memory: Memory) -> LastGood:
 
 
 def _known_of(memory: Memory) -> Known:
-    return lambda event: memory.key_of_failure(error_fingerprint(event), event.repo_path)
+    def known(events: list[UniversalFailureEvent], any_commit: bool) -> str | None:
+        first = events[0]
+        return memory.key_of_failure(
+            list(dict.fromkeys(error_fingerprint(e) for e in events)), first.repo_path,
+            repo_identity(first), None if any_commit else first.commit,
+        )  # fmt: skip
+
+    return known
 
 
 # -- the steps ------------------------------------------------------------------------------

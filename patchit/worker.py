@@ -368,8 +368,9 @@ class Worker:
             batch.add(row.id, event, is_dbt=event.source is FailureSource.DBT)
 
     def _heal_others(self, batch: _Batch, memory: Memory) -> None:
-        """Airflow failures: grouped (a storm key for outside causes, the cause key otherwise)
-        and healed by the loop where their repository is known; recorded open otherwise."""
+        """Airflow failures: an outside cause's storm healed as one group; the others, where
+        their repository is known, one group per breaking change (`_heal_changes`); recorded
+        open by storm or cause key where it is not."""
         groups: dict[tuple[str, str | None], list[UniversalFailureEvent]] = {}
         storms: set[str] = set()
         for event in batch.other:

@@ -241,3 +241,76 @@ def test_a_run_recorded_without_healing_opens_the_incidents_a_heal_finds_again(
     assert recorded.status == "open" and recorded.events == 2
     again = [dbt_failure(shop, "plans", PLAN), dbt_failure(shop, "revenue", ORDER)]
     assert heal_run(_patchit_home, memory, again) == [recorded.id]
+
+
+def test_the_same_failures_at_the_same_commit_stay_in_the_incident_holding_them(
+    shop: Path, memory: Memory, _patchit_home: Path
+) -> None:
+    """A run recorded by cause key (its repository unknown then, or an older patchit) is
+    healed in that incident once the change can be read; a new commit still opens another."""
+    from patchit.memory.fingerprint import error_fingerprint
+
+    change(shop, "models/stg_orders.sql", "plan_code", "plan", "stg: rename plan_code")
+    old = dbt_failure(shop, "plans", PLAN)
+    recorded, _ = memory.open_or_attach(old, error_fingerprint(old), cause_key(old))
+    again = [dbt_failure(shop, "plans", PLAN), dbt_failure(shop, "revenue", ORDER)]
+    assert heal_run(_patchit_home, memory, again) == [recorded.id]
+    change(shop, "models/stg_orders.sql", "1 as", "2 as", "stg: another change")
+    assert heal_run(_patchit_home, memory, [dbt_failure(shop, "plans", PLAN)]) != [recorded.id]
+
+
+def test_a_root_commit_is_no_change_to_group_by(tmp_path: Path) -> None:
+    """A repository's first commit changed every file: two unrelated failures of a DAG first
+    committed with both bugs stay two incidents, by cause."""
+    repo = tmp_path / "fresh"
+    (repo / "dags").mkdir(parents=True)
+    (repo / "dags" / "etl.py").write_text(AIRFLOW_DAG)
+    (repo / "dags" / "etl_lib.py").write_text(AIRFLOW_LIB)
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "etl")
+    events = [airflow_failure(repo, "extract", "'amount'"),
+              airflow_failure(repo, "total", "name 'totl' is not defined")]  # fmt: skip
+    groups = group_failures(events, NO_GOOD)
+    assert [g.key for g in groups] == [cause_key(e) for e in events]
+
+
+TWO_TASKS = """from airflow.sdk import dag, task
+from etl_lib import load
+
+
+@dag(schedule=None)
+def etl():
+    @task
+    def extract():
+        return load()
+
+    @task
+    def total():
+        return 0
+
+    extract()
+    total()
+
+
+etl()
+"""
+
+
+def test_a_bug_written_into_one_task_is_not_the_change_of_another(tmp_path: Path) -> None:
+    repo = tmp_path / "two-tasks"
+    (repo / "dags").mkdir(parents=True)
+    (repo / "dags" / "etl.py").write_text(TWO_TASKS)
+    (repo / "dags" / "etl_lib.py").write_text(AIRFLOW_LIB)
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "etl")
+    change(repo, "dags/etl.py", "return load()", "return lod()", "extract: tidy")
+    extract = airflow_failure(repo, "extract", "name 'lod' is not defined")
+    total = airflow_failure(repo, "total", "the warehouse said no")
+    groups = group_failures([extract, total], NO_GOOD)
+    assert [g.files for g in groups] == [("dags/etl.py",), ()]
+    # a line at the DAG's level is every task's change
+    change(repo, "dags/etl.py", "@dag(schedule=None)", '@dag(schedule="@daily")', "daily")
+    extract = airflow_failure(repo, "extract", "name 'lod' is not defined")
+    total = airflow_failure(repo, "total", "the warehouse said no")
+    (group,) = group_failures([extract, total], NO_GOOD)
+    assert group.files == ("dags/etl.py",)

@@ -164,15 +164,20 @@ def build_plan(
 
 
 def task_script(event: UniversalFailureEvent, container_dag: str) -> str:
-    """The DAG file's import check, then (unless the failure was the import) the task."""
+    """The DAG file's import check, then (unless the failure was the import) the task and the
+    other failed tasks of its incident (`related_units`), each of which must pass."""
     path = json.dumps(container_dag)
     check = f'import runpy; runpy.run_path({path}, run_name="patchit_import_check")'
     script = shlex.join(["python", "-c", check])
     if event.status == "import_error":
         return script
-    test = ["airflow", "tasks", "test", event.pipeline_id, event.unit_id]
-    if event.logical_date is not None:
-        test.append(event.logical_date.isoformat())
-    if event.map_index is not None and event.map_index >= 0:
-        test += ["--map-index", str(event.map_index)]
-    return f"{script} && {shlex.join(test)}"
+    related = [str(u) for u in event.context.get("related_units") or []]
+    tests = []
+    for task in dict.fromkeys([event.unit_id, *related]):
+        test = ["airflow", "tasks", "test", event.pipeline_id, task]
+        if event.logical_date is not None:
+            test.append(event.logical_date.isoformat())
+        if task == event.unit_id and event.map_index is not None and event.map_index >= 0:
+            test += ["--map-index", str(event.map_index)]
+        tests.append(shlex.join(test))
+    return " && ".join([script, *tests])

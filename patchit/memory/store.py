@@ -88,18 +88,39 @@ class Memory(AttemptStore, DeliveryStore, OutcomeStore):
         return Incident.model_validate(rows[0]) if rows else None
 
     def key_of_failure(
-        self, fingerprint: str, repo_path: str | None, window_days: int = 14
+        self,
+        fingerprints: list[str],
+        repo_path: str | None,
+        repo_url: str | None = None,
+        commit: str | None = None,
+        window_days: int = 14,
     ) -> str | None:
-        """The key of the most recently active incident holding a failure of this fingerprint
-        in this repository within the window (an earlier run of the same failure), or None."""
+        """The key of the most recently active incident holding a failure of one of these
+        fingerprints (at `commit`, when given) in this repository (found as `find_incident`
+        finds it) within the window: an earlier run of the same failures; else None."""
+        if not fingerprints:
+            return None
         since = (_now() - timedelta(days=window_days)).isoformat()
-        rows = self._rows(
-            "select i.cause_key from events e join incidents i on i.id = e.incident_id"
-            " where e.fingerprint = ? and i.repo_path is ? and i.updated_utc >= ?"
-            " order by i.updated_utc desc limit 1",
-            (fingerprint, repo_path, since),
+        marks = ", ".join("?" * len(fingerprints))
+        sql = (
+            "select i.cause_key, e.json from events e join incidents i on i.id = e.incident_id"
+            f" where e.fingerprint in ({marks}) and i.updated_utc >= ?"
         )
-        return str(rows[0]["cause_key"]) if rows else None
+        params: list[Any] = [*fingerprints, since]
+        if repo_url:
+            sql += " and (i.repo_url = ? or (i.repo_url is null and i.repo_path is ?))"
+            params += [repo_url, repo_path]
+        else:
+            sql += " and i.repo_path is ?"
+            params.append(repo_path)
+        if commit:  # only events whose JSON holds the commit's text are read
+            sql += " and e.json like ? escape '!'"
+            params.append("%" + _like_escape(json.dumps(commit, ensure_ascii=False)) + "%")
+        rows = self._rows(sql + " order by i.updated_utc desc limit 32", tuple(params))
+        for row in rows:
+            if commit is None or json.loads(row["json"]).get("commit") == commit:
+                return str(row["cause_key"])
+        return None
 
     def create_incident(
         self, event: UniversalFailureEvent, fingerprint: str, cause_key: str

@@ -221,6 +221,18 @@ def test_import_errors_are_checked_by_import_only(compose_repo: Path) -> None:
     assert "airflow tasks test" not in script
 
 
+def test_every_failed_task_of_the_incident_is_tested(compose_repo: Path) -> None:
+    event = airflow_event(compose_repo, "shop_orders", "publish", "examples/airflow/dags/x.py")
+    event.context["related_units"] = ["notify", "publish"]
+    script = task_script(event, "/opt/airflow/dags/x.py")
+    assert script.count("airflow tasks test") == 2
+    day = event.logical_date.isoformat() if event.logical_date else ""
+    assert script.endswith(
+        f"&& airflow tasks test shop_orders publish {day}"
+        f" && airflow tasks test shop_orders notify {day}"
+    )
+
+
 def test_finding_the_compose_file(tmp_path: Path) -> None:
     (tmp_path / "compose.yml").write_text("services:\n  cache:\n    image: redis:7\n")
     assert find_compose_file(tmp_path) is None  # no Airflow service
