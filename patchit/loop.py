@@ -148,8 +148,6 @@ def group_by_cause(events: Iterable[UniversalFailureEvent]) -> list[list[Univers
     return list(groups.values())
 
 
-
-
 # -- the steps ------------------------------------------------------------------------------
 
 
