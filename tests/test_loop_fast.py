@@ -185,7 +185,7 @@ def test_a_screened_out_candidate_never_reaches_the_harness_nor_spends_an_attemp
     assert refusal is not None and refusal.startswith("repeated diff")
     report = Path(incident.report_md or "").read_text()
     assert "| screened_out |" in report and "does not bind" in report
-    assert "Attempt 1 screen output (`screen: fake screen`)" in report
+    assert "Attempt 1 screen output (<code>screen: fake screen</code>)" in report
 
 
 def test_a_screen_that_raises_is_reported_and_the_candidate_verified(

@@ -2,7 +2,7 @@
 
 A report is redacted once more as it is written (`patchit.redaction`): it quotes errors,
 outputs and diffs, and a report is what gets pasted into tickets. The Markdown one is also a
-pull request's body: what it quotes is escaped or fenced (`patchit.reports.markdown`).
+pull request's body: what it quotes is escaped or fenced (`patchit.markdown`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from patchit.markdown import Safe, code, escape_html, escape_outside_fences, fence
 from patchit.redaction import environment_secrets, scrub
 from patchit.reports.html import render_html
-from patchit.reports.markdown import Safe, code, escape_html, escape_outside_fences, fence
 from patchit.reports.model import RootCauseReport
 
 

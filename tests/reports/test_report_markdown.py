@@ -9,7 +9,7 @@ import re
 from markdown_it import MarkdownIt
 
 from patchit.fidelity.model import DataCheck, OutputDiff
-from patchit.reports.markdown import code, escape_outside_fences, fence
+from patchit.markdown import code, escape_outside_fences, fence
 from patchit.reports.model import AttemptLine, RootCauseReport
 from patchit.reports.render import render_markdown
 
