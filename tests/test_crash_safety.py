@@ -363,3 +363,18 @@ def test_max_crashes_is_the_operators_setting(
     assert stats.resumed == 1  # two crashes of three allowed: resumed once more
     assert memory.get_incident(left.id).status == "fixed"
     assert not memory.has_lease(left.id)
+
+
+def test_each_dead_run_is_counted_once_however_often_it_is_swept(
+    event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
+) -> None:
+    killed_mid_verification(_patchit_home, event)
+    [left] = memory.list_incidents()
+    owner = claim_owner()
+    for _ in range(3):  # swept by run after run that do not resume it (another host's, say)
+        assert sweep_dead_runs(_patchit_home, memory, owner).resumable == [left.id]
+    assert memory.crashes_of(left.id) == 1
+    outcome = run(make_ctx(_patchit_home, memory, [Scripted([edit(RIGHT)])],
+                           [FakeHarness.passing_when(JOB, RIGHT)]), event)  # fmt: skip
+    assert outcome.incident.status == "fixed"
+    assert memory.crashes_of(left.id) == 0  # a run that finished: the count went with its lease
