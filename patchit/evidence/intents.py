@@ -117,6 +117,8 @@ def _describe(kind: str, path: str, old: str, new: str, scope: str, place: str) 
         "parameter_renamed": f"renamed parameter {old} of {scope} to {new} in {path}",
         "airflow2_idiom": f"introduced the Airflow 2 idiom {new} in {path}",
     }
+    if path.endswith(_YAML) and kind == "model_renamed":  # beside its file's rename
+        return f"renamed model {old} to {new} in the properties file {path}"
     if path.endswith(_YAML) and kind.startswith("column_"):
         return texts[kind].replace(f" {model}", f" the properties of {scope}")
     if kind == "literal_changed" and path.endswith(_PY):

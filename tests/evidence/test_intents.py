@@ -245,6 +245,18 @@ def test_the_base_is_the_last_good_commit_when_it_is_an_ancestor(tmp_path: Path)
     assert len(change_intents(evidence(repo, last_good="0" * 40))) == 1  # unknown: the parent
 
 
+def test_a_model_renamed_in_its_file_and_its_properties(tmp_path: Path) -> None:
+    repo = project(tmp_path)
+    git(repo, "mv", STG_PATH, "models/staging/stg_billing_subs.sql")
+    change(repo, {"models/staging/schema.yml": ("- name: stg_subscriptions",
+                                                "- name: stg_billing_subs")})  # fmt: skip
+    assert sorted(described(change_intents(evidence(repo)))) == [
+        "renamed model stg_subscriptions to stg_billing_subs",
+        "renamed model stg_subscriptions to stg_billing_subs in the properties file "
+        "models/staging/schema.yml",
+    ]
+
+
 def test_read_intents_needs_no_git() -> None:
     after = STG.replace("    plan_code,\n", "    plan_code as plan_id,\n")
     found = read_intents([("stg.sql", STG, after), ("new.sql", None, "select 1")], [])
