@@ -12,7 +12,7 @@ import pytest
 from patchit.config import PatchitConfig
 from patchit.context import Context
 from patchit.harnesses.dbt import DbtHarness
-from patchit.loop import group_by_cause, heal_group
+from patchit.loop import group_by_change, heal_group
 from patchit.memory import Memory
 from patchit.patching.fixits.columns import RenameColumnStrategy
 from patchit.patching.fixits.follow_rename import FollowColumnRenameStrategy
@@ -56,8 +56,8 @@ def test_a_staging_rename_is_followed_to_every_consumer_in_one_candidate(
         harnesses=[DbtHarness(timeout_s=300)],
     )
     try:
-        [group] = group_by_cause(events)  # the YAML test failed; its model's readers skipped
-        outcome = heal_group(group, ctx)
+        [group] = group_by_change(events, ctx.memory)  # the YAML test failed; readers skipped
+        outcome = heal_group(group.events, ctx, group.key)
     finally:
         ctx.close()
     incident = outcome.incident

@@ -221,7 +221,7 @@ def incidents(
     """List incidents, newest first."""
     from patchit.cli.incidents_view import keep, parse_since, table
     from patchit.memory.ledger import Ledger
-    from patchit.reports.build import revert_label_of
+    from patchit.memory.records import revert_label_of
 
     after = parse_since(since) if since else None
 

@@ -41,6 +41,7 @@ from patchit.evidence.intents_other import (
 )
 from patchit.evidence.intents_sql import SqlIntent, sql_holds, sql_intents
 from patchit.evidence.model import Evidence
+from patchit.memory.records import REVERTS
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
 
 IntentKind = Literal[
@@ -49,7 +50,6 @@ IntentKind = Literal[
     "file_renamed", "file_moved", "file_deleted", "task_added", "parameter_renamed",
     "airflow2_idiom",
 ]  # fmt: skip
-REVERTS = "reverts your change"
 MAX_FILES = 200
 MAX_FILE_CHARS = 200_000
 _SECRET = re.compile(r"(^|/)(\.env[^/]*|[^/]*\.env|[^/]*secret[^/]*|[^/]*credential[^/]*|"

@@ -91,3 +91,15 @@ class PriorAttempt(BaseModel):
     diff: str = ""
     reason: str = ""
     output: str = Field(default="", description="verification output (tail), redacted")
+
+
+REVERTS = "reverts your change"  # the label of a candidate that undid an intent of the change
+
+
+def revert_label_of(attempts: list[AttemptRecord]) -> str | None:
+    """'reverts your change: <intent>' of the last passing candidate that undid an intent."""
+    for attempt in reversed(attempts):
+        at = attempt.reason.find(f"{REVERTS}: ")
+        if attempt.outcome == "needs_review" and at >= 0:
+            return attempt.reason[at:].split("; ", 1)[0]
+    return None

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from patchit.classify.model import FailureClass, Verdict
 from patchit.events.model import UniversalFailureEvent
-from patchit.evidence.intents import REVERTS, change_intents
+from patchit.evidence.intents import change_intents
 from patchit.evidence.model import Evidence
 from patchit.evidence.unit_files import unit_change
 from patchit.fidelity import DataCheck
 from patchit.harnesses.base import Verification
 from patchit.memory import AttemptRecord, Incident
+from patchit.memory.records import REVERTS, revert_label_of
 from patchit.patching.base import PatchCandidate
 from patchit.reports.confidence import fix_confidence
 from patchit.reports.model import AttemptLine, LlmSummary, RootCauseReport
@@ -52,15 +53,6 @@ def _attempt_lines(attempts: list[AttemptRecord]) -> list[AttemptLine]:
             )
         )
     return lines
-
-
-def revert_label_of(attempts: list[AttemptRecord]) -> str | None:
-    """'reverts your change: <intent>' of the last passing candidate that undid an intent."""
-    for attempt in reversed(attempts):
-        at = attempt.reason.find(f"{REVERTS}: ")
-        if attempt.outcome == "needs_review" and at >= 0:
-            return attempt.reason[at:].split("; ", 1)[0]
-    return None
 
 
 def _forward_tried(attempts: list[AttemptRecord]) -> list[str]:

@@ -26,7 +26,7 @@ def test_markdown_lists_each_unit_and_its_verdict() -> None:
     text = render_markdown(report())
     assert "## Units of the incident (the last candidate's run)" in text
     assert "| `model.shop.orders` | success |" in text
-    assert "| `model.shop.orders_by_day` | error <b>x</b> |" in text
+    assert "| `model.shop.orders_by_day` | error &lt;b&gt;x&lt;/b&gt; |" in text  # escaped
     fixed = render_markdown(report(verification="`dbt build` passed", status="fixed"))
     assert "## Units of the incident (the fix's run)" in fixed
     assert "Units of the incident" not in render_markdown(report(unit_verdicts={}))
