@@ -208,6 +208,23 @@ def test_a_unit_that_does_not_read_the_renamed_model_gets_nothing(tmp_path: Path
         ("select {{ m('x') }} as x from t", "select {{ m('x') }} as y from t", None),  # Jinja
         ("select x as a, x as b from t", "select x as c from t", {}),  # two gone, one expr
         ("select x from", "select x as y from t", None),  # does not parse
+        # dbt's style: the outputs are the CTE's that the closing `select *` passes on
+        (
+            "with r as (select id, d from t) select * from r",
+            "with r as (select id, d as day from t) select * from r",
+            {"d": "day"},
+        ),
+        (
+            "with r as (select d from t), f as (select * from r) select * from f",
+            "with r as (select d as day from t), f as (select * from r) select * from f",
+            {"d": "day"},
+        ),
+        (  # a `*` over a join, or over a relation outside the file, is not followed
+            "with r as (select d from t) select * from r join u using (id)",
+            "with r as (select d as day from t) select * from r join u using (id)",
+            None,
+        ),
+        ("with r as (select * from t) select * from r", "select d as day from t", None),
     ],
 )
 def test_renames_read_from_a_model_before_and_after(
@@ -245,3 +262,35 @@ def test_the_rename_is_followed_before_one_file_is_fixed_or_the_change_reverted(
     order = [s.name for s in load_strategies()]
     follow = order.index("dbt_follow_column_rename")
     assert follow < order.index("duckdb_rename_column") < order.index("partial_revert")
+
+
+JAFFLE_STAGING = (  # the dbt-labs/jaffle_shop shape: a CTE per step, `select *` at the end
+    "with source as (\n    select * from {{ ref('raw_orders') }}\n),\n\nrenamed as (\n"
+    "    select\n        id as order_id,\n        customer_id,\n        status\n"
+    "    from source\n)\n\nselect * from renamed\n"
+)
+JAFFLE_ORDERS = (  # a Jinja loop whose expressions are glued to names: `{{ m }}_amount`
+    "{% set methods = ['card', 'coupon'] %}\n\nwith orders as (\n"
+    "    select * from {{ ref('stg_orders') }}\n),\n\npayments as (\n    select\n"
+    "        order_id,\n        {% for m in methods -%}\n"
+    "        sum(case when method = '{{ m }}' then amount else 0 end) as {{ m }}_amount,\n"
+    "        {% endfor -%}\n        sum(amount) as total\n    from orders\n"
+    "    group by order_id\n),\n\nfinal as (\n    select\n        orders.order_id,\n"
+    "        orders.status,\n        {% for m in methods -%}\n"
+    "        payments.{{ m }}_amount,\n        {% endfor -%}\n        payments.total\n"
+    "    from orders\n    left join payments on orders.order_id = payments.order_id\n)\n\n"
+    "select * from final\n"
+)
+
+
+def test_a_staging_model_in_dbts_style_and_a_jinja_loop_consumer(tmp_path: Path) -> None:
+    repo = make_repo(
+        tmp_path, {STAGING: JAFFLE_STAGING, "models/marts/orders.sql": JAFFLE_ORDERS}
+    )  # make_repo renames `status` in the staging model's CTE
+    ev = evidence(repo, message='Binder Error: Values list "orders" does not have a column '
+                  'named "status"')  # fmt: skip
+    (candidate,) = fix(ev)
+    apply_edits(repo, candidate.edits)
+    orders = (repo / "models/marts/orders.sql").read_text()
+    assert "        orders.order_status as status,\n" in orders  # keeps the mart's output
+    assert "{{ m }}_amount" in orders and "status as order_status" in (repo / STAGING).read_text()

@@ -5,8 +5,10 @@ parses but moves every later token and hides which model a `{{ ref('x') }}` read
 fix-its that complete a change must edit the raw text at the exact spot of a column, and
 must know which relation each column comes from, so here each Jinja block is masked in place
 (same length, same lines): `{{ ref('m') }}` becomes the identifier `m`, any other expression
-the placeholder `_j`, a statement or comment block (or an expression alone on its line)
-blanks. sqlglot's identifier offsets are then offsets into the raw file.
+the placeholder `_j` (`_jjj...` over its whole width when it is glued to a name, as in
+`{{ method }}_amount`, so the name stays one identifier; `masked` tells either), a statement
+or comment block (or an expression alone on its line) blanks. sqlglot's identifier offsets
+are then offsets into the raw file.
 
 `exposes` answers, for a relation a scope selects from, whether a column name reaches it
 from one target model (through `*` of CTEs and subqueries), from elsewhere, not at all, or
@@ -30,6 +32,7 @@ _JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
 _REF = re.compile(r"\{\{-?\s*ref\(\s*(?:'(?P<a>\w+)'|\"(?P<b>\w+)\")\s*\)\s*-?\}\}")
 _MAX_DEPTH = 24
 PLACEHOLDER = "_j"
+_GLUED = re.compile(r"\w")
 
 Columns = Callable[[str], set[str] | None]
 Origin = Literal["target", "other", "absent", "unknown"]
@@ -54,7 +57,11 @@ def mask_in_place(text: str) -> str:
         tail_end = text.find("\n", match.end())
         tail = text[match.end() : tail_end if tail_end >= 0 else len(text)]
         alone = not head.strip() and not tail.strip()
-        return blank if alone else PLACEHOLDER + blank[len(PLACEHOLDER) :]
+        if alone:
+            return blank
+        if _GLUED.match(tail) or _GLUED.match(head[-1:]):  # `{{ m }}_amount`: one identifier
+            return PLACEHOLDER + "j" * (len(block) - len(PLACEHOLDER))
+        return PLACEHOLDER + blank[len(PLACEHOLDER) :]
 
     return _JINJA.sub(one, text)
 
@@ -89,6 +96,11 @@ def read_sql(text: str) -> Reading | None:
     except (SqlglotError, RecursionError, ValueError):
         return None
     return Reading(masked, tree, scopes) if scopes else None
+
+
+def masked(name: str) -> bool:
+    """Whether an identifier holds masked Jinja (`_j`, or a name glued to `_jjj...`)."""
+    return PLACEHOLDER in name
 
 
 def is_star(projection: exp.Expr) -> bool:

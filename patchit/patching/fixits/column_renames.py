@@ -7,7 +7,9 @@ is read from the model's outermost select before (the last good commit, else the
 commit's parent: `change_base`) and after the change: an output name gone, and exactly one
 new output name computed by the same expression.
 
-Nothing is read with doubt: a select with `*` (its outputs are not all in the text), an
+The outermost select is read through dbt's closing `select * from final` to the CTE it
+passes on (`_final_select`). Nothing is read with doubt: any other `*` (its outputs are not all
+in the text), an
 output whose expression holds Jinja or whose name is quoted, or two gone names computed by
 one expression give no rename.
 """
@@ -22,7 +24,7 @@ from sqlglot import exp
 from patchit.errors import VcsError
 from patchit.evidence.model import Evidence
 from patchit.patching.fixits._common import model_files
-from patchit.patching.fixits._sqlscope import PLACEHOLDER, is_star, read_sql
+from patchit.patching.fixits._sqlscope import is_star, masked, read_sql
 from patchit.patching.renames import changed_texts
 from patchit.patching.revert import change_base
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
@@ -52,20 +54,53 @@ def outputs(text: str) -> dict[str, _Output] | None:
     reading = read_sql(text)
     if reading is None or not isinstance(reading.tree, exp.Select):
         return None
+    select = _final_select(reading.tree)
+    if select is None:
+        return None
     found: dict[str, _Output] = {}
-    for projection in reading.tree.selects:
+    for projection in select.selects:
         if is_star(projection):
             return None
         inner = projection.this if isinstance(projection, exp.Alias) else projection
         names = [i for i in projection.find_all(exp.Identifier)]
         doubtful = any(i.quoted for i in names) or any(
-            i.name == PLACEHOLDER for i in inner.find_all(exp.Identifier)
+            masked(i.name) for i in inner.find_all(exp.Identifier)
         )
         name = projection.alias_or_name.lower()
         if name in found:
             return None  # two outputs of one name: not a model dbt builds
         found[name] = _Output(inner.sql(dialect="duckdb").lower(), doubtful)
     return found
+
+
+def _final_select(tree: exp.Select) -> exp.Select | None:
+    """The select that names a model's outputs. dbt's style ends a model with `select * from
+    final` (or `renamed`): that line passes one CTE's outputs on unchanged, so they are read
+    from the CTE, through as many such lines as there are. A `*` over anything else (a join,
+    a relation outside the file, `* exclude`) is not followed: None."""
+    ctes = {cte.alias.lower(): cte.this for cte in tree.ctes}
+    select: exp.Expr = tree
+    for _ in range(len(ctes) + 1):
+        if not isinstance(select, exp.Select):
+            return None
+        projections = select.selects
+        if not (len(projections) == 1 and is_star(projections[0])):
+            return select
+        star = projections[0].this if isinstance(projections[0], exp.Column) else projections[0]
+        source = select.args.get("from_") or select.args.get("from")
+        table = source.this if isinstance(source, exp.From) else None
+        plain = not any(star.args.get(k) for k in ("except_", "except", "replace", "rename"))
+        if (
+            not plain
+            or select.args.get("joins")
+            or select.args.get("group")
+            or not isinstance(table, exp.Table)
+            or table.db
+            or table.name.lower() not in ctes
+        ):
+            return None
+        select = ctes[table.name.lower()]
+    return None
 
 
 def column_renames(before: str, after: str) -> dict[str, str] | None:
