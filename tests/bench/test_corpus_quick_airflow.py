@@ -37,6 +37,6 @@ def test_no_user_tree_is_touched_and_the_summary_adds_up(quick_run: dict[str, An
     written = json.loads((quick_run["_results"] / "subset.json").read_text())
     assert written["summary"]["passed"] == summary["passed"] == 1
     assert (
-        "| af_key_typo | airflow_callback | fixed | fixed | code_bug |"
+        "| af_key_typo | airflow_callback | fixed | fixed | - | - | code_bug |"
         in (Path(quick_run["_results"]) / "subset.md").read_text()
     )

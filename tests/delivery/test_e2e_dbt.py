@@ -54,7 +54,10 @@ def test_failure_to_pull_request_to_merged_fix_then_its_regression(
     assert patchit_dbt(shop_repo, "build", extra=("--no-heal",)).returncode == 1
     res = patchit("track")
     assert f"incident {incident['id']}: regression" in res.stdout, res.stdout
-    [reopened] = incidents()
+    by_id = {i["id"]: i for i in incidents()}
+    reopened = by_id.pop(incident["id"])
+    # the failure of the new commit is a new breaking change: an incident of its own
+    assert len(by_id) == 1
     assert (reopened["status"], reopened["outcome"], reopened["needs_human"]) == (
         "open", "regression", True,
     )  # fmt: skip
