@@ -10,6 +10,8 @@ from pathlib import Path
 
 from patchit.errors import VcsError
 from patchit.evidence.model import Evidence
+from patchit.patching.apply import derive_edit
+from patchit.patching.base import FixIt, PatchCandidate
 from patchit.patching.fixits._common import read_repo_file
 from patchit.patching.renames import file_at
 from patchit.patching.revert import change_base
@@ -52,3 +54,28 @@ def file_change(evidence: Evidence, path: str) -> FileChange | None:
         if op in ("replace", "insert"):
             written.update(range(j1 + 1, j2 + 1))
     return FileChange(path, before, now, frozenset(written))
+
+
+def sql_unit_change(evidence: Evidence) -> FileChange | None:
+    """The change in the failing unit's SQL file; None when the unit is no SQL file or the
+    change left it as it was."""
+    path = evidence.unit_path
+    if path is None or not path.endswith(".sql"):
+        return None
+    return file_change(evidence, path)
+
+
+def rewrite_candidate(
+    fixit: FixIt, change: FileChange, text: str, rationale: str, confidence: float
+) -> list[PatchCandidate]:
+    """The one candidate that turns the changed file into `text`."""
+    return [
+        PatchCandidate(
+            strategy=fixit.name,
+            tag=fixit.tag,
+            tier=fixit.tier,
+            edits=[derive_edit(change.path, change.now, text)],
+            rationale=rationale,
+            confidence=confidence,
+        )
+    ]

@@ -23,9 +23,8 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope
 
 from patchit.evidence.model import Evidence
-from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
-from patchit.patching.fixits._change import file_change
+from patchit.patching.fixits._change import rewrite_candidate, sql_unit_change
 from patchit.patching.fixits._common import error_text
 from patchit.patching.fixits._sqlscope import Reading, read_sql
 
@@ -69,10 +68,8 @@ class QualifyAmbiguousStrategy(FixIt):
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         message = error_text(evidence)
         found = next((m for p in _AMBIGUOUS if (m := p.search(message))), None)
-        if found is None or evidence.unit_path is None or not evidence.unit_path.endswith(".sql"):
-            return []
-        change = file_change(evidence, evidence.unit_path)
-        if change is None or change.before is None:
+        change = sql_unit_change(evidence) if found is not None else None
+        if found is None or change is None or change.before is None:
             return []
         use = found.groupdict().get("use") or ""
         fixed = qualify(change.before, change.now, found.group("col"), use)
@@ -80,20 +77,12 @@ class QualifyAmbiguousStrategy(FixIt):
             return []
         text, qualifier, count = fixed
         col = found.group("col")
-        return [
-            PatchCandidate(
-                strategy=self.name,
-                tag=self.tag,
-                tier=self.tier,
-                edits=[derive_edit(evidence.unit_path, change.now, text)],
-                rationale=(
-                    f"the change joined a relation that also has {col}, so the bare {col} no "
-                    f"longer binds; before the change it came from {qualifier}: qualified it "
-                    f"as {qualifier}.{col} ({count} reference(s) in {evidence.unit_path})"
-                ),
-                confidence=0.85,
-            )
-        ]
+        why = (
+            f"the change joined a relation that also has {col}, so the bare {col} no longer "
+            f"binds; before the change it came from {qualifier}: qualified it as "
+            f"{qualifier}.{col} ({count} reference(s) in {change.path})"
+        )
+        return rewrite_candidate(self, change, text, why, confidence=0.85)
 
 
 def qualify(before: str, now: str, col: str, use: str = "") -> tuple[str, str, int] | None:

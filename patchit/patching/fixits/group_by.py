@@ -20,9 +20,8 @@ from typing import ClassVar
 from sqlglot import exp
 
 from patchit.evidence.model import Evidence
-from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
-from patchit.patching.fixits._change import file_change
+from patchit.patching.fixits._change import rewrite_candidate, sql_unit_change
 from patchit.patching.fixits._common import blank_regions, error_text
 from patchit.patching.fixits._sqlscope import read_sql
 
@@ -40,29 +39,19 @@ class GroupByNewColumnStrategy(FixIt):
 
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         found = _NOT_GROUPED.search(error_text(evidence))
-        if found is None or evidence.unit_path is None or not evidence.unit_path.endswith(".sql"):
-            return []
-        change = file_change(evidence, evidence.unit_path)
-        if change is None:
+        change = sql_unit_change(evidence) if found is not None else None
+        if found is None or change is None:
             return []
         fixed = add_to_group_by(change.now, found.group("col"), change.written)
         if fixed is None:
             return []
         text, column = fixed
-        return [
-            PatchCandidate(
-                strategy=self.name,
-                tag=self.tag,
-                tier=self.tier,
-                edits=[derive_edit(evidence.unit_path, change.now, text)],
-                rationale=(
-                    f"the change added {column} to an aggregating select of "
-                    f"{evidence.unit_path} without grouping by it: added {column} to its "
-                    f"GROUP BY (one row per group and {column}, as the new column means)"
-                ),
-                confidence=0.8,
-            )
-        ]
+        why = (
+            f"the change added {column} to an aggregating select of {change.path} without "
+            f"grouping by it: added {column} to its GROUP BY (one row per group and {column}, "
+            "as the new column means)"
+        )
+        return rewrite_candidate(self, change, text, why, confidence=0.8)
 
 
 def add_to_group_by(text: str, named: str, written: frozenset[int]) -> tuple[str, str] | None:

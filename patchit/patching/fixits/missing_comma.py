@@ -20,9 +20,8 @@ from typing import ClassVar
 
 from patchit.evidence.model import Evidence
 from patchit.evidence.sql_parse import mask_jinja, parse
-from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
-from patchit.patching.fixits._change import file_change
+from patchit.patching.fixits._change import rewrite_candidate, sql_unit_change
 from patchit.patching.fixits._common import blank_regions, error_text
 
 _NEAR = re.compile(r'syntax error at or near "(?P<token>[^"]+)"')
@@ -48,29 +47,19 @@ class MissingCommaStrategy(FixIt):
 
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         found = _NEAR.search(error_text(evidence))
-        if found is None or evidence.unit_path is None or not evidence.unit_path.endswith(".sql"):
-            return []
-        change = file_change(evidence, evidence.unit_path)
-        if change is None:
+        change = sql_unit_change(evidence) if found is not None else None
+        if found is None or change is None:
             return []
         fixed = add_comma(change.now, found.group("token"), change.written)
         if fixed is None:
             return []
         text, line = fixed
-        return [
-            PatchCandidate(
-                strategy=self.name,
-                tag=self.tag,
-                tier=self.tier,
-                edits=[derive_edit(evidence.unit_path, change.now, text)],
-                rationale=(
-                    f"the parser stopped at {found.group('token')!r}, the item after "
-                    f"{evidence.unit_path}:{line}, which the change wrote without the comma "
-                    f"that separates select items: added the comma, the item kept"
-                ),
-                confidence=0.9,
-            )
-        ]
+        why = (
+            f"the parser stopped at {found.group('token')!r}, the item after {change.path}:"
+            f"{line}, which the change wrote without the comma that separates select items: "
+            "added the comma, the item kept"
+        )
+        return rewrite_candidate(self, change, text, why, confidence=0.9)
 
 
 def add_comma(text: str, token: str, written: frozenset[int]) -> tuple[str, int] | None:
