@@ -175,3 +175,30 @@ def split_diff(diff: str) -> dict[str, str]:
         if path is not None:
             parts[path] += line
     return parts
+
+
+def resolve_commit(repo: Path, rev: str) -> str | None:
+    """The full id of the commit `rev` names, or None."""
+    try:
+        return run_git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}",
+                       timeout_s=QUERY_TIMEOUT_S).strip()  # fmt: skip
+    except VcsError:
+        return None
+
+
+def breaking_base(repo: Path, failing: str, last_good: str | None) -> tuple[str, str] | None:
+    """(commit, where it came from): memory's last good commit when it is an ancestor of the
+    failing one, else the failing commit's parent; None when neither exists. The one base of
+    the breaking change for the revert, the fix-its and the intents."""
+    failing_sha = resolve_commit(repo, failing)
+    if failing_sha is None:
+        return None
+    if last_good and (sha := resolve_commit(repo, last_good)) and sha != failing_sha:
+        try:
+            run_git(repo, "merge-base", "--is-ancestor", sha, failing_sha,
+                    timeout_s=QUERY_TIMEOUT_S)  # fmt: skip
+            return sha, "last good commit"
+        except VcsError:
+            pass  # not an ancestor (another branch, rewritten history): the parent instead
+    parent = resolve_commit(repo, f"{failing_sha}^1")
+    return (parent, "parent commit") if parent else None

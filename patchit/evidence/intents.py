@@ -32,6 +32,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from patchit.errors import VcsError
+from patchit.evidence.gitlog import breaking_base, resolve_commit
 from patchit.evidence.intents_other import (
     OtherIntent,
     python_holds,
@@ -224,19 +225,9 @@ def _commit(repo: Path, rev: str) -> str | None:
 
 
 def breaking_range(repo: Path, failing: str, last_good: str | None) -> tuple[str, str] | None:
-    """(base, failing) full ids: the last good commit when it is an ancestor of the failing
-    one, else the failing commit's parent; None without either."""
-    head = _commit(repo, failing)
-    if head is None:
-        return None
-    if last_good and (good := _commit(repo, last_good)) and good != head:
-        try:
-            _git(repo, "merge-base", "--is-ancestor", good, head)
-            return good, head
-        except VcsError:
-            pass  # another branch, rewritten history: the parent instead
-    parent = _commit(repo, f"{head}^1")
-    return (parent, head) if parent else None
+    """(base, failing) full ids: `breaking_base`'s base, and the failing commit."""
+    found, head = breaking_base(repo, failing, last_good), resolve_commit(repo, failing)
+    return (found[0], head) if found and head else None
 
 
 @lru_cache(maxsize=32)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from patchit.errors import VcsError
-from patchit.evidence.gitlog import changed_files
+from patchit.evidence.gitlog import breaking_base, changed_files
 from patchit.evidence.model import Evidence
 from patchit.evidence.unit_files import dependency_files
 from patchit.memory.diffs import diff_hash
@@ -161,20 +161,7 @@ def _resolve(repo: Path, rev: str) -> str | None:
         return None
 
 
-def change_base(repo: Path, failing: str, last_good: str | None) -> tuple[str, str] | None:
-    """(commit, where it came from): memory's last good commit when it is an ancestor of the
-    failing one, else the failing commit's parent; None when neither exists."""
-    failing_sha = _resolve(repo, failing)
-    if failing_sha is None:
-        return None
-    if last_good and (sha := _resolve(repo, last_good)) and sha != failing_sha:
-        try:
-            _git(repo, "merge-base", "--is-ancestor", sha, failing_sha)
-            return sha, "last good commit"
-        except VcsError:
-            pass  # not an ancestor (another branch, rewritten history): the parent instead
-    parent = _resolve(repo, f"{failing_sha}^1")
-    return (parent, "parent commit") if parent else None
+change_base = breaking_base  # its name for the fix-its that import it from here
 
 
 def _show(repo: Path, commit: str, path: str) -> str | None:
