@@ -7,10 +7,11 @@ import sys
 import click
 
 from patchit.cli.context import home_of
+from patchit.cli.incident_arg import incident_argument
 
 
 @click.command("inspect")
-@click.argument("incident_id")
+@incident_argument
 @click.option("--clean", is_flag=True, help="Remove the inspection worktree and its scratch.")
 @click.option("--no-run", is_flag=True, help="Only create the worktree; do not re-run the unit.")
 @click.pass_context

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import sys
 from pathlib import Path
@@ -18,13 +17,13 @@ from typing import TYPE_CHECKING
 import click
 
 from patchit import __version__
+from patchit.cli.incident_arg import incident_argument
 from patchit.cli.lazy import LazyCommand, LazyGroup
 from patchit.errors import BadInputError, PatchitError
 
 if TYPE_CHECKING:
     from patchit.memory import Memory
 
-_INCIDENT_ID = re.compile(r"\d{8}-[0-9a-f]{6}")
 INCIDENT_FIELDS = (
     "id",
     "fingerprint",
@@ -156,12 +155,14 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
     from patchit.intake.validate import check_healable
     from patchit.loop import heal
     from patchit.memory.lifecycle import Trigger
+    from patchit.memory.short_ids import looks_like_incident_id, resolve_incident_id
     from patchit.recovery import sweep_dead_runs
     from patchit.recurrence import at_head
 
     path = Path(target)
-    if not input_exists(path) and _INCIDENT_ID.fullmatch(target):
+    if not input_exists(path) and looks_like_incident_id(target):
         memory = _open_memory(ctx)
+        target = resolve_incident_id(memory, target)
         incident = memory.get_incident(target)
         if incident.status == "fixed":
             say(f"incident {incident.id} is already fixed: nothing to heal")
@@ -253,7 +254,7 @@ def incidents(
 
 
 @cli.command()
-@click.argument("incident_id")
+@incident_argument
 @click.option(
     "--format",
     "fmt",

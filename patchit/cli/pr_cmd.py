@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 
 from patchit.cli.context import home_of, open_memory
+from patchit.cli.incident_arg import incident_argument
 
 
 @click.command("pr")
-@click.argument("incident_id")
+@incident_argument
 @click.pass_context
 def pr(ctx: click.Context, incident_id: str) -> None:
     """Push a verified fix's branch and open (or update) its pull request.

@@ -7,10 +7,11 @@ import os
 import click
 
 from patchit.cli.context import home_of, open_memory
+from patchit.cli.incident_arg import incident_argument
 
 
 @click.command("approve")
-@click.argument("incident_id")
+@incident_argument
 @click.option("--why", default="", help="A note kept with the approval.")
 @click.pass_context
 def approve(ctx: click.Context, incident_id: str, why: str) -> None:
@@ -29,7 +30,7 @@ def approve(ctx: click.Context, incident_id: str, why: str) -> None:
 
 
 @click.command("reject")
-@click.argument("incident_id")
+@incident_argument
 @click.option("--why", required=True, help="What is wrong with the fix (kept in memory).")
 @click.pass_context
 def reject(ctx: click.Context, incident_id: str, why: str) -> None:
