@@ -271,17 +271,9 @@ def candidate_diff(files: list[FileChange], chosen: frozenset[Atom]) -> str:
 def _slot_text(slot: Slot, atoms: list[Atom], reverted: bool) -> str:
     """A reverted piece as `failing` -> `restored`; a kept one as the change made it."""
     if slot.kind == "added":
-        return (
-            f"dropped added line `{slot.fail.strip()}`"
-            if reverted
-            else (f"added `{slot.fail.strip()}`")
-        )
+        return f"dropped added {_line(slot.fail)}" if reverted else f"added {_line(slot.fail)}"
     if slot.kind == "removed":
-        return (
-            f"restored removed line `{slot.base.strip()}`"
-            if reverted
-            else (f"removed `{slot.base.strip()}`")
-        )
+        return f"restored removed {_line(slot.base)}" if reverted else f"removed {_line(slot.base)}"
     old, new = slot.tokens()
     whole = len(atoms) == len(slot.groups)
     spans = [(slot.fail, slot.base)] if whole else [
@@ -293,7 +285,14 @@ def _slot_text(slot: Slot, atoms: list[Atom], reverted: bool) -> str:
     return text if whole or not reverted else f"{text} (rest of the line kept)"
 
 
+def _line(text: str) -> str:
+    """A whole line as the report quotes it; a blank one is named, not quoted as `` ` ` ``."""
+    return f"line `{text.strip()}`" if text.strip() else "a blank line"
+
+
 def _edit_text(old: str, new: str, reverted: bool) -> str:
+    if not old and not new:
+        return "whitespace"
     if not old:
         return f"{'restored' if reverted else 'added'} `{new}`"
     if not new:

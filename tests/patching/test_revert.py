@@ -18,7 +18,13 @@ from patchit.patching.apply import preview_edits
 from patchit.patching.base import PatchCandidate, PriorAttempt, ProposalRequest, Strategy
 from patchit.patching.delta import build_plan, next_set, revert_texts, split_change
 from patchit.patching.diffs import unified_diff
-from patchit.patching.revert import MAX_RUNS, PartialRevertStrategy, review_reason
+from patchit.patching.revert import (
+    MAX_RUNS,
+    BreakingChange,
+    PartialRevertStrategy,
+    describe,
+    review_reason,
+)
 from tests.conftest import commit_all
 from tests.evidence.airflow_failures import init_repo, script_failure
 from tests.patching.contract import StrategyContract
@@ -288,3 +294,10 @@ def test_a_token_group_that_would_unbalance_the_line_is_not_tried_alone() -> Non
     plan = build_plan([change], lambda _p, _s: 2, {"never"})
     assert len(change.atoms()) == 2
     assert revert_texts([change], plan[0])["s.sql"] == base  # the line whole, first
+
+
+def test_the_rationale_names_a_blank_line_instead_of_quoting_it() -> None:
+    change = split_change("m.sql", "select a\nfrom t\n", "select a\n\nfrom tt\n")
+    every = frozenset(change.atoms())
+    words = describe(BreakingChange("a" * 40, "last good run", "b" * 40, [change]), every)
+    assert "a blank line" in words and "` `" not in words and "``" not in words, words
