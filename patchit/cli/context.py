@@ -20,8 +20,9 @@ if TYPE_CHECKING:  # imported where used: `patchit --help` must not load the loo
     from patchit.loop import HealOutcome
     from patchit.memory import Memory
 
-# patchit's own lines go to stderr so that stdout stays dbt's output, byte for byte
-console = Console(stderr=True, highlight=False)
+# patchit's own lines go to stderr so that stdout stays dbt's output, byte for byte; never
+# hard-wrapped (a log or CI page wraps for itself; a line cut at 80 columns breaks greps)
+console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def say(message: str) -> None:
