@@ -278,7 +278,18 @@ def report(ctx: click.Context, incident_id: str, fmt: str) -> None:
     path = incident.report_md if fmt == "md" else incident.report_json
     if not path or not Path(path).is_file():
         raise missing
-    click.echo(Path(path).read_text(encoding="utf-8"), nl=False)
+    text = Path(path).read_text(encoding="utf-8")
+    if fmt == "md" and sys.stdout.isatty():
+        _show_markdown(text)  # a person reads it; a pipe or a script gets the file as it is
+        return
+    click.echo(text, nl=False)
+
+
+def _show_markdown(text: str) -> None:
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    Console(highlight=False).print(Markdown(text, hyperlinks=False))
 
 
 def _html_report(
