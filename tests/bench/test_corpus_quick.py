@@ -20,8 +20,6 @@ from tests.bench.corpus_subset import (
     ci_sample,
 )
 
-pytestmark = pytest.mark.slow
-
 SAMPLE = ci_sample("dbt")
 
 
@@ -31,10 +29,12 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_the_sample_has_one_scenario_per_verdict_and_a_trap() -> None:
+    # fast: the rule reads the corpus's TOML files, no run
     assert [s.expect for s in SAMPLE] == ["fixed", "escalated", "refused"]
     assert SAMPLE[2].trap and all(s.kind == "dbt" for s in SAMPLE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", SAMPLE, ids=lambda s: s.name)
 def test_each_scenario_ends_as_expected(quick_run: dict[str, Any], scenario: Scenario) -> None:
     # fixed: its branch reproduces the good commit's values, by tier 0 alone; escalated: with
@@ -42,5 +42,6 @@ def test_each_scenario_ends_as_expected(quick_run: dict[str, Any], scenario: Sce
     assert_as_expected(scenario, by_name(quick_run)[scenario.name])
 
 
+@pytest.mark.slow
 def test_no_user_tree_is_touched_and_the_summary_adds_up(quick_run: dict[str, Any]) -> None:
     assert_summary_adds_up(SAMPLE, quick_run)
