@@ -1,9 +1,9 @@
 """The CI subset of the corpus, its Airflow part: the first fixed Airflow-callback scenario
 (`ci_sample` in tests/bench/corpus_subset.py) through the real runner (`patchit bench --only
 ...`), real Airflow, git and patchit subprocesses; the dbt part is
-tests/bench/test_corpus_quick.py, run beside this file by another xdist worker. Airflow's
-escalations and refusals are the judge's same paths as dbt's (there), and are run under real
-Airflow by tests/integrations/test_airflow_real.py."""
+tests/bench/test_corpus_quick.py, run beside this file by another xdist worker. An escalation
+or a refusal takes the judge's same path as dbt's (there); an escalation under real Airflow is
+in tests/integrations/test_airflow_real.py."""
 
 from __future__ import annotations
 
