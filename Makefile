@@ -13,7 +13,7 @@ export PATCHIT_HOME ?= $(CURDIR)/var
 PYTEST_WORKERS ?= 4
 PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: demo test test-fast fuzz lint typecheck install bubblewrap chromium postgres clean fault race
+.PHONY: demo test test-fast fuzz lint typecheck install bubblewrap chromium postgres clean fault race bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +85,12 @@ test-fast: install bubblewrap
 FAULT_KILLS ?= 100
 fault: install bubblewrap
 	$(BIN)/python -m patchit.bench.fault --kills $(FAULT_KILLS)
+
+# The whole scenario corpus (benchmarks/corpus, every scenario through the real runner; results
+# in benchmarks/results/latest.*). `make test` runs a sample of it: one scenario per expected
+# verdict (tests/bench/corpus_subset.py), and two scenarios on Postgres.
+bench: install bubblewrap
+	$(BIN)/patchit bench
 
 # Racing workers: 4 worker processes x 1,000 spooled events; each incident healed once.
 race: install

@@ -91,9 +91,11 @@ def migrated_airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
-def test_failing_task_spools_one_valid_event(
+def test_failing_task_spools_one_valid_event_and_the_worker_heals_it(
     migrated_airflow_home: Path, tmp_path: Path, _patchit_home: Path
 ) -> None:
+    """callback -> spool (one valid event) -> `patchit worker --once` -> evidence, rename_key,
+    Airflow harness: one `airflow dags test` of the failing DAG for both halves."""
     repo = tmp_path / "pipelines"
     (repo / "dags").mkdir(parents=True)
     (repo / "dags" / "orders_daily.py").write_text(DAG)
@@ -128,6 +130,28 @@ def test_failing_task_spools_one_valid_event(
     # `airflow dags test` runs with no API server: no log URL that points nowhere
     assert event.context["triggered_by"] == "test" and event.log_location is None
 
+    worker, incident = heal_spooled()
+    assert (incident["status"], incident["classification"]) == ("fixed", "code_bug"), worker.stderr[
+        -3000:
+    ]
+    branch = incident["branch"]
+    assert git(repo, "rev-parse", f"{branch}~1") == sha
+    assert 'row["amount"]' in git(repo, "show", f"{branch}:dags/orders_daily.py")
+    assert git(repo, "branch", "--show-current") == "main"
+    assert git(repo, "status", "--porcelain") == ""
+    # on the branch, the DAG passes under `airflow dags test` (patchit's callback spools nothing)
+    clone = tmp_path / "on-branch"
+    git(repo, "clone", "-q", "--branch", branch, str(repo), str(clone))
+    rerun = subprocess.run(
+        [AIRFLOW, "dags", "test", "orders_daily", "2026-11-26"],
+        env=airflow_env(migrated_airflow_home, clone / "dags", tmp_path / "other-home"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert "KeyError" not in rerun.stdout + rerun.stderr, rerun.stdout[-3000:]
+    assert not (tmp_path / "other-home" / "spool").exists()  # no failure was spooled
+
 
 def test_patchit_notifier_spools_like_the_callback(
     migrated_airflow_home: Path, tmp_path: Path, _patchit_home: Path
@@ -154,46 +178,6 @@ def test_patchit_notifier_spools_like_the_callback(
     assert len(rows) == 1, (proc.stdout + proc.stderr)[-3000:]
     event = UniversalFailureEvent.model_validate(json.loads(rows[0]["payload"]))
     assert (event.unit_id, event.error_type) == ("load", "KeyError")
-
-
-def test_failing_task_is_healed_by_the_worker(
-    migrated_airflow_home: Path, tmp_path: Path, _patchit_home: Path
-) -> None:
-    """callback -> spool -> `patchit worker --once` -> evidence, rename_key, Airflow harness."""
-    repo = tmp_path / "pipelines"
-    (repo / "dags").mkdir(parents=True)
-    (repo / "dags" / "orders_daily.py").write_text(DAG)
-    git(repo, "init", "-q", "-b", "main")
-    sha = commit_all(repo, "orders_daily DAG")
-    env = airflow_env(migrated_airflow_home, repo / "dags", _patchit_home)
-    subprocess.run(
-        [AIRFLOW, "dags", "test", "orders_daily", "2026-11-25"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    worker, incident = heal_spooled()
-    assert (incident["status"], incident["classification"]) == ("fixed", "code_bug"), worker.stderr[
-        -3000:
-    ]
-    branch = incident["branch"]
-    assert git(repo, "rev-parse", f"{branch}~1") == sha
-    assert 'row["amount"]' in git(repo, "show", f"{branch}:dags/orders_daily.py")
-    assert git(repo, "branch", "--show-current") == "main"
-    assert git(repo, "status", "--porcelain") == ""
-    # on the branch, the DAG passes under `airflow dags test` (patchit's callback spools nothing)
-    clone = tmp_path / "on-branch"
-    git(repo, "clone", "-q", "--branch", branch, str(repo), str(clone))
-    rerun = subprocess.run(
-        [AIRFLOW, "dags", "test", "orders_daily", "2026-11-26"],
-        env=airflow_env(migrated_airflow_home, clone / "dags", tmp_path / "other-home"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert "KeyError" not in rerun.stdout + rerun.stderr, rerun.stdout[-3000:]
-    assert not (tmp_path / "other-home" / "spool").exists()  # no failure was spooled
 
 
 REFUSED_DAG = DAG.replace(
