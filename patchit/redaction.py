@@ -362,14 +362,18 @@ def _scrub(value: Any, text: Callable[[str], str], depth: int) -> Any:
 
 # -- the environment --------------------------------------------------------------------------
 
+# configured tokens count: a webhook URL is its own credential (`PATCHIT_WEBHOOK_URL`), and a
+# DSN or the state URL carries the database password
 _ENV_SECRET_NAME = re.compile(
-    r"(?i)(password|passwd|secret|token|api_?key|private_?key|access_?key|credential)"
+    r"(?i)(password|passwd|secret|token|api_?key|private_?key|access_?key|credential"
+    r"|webhook|dsn|state_url)"
 )
 
 
 def environment_secrets(min_chars: int = 8, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of this process's environment variables whose names say they are secrets, and
-    Airflow connection URIs (`AIRFLOW_CONN_*`), which carry credentials whole."""
+    """Values of this process's environment variables whose names say they are secrets
+    (configured tokens and URLs that carry one included), and Airflow connection URIs
+    (`AIRFLOW_CONN_*`), which carry credentials whole."""
     env = os.environ if environ is None else environ
     return [
         value
