@@ -272,13 +272,10 @@ def check_runtimes(deep: bool = False) -> list[Check]:
 
 
 def run_checks(home: Path, config: SandboxConfig, deep: bool = False) -> list[Check]:
-    from patchit.doctor_home import check_state_dir
-
     return [
         *check_versions(),
         *check_bubblewrap(config),
         *check_home(home),
-        *check_state_dir(home, config),
         check_state(home),
         *check_runtimes(deep),
     ]
