@@ -362,11 +362,10 @@ def _scrub(value: Any, text: Callable[[str], str], depth: int) -> Any:
 
 # -- the environment --------------------------------------------------------------------------
 
-# configured tokens count: a webhook URL is its own credential (`PATCHIT_WEBHOOK_URL`), and a
-# DSN or the state URL carries the database password
+# configured tokens count: a webhook URL is its own credential (`PATCHIT_WEBHOOK_URL`); a
+# URL's password is masked by the URL pattern
 _ENV_SECRET_NAME = re.compile(
-    r"(?i)(password|passwd|secret|token|api_?key|private_?key|access_?key|credential"
-    r"|webhook|dsn|state_url)"
+    r"(?i)(password|passwd|secret|token|api_?key|private_?key|access_?key|credential|webhook)"
 )
 
 

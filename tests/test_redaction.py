@@ -260,9 +260,7 @@ def test_environment_secrets_take_secret_named_values_and_airflow_connections() 
         "SHOP_REGION": "eu-west-1-region",
         "SHORT_TOKEN": "abc",
         "PATCHIT_WEBHOOK_URL": "https://hooks.example.test/services/T0/B0/xyz",
-        "PATCHIT_STATE_URL": "postgresql://patchit:statepw@db/patchit",
     }
     found = environment_secrets(environ=env)
     assert set(found) == {"very-long-pw-value", "tok-1234567890", "postgres://u:p@db/x",
-                          "https://hooks.example.test/services/T0/B0/xyz",
-                          "postgresql://patchit:statepw@db/patchit"}  # fmt: skip
+                          "https://hooks.example.test/services/T0/B0/xyz"}  # fmt: skip
