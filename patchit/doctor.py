@@ -4,9 +4,11 @@ Each check is one `Check` line, `ok`, `warn` or `fail`, with the fix when it is 
 versions (patchit, Python, dbt, Airflow, anthropic), bubblewrap and which isolation layers it
 can enforce on this machine (the same probe the harnesses use), `$PATCHIT_HOME` and the
 integrity of patchit's SQLite files (memory and spool, opened read-only: `PRAGMA
-integrity_check`), which state backend is in use (embedded SQLite, or the Postgres state URL:
-reachable or not), and whether dbt and Airflow can be reached. Nothing is changed, and no
-dbt or Airflow process is started unless `deep` asks for it.
+integrity_check`), what the state dir needs at run time, each tried (`patchit.doctor_home`:
+the files take a write, there is free space, a sandboxed child cannot read the host's
+secrets nor the state dir), which state backend is in use (embedded SQLite, or the Postgres
+state URL: reachable or not), and whether dbt and Airflow can be reached. Nothing is changed,
+and no dbt or Airflow process is started unless `deep` asks for it.
 """
 
 from __future__ import annotations
@@ -102,8 +104,9 @@ def check_bubblewrap(config: SandboxConfig) -> list[Check]:
                       "fall back to a plain subprocess with no write, network, process or "
                       "secret confinement", "apt-get install bubblewrap")]  # fmt: skip
     checks = [
+        # whether the host's secrets are hidden is probed, not claimed (`doctor_home`)
         Check("ok", "bubblewrap", "enforces " + ", ".join([*enforcement.layers, "no network",
-              "env allowlist", "host secrets hidden", "private /tmp", "read-only root"]))
+              "env allowlist", "private /tmp", "read-only root"]))
     ]  # fmt: skip
     for layer, why in enforcement.missing:
         checks.append(Check("warn", f"bubblewrap {layer}", f"not enforced ({why})",

@@ -18,7 +18,10 @@ stay readable. What it masks:
   `db_password`, `X-Api-Key`) in `KEY=value`, `key: value`, `"key": "value"`, `--key value`
   and `Header: value` forms;
 - literal values the caller knows are secret (profile passwords, secret-named environment
-  variables).
+  variables, configured tokens), and their encoded copies: base64 (standard and URL-safe,
+  padded or not, alone or inside a longer stream), hex and reversed (`patchit.secret_forms`).
+  A `Redactor` computes those forms once for its secrets; `redact` and `scrub` keep the last
+  sets they were given, so a caller passing `environment_secrets()` each time pays once.
 
 It runs in linear time: every pattern starts at a literal or at the start of a name and its
 repetitions are possessive or bounded, and a text longer than `MAX_TEXT_CHARS` keeps its head
@@ -30,10 +33,13 @@ Standard library only: the Airflow callback imports it inside the task process.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from patchit.secret_forms import secret_forms
 
 MASK = "***REDACTED***"
 MAX_TEXT_CHARS = 200_000
@@ -222,16 +228,26 @@ def _has_name_hint(lowered: str) -> bool:
 
 
 def _literal_secrets(extra_secrets: Iterable[str]) -> tuple[str, ...]:
-    """Longest first, so a secret that contains another is masked whole."""
+    """Each named secret once (at least 4 characters), sorted: the key of its forms' cache."""
     found = {clean_text(s) for s in extra_secrets if isinstance(s, str) and len(s) >= 4}
-    return tuple(sorted(found, key=len, reverse=True))
+    return tuple(sorted(found))
 
 
-def _redact(text: str, secrets: tuple[str, ...], max_chars: int) -> str:
-    text = clean_text(cap_text(text, max_chars))
+@functools.lru_cache(maxsize=32)
+def _literal_forms(secrets: tuple[str, ...]) -> tuple[str, ...]:
+    """The secrets and their encoded forms, longest first, so a secret (or form) that
+    contains another is masked whole."""
+    found = set(secrets)
     for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
+        found.update(secret_forms(secret))
+    return tuple(sorted(found, key=lambda form: (-len(form), form)))
+
+
+def _redact(text: str, literals: tuple[str, ...], max_chars: int) -> str:
+    text = clean_text(cap_text(text, max_chars))
+    for literal in literals:
+        if literal in text:
+            text = text.replace(literal, MASK)
     text = _mask_pem(text)
     lowered = text.lower()
     if "authorization" in lowered:
@@ -251,12 +267,51 @@ def _redact(text: str, secrets: tuple[str, ...], max_chars: int) -> str:
     return text
 
 
+class Redactor:
+    """The one redactor for a set of named secrets (profile passwords, secret-named
+    environment values, configured tokens): their encoded forms are computed once, here,
+    and every text or structure it is given is masked with them and with the patterns."""
+
+    def __init__(self, secrets: Iterable[str] = (), max_chars: int = MAX_TEXT_CHARS) -> None:
+        self.literals = _literal_forms(_literal_secrets(secrets))
+        self.max_chars = max_chars
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret masked (see the module docstring); capped, UTF-8 safe."""
+        return _redact(text, self.literals, self.max_chars) if text else text
+
+    def mask_named(self, text: str) -> str:
+        """`text` with only the named secrets and their forms masked, for code (a diff) that
+        the patterns would garble: `api_key = os.environ[...]` is code, not a secret."""
+        for literal in self.literals:
+            if literal in text:
+                text = text.replace(literal, MASK)
+        return text
+
+    def redact_leaves(self, value: Any) -> Any:
+        """A JSON-like structure of patchit's own (a model's dump) with every string in it
+        redacted, its keys and shape kept: its field names and unit ids are not secrets, and
+        masking a value by its key's name would change what it says (`user_auth: pass`)."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, Mapping):
+            return {key: self.redact_leaves(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.redact_leaves(item) for item in value]
+        return value
+
+    def scrub(self, value: Any) -> Any:
+        """A JSON-like structure redacted whole (see `scrub`)."""
+        return _scrub(value, self.redact, 0)
+
+
 def redact(text: str, extra_secrets: Iterable[str] = (), max_chars: int = MAX_TEXT_CHARS) -> str:
-    """Mask secrets in `text`; literal `extra_secrets` (e.g. profile passwords) are masked
-    first. Longer texts keep `max_chars` (head and tail); lone surrogates are escaped."""
+    """Mask secrets in `text`; literal `extra_secrets` (e.g. profile passwords) and their
+    encoded forms are masked first. Longer texts keep `max_chars` (head and tail); lone
+    surrogates are escaped."""
     if not text:
         return text
-    return _redact(text, _literal_secrets(extra_secrets), max_chars)
+    return _redact(text, _literal_forms(_literal_secrets(extra_secrets)), max_chars)
 
 
 def is_secret_name(name: str) -> bool:
@@ -270,12 +325,7 @@ def scrub(value: Any, extra_secrets: Iterable[str] = (), max_chars: int = MAX_TE
 
     Dicts, lists and tuples are copied; other values are returned as they are.
     """
-    secrets = _literal_secrets(extra_secrets)
-
-    def text(value: str) -> str:
-        return _redact(value, secrets, max_chars)
-
-    return _scrub(value, text, 0)
+    return Redactor(extra_secrets, max_chars).scrub(value)
 
 
 def _is_value(item: Any) -> bool:
@@ -312,14 +362,17 @@ def _scrub(value: Any, text: Callable[[str], str], depth: int) -> Any:
 
 # -- the environment --------------------------------------------------------------------------
 
+# configured tokens count: a webhook URL is its own credential (`PATCHIT_WEBHOOK_URL`); a
+# URL's password is masked by the URL pattern
 _ENV_SECRET_NAME = re.compile(
-    r"(?i)(password|passwd|secret|token|api_?key|private_?key|access_?key|credential)"
+    r"(?i)(password|passwd|secret|token|api_?key|private_?key|access_?key|credential|webhook)"
 )
 
 
 def environment_secrets(min_chars: int = 8, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of this process's environment variables whose names say they are secrets, and
-    Airflow connection URIs (`AIRFLOW_CONN_*`), which carry credentials whole."""
+    """Values of this process's environment variables whose names say they are secrets
+    (configured tokens and URLs that carry one included), and Airflow connection URIs
+    (`AIRFLOW_CONN_*`), which carry credentials whole."""
     env = os.environ if environ is None else environ
     return [
         value

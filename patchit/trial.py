@@ -21,7 +21,7 @@ from patchit.context import Context
 from patchit.errors import PatchitWarning
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.model import Evidence
-from patchit.evidence.redact import profile_secrets, redact
+from patchit.evidence.redact import profile_secrets
 from patchit.faults import checkpoint
 from patchit.fidelity import DataCheck, check_candidate
 from patchit.fidelity.ahead import BaselineAhead
@@ -34,6 +34,7 @@ from patchit.patching.diffs import unified_diff
 from patchit.patching.renamed_units import followed_event
 from patchit.policy.intents import intent_review
 from patchit.policy.precheck import precheck
+from patchit.redaction import Redactor, environment_secrets
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 from patchit.sync.branch import (
     branch_name,
@@ -222,10 +223,10 @@ def _screen(bench: Bench, workspace: Workspace, files: list[str]) -> Screening:
             stacklevel=2,
         )
         return Screening.nothing(f"the screen failed: {exc!r}")
-    secrets = _secrets(bench.event)
+    redactor = _redactor(bench.event)
     screening = screening.model_copy(
-        update={"reason": redact(screening.reason, secrets),
-                "output": redact(screening.output, secrets)}
+        update={"reason": redactor.redact(screening.reason),
+                "output": redactor.redact(screening.output)}
     )  # fmt: skip
     if screening.passed and (screening.screened or screening.skipped):
         bench.ctx.say(f"  {screening.summary()} in {screening.duration_ms} ms")
@@ -249,18 +250,22 @@ def _screened_out(bench: Bench, trial: Trial, screening: Screening) -> None:
     bench.ctx.say(f"  screened out in {screening.duration_ms} ms: {screening.reason}")
 
 
-def _secrets(event: UniversalFailureEvent) -> list[str]:
+def _redactor(event: UniversalFailureEvent) -> Redactor:
+    """The named secrets of this run: the verbatim --vars' and this process's environment's
+    (a unit may print either, plainly or encoded)."""
     raw_vars = event.dbt.replay_vars() if event.dbt else None
-    return profile_secrets(raw_vars) if raw_vars else []
+    return Redactor([*(profile_secrets(raw_vars) if raw_vars else []), *environment_secrets()])
 
 
 def _redacted(event: UniversalFailureEvent, result: Verification) -> Verification:
-    """The sandbox ran with the verbatim --vars; nothing stored or shown may carry them."""
-    secrets = _secrets(event)
+    """The sandbox ran with the verbatim --vars and the environment's values; nothing stored
+    or shown may carry them (`outputs` are patchit's own paths, read by the data check)."""
+    redactor = _redactor(event)
     return result.model_copy(
         update={
-            "command": redact(result.command, secrets),
-            "output": redact(result.output, secrets),
+            "command": redactor.redact(result.command),
+            "output": redactor.redact(result.output),
+            "failures": [redactor.redact(unit) for unit in result.failures],
         }
     )
 
@@ -384,9 +389,10 @@ def land(bench: Bench, trial: Trial) -> Landing:
 
 
 def _commit_message(bench: Bench, trial: Trial) -> str:
+    """The branch's commit message: written into the user's repository, so redacted."""
     candidate = trial.candidate
     data = f"Data check: {trial.data.summary}\n" if trial.data is not None else ""
-    return (
+    return _redactor(bench.event).redact(
         f"patchit: {candidate.rationale}\n\n"
         f"Incident: {bench.incident_id}\n"
         f"Failing unit: {bench.event.unit_id}\n"

@@ -259,6 +259,8 @@ def test_environment_secrets_take_secret_named_values_and_airflow_connections() 
         "AIRFLOW_CONN_WAREHOUSE": "postgres://u:p@db/x",
         "SHOP_REGION": "eu-west-1-region",
         "SHORT_TOKEN": "abc",
+        "PATCHIT_WEBHOOK_URL": "https://hooks.example.test/services/T0/B0/xyz",
     }
     found = environment_secrets(environ=env)
-    assert set(found) == {"very-long-pw-value", "tok-1234567890", "postgres://u:p@db/x"}
+    assert set(found) == {"very-long-pw-value", "tok-1234567890", "postgres://u:p@db/x",
+                          "https://hooks.example.test/services/T0/B0/xyz"}  # fmt: skip

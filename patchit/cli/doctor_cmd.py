@@ -39,6 +39,7 @@ def doctor(ctx: click.Context, repo: Path | None, deep: bool) -> None:
     """
     from patchit.doctor import exit_code, run_checks
     from patchit.doctor_airflow import check_heal
+    from patchit.doctor_home import check_state_dir
     from patchit.doctor_warehouse import check_warehouse
 
     root = (repo or Path.cwd()).resolve()
@@ -46,6 +47,7 @@ def doctor(ctx: click.Context, repo: Path | None, deep: bool) -> None:
     checks = [
         *said,
         *run_checks(home_of(ctx), config.sandbox, deep=deep),
+        *check_state_dir(home_of(ctx), config.sandbox),
         *check_warehouse(root, config.sandbox),
         *check_heal(root),
     ]

@@ -13,6 +13,7 @@ followed by garbage) is moved aside whole to `spool/damaged/`, and the import go
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -156,9 +157,26 @@ def append_fallback(event: dict[str, Any], home: Path) -> Path:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if inode_of(path) != os.fstat(fd).st_ino:
                 continue  # the worker took this file for import while we waited: reopen
-            os.write(fd, line)
-            os.fsync(fd)
+            _write_whole(fd, line)
             return path
         finally:
             os.close(fd)
     raise OSError(f"{path}: could not append (the file kept being replaced)")
+
+
+def _write_whole(fd: int, line: bytes) -> None:
+    """Append `line` whole and durably, or leave the file as it was and raise: a full disk
+    takes part of a write and refuses the rest (ENOSPC, EFBIG), which would leave a torn line
+    that merges with the next producer's."""
+    start = os.lseek(fd, 0, os.SEEK_END)
+    try:
+        written = 0
+        while written < len(line):
+            written += os.write(fd, line[written:])
+        os.fsync(fd)
+    except OSError:
+        # not expected to fail (it frees space); if it does, the import keeps the torn line
+        # as a bad row
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise

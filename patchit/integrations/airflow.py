@@ -18,6 +18,9 @@ DAG through the Airflow REST API with the event as the run's conf instead
 (`patchit.integrations.airflow_trigger`), and spools when that fails, so no failure is lost.
 A failure of the heal DAG itself is neither triggered nor spooled.
 
+On a full disk the event is held in memory and tried again a few times, then said on stderr
+(`patchit.integrations.airflow_keep`).
+
 It also records the failing frame's locals as names and types (`runtime_locals`, see
 `patchit.intake.frame_locals`: a CSV row's keys, an object's attributes, never a value), read
 from the exception's traceback while it is still alive; `PATCHIT_CAPTURE_LOCALS=0` or
@@ -42,7 +45,7 @@ from patchit.dbt_args import dbt_args_in_shell, option_value, runs_dbt_in_shell
 from patchit.home import resolve_home
 from patchit.intake.frame_locals import failing_frame_locals
 from patchit.intake.gitinfo import find_git_root, read_branch, read_head, read_remote_url
-from patchit.intake.spool import spool_event
+from patchit.integrations.airflow_keep import keep as _keep
 from patchit.integrations.airflow_trigger import (
     DEFAULT_HEAL_DAG_ID,
     HealSettings,
@@ -332,7 +335,7 @@ def _hand_over(event: dict[str, Any], settings: HealSettings, home: Path) -> Non
             # said before spooling: a spool that fails says its own
             _warn(f"could not trigger {settings.dag_id} ({why}); spooling the "
                   f"failure in {home} for `patchit worker` instead")  # fmt: skip
-            spool_event(event, home)
+            _keep(event, home)
             return
         if run.existed:  # the run id is the event's: this very event, handed over before
             _log.info("patchit: %s run %s already exists: this failure was handed over before",
@@ -341,7 +344,7 @@ def _hand_over(event: dict[str, Any], settings: HealSettings, home: Path) -> Non
             _log.info("patchit: triggered %s run %s to heal this failure", settings.dag_id,
                       run.run_id)  # fmt: skip
         return
-    spool_event(event, home)
+    _keep(event, home)
 
 
 def make_failure_callback(

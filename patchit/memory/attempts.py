@@ -10,7 +10,7 @@ from typing import Protocol
 from patchit.memory.diffs import diff_hash
 from patchit.memory.records import AttemptOutcome, AttemptRecord, PriorAttempt
 from patchit.memory.sqlite import SqliteStore, now_utc
-from patchit.redaction import environment_secrets, redact
+from patchit.redaction import Redactor, environment_secrets
 
 TRIED_OUTCOMES = ("verified", "failed", "needs_review")
 _TRIED = ", ".join("?" * len(TRIED_OUTCOMES))
@@ -44,6 +44,24 @@ class Candidate(Protocol):
     def cost_usd(self) -> float: ...
 
 
+def redacted_verified_json(verified_json: str | None, redactor: Redactor) -> str | None:
+    """A verified attempt's JSON with every field redacted but the candidate's edits: those
+    are the patch itself, landed verbatim after a crash (they were made from redacted
+    evidence). JSON that does not parse is kept redacted as text (it cannot land anyway)."""
+    if verified_json is None:
+        return None
+    try:
+        data = json.loads(verified_json)
+    except ValueError:
+        return redactor.redact(verified_json)
+    candidate = data.get("candidate") if isinstance(data, dict) else None
+    edits = candidate.pop("edits", None) if isinstance(candidate, dict) else None
+    data = redactor.redact_leaves(data)
+    if edits is not None:
+        data["candidate"]["edits"] = edits
+    return json.dumps(data)
+
+
 class AttemptStore(SqliteStore):
     def record_attempt(
         self,
@@ -64,7 +82,7 @@ class AttemptStore(SqliteStore):
         check) and the `commit` it was verified on: it is recorded before it lands, so a run
         killed in between leaves what the next run needs to land it."""
         files = list(dict.fromkeys(edit.path for edit in candidate.edits))
-        secrets = environment_secrets()
+        redactor = Redactor(environment_secrets())
         row = {
             "incident_id": incident_id,
             "fingerprint": fingerprint,
@@ -73,17 +91,17 @@ class AttemptStore(SqliteStore):
             "tag": candidate.tag,
             "tier": candidate.tier,
             "files": json.dumps(files),
-            "diff": diff,
+            "diff": redactor.mask_named(diff),  # code: patterns would garble it
             "outcome": AttemptOutcome(outcome).value,
-            "reason": redact(reason, secrets),
-            "verification_output": redact(verification_output, secrets),
+            "reason": redactor.redact(reason),
+            "verification_output": redactor.redact(verification_output),
             "duration_ms": duration_ms,
             "tokens_in": candidate.tokens_in,
             "tokens_out": candidate.tokens_out,
             "cost_usd": candidate.cost_usd,
             "created_utc": now_utc().isoformat(),
             "commit": commit,
-            "verified_json": verified_json,
+            "verified_json": redacted_verified_json(verified_json, redactor),
         }
         with self._write() as db:
             self._require_incident(incident_id)

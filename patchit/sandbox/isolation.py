@@ -401,8 +401,11 @@ def host_secrets() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
             continue
         if real.is_dir() and real not in _NEVER_HIDDEN and real not in dirs:
             dirs.append(real)
+    # $PATCHIT_HOME wherever it is: directly under / (`/phome`), inside the user's checkout,
+    # in a home dir; only a dir the system needs whole (/, /tmp, /var) cannot be covered,
+    # and `patchit doctor` probes whether it really is hidden
     home = resolve_home()
-    if len(home.parts) > 2 and home not in _NEVER_HIDDEN:
+    if len(home.parts) >= 2 and home not in _NEVER_HIDDEN and home.is_dir():
         dirs.append(home)
     dirs = [d for d in dirs if not any(_within(d, other) and d != other for other in dirs)]
     files: list[Path] = []

@@ -107,12 +107,14 @@ def test_broken_context_never_raises(context: Any, _patchit_home: Path) -> None:
     on_failure_callback(context)  # must return, whatever it got
 
 
-def test_unwritable_home_only_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_unwritable_home_only_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a dir")
     callback = make_failure_callback(home=blocker / "home")
     callback({"ti": FakeTI(), "exception": ValueError("x")})
-    assert "could not spool the failure (NotADirectoryError" in caplog.text
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("patchit: could not keep the failure of orders_daily.load_orders")
+    assert "(NotADirectoryError" in line and str(blocker / "home" / "spool") in line
 
 
 def test_bash_dbt_task_is_marked_runs_dbt(tmp_path: Path) -> None:

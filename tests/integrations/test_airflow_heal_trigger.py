@@ -201,7 +201,10 @@ def test_the_config_declares_the_callbacks_keys_with_the_same_defaults() -> None
 
 
 def test_a_failed_trigger_and_a_failed_spool_are_both_said_never_raised(
-    dag_repo: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    dag_repo: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a dir")
@@ -209,7 +212,9 @@ def test_a_failed_trigger_and_a_failed_spool_are_both_said_never_raised(
     make_failure_callback(home=blocker / "home", heal="dag", api_url=url)(context(dag_repo))
     lines = [r.getMessage() for r in caplog.records]
     assert any("could not trigger patchit_heal" in line for line in lines), lines
-    assert any("could not spool the failure (NotADirectoryError" in line for line in lines)
+    [line] = capsys.readouterr().err.splitlines()  # the spool's own line, on stderr
+    assert line.startswith("patchit: could not keep the failure of")
+    assert "NotADirectoryError" in line
 
 
 def test_a_login_gets_a_token_when_none_is_given(
