@@ -242,3 +242,55 @@ def test_a_task_writing_temp_files_verifies_and_leaves_nothing_in_tmp(
     finally:
         for repo, root, _ in cases:
             remove_worktree(repo, root)
+
+
+def test_a_dbt_python_model_writing_tmp_leaves_nothing_for_the_next_candidate(
+    shop_repo: Path, home_outside_tmp: Path
+) -> None:
+    """The warm dbt worker's forks share its private /tmp: what one candidate left there is
+    removed before its verification returns, so the next candidate cannot read it."""
+    left = f"/tmp/patchit-left-{uuid.uuid4().hex[:8]}"
+    code = f"LEFT = {left!r}\n{TMP_TASK}"
+    body = "\n".join(f"    {line}" for line in code.strip().splitlines())
+    model = f"def model(dbt, session):\n{body}\n    return session.sql('select 1 as id')\n"
+    snapshot = snapshot_database(shop_repo / "shop.duckdb", home_outside_tmp / "snap" / "tmp")
+    roots: list[Path] = []
+    try:
+        with DbtHarness(warm=True) as harness:
+            for n in (1, 2):
+                root = create_worktree(shop_repo, "HEAD", worktrees_home() / f"tmp-{n}-candidate")
+                roots.append(root)
+                (root / "models" / "temp_files.py").write_text(model)
+                commit_all(root, "a model that writes temp files")
+                workspace = Workspace(
+                    root=root,
+                    scratch=home_outside_tmp / "sandboxes" / "tmp" / f"candidate-{n}",
+                    snapshot=snapshot.parent,
+                )
+                result = harness.verify(workspace, shop_event(shop_repo, "model.shop.temp_files"))
+                assert result.passed, result.output
+        assert not Path(left).exists()
+    finally:
+        for root in roots:
+            remove_worktree(shop_repo, root)
+
+
+def test_a_screen_the_sandbox_refused_is_left_to_verify_not_screened_out(
+    hostile: Hostile, tmp_path: Path, _patchit_home: Path
+) -> None:
+    """Import-time code whose write outside its dirs raises: the sandbox made the import
+    fail, so the screen must not record that as the candidate's certain failure (a screened
+    -out diff is never tried again for its fingerprint)."""
+    ensure_template_db()
+    target = hostile.targets[0]  # another incident's worktree
+    code = f"open({str(target)!r}, 'w').write('sabotage')\n"
+    repo, root, workspace = _airflow_case(tmp_path, _patchit_home, code, "pass")
+    try:
+        event = airflow_event(repo, "escape_dag", "escape", ESCAPE_DAG_FILE)
+        with AirflowHarness(warm=True) as harness:
+            screening = harness.screen(workspace, event, [ESCAPE_DAG_FILE])
+        assert not target.exists()
+        assert screening.passed, screening.reason
+        assert any("left to verify" in s and "write limit" in s for s in screening.skipped)
+    finally:
+        remove_worktree(repo, root)
