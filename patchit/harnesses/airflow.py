@@ -18,7 +18,11 @@ parent is started inside it with patchit's worktrees, sandboxes and cache writab
 forks inherit it; a task stopped by a limit is reported with `limit_hit`, not as a failure.
 
 `screen()` compiles the changed `.py` files and, with the warm parent, imports the DAG file in
-a fork of it (an import-only request: no task runs) before the candidate is verified.
+a fork of it (an import-only request: no task runs) before the candidate is verified. That
+fork runs the candidate's code as verify's does, so it is confined alike (Landlock: its own
+worktree and scratch, the private /tmp); where the parent cannot narrow its forks, the import
+is left to verify. An import error the sandbox may have caused (a refused write, a limit) is
+left to verify too: a screened-out diff is never tried again for its fingerprint.
 """
 
 from __future__ import annotations

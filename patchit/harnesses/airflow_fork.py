@@ -18,7 +18,10 @@ Protocol (one JSON object per line):
 
 The child runs in its own session, and the parent enforces the time limit itself: past
 `timeout_s` it kills the child's process group and reports `timed_out`, then lives on to
-serve the next candidate. The pids are the parent's own: inside bubblewrap's pid namespace
+serve the next candidate. The parent is a child subreaper (`patchit.sandbox.reaper`): what a
+child daemonized comes back to it and is killed once the child is done, and what the child
+left in the private /tmp (when its Landlock rules let it write there) is removed, so nothing
+of one candidate is alive or on disk for the next. The pids are the parent's own: inside bubblewrap's pid namespace
 they mean nothing outside, so the harness never signals them; if the parent itself stops
 answering, the harness kills the whole sandbox.
 """
@@ -40,12 +43,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from patchit.config import resolve_home
 from patchit.errors import HarnessError
 from patchit.harnesses.airflow_home import ensure_template_db
 from patchit.harnesses.airflow_warmup import WARM_DB_ENV, adopt, warm_up
 from patchit.harnesses.warm import WarmProcess
-from patchit.sandbox.isolation import PRIVATE_TMP, Sandbox, allowed_env, patchit_areas
+from patchit.sandbox.isolation import PRIVATE_TMP, Sandbox, allowed_env
 from patchit.sandbox.landlock import restrict_writes
+from patchit.sandbox.private_dirs import AIRFLOW_PARENTS, make_private_dir
 from patchit.sandbox.reaper import (
     become_subreaper,
     children,
@@ -290,9 +295,8 @@ class ForkParent(WarmProcess):
         imported; HarnessError if it cannot start."""
         # The parent's own Airflow home: it imports Airflow but never opens this DB. It is
         # kept out of /tmp, so that a fork may be given the private /tmp to write.
-        areas = patchit_areas()[1]
-        areas.mkdir(parents=True, exist_ok=True)
-        home = Path(tempfile.mkdtemp(prefix="airflow-parent-", dir=areas)).resolve()
+        # A parent killed with patchit leaves it to the next run's recovery sweep.
+        home = make_private_dir(resolve_home(), AIRFLOW_PARENTS).resolve()
         if sandbox.confines_writes and not sandbox.covers(home):
             sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, home))
         # The warm-up's own copy of the template DB, in the parent's home (the cache may be

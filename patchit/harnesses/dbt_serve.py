@@ -4,6 +4,12 @@ The worker (`patchit.harnesses.dbt_worker`) reads request lines from stdin; each
 `run` in a fork of the worker (nothing a run does outlives it; with `writable`, Landlock
 confines its writes first), and the worker reads the next line while it runs. Each reply is
 written as its fork finishes, carrying its request's `id`: the parent matches them up.
+
+The worker is a child subreaper (`patchit.sandbox.reaper`): whatever a run daemonized comes
+back to it. When no run is going any more, before the last reply, it kills those and removes
+what the runs left in the private /tmp (where their Landlock rules let them write there), so
+none of it is there for the next candidate. Runs overlap (a baseline beside a candidate), so
+the sweep waits for the worker to be idle rather than guess whose an orphan is.
 """
 
 from __future__ import annotations
