@@ -18,7 +18,11 @@ parent is started inside it with patchit's worktrees, sandboxes and cache writab
 forks inherit it; a task stopped by a limit is reported with `limit_hit`, not as a failure.
 
 `screen()` compiles the changed `.py` files and, with the warm parent, imports the DAG file in
-a fork of it (an import-only request: no task runs) before the candidate is verified.
+a fork of it (an import-only request: no task runs) before the candidate is verified. That
+fork runs the candidate's code as verify's does, so it is confined alike (Landlock: its own
+worktree and scratch, the private /tmp); where the parent cannot narrow its forks, the import
+is left to verify. An import error the sandbox may have caused (a refused write, a limit) is
+left to verify too: a screened-out diff is never tried again for its fingerprint.
 """
 
 from __future__ import annotations
@@ -222,6 +226,15 @@ class AirflowHarness:
                    "log": str(log_path), "cwd": str(workspace.root), "env": env}  # fmt: skip
             with self._lock:
                 parent = self._ensure_parent((workspace.root, scratch))
+                sandbox = parent.sandbox
+                if sandbox.confines_writes and not sandbox.narrows:
+                    # the fork could write every incident's dirs the parent's sandbox binds
+                    return Screening.nothing(
+                        "DAG import: left to verify (per-candidate writes not enforced here)",
+                        IMPORT_CHECK,
+                    )
+                if sandbox.narrows:  # as verify's fork: this candidate's dirs only
+                    job["writable"] = sandbox.narrowed(workspace.root, scratch)
                 timed_out = parent.run(job, min(self.timeout_s, SCREEN_TIMEOUT_S))
         except (HarnessError, OSError) as exc:
             return Screening.nothing(f"DAG import: {exc}", IMPORT_CHECK)
@@ -234,6 +247,12 @@ class AirflowHarness:
         error = result.get("import_error")
         if result.get("stage") == "crash" or not error:
             return Screening(check=IMPORT_CHECK, screened=[label])
+        if limit := sandbox.limit_in(str(error)):
+            # the sandbox, not the candidate, may have failed the import: a screened-out
+            # verdict is kept for the fingerprint, so only verify may judge this one
+            return Screening.nothing(
+                f"DAG import: left to verify (it hit the sandbox's {limit} limit)", IMPORT_CHECK
+            )
         last = [line for line in str(error).splitlines() if line.strip()][-1:] or [""]
         return Screening(
             passed=False, check=IMPORT_CHECK, screened=[label],

@@ -18,7 +18,10 @@ Protocol (one JSON object per line):
 
 The child runs in its own session, and the parent enforces the time limit itself: past
 `timeout_s` it kills the child's process group and reports `timed_out`, then lives on to
-serve the next candidate. The pids are the parent's own: inside bubblewrap's pid namespace
+serve the next candidate. The parent is a child subreaper (`patchit.sandbox.reaper`): what a
+child daemonized comes back to it and is killed once the child is done, and what the child
+left in the private /tmp (when its Landlock rules let it write there) is removed, so nothing
+of one candidate is alive or on disk for the next. The pids are the parent's own: inside bubblewrap's pid namespace
 they mean nothing outside, so the harness never signals them; if the parent itself stops
 answering, the harness kills the whole sandbox.
 """
@@ -40,12 +43,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+from patchit.config import resolve_home
 from patchit.errors import HarnessError
 from patchit.harnesses.airflow_home import ensure_template_db
 from patchit.harnesses.airflow_warmup import WARM_DB_ENV, adopt, warm_up
 from patchit.harnesses.warm import WarmProcess
-from patchit.sandbox.isolation import Sandbox, allowed_env
+from patchit.sandbox.isolation import PRIVATE_TMP, Sandbox, allowed_env
 from patchit.sandbox.landlock import restrict_writes
+from patchit.sandbox.private_dirs import AIRFLOW_PARENTS, make_private_dir
+from patchit.sandbox.reaper import (
+    become_subreaper,
+    children,
+    clear_new_entries,
+    end_strays,
+    entries,
+)
 
 STARTUP_TIMEOUT_S = 180.0
 # How long past a candidate's time limit the parent has to kill it and say so.
@@ -195,11 +207,15 @@ def serve() -> int:
     reply = os.fdopen(reply_fd, "w", buffering=1, encoding="utf-8")
     preload()
     warm = warm_up_or_restart(reply_fd)
+    become_subreaper()  # a candidate's daemonized process comes back here to be ended
     reply.write(json.dumps({"ready": True, "pid": os.getpid(), "warm": warm}) + "\n")
     for line in sys.stdin:
         if not line.strip():
             continue
         job = json.loads(line)
+        own = children()  # none of them the candidate's
+        tmp = private_tmp(job)
+        tmp_before = entries(tmp) if tmp is not None else set()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -220,8 +236,17 @@ def serve() -> int:
                 os._exit(code)
         reply.write(json.dumps({"child": pid}) + "\n")
         code, timed_out = wait_child(pid, job.get("timeout_s"))
+        end_strays(keep=own)  # nothing of the candidate outlives its job
+        if tmp is not None:
+            clear_new_entries(tmp, tmp_before)
         reply.write(json.dumps({"exit": code, "timed_out": timed_out}) + "\n")
     return 0
+
+
+def private_tmp(job: dict[str, Any]) -> Path | None:
+    """The sandbox's private /tmp when this job's fork may write it (it is then among the
+    fork's Landlock dirs, which a job names only inside bubblewrap), else None."""
+    return PRIVATE_TMP if str(PRIVATE_TMP) in (job.get("writable") or []) else None
 
 
 def wait_child(pid: int, timeout_s: float | None) -> tuple[int, bool]:
@@ -268,9 +293,11 @@ class ForkParent(WarmProcess):
     def start(cls, sandbox: Sandbox, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> ForkParent:
         """Spawn a parent in `sandbox` (plus its own home, writable) and wait until Airflow is
         imported; HarnessError if it cannot start."""
-        # The parent's own Airflow home: it imports Airflow but never opens this DB.
-        home = Path(tempfile.mkdtemp(prefix="patchit-airflow-parent-")).resolve()
-        if sandbox.confines_writes:
+        # The parent's own Airflow home: it imports Airflow but never opens this DB. It is
+        # kept out of /tmp, so that a fork may be given the private /tmp to write.
+        # A parent killed with patchit leaves it to the next run's recovery sweep.
+        home = make_private_dir(resolve_home(), AIRFLOW_PARENTS).resolve()
+        if sandbox.confines_writes and not sandbox.covers(home):
             sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, home))
         # The warm-up's own copy of the template DB, in the parent's home (the cache may be
         # out of the sandbox's sight); the first verify would migrate the template anyway.

@@ -4,6 +4,12 @@ The worker (`patchit.harnesses.dbt_worker`) reads request lines from stdin; each
 `run` in a fork of the worker (nothing a run does outlives it; with `writable`, Landlock
 confines its writes first), and the worker reads the next line while it runs. Each reply is
 written as its fork finishes, carrying its request's `id`: the parent matches them up.
+
+The worker is a child subreaper (`patchit.sandbox.reaper`): whatever a run daemonized comes
+back to it. When no run is going any more, before the last reply, it kills those and removes
+what the runs left in the private /tmp (where their Landlock rules let them write there), so
+none of it is there for the next candidate. Runs overlap (a baseline beside a candidate), so
+the sweep waits for the worker to be idle rather than guess whose an orphan is.
 """
 
 from __future__ import annotations
@@ -17,7 +23,15 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from patchit.sandbox.isolation import PRIVATE_TMP
 from patchit.sandbox.landlock import restrict_writes
+from patchit.sandbox.reaper import (
+    become_subreaper,
+    children,
+    clear_new_entries,
+    end_strays,
+    entries,
+)
 
 Run = Callable[[dict[str, Any], int], dict[str, Any]]  # (request, stderr fd) -> reply
 Prepare = Callable[[dict[str, Any]], None]  # in the worker, before a request's fork
@@ -48,6 +62,9 @@ def serve(
     selector.register(stdin_fd, selectors.EVENT_READ)
     running: dict[int, tuple[int, dict[str, Any], list[bytes]]] = {}  # read fd -> run
     pending, open_input = b"", True
+    become_subreaper()  # a run's daemonized process comes back here to be ended
+    own = children()  # none of them a run's
+    tmp_before: set[str] | None = None  # the private /tmp before the runs now going
     while open_input or running:
         for key, _ in selector.select():
             fd = int(key.fd)
@@ -61,6 +78,8 @@ def serve(
                 while b"\n" in pending:
                     line, pending = pending.split(b"\n", 1)
                     if line.strip():
+                        if not running:
+                            tmp_before = entries(PRIVATE_TMP)
                         started = _start(line, channel, stderr_fd, run, prepare)
                         if started is not None:
                             running[started[0]] = started[1]
@@ -71,7 +90,24 @@ def serve(
                 selector.unregister(fd)
                 os.close(fd)
                 pid, request, chunks = running.pop(fd)
-                reply_line(channel, _with_id(_reap(pid, b"".join(chunks)), request))
+                reply = _with_id(_reap(pid, b"".join(chunks)), request)
+                if not running:  # what the runs left goes before the last one's reply
+                    _end_runs(own, tmp_before if _writes_tmp(request) else None)
+                reply_line(channel, reply)
+
+
+def _writes_tmp(request: dict[str, Any]) -> bool:
+    """The run's fork may write the sandbox's private /tmp (it is among its Landlock dirs,
+    which a request names only inside bubblewrap)."""
+    return str(PRIVATE_TMP) in (request.get("writable") or [])
+
+
+def _end_runs(own: set[int], tmp_before: set[str] | None) -> None:
+    """No run going: end every process the runs left (re-parented here) and, where they
+    could write it, empty the private /tmp of what they left."""
+    end_strays(keep=own)
+    if tmp_before is not None:
+        clear_new_entries(PRIVATE_TMP, tmp_before)
 
 
 def _with_id(reply: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:

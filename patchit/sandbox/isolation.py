@@ -100,6 +100,10 @@ _LIMIT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+# How a write Landlock refused shows (EACCES): a limit only where a fork was narrowed.
+_LANDLOCK_DENIED = re.compile(r"PermissionError: \[Errno 13\]|\bEACCES\b")
+
+
 def detect_limit(output: str) -> str | None:
     """ "memory" | "network" | "write" when the output shows the child hit a sandbox limit.
 
@@ -367,6 +371,8 @@ class Sandbox:
             return None
         if limit == "write" and not self.confines_writes:
             return None
+        if limit is None and self.narrows and _LANDLOCK_DENIED.search(output):
+            return "write"  # Landlock refused a write outside the candidate's own dirs
         return limit
 
 

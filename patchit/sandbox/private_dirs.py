@@ -17,7 +17,9 @@ from patchit.liveness import owner_is_dead, run_owner
 # (where the warm worker can read them)
 KEPT_PARSES = ("cache", "dbt-partial-parse-")
 FAILING_PARSES = ("sandboxes", ".dbt-failing-parse-")
-ALL = (KEPT_PARSES, FAILING_PARSES)
+# the warm Airflow parent's own home (out of /tmp, so its forks may have the private /tmp)
+AIRFLOW_PARENTS = ("sandboxes", ".airflow-parent-")
+ALL = (KEPT_PARSES, FAILING_PARSES, AIRFLOW_PARENTS)
 
 
 def make_private_dir(home: Path, kind: tuple[str, str]) -> Path:
