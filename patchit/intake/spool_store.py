@@ -190,12 +190,20 @@ class Spool:
         )
         return int(cur.lastrowid or 0)
 
-    def put_many(self, events: list[dict[str, Any]]) -> list[int]:
+    def put_many(self, events: list[dict[str, Any]], owner: str | None = None) -> list[int]:
+        """Spool several events in one transaction; their row ids. With `owner`, the rows are
+        spooled already taken by that run (the dbt wrapper, which heals them itself): a worker
+        takes them only once that run is dead, as it takes a dead worker's rows."""
         ids: list[int] = []
         secrets = environment_secrets()  # read once for the whole batch
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             ids = [self.put(e, secrets) for e in events]
+            if owner is not None:
+                self.conn.executemany(
+                    "update spool set state = 'taken', owner = ?, taken_utc = ? where id = ?",
+                    [(owner, now_iso(), i) for i in ids],
+                )
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
