@@ -36,7 +36,7 @@ from patchit.memory.ledger import Ledger, LlmPurpose
 from patchit.memory.outcomes import project_key_for as project_key_for  # re-exported
 from patchit.patching.base import FixIt
 from patchit.patching.llm import BudgetExhausted, LlmUnavailable, llm_enabled, second_opinion
-from patchit.recurrence import needs_recheck, new_cause, no_longer_fails
+from patchit.recurrence import branch_here, needs_recheck, new_cause, no_longer_fails
 from patchit.reports.build import build_report
 from patchit.reports.model import LlmSummary
 from patchit.reports.refresh import refresh_report
@@ -68,9 +68,9 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
     incident, created = ctx.memory.open_or_attach(event, fingerprint, key)
     if not created and needs_recheck(incident, event, ctx.memory):
         incident, created = _split_new_cause(incident, event, fingerprint, key, ctx)
-    if (busy := _not_ours(incident, created, ctx)) is not None:
-        return busy
     repo = Path(event.repo_path or ".")
+    if (busy := _not_ours(incident, created, ctx, repo)) is not None:
+        return busy
     evidence: Evidence | None = None
     verdict: Verdict | None = None
     try:
@@ -166,7 +166,7 @@ def _known_of(memory: Memory) -> Known:
 # -- the steps ------------------------------------------------------------------------------
 
 
-def _not_ours(incident: Incident, created: bool, ctx: Context) -> HealOutcome | None:
+def _not_ours(incident: Incident, created: bool, ctx: Context, repo: Path) -> HealOutcome | None:
     """Why this run must not heal the incident (finished, or leased elsewhere), else None."""
     if not created and incident.status != "open":
         refresh_report(ctx.memory, incident.id)  # its events, the latest commit
@@ -174,7 +174,11 @@ def _not_ours(incident: Incident, created: bool, ctx: Context) -> HealOutcome | 
             f"recurrence of incident {incident.id} ({incident.status}): event attached, "
             "no new attempt"
         )
-        return HealOutcome(incident, created=False)
+        shown = branch_here(incident, repo, ctx.memory)
+        if incident.branch and shown.branch is None:
+            ctx.say(f"its fix branch {incident.branch} is not in {repo} (deleted, or the "
+                    "repository was re-created): see the incident's report")  # fmt: skip
+        return HealOutcome(shown, created=False)
     if not ctx.memory.claim_incident(incident.id, ctx.owner, ttl_s=LEASE_TTL_S):
         ctx.say(f"incident {incident.id} is being healed by another worker: event attached")
         return HealOutcome(incident, created=created)
