@@ -59,9 +59,9 @@ class DbtRun:
 
 def spool_failures(run: DbtRun, home: Path) -> DbtRun:
     """`run` with its failed nodes' events; when it heals them, spooled first, taken by this
-    process (`spooled`). Called before anything else once dbt has exited: from here a kill
-    loses no failure. Runs that heal nothing (`--no-heal`, uncommitted changes) spool nothing:
-    a worker would heal them."""
+    process (`spooled`), unless dbt's process spooled them already (`patchit.intake.dbt_spool`:
+    their ids are in its record). Called before anything else once dbt has exited. Runs that
+    heal nothing (`--no-heal`, uncommitted changes) spool nothing: a worker would heal them."""
     if run.exit_code == 0 or not run.record or run.record.get("usage_error"):
         return run
     from patchit.intake.dbt import events_from_run
@@ -69,6 +69,9 @@ def spool_failures(run: DbtRun, home: Path) -> DbtRun:
     events = events_from_run(run.record, run.args, run.project, run.repo, run.commit, run.started)
     if not events or not run.heals():
         return replace(run, events=events)
+    spooled = run.record.get("spooled")
+    if isinstance(spooled, list) and all(isinstance(i, int) for i in spooled):
+        return replace(run, events=events, spooled=spooled)  # dbt's process spooled them
     from patchit.intake.spool import spool_taken
     from patchit.liveness import claim_owner
 

@@ -33,6 +33,8 @@ from patchit.intake.dbt_run import (
     resolve_project_dir,
     run_dbt,
 )
+from patchit.intake.dbt_spool import spool_ticket
+from patchit.liveness import claim_owner
 from patchit.sandbox.git import dirty_tracked_files, repo_and_head
 
 if TYPE_CHECKING:
@@ -95,9 +97,13 @@ def dbt(
     dirty = dirty_tracked_files(committed, project, True) if committed else []
     started = now_utc()
     heals = not (no_heal or cannot_heal or dirty)
+    ticket = None
+    if committed and commit and heals:
+        ticket = spool_ticket(home, claim_owner(), project, committed, commit, started)
     exit_code, record = run_dbt(
         args, home / "runs", invocation=list(dbt_args), meanwhile=store.start,
-        on_error=partial(_prewarm_dbt, home, committed) if committed and heals else None,
+        on_error=partial(_prewarm_dbt, home, committed) if committed and ticket else None,
+        spool_ticket=ticket,
     )  # fmt: skip
     run = None
     healed = False
