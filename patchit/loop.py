@@ -59,9 +59,13 @@ class HealOutcome:
     commands: list[str] = field(default_factory=list)
 
 
-def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> HealOutcome:
+def heal(
+    event: UniversalFailureEvent, ctx: Context, key: str | None = None, attaching: bool = False
+) -> HealOutcome:
     """Heal one failure; `key` groups it with others (a breaking change, an outage storm),
-    else the key of its own change or cause (`change_groups.incident_key`)."""
+    else the key of its own change or cause (`change_groups.incident_key`). `attaching`: the
+    caller attaches more events to the incident and re-renders its report after (a
+    recurrence's report is not rendered twice: a storm's batches each attach one)."""
     ctx = ctx.judged_by(event)  # the operator's settings, narrowed by the repo's at last good
     fingerprint = error_fingerprint(event)
     key = key or incident_key(event, _last_good_of(ctx.memory), _known_of(ctx.memory))
@@ -69,7 +73,7 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
     if not created and needs_recheck(incident, event, ctx.memory):
         incident, created = _split_new_cause(incident, event, fingerprint, key, ctx)
     repo = Path(event.repo_path or ".")
-    if (busy := _not_ours(incident, created, ctx, repo)) is not None:
+    if (busy := _not_ours(incident, created, ctx, repo, attaching)) is not None:
         return busy
     evidence: Evidence | None = None
     verdict: Verdict | None = None
@@ -134,8 +138,8 @@ def heal_group(
         primary = primary.model_copy(
             update={"context": {**primary.context, "related_units": related}}
         )
-    outcome = heal(primary, ctx, key)
     attached = [(other, error_fingerprint(other)) for other in events[1:]]
+    outcome = heal(primary, ctx, key, attaching=bool(attached))
     if attached:
         ctx.memory.attach_events(outcome.incident.id, attached, outcome.incident.cause_key)
         refresh_report(ctx.memory, outcome.incident.id)
@@ -166,10 +170,13 @@ def _known_of(memory: Memory) -> Known:
 # -- the steps ------------------------------------------------------------------------------
 
 
-def _not_ours(incident: Incident, created: bool, ctx: Context, repo: Path) -> HealOutcome | None:
+def _not_ours(
+    incident: Incident, created: bool, ctx: Context, repo: Path, attaching: bool = False
+) -> HealOutcome | None:
     """Why this run must not heal the incident (finished, or leased elsewhere), else None."""
     if not created and incident.status != "open":
-        refresh_report(ctx.memory, incident.id)  # its events, the latest commit
+        if not attaching:  # else the caller re-renders it once its events are attached
+            refresh_report(ctx.memory, incident.id)  # its events, the latest commit
         ctx.say(
             f"recurrence of incident {incident.id} ({incident.status}): event attached, "
             "no new attempt"
