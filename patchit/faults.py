@@ -20,7 +20,10 @@ CHECKPOINTS = (
     "committed",  # the fix is committed in the landing worktree; no branch yet
     "branched",  # the branch exists; the attempt is not marked landed
     "finished",  # the report is written; the incident's status is not recorded yet
-    "spooled",  # the dbt wrapper spooled its run's failures; nothing else is recorded yet
+)
+# the `patchit dbt` wrapper's, outside any heal
+WRAPPER_CHECKPOINTS = (
+    "spooled",  # dbt returned and its failures are spooled; nothing else is recorded yet
 )
 
 
