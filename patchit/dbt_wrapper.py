@@ -8,12 +8,18 @@
   (`patchit.change_groups`); they are healed, unless `--no-heal`
   was given or tracked files have uncommitted changes (only committed code is healed): then
   they are recorded only.
+
+The failures to heal are spooled first (`spool_failures`), before the memory is opened or
+anything else is done, taken by this process: a wrapper killed from then on (a cancelled CI
+job, the OOM killer) loses nothing, since a worker takes the rows of a dead owner and heals
+them. Once the wrapper has healed them they are done; if healing failed, they are given back
+to the worker.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +50,48 @@ class DbtRun:
     started: datetime
     dirty: list[str] = field(default_factory=list)
     no_heal: bool = False
+    events: list[UniversalFailureEvent] | None = None  # the failed nodes', once read
+    spooled: list[int] = field(default_factory=list)  # their spool rows, taken by this run
+
+    def heals(self) -> bool:
+        return not (self.no_heal or self.dirty or self.repo is None)
+
+
+def spool_failures(run: DbtRun, home: Path) -> DbtRun:
+    """`run` with its failed nodes' events; when it heals them, spooled first, taken by this
+    process (`spooled`), unless dbt's process spooled them already (`patchit.intake.dbt_spool`:
+    their ids are in its record). Called before anything else once dbt has exited. Runs that
+    heal nothing (`--no-heal`, uncommitted changes) spool nothing: a worker would heal them."""
+    if run.exit_code == 0 or not run.record or run.record.get("usage_error"):
+        return run
+    from patchit.intake.dbt import events_from_run
+
+    events = events_from_run(run.record, run.args, run.project, run.repo, run.commit, run.started)
+    if not events or not run.heals():
+        return replace(run, events=events)
+    spooled = run.record.get("spooled")
+    if isinstance(spooled, list) and all(isinstance(i, int) for i in spooled):
+        return replace(run, events=events, spooled=spooled)  # dbt's process spooled them
+    from patchit.intake.spool import spool_taken
+    from patchit.liveness import claim_owner
+
+    rows = spool_taken([e.model_dump(mode="json") for e in events], home, claim_owner())
+    return replace(run, events=events, spooled=rows or [])
+
+
+def settle_spooled(home: Path, run: DbtRun, healed: bool) -> None:
+    """The run's spool rows once the wrapper is done: done when it healed them, else back to
+    pending for a worker (its heal failed: nothing is lost)."""
+    if not run.spooled:
+        return
+    from patchit.intake.spool import Spool
+
+    with Spool.open(home) as spool:
+        if healed:
+            for row_id in run.spooled:
+                spool.mark_done(row_id)
+        else:
+            spool.release(run.spooled)
 
 
 def heal_dbt_run(
@@ -100,13 +148,17 @@ def _heal_events(
     from patchit.loop import group_by_change, heal_group
     from patchit.recovery import sweep_dead_runs
 
-    events = events_from_run(run.record, run.args, run.project, run.repo, run.commit, run.started)
+    events = run.events
+    if events is None:
+        events = events_from_run(
+            run.record, run.args, run.project, run.repo, run.commit, run.started
+        )
     if not events:
         say(f"dbt exited {run.exit_code} but no node of this run failed; nothing to heal")
         return []
     record_unit_runs(run, memory, events)
     say(f"{len(events)} failed node(s): " + ", ".join(e.unit_id for e in events[:5]))
-    if run.no_heal or run.dirty or run.repo is None:
+    if not run.heals() or run.repo is None:
         record_only(events, memory)
         say(f"recorded, not healing: {_why_not(run)}")
         return []

@@ -21,6 +21,10 @@ CHECKPOINTS = (
     "branched",  # the branch exists; the attempt is not marked landed
     "finished",  # the report is written; the incident's status is not recorded yet
 )
+# the `patchit dbt` wrapper's, outside any heal
+WRAPPER_CHECKPOINTS = (
+    "spooled",  # dbt returned and its failures are spooled; nothing else is recorded yet
+)
 
 
 def checkpoint(name: str) -> None:

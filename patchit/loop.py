@@ -36,7 +36,7 @@ from patchit.memory.ledger import Ledger, LlmPurpose
 from patchit.memory.outcomes import project_key_for as project_key_for  # re-exported
 from patchit.patching.base import FixIt
 from patchit.patching.llm import BudgetExhausted, LlmUnavailable, llm_enabled, second_opinion
-from patchit.recurrence import needs_recheck, new_cause, no_longer_fails
+from patchit.recurrence import branch_here, needs_recheck, new_cause, no_longer_fails
 from patchit.reports.build import build_report
 from patchit.reports.model import LlmSummary
 from patchit.reports.refresh import refresh_report
@@ -59,18 +59,22 @@ class HealOutcome:
     commands: list[str] = field(default_factory=list)
 
 
-def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> HealOutcome:
+def heal(
+    event: UniversalFailureEvent, ctx: Context, key: str | None = None, attaching: bool = False
+) -> HealOutcome:
     """Heal one failure; `key` groups it with others (a breaking change, an outage storm),
-    else the key of its own change or cause (`change_groups.incident_key`)."""
+    else the key of its own change or cause (`change_groups.incident_key`). `attaching`: the
+    caller attaches more events to the incident and re-renders its report after (a
+    recurrence's report is not rendered twice: a storm's batches each attach one)."""
     ctx = ctx.judged_by(event)  # the operator's settings, narrowed by the repo's at last good
     fingerprint = error_fingerprint(event)
     key = key or incident_key(event, _last_good_of(ctx.memory), _known_of(ctx.memory))
     incident, created = ctx.memory.open_or_attach(event, fingerprint, key)
     if not created and needs_recheck(incident, event, ctx.memory):
         incident, created = _split_new_cause(incident, event, fingerprint, key, ctx)
-    if (busy := _not_ours(incident, created, ctx)) is not None:
-        return busy
     repo = Path(event.repo_path or ".")
+    if (busy := _not_ours(incident, created, ctx, repo, attaching)) is not None:
+        return busy
     evidence: Evidence | None = None
     verdict: Verdict | None = None
     try:
@@ -134,8 +138,8 @@ def heal_group(
         primary = primary.model_copy(
             update={"context": {**primary.context, "related_units": related}}
         )
-    outcome = heal(primary, ctx, key)
     attached = [(other, error_fingerprint(other)) for other in events[1:]]
+    outcome = heal(primary, ctx, key, attaching=bool(attached))
     if attached:
         ctx.memory.attach_events(outcome.incident.id, attached, outcome.incident.cause_key)
         refresh_report(ctx.memory, outcome.incident.id)
@@ -166,15 +170,22 @@ def _known_of(memory: Memory) -> Known:
 # -- the steps ------------------------------------------------------------------------------
 
 
-def _not_ours(incident: Incident, created: bool, ctx: Context) -> HealOutcome | None:
+def _not_ours(
+    incident: Incident, created: bool, ctx: Context, repo: Path, attaching: bool = False
+) -> HealOutcome | None:
     """Why this run must not heal the incident (finished, or leased elsewhere), else None."""
     if not created and incident.status != "open":
-        refresh_report(ctx.memory, incident.id)  # its events, the latest commit
+        if not attaching:  # else the caller re-renders it once its events are attached
+            refresh_report(ctx.memory, incident.id)  # its events, the latest commit
         ctx.say(
             f"recurrence of incident {incident.id} ({incident.status}): event attached, "
             "no new attempt"
         )
-        return HealOutcome(incident, created=False)
+        shown = branch_here(incident, repo, ctx.memory)
+        if incident.branch and shown.branch is None:
+            ctx.say(f"its fix branch {incident.branch} is not in {repo} (deleted, or the "
+                    "repository was re-created): see the incident's report")  # fmt: skip
+        return HealOutcome(shown, created=False)
     if not ctx.memory.claim_incident(incident.id, ctx.owner, ttl_s=LEASE_TTL_S):
         ctx.say(f"incident {incident.id} is being healed by another worker: event attached")
         return HealOutcome(incident, created=created)

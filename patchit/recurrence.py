@@ -4,7 +4,9 @@ An incident collects the failures of one cause. Two things make a later failure 
 the repository moved on (`at_head`: a retry heals the failure on today's HEAD, and first checks
 that it still fails there, `no_longer_fails`), and the class changed (`new_cause`: the same test
 failing again at a new commit because of a code change, where the incident was about bad
-data). Nothing here changes an incident; the loop acts on the answers.
+data). A recurrence of a fixed incident names its fix branch only where the repository holds it
+on top of one of the incident's commits (`branch_here`): a repository re-created at the same
+path does not. Nothing here changes an incident; the loop acts on the answers.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from patchit.errors import VcsError
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.base import Workspace
 from patchit.memory import Incident, IncidentStatus, Memory
-from patchit.sandbox.git import head_commit
+from patchit.sandbox.git import head_commit, is_ancestor, run_git
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 from patchit.trial import Bench
 
@@ -85,3 +87,20 @@ def needs_recheck(incident: Incident, event: UniversalFailureEvent, memory: Memo
 def new_cause(incident: Incident, cls: str) -> bool:
     """The recurrence's class (`cls`, from the rules) is not the incident's."""
     return bool(incident.classification) and cls != incident.classification
+
+
+def branch_here(incident: Incident, repo: Path, memory: Memory) -> Incident:
+    """`incident` as a recurrence in `repo` may show it: with its fix branch only when `repo`
+    has that branch and it grew from a commit the incident's failures came from (a repository
+    re-created at the same path, or one whose branch was deleted, has no such branch)."""
+    if not incident.branch:
+        return incident
+    try:
+        ref = f"refs/heads/{incident.branch}^{{commit}}"
+        tip = run_git(repo, "rev-parse", "--verify", "--quiet", ref).strip()
+    except VcsError:
+        tip = ""
+    commits = memory.event_commits(incident.id)
+    if tip and (not commits or any(is_ancestor(repo, c, tip) for c in commits)):
+        return incident
+    return incident.model_copy(update={"branch": None})

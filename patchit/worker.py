@@ -49,6 +49,7 @@ from patchit.loop import group_by_change, heal_group
 from patchit.memory import Incident, Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.recovery import give_up_crashed, sweep_dead_runs
+from patchit.redaction import environment_secrets
 from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import repo_root, run_git
 from patchit.state.pg import StateDbError
@@ -120,10 +121,11 @@ def _has_commit(repo: Path, commit: str | None) -> bool:
     return run_git(repo, "cat-file", "-t", commit, check=False).strip() == "commit"
 
 
-def parse_spooled(row: SpooledEvent) -> UniversalFailureEvent:
-    """The event of a spool row; ValueError (with the reason) when it is not a valid event."""
+def parse_spooled(row: SpooledEvent, secrets: list[str] | None = None) -> UniversalFailureEvent:
+    """The event of a spool row; ValueError (with the reason) when it is not a valid event.
+    `secrets`: redacted from it (else the environment's, read for this row)."""
     try:
-        return validate_event(parse_json(row.payload, "payload"), "payload")
+        return validate_event(parse_json(row.payload, "payload"), "payload", secrets)
     except BadInputError as exc:
         raise ValueError(str(exc).removeprefix("payload: ")) from exc
 
@@ -325,18 +327,25 @@ class Worker:
     ) -> _Batch:
         """Parse, group and heal the events of `rows`; the batch says which rows failed."""
         batch = _Batch(spool)
+        secrets = environment_secrets()  # once per batch, not per row (a storm's 10,000)
         for row in rows:
             try:
-                self._add_row(batch, row, where)
+                self._add_row(batch, row, where, secrets)
             except Exception as exc:  # whatever reading a row raises, only that row is bad
                 batch.failed[row.id] = f"{where} {row.id}: {_internal(exc)}"
         self._heal_others(batch, memory)
         self._heal_dbt(batch, memory)
         return batch
 
-    def _add_row(self, batch: _Batch, row: SpooledEvent, where: str = "spool row") -> None:
+    def _add_row(
+        self,
+        batch: _Batch,
+        row: SpooledEvent,
+        where: str = "spool row",
+        secrets: list[str] | None = None,
+    ) -> None:
         try:
-            event = parse_spooled(row)
+            event = parse_spooled(row, secrets)
         except ValueError as exc:
             batch.failed[row.id] = f"{where} {row.id}: {exc}"
             return

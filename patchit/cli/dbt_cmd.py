@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
 import click
 
 from patchit.errors import BadInputError, PatchitError
+from patchit.faults import checkpoint
 from patchit.home import resolve_home
 from patchit.intake.dbt_run import (
     build_dbt_args,
@@ -32,9 +33,12 @@ from patchit.intake.dbt_run import (
     resolve_project_dir,
     run_dbt,
 )
+from patchit.intake.dbt_spool import spool_ticket
+from patchit.liveness import claim_owner
 from patchit.sandbox.git import dirty_tracked_files, repo_and_head
 
 if TYPE_CHECKING:
+    from patchit.dbt_wrapper import DbtRun
     from patchit.loop import HealOutcome
     from patchit.memory.runlog import RunLog
 
@@ -93,19 +97,28 @@ def dbt(
     dirty = dirty_tracked_files(committed, project, True) if committed else []
     started = now_utc()
     heals = not (no_heal or cannot_heal or dirty)
+    ticket = None
+    if committed and commit and heals:
+        ticket = spool_ticket(home, claim_owner(), project, committed, commit, started)
     exit_code, record = run_dbt(
         args, home / "runs", invocation=list(dbt_args), meanwhile=store.start,
-        on_error=partial(_prewarm_dbt, home, committed) if committed and heals else None,
+        on_error=partial(_prewarm_dbt, home, committed) if committed and ticket else None,
+        spool_ticket=ticket,
     )  # fmt: skip
+    run = None
+    healed = False
     try:
-        from patchit.dbt_wrapper import DbtRun, heal_dbt_run
+        from patchit.dbt_wrapper import DbtRun, heal_dbt_run, spool_failures
 
         run = DbtRun(
             exit_code, record, args, project, repo, commit, started, dirty,
             no_heal or bool(cannot_heal),
         )  # fmt: skip
+        run = spool_failures(run, home)  # first of all: killed from here, nothing is lost
+        checkpoint("spooled")
         memory = store.result()(home)  # opens the file here: a connection stays in its thread
         heal_dbt_run(run, home, memory, _say, on_outcome=_print_healed, step=_step)
+        healed = True
     except PatchitError as exc:
         _say(f"could not heal: {exc}")
     except Exception:  # never turn dbt's exit code into a patchit crash
@@ -115,7 +128,21 @@ def dbt(
 
         console.print(traceback.format_exc(), markup=False)
         _say("internal error while healing (traceback above); dbt's exit code is kept")
+    if run is not None and run.spooled:
+        _settle(home, run, healed)
     _exit(exit_code)
+
+
+def _settle(home: Path, run: DbtRun, healed: bool) -> None:
+    from patchit.dbt_wrapper import settle_spooled
+
+    try:
+        settle_spooled(home, run, healed)
+    except Exception as exc:  # the rows stay taken by this run: a worker takes them after it
+        _say(f"could not mark the spooled failures done ({exc}); a worker will see them")
+        return
+    if not healed:
+        _say(f"{len(run.spooled)} failure(s) left in the spool for `patchit worker`")
 
 
 def _prewarm_dbt(home: Path, repo: Path) -> None:
@@ -123,6 +150,11 @@ def _prewarm_dbt(home: Path, repo: Path) -> None:
     imports dbt for seconds) now, in this thread, which heals later (see dbt_prewarm). Its
     sandbox settings are those of HEAD's parent, never the breaking commit's (the heal adopts
     the worker only when its own, at the last good commit, are the same)."""
+    # what spooling the failures needs first thing after dbt's exit, loaded now: the window
+    # in which a killed wrapper loses them is as short as can be
+    import patchit.intake.dbt
+    import patchit.intake.spool
+    import patchit.liveness  # noqa: F401
     from patchit.harnesses.dbt_prewarm import prewarm
     from patchit.settings import narrow, operator_config, rules_commit
 

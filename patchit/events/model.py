@@ -14,7 +14,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from patchit.errors import BadInputError
 from patchit.inputs import read_input_json, shown
@@ -35,13 +43,20 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+SECRETS_CONTEXT = "secrets"  # validation context: the secrets to redact (else the environment's)
+
+
 class Redacted(BaseModel):
     """A model whose input is redacted before it is validated (see the module docstring)."""
 
     @model_validator(mode="before")
     @classmethod
-    def _redact(cls, data: Any) -> Any:
-        return scrub(data, environment_secrets()) if isinstance(data, dict) else data
+    def _redact(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict):
+            return data
+        # a caller validating many events reads the environment's secrets once for all
+        given = info.context.get(SECRETS_CONTEXT) if isinstance(info.context, dict) else None
+        return scrub(data, environment_secrets() if given is None else given)
 
 
 class DbtInvocation(Redacted):
@@ -223,10 +238,15 @@ def load_event(path: Path) -> UniversalFailureEvent:
     return validate_event(data, shown(path))
 
 
-def validate_event(data: Any, where: str) -> UniversalFailureEvent:
-    """An event from parsed JSON; BadInputError naming `where` and the first wrong field."""
+def validate_event(
+    data: Any, where: str, secrets: list[str] | None = None
+) -> UniversalFailureEvent:
+    """An event from parsed JSON; BadInputError naming `where` and the first wrong field.
+    `secrets`: what to redact, read once by a caller validating many (else the environment's
+    secret-named values, read now)."""
+    context = {SECRETS_CONTEXT: secrets} if secrets is not None else None
     try:
-        return UniversalFailureEvent.model_validate(data)
+        return UniversalFailureEvent.model_validate(data, context=context)
     except ValidationError as exc:
         raise BadInputError(
             f"{where}: does not match the event schema at {schema_error(exc)} "

@@ -314,7 +314,8 @@ class AirflowHarness:
         if timed_out:
             output = f"{output}\npatchit: the task was stopped after {self.timeout_s:g} s".strip()
         elif not passed:
-            limit = sandbox.limit_in(f"{output}\n{result.get('error') or ''}")
+            error = str(result.get("error") or "") or None  # the task's own, else the log's
+            limit = sandbox.limit_in(f"{output}\n{error or ''}", error)
         self.last_timings = {
             "migrate_ms": migrate_ms,
             "copy_ms": int((copied - started) * 1000) - migrate_ms,

@@ -228,7 +228,9 @@ class DbtHarness:
             output = f"{output}\npatchit: dbt stopped after {self.timeout_s:g} s".strip()
             limit = "time"
         elif not passed:
-            limit = sandbox.limit_in(output)
+            errors = [str(r.get("message") or "") for r in outcome.results
+                      if str(r.get("unique_id")) in failures]  # fmt: skip
+            limit = sandbox.limit_in(output, "\n".join([*errors, outcome.exception or ""]))
             if limit == "memory" and worker is not None:
                 self._drop_after_runs(worker)  # an allocation failed somewhere in it
         return Verification(

@@ -20,9 +20,8 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-INVOCATION_ENV = "PATCHIT_DBT_INVOCATION"  # the user's own args, set by patchit.intake.dbt
-# An fd to write one line to when the first node errors (the wrapper starts healing work)
-FAILED_FD_ENV = "PATCHIT_DBT_FAILED_FD"
+from patchit.intake.dbt_child_env import FAILED_FD_ENV as FAILED_FD_ENV
+from patchit.intake.dbt_child_env import INVOCATION_ENV as INVOCATION_ENV
 
 
 def _node_fields(node: Any) -> dict[str, Any]:
@@ -90,10 +89,30 @@ def _failed_fd() -> int | None:
     return fd
 
 
+def _import_spooling() -> None:
+    with contextlib.suppress(Exception):  # spooling imports it again, and says what failed
+        import patchit.intake.dbt
+        import patchit.intake.spool  # noqa: F401
+
+
+def _spool_first(ticket: dict[str, str], record: dict[str, Any], args: list[str]) -> None:
+    """Spool the failures now, for the wrapper (`patchit.intake.dbt_spool`); never changes
+    dbt's exit code: where it fails the wrapper spools them itself."""
+    try:
+        from patchit.intake.dbt_spool import spool_record
+
+        record["spooled"] = spool_record(ticket, record, args)
+    except Exception as exc:
+        print(f"patchit: spooling the failures failed ({exc}); the wrapper will", file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     out_path = Path(argv[0])
     args = argv[1:]
     sys.argv = _as_typed(args)
+    from patchit.intake.dbt_spool import take_ticket
+
+    ticket = take_ticket()
     from dbt.cli.exceptions import DbtUsageException
     from dbt.cli.main import dbtRunner
     from dbt_common.events.base_types import EventMsg
@@ -102,6 +121,9 @@ def main(argv: list[str]) -> int:
 
     failed_fd = _failed_fd()
     tell = threading.Lock()
+    # what spooling the failures loads (pydantic's event model: a second on a busy machine),
+    # imported beside dbt from its first failed node on, not after it returns
+    warming = threading.Thread(target=_import_spooling, name="patchit-warm-spool", daemon=True)
 
     def on_event(msg: EventMsg) -> None:
         nonlocal failed_fd
@@ -109,8 +131,12 @@ def main(argv: list[str]) -> int:
             record["invocation_id"] = getattr(msg.info, "invocation_id", None)
         if msg.info.name == "MainEncounteredError":
             record["errors"].append(str(msg.data.exc))
-        elif failed_fd is not None and msg.info.name == "NodeFinished":
-            if getattr(getattr(msg.data, "run_result", None), "status", "") != "error":
+        elif msg.info.name == "NodeFinished":
+            status = str(getattr(getattr(msg.data, "run_result", None), "status", ""))
+            if ticket is not None and status in ("error", "fail") and not warming.is_alive():
+                with tell, contextlib.suppress(RuntimeError):  # started once
+                    warming.start()
+            if failed_fd is None or status != "error":
                 return
             with tell:  # nodes finish in dbt's threads: the fd is written and closed once
                 if failed_fd is not None:
@@ -141,6 +167,8 @@ def main(argv: list[str]) -> int:
                 "failures": getattr(r, "failures", None),
             }
         )
+    if ticket is not None and not res.success:
+        _spool_first(ticket, record, args)
     _write(out_path, record)
     if res.success:
         return 0

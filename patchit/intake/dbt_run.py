@@ -21,7 +21,7 @@ import yaml
 
 from patchit.dbt_args import option_value
 from patchit.errors import BadInputError
-from patchit.intake.dbt_child import FAILED_FD_ENV, INVOCATION_ENV
+from patchit.intake.dbt_child_env import FAILED_FD_ENV, INVOCATION_ENV, SPOOL_ENV
 
 
 def check_dbt_installed() -> None:
@@ -86,6 +86,7 @@ def run_dbt(
     invocation: list[str] | None = None,
     meanwhile: Callable[[], None] | None = None,
     on_error: Callable[[], None] | None = None,
+    spool_ticket: str | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Run dbt in a child process; its output goes straight to our stdout/stderr.
 
@@ -93,6 +94,8 @@ def run_dbt(
     `meanwhile` is called once dbt has started (work to do while it runs, off its start).
     `on_error` is called, in this thread, as soon as a node errors, while dbt goes on with
     the rest of the build (work a heal needs that takes seconds to start).
+    `spool_ticket` has dbt's process spool the failures as soon as dbt returns
+    (`patchit.intake.dbt_spool`).
     """
     try:
         work_dir.mkdir(parents=True, exist_ok=True)
@@ -108,6 +111,9 @@ def run_dbt(
     try:
         # dbt records its own command line in run_results.json: the user's, not the child's
         env = {**os.environ, INVOCATION_ENV: json.dumps(list(invocation or args))}
+        env.pop(SPOOL_ENV, None)
+        if spool_ticket is not None:
+            env[SPOOL_ENV] = spool_ticket
         told, tell = os.pipe() if on_error is not None else (-1, -1)
         if on_error is not None:
             env[FAILED_FD_ENV] = str(tell)

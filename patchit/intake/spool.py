@@ -98,9 +98,9 @@ def _within_deadline(home: Path, work: Callable[[], T], deadline_s: float) -> T:
     return cast(T, done["value"])
 
 
-def _put_many(events: list[dict[str, Any]], home: Path) -> None:
+def _put_many(events: list[dict[str, Any]], home: Path, owner: str | None) -> list[int]:
     with Spool.open(home, PRODUCER_BUSY_TIMEOUT_S, producer=True) as spool:
-        spool.put_many(events)
+        return spool.put_many(events, owner)
 
 
 def _put(event: dict[str, Any], home: Path) -> int:
@@ -112,15 +112,21 @@ def spool_events(events: list[dict[str, Any]], home: Path) -> bool:
     """Spool several events in one transaction; False when they went to the fallback file
     instead (the spool locked past the producer's timeout, damaged or unwritable, or a
     Postgres state silent past the producer's deadline)."""
+    return spool_taken(events, home, None) is not None
+
+
+def spool_taken(events: list[dict[str, Any]], home: Path, owner: str | None) -> list[int] | None:
+    """`spool_events`, the rows taken by `owner` (a producer that processes them itself, see
+    `Spool.put_many`); their row ids, or None when they went to the fallback file (pending:
+    a worker may take them while their producer still runs)."""
     try:
         # a batch (patchit airflow scan) is given more time for its rows
         deadline = PRODUCER_DEADLINE_S + PRODUCER_DEADLINE_PER_EVENT_S * len(events)
-        _within_deadline(home, lambda: _put_many(events, home), deadline)
-        return True
+        return _within_deadline(home, lambda: _put_many(events, home, owner), deadline)
     except PRODUCER_FAILURES:
         for event in events:
             append_fallback(event, home)
-        return False
+        return None
 
 
 def spool_event(event: dict[str, Any], home: Path | None = None) -> int | None:

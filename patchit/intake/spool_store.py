@@ -190,12 +190,20 @@ class Spool:
         )
         return int(cur.lastrowid or 0)
 
-    def put_many(self, events: list[dict[str, Any]]) -> list[int]:
+    def put_many(self, events: list[dict[str, Any]], owner: str | None = None) -> list[int]:
+        """Spool several events in one transaction; their row ids. With `owner`, the rows are
+        spooled already taken by that run (the dbt wrapper, which heals them itself): a worker
+        takes them only once that run is dead, as it takes a dead worker's rows."""
         ids: list[int] = []
         secrets = environment_secrets()  # read once for the whole batch
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             ids = [self.put(e, secrets) for e in events]
+            if owner is not None:
+                self.conn.executemany(
+                    "update spool set state = 'taken', owner = ?, taken_utc = ? where id = ?",
+                    [(owner, now_iso(), i) for i in ids],
+                )
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
@@ -214,8 +222,10 @@ class Spool:
         marked bad instead. A claim counts against no row: the worker charges the rows it is
         processing (`charge`), so a kill counts against those, not the rest of its batch.
         `is_dead` judges the claimers (by default `claimer_judge()`: /proc read once, before
-        the transaction takes its lock)."""
-        is_dead = is_dead or claimer_judge()
+        the transaction takes its lock; not at all when no other run holds rows, as in a storm
+        that one worker takes in batches)."""
+        if is_dead is None:
+            is_dead = claimer_judge() if self._held_by_others(owner) else _not_dead
         if self.pg_conn is not None:
             from patchit.intake.spool_pg import claim_rows
 
@@ -245,6 +255,16 @@ class Spool:
             raise
         self.conn.execute("COMMIT")
         return [SpooledEvent(id=r[0], payload=r[1], claims=r[2]) for r in rows]
+
+    def _held_by_others(self, owner: str) -> bool:
+        """Whether any row is taken by a run other than `owner` (read without a lock: a run
+        that takes rows after it is alive, not one to judge)."""
+        row = self.conn.execute(
+            "select 1 from spool where state = 'taken' and owner is not null and owner <> ?"
+            " limit 1",
+            (owner,),
+        ).fetchone()
+        return row is not None
 
     def _requeue_dead(self, owner: str, is_dead: Callable[[str], bool]) -> int:
         """Put rows taken by workers that died back to pending (inside claim's transaction)."""
@@ -412,6 +432,10 @@ class Spool:
             self._insert(text, "", state="bad", reason=why)
             return
         self._insert(payload, _source_of(event))
+
+
+def _not_dead(_owner: str) -> bool:
+    return False
 
 
 def _source_of(event: dict[str, Any]) -> str:

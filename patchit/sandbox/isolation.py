@@ -104,16 +104,37 @@ _LIMIT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _LANDLOCK_DENIED = re.compile(r"PermissionError: \[Errno 13\]|\bEACCES\b")
 
 
-def detect_limit(output: str) -> str | None:
-    """ "memory" | "network" | "write" when the output shows the child hit a sandbox limit.
+def detect_limit(output: str, error: str | None = None) -> str | None:
+    """ "memory" | "network" | "write" when the output shows the child hit a sandbox limit;
+    the network only when `error` (the failure's own error, where given) says so.
 
     Pure text matching: the caller decides whether the sandbox could have caused it (see
     `Sandbox.limit_in`, which ignores network errors when the network was allowed).
     """
     for limit, pattern in _LIMIT_PATTERNS:
-        if pattern.search(output):
+        if pattern.search(error if limit == "network" and error is not None else output):
             return limit
     return None
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def failure_error(output: str) -> str:
+    """The failure's own error in a run's output: the exception that ended its last Python
+    traceback (up to a blank line, at most 5 lines), else its last 3 lines. A line logged on
+    the way (a retry warning quoting "Connection refused") is not the failure."""
+    _head, found, tail = output.rpartition(_TRACEBACK)
+    if found:
+        lines = tail.splitlines()[1:]
+        start = next((i for i, line in enumerate(lines) if line[:1].strip()), len(lines))
+        error: list[str] = []
+        for line in lines[start : start + 5]:
+            if not line.strip():
+                break
+            error.append(line)
+        return "\n".join(error)
+    return "\n".join([line for line in output.splitlines() if line.strip()][-3:])
 
 
 def _within(path: Path, parent: Path) -> bool:
@@ -364,9 +385,10 @@ class Sandbox:
             )
         return f"{text}: {self.note}" if self.note else text
 
-    def limit_in(self, output: str) -> str | None:
-        """`detect_limit`, keeping only limits this sandbox can impose."""
-        limit = detect_limit(output)
+    def limit_in(self, output: str, error: str | None = None) -> str | None:
+        """`detect_limit`, keeping only limits this sandbox can impose; the network only when
+        the failure's own error (`error`, else `failure_error(output)`) was refused by it."""
+        limit = detect_limit(output, failure_error(output) if error is None else error)
         if limit == "network" and not self.blocks_network:
             return None
         if limit == "write" and not self.confines_writes:

@@ -49,6 +49,7 @@ def test_dbt_writing_tracked_files_does_not_make_the_tree_look_changed(
         invocation: Any = None,
         meanwhile: Callable[[], None] | None = None,
         on_error: Callable[[], None] | None = None,
+        spool_ticket: str | None = None,
     ) -> tuple[int, Any]:
         (project / "target" / "manifest.json").write_text('{"written": "by dbt"}\n')
         if meanwhile is not None:
@@ -74,6 +75,7 @@ def test_work_that_cannot_start_beside_dbt_is_done_after_it(
         invocation: Any = None,
         meanwhile: Callable[[], None] | None = None,
         on_error: Callable[[], None] | None = None,
+        spool_ticket: str | None = None,
     ) -> tuple[int, Any]:
         if meanwhile is not None:
             with contextlib.suppress(RuntimeError):  # as the real run_dbt: dbt goes on

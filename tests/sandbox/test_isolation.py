@@ -305,6 +305,27 @@ def test_uses_no_host_tmp(box: Sandbox, tmp_path: Path) -> None:
     assert not (Path("/tmp") / marker).exists()
 
 
+def test_a_refusal_logged_on_the_way_is_not_the_failure(box: Sandbox) -> None:
+    """A unit that logs a refused connection (a metrics agent, a retry) and then fails on
+    its own bug did not need the network: only the failure's own error says that."""
+    code = """
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=5)
+except OSError as exc:
+    print("metrics agent unreachable, going on:", exc, flush=True)
+row = {"amount": 1}
+print(row["amout"])
+"""
+    proc = run_in(box, code)
+    assert proc.returncode == 1 and "KeyError: 'amout'" in proc.stderr, proc.stderr
+    output = proc.stdout + proc.stderr
+    assert detect_limit(output) == "network"  # the text alone names the network
+    assert box.limit_in(output) is None
+    refused = run_in(box, 'import socket\nsocket.create_connection(("127.0.0.1", 9))\n')
+    assert box.limit_in(refused.stdout + refused.stderr) == "network"
+
+
 class TestEnvironment:
     def test_only_the_allowlist_and_what_the_unit_names(self) -> None:
         env = {
