@@ -21,9 +21,9 @@ The child runs in its own session, and the parent enforces the time limit itself
 serve the next candidate. The parent is a child subreaper (`patchit.sandbox.reaper`): what a
 child daemonized comes back to it and is killed once the child is done, and what the child
 left in the private /tmp (when its Landlock rules let it write there) is removed, so nothing
-of one candidate is alive or on disk for the next. The pids are the parent's own: inside bubblewrap's pid namespace
-they mean nothing outside, so the harness never signals them; if the parent itself stops
-answering, the harness kills the whole sandbox.
+of one candidate is alive or on disk for the next. The pids are the parent's own: inside
+bubblewrap's pid namespace they mean nothing outside, so the harness never signals them; if
+the parent itself stops answering, the harness kills the whole sandbox.
 """
 
 from __future__ import annotations
