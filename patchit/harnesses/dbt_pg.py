@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -29,8 +30,23 @@ from patchit.sandbox.pg_clone import (
     names_its_database,
     with_dbname,
 )
-from patchit.sandbox.pg_orphans import sweep, sweep_clones
-from patchit.sandbox.postgres import PgWarehouse, dbname_of, sandbox_schema
+from patchit.sandbox.pg_orphans import sweep, sweep_clones, sweep_roles
+from patchit.sandbox.pg_role import (
+    CANNOT,
+    ROLE_PASSWORD_ENV,
+    CannotVerifySafely,
+    Restricted,
+    admit,
+    check_role,
+    drop_role,
+    grant_reads,
+    grant_statements,
+    make_role,
+    may_create_roles,
+    probe_login,
+    role_output,
+)
+from patchit.sandbox.postgres import SANDBOX_PREFIX, PgWarehouse, dbname_of, sandbox_schema
 
 # What the guard lists: what a build writes, and tests (their stored failures are written to
 # `<schema>_dbt_test__audit`, named by the same macro)
@@ -45,23 +61,29 @@ UNVERIFIED = "its incremental branch is not verified"
 class Placed:
     """Where a candidate's run builds: its sandbox `schema`, the profile `output` it connects
     with (the user's, or its database the incident's clone), the names of the relations its
-    `--defer` finds built, and the incident's database (`clone.name` None: the user's)."""
+    `--defer` finds built, the incident's database (`clone.name` None: the user's), and in the
+    user's database the restricted role `output` logs in as (`patchit.sandbox.pg_role`)."""
 
     schema: str
     output: dict[str, Any]
     relations: set[str]
     clone: Clone
+    role: Restricted | None = None
 
 
 class PgSchemas:
     """The sandbox schemas (and databases of its own) one harness made; close() drops them
     all. `clone` ("auto" or "never") and `clone_limit` (bytes) say whether an incident gets a
-    copy of the user's database (`patchit.sandbox.pg_clone`)."""
+    copy of the user's database (`patchit.sandbox.pg_clone`); without one, candidates log in
+    as `role` (the operator's `[sandbox] pg_role`) or a role made for the heal, else nothing
+    runs (`patchit.sandbox.pg_role`)."""
 
     def __init__(self) -> None:
         self.clone = "auto"
         self.clone_limit = 256 * 2**20
+        self.role: str | None = None
         self._clones: dict[str, Clone] = {}  # the user's output -> the incident's database
+        self._roles: dict[str, Restricted] = {}  # the user's output -> the role runs log in as
         self._swept: set[str] = set()  # the user's outputs whose dead runs were swept
         self._made: list[tuple[PgWarehouse, str, Path]] = []  # and the scratch it is for
         self.swept: list[str] = []  # schemas (and clones) of dead runs dropped on the way
@@ -77,8 +99,8 @@ class PgSchemas:
             return
         self._swept.add(key)
         warehouse = PgWarehouse(output)
-        try:
-            done = [*sweep(warehouse), *sweep_clones(output)]
+        try:  # a dead run's schemas before its role: they hold what the role built
+            done = [*sweep(warehouse), *sweep_clones(output), *sweep_roles(warehouse)]
             self.swept += [v.schema for v, dropped in done if dropped]
             self._problems += [
                 f"sandbox {v.schema} of a dead run was not dropped: {v.error}"
@@ -140,7 +162,8 @@ class PgSchemas:
         with self._lock:  # a connection per schema: a baseline's long copy holds up no other
             known = [w for w, made, _ in self._made if made == schema]
         warehouse = known[0] if known else PgWarehouse(where)
-        try:
+        try:  # the role first: without one, nothing is made and nothing runs
+            role = None if clone.name is not None else self._restricted(warehouse, clone, manifest)
             warehouse.reset(schema)
         except BaseException:
             if not known:
@@ -149,8 +172,53 @@ class PgSchemas:
         with self._lock:
             if not known:
                 self._made.append((warehouse, schema, scratch.resolve()))
+        if role is not None:
+            admit(warehouse, role.role, [schema])
+            check_role(warehouse, role.role, role.made)  # it can write nothing of the user's
+            where = role_output(where, role)
         relations = warehouse.relations(deferred_schemas(output, manifest))
-        return Placed(schema, where, relations, clone)
+        return Placed(schema, where, relations, clone, role)
+
+    def _restricted(
+        self, warehouse: PgWarehouse, clone: Clone, manifest: Path | None
+    ) -> Restricted:
+        """The role candidates log in as in the user's database: the operator's `pg_role`, or
+        one made for the heal (once per database, its reads granted at each placing: a
+        baseline may read what a candidate does not); CannotVerifySafely when there is none."""
+        output = warehouse.output
+        key = _key(output)
+        with self._lock:
+            role = self._roles.get(key)
+            if role is None:
+                role = self._role_for(warehouse, clone, manifest)
+                self._roles[key] = role
+        if role.made:
+            self._problems += grant_reads(warehouse, role.role, read_schemas(warehouse, manifest))
+        return role
+
+    def _role_for(self, warehouse: PgWarehouse, clone: Clone, manifest: Path | None) -> Restricted:
+        output = warehouse.output
+        if self.role:
+            role = Restricted(self.role, os.environ.get(ROLE_PASSWORD_ENV), made=False)
+        elif may_create_roles(warehouse):
+            role = make_role(warehouse)
+        else:
+            db, user = dbname_of(output), output.get("user") or "the profile's user"
+            why = f" ({clone.why})" if clone.why else ""
+            raise CannotVerifySafely(
+                f"{CANNOT}: no copy of database {db}{why}, no [sandbox] pg_role, and {user} may "
+                "not create roles, so a candidate's SQL (hooks included) would run as the "
+                "profile's user, who can write production; to verify here: "
+                + grant_statements(output, read_schemas(warehouse, manifest))
+            )
+        try:
+            probe_login(output, role)
+        except CannotVerifySafely:
+            if role.made:
+                with contextlib.suppress(HarnessError):
+                    drop_role(warehouse, role.role)
+            raise
+        return role
 
     def warehouse_of(self, schema: str) -> PgWarehouse:
         """The connection sandbox schema `schema` was made on (by `place`)."""
@@ -178,6 +246,19 @@ class PgSchemas:
                 with contextlib.suppress(Exception):
                     warehouse.close()
         self._made = kept
+        for key, role in list(self._roles.items()):
+            if any(_key(w.output) == key for w, _, _ in kept):
+                continue
+            del self._roles[key]
+            if not role.made:
+                continue
+            owner = PgWarehouse(json.loads(key))
+            try:
+                drop_role(owner, role.role)
+            except HarnessError as exc:
+                problems.append(f"patchit's role {role.role} was not dropped: {exc}")
+            finally:
+                owner.close()
         for key, clone in list(self._clones.items()):
             used = clone.name is not None and any(
                 dbname_of(w.output) == clone.name for w, _, _ in kept
@@ -218,6 +299,32 @@ def deferred_schemas(output: dict[str, Any], manifest: Path | None) -> list[str]
             if not dbname or (database or dbname) == dbname
         }
     return sorted(found)
+
+
+def read_schemas(warehouse: PgWarehouse, manifest: Path | None) -> list[str]:
+    """The schemas of the user's database a sandbox build reads: where the failing run's
+    manifest places its models, seeds, snapshots and sources, and the target's; without a
+    manifest, every schema (the whole upstream is built from the sources)."""
+    output = warehouse.output
+    if manifest is None:
+        rows = warehouse.query(
+            "select nspname from pg_namespace where nspname not like 'pg\\_%%' and nspname <> "
+            "'information_schema' and nspname not like %s",
+            (SANDBOX_PREFIX.replace("_", "\\_") + "%",),
+        )
+        return sorted(str(r[0]) for r in rows)
+    found = set(deferred_schemas(output, manifest))
+    dbname = dbname_of(output)
+    try:
+        sources = json.loads(manifest.read_bytes()).get("sources") or {}
+    except (OSError, ValueError, AttributeError):
+        sources = {}
+    for source in sources.values() if isinstance(sources, dict) else ():
+        if not isinstance(source, dict) or not source.get("schema"):
+            continue
+        if not dbname or str(source.get("database") or dbname) == dbname:
+            found.add(str(source["schema"]))
+    return sorted(s for s in found if not s.startswith(SANDBOX_PREFIX))
 
 
 Relation = tuple[str, str, str]  # database ("" when the manifest has none), schema, name
@@ -329,7 +436,8 @@ def seed_incrementals(
             continue
         try:
             left = limit_bytes - spent
-            copied = warehouse.copy_table(box.pg_schema, (schema, alias), dest, left)
+            copied = warehouse.copy_table(box.pg_schema, (schema, alias), dest, left,
+                                          owner=box.pg_role)  # fmt: skip
         except HarnessError as exc:
             notes.append(f"{name} built from scratch (the copy of {schema}.{alias} failed: "
                          f"{exc}): {UNVERIFIED}")  # fmt: skip
@@ -405,6 +513,16 @@ def guard_schemas(
     return check_schemas(listing, box.pg_schema)
 
 
+def admit_built(box: DbtSandbox, nodes: list[dict[str, Any]], warehouse: PgWarehouse) -> None:
+    """Under a restricted role, dbt's `<sandbox>_<custom>` schemas of the listed `nodes`
+    made for it by patchit (the role may create no schema itself)."""
+    if box.pg_role is None or box.pg_schema is None:
+        return
+    customs = {str(node.get("schema") or "") for node in nodes} - {box.pg_schema, ""}
+    if customs:
+        admit(warehouse, box.pg_role, sorted(customs))
+
+
 def warehouse_note(box: DbtSandbox) -> str:
     """What the isolation line adds for a server warehouse: where the run wrote and read."""
     if box.pg_schema is None:
@@ -427,7 +545,12 @@ def warehouse_note(box: DbtSandbox) -> str:
         else "built in the sandbox schema too (no manifest to defer to)"
     )
     why = f"; no copy of the database: {clone.why}" if clone is not None and clone.why else ""
-    return f"; Postgres: {where}; upstream {upstream}{seeded}{why}"
+    role = (
+        f"; run as role {box.pg_role}, which can write only its sandbox schemas"
+        if box.pg_role is not None
+        else ""
+    )
+    return f"; Postgres: {where}; upstream {upstream}{seeded}{why}{role}"
 
 
 def pg_outputs(box: DbtSandbox) -> dict[str, str]:

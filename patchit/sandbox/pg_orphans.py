@@ -35,6 +35,7 @@ from typing import Any
 from patchit.errors import HarnessError
 from patchit.liveness import owner_here, placed_owner_is_dead
 from patchit.sandbox.pg_clone import CLONE_PREFIX, clones, drop_clone
+from patchit.sandbox.pg_role import drop_role, roles
 from patchit.sandbox.postgres import COMMENT_HEAD, PgWarehouse, SchemaInUse
 from patchit.sandbox.postgres import owner_comment as owner_comment  # re-exported
 
@@ -146,6 +147,19 @@ def sweep_clones(
         return drop_clone(output, name, if_comment=comment, force=False)
 
     return _sweep(found, max_age_s, dry_run, drop, None)
+
+
+def sweep_roles(
+    warehouse: PgWarehouse, max_age_s: float = MAX_AGE_S, dry_run: bool = False
+) -> list[tuple[Verdict, bool]]:
+    """Judge every `patchit_r_<12 hex>` role (`patchit.sandbox.pg_role`) the connection's user
+    is a member of as `sweep` judges schemas, and drop the dead runs' with what they own and
+    were granted in this database (not with `dry_run`)."""
+
+    def drop(role: str, comment: str) -> bool:
+        return drop_role(warehouse, role, if_comment=comment)
+
+    return _sweep(roles(warehouse), max_age_s, dry_run, drop, None)
 
 
 def _sweep(
