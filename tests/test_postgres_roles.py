@@ -3,7 +3,8 @@ commit carries a typo and models whose hooks drop a production table, empty anot
 a third (each after `set role none`, which undoes any `SET ROLE`); healed in each mode, the
 user's database is as it was:
 
-- copy: patchit's own copy of the database (the hooks write the copy);
+- copy: patchit's own copy of the database, as a role made for the heal (from the copy, the
+  user's role could still `alter database` the user's);
 - made: no copy (`pg_clone = "never"`), the profile's user has CREATEROLE: a role made for the
   heal, which cannot write the user's schemas;
 - operator: no copy, the operator's `[sandbox] pg_role`;
@@ -66,6 +67,10 @@ def _state(pg: PgCluster, db: str) -> dict[str, object]:
         "select nspname from pg_namespace where nspname not like 'pg\\_%' order by 1", db
     )
     state["roles"] = pg.execute("select rolname from pg_roles where rolname like 'patchit%'")
+    state["database"] = pg.execute(
+        "select d.datname, s.setconfig from pg_database d left join pg_db_role_setting s on "
+        f"s.setdatabase = d.oid where d.datname = '{db}'"
+    )
     return state
 
 
@@ -73,7 +78,7 @@ def _state(pg: PgCluster, db: str) -> dict[str, object]:
 def shop(request: pytest.FixtureRequest, pg: PgCluster, tmp_path: Path) -> Iterator[Shop]:
     """The shop project, green on a database of its own as the mode's user, with a precious
     table; then the breaking commit (daily_revenue's typo, and with `hostile`, the models
-    whose hooks write production)."""
+    whose hooks write production, and one that alters the user's database)."""
     mode, hostile = request.param
     token = secrets.token_hex(4)
     db, user, role = f"roles_{token}", "postgres", ""
@@ -106,7 +111,9 @@ def shop(request: pytest.FixtureRequest, pg: PgCluster, tmp_path: Path) -> Itera
         )
     daily = repo / DAILY
     daily.write_text(daily.read_text().replace("sum(amount) as revenue", "sum(amont) as revenue"))
-    for name, sql in HOSTILE.items() if hostile else ():
+    # and one that reaches the user's database from patchit's copy of it
+    reach = {"hostile_reach": f"alter database {db} set work_mem = '1MB'"}
+    for name, sql in {**HOSTILE, **reach}.items() if hostile else ():
         hooks = f'"set role none", "{sql}"'
         (repo / "models" / "marts" / f"{name}.sql").write_text(
             f"{{{{ config(post_hook=[{hooks}]) }}}}\nselect * from {{{{ ref('daily_revenue') }}}}\n"
@@ -155,17 +162,15 @@ def test_hostile_hooks_change_nothing_of_the_users_database(
     mode = request.node.callspec.id
     _operator(_patchit_home, mode, shop.role)
     incident, status, report = _heal(pg, shop)
-    if mode == "copy":  # the hooks wrote patchit's copy, which is dropped
-        assert status == "fixed", report
-        assert "patchit's copy of database" in report
-    elif mode == "none":
+    if mode == "none":
         assert status == "escalated", report
         assert "cannot verify safely on a shared database" in report
         assert "may not create roles" in report and "grant usage on schema" in report
         assert 'pg_role = "patchit_sandbox"' in report
         assert incident["attempts"] == 0 and "; Postgres: built in schema" not in report
-    else:  # the hooks ran as a role that cannot write production, and failed
+    else:  # the hooks ran as a role that cannot write production (nor the copy), and failed
         assert status == "failed", report
+        assert ("patchit's copy of database" in report) == (mode == "copy")
         assert "permission denied" in report or "must be owner" in report, report
         role = shop.role or "patchit_r_"
         assert f"run as role {role}" in report

@@ -39,6 +39,7 @@ from patchit.sandbox.pg_role import (
     admit,
     check_role,
     drop_role,
+    grant_database,
     grant_reads,
     grant_statements,
     make_role,
@@ -83,7 +84,8 @@ class PgSchemas:
         self.clone_limit = 256 * 2**20
         self.role: str | None = None
         self._clones: dict[str, Clone] = {}  # the user's output -> the incident's database
-        self._roles: dict[str, Restricted] = {}  # the user's output -> the role runs log in as
+        # the incident database's output -> the role runs log in as (None: the user's, in a copy)
+        self._roles: dict[str, Restricted | None] = {}
         self._swept: set[str] = set()  # the user's outputs whose dead runs were swept
         self._made: list[tuple[PgWarehouse, str, Path]] = []  # and the scratch it is for
         self.swept: list[str] = []  # schemas (and clones) of dead runs dropped on the way
@@ -163,7 +165,7 @@ class PgSchemas:
             known = [w for w, made, _ in self._made if made == schema]
         warehouse = known[0] if known else PgWarehouse(where)
         try:  # the role first: without one, nothing is made and nothing runs
-            role = None if clone.name is not None else self._restricted(warehouse, clone, manifest)
+            role = self._restricted(warehouse, clone, manifest)
             warehouse.reset(schema)
         except BaseException:
             if not known:
@@ -181,27 +183,33 @@ class PgSchemas:
 
     def _restricted(
         self, warehouse: PgWarehouse, clone: Clone, manifest: Path | None
-    ) -> Restricted:
-        """The role candidates log in as in the user's database: the operator's `pg_role`, or
-        one made for the heal (once per database, its reads granted at each placing: a
-        baseline may read what a candidate does not); CannotVerifySafely when there is none."""
+    ) -> Restricted | None:
+        """The role candidates log in as in the incident's database: the operator's
+        `pg_role`, or one made for the heal (once per database, its reads granted at each
+        placing: a baseline may read what a candidate does not). Without either: in a copy,
+        None (the profile's user); in the user's database, CannotVerifySafely."""
         output = warehouse.output
         key = _key(output)
         with self._lock:
-            role = self._roles.get(key)
-            if role is None:
-                role = self._role_for(warehouse, clone, manifest)
-                self._roles[key] = role
-        if role.made:
+            if key not in self._roles:
+                self._roles[key] = self._role_for(warehouse, clone, manifest)
+            role = self._roles[key]
+        if role is not None and role.made:
             self._problems += grant_reads(warehouse, role.role, read_schemas(warehouse, manifest))
         return role
 
-    def _role_for(self, warehouse: PgWarehouse, clone: Clone, manifest: Path | None) -> Restricted:
+    def _role_for(
+        self, warehouse: PgWarehouse, clone: Clone, manifest: Path | None
+    ) -> Restricted | None:
         output = warehouse.output
         if self.role:
             role = Restricted(self.role, os.environ.get(ROLE_PASSWORD_ENV), made=False)
+            if clone.name is not None:  # a copy admits no role but its owner's
+                grant_database(warehouse, role.role)
         elif may_create_roles(warehouse):
             role = make_role(warehouse)
+        elif clone.name is not None:
+            return None
         else:
             db, user = dbname_of(output), output.get("user") or "the profile's user"
             why = f" ({clone.why})" if clone.why else ""
@@ -250,7 +258,7 @@ class PgSchemas:
             if any(_key(w.output) == key for w, _, _ in kept):
                 continue
             del self._roles[key]
-            if not role.made:
+            if role is None or not role.made:
                 continue
             owner = PgWarehouse(json.loads(key))
             try:
@@ -545,11 +553,13 @@ def warehouse_note(box: DbtSandbox) -> str:
         else "built in the sandbox schema too (no manifest to defer to)"
     )
     why = f"; no copy of the database: {clone.why}" if clone is not None and clone.why else ""
-    role = (
-        f"; run as role {box.pg_role}, which can write only its sandbox schemas"
-        if box.pg_role is not None
-        else ""
-    )
+    if box.pg_role is not None:
+        role = f"; run as role {box.pg_role}, which can write only its sandbox schemas"
+    elif clone is not None and clone.name is not None:
+        role = ("; run as the profile's user (no [sandbox] pg_role, no CREATEROLE): it could "
+                f"still alter database {clone.source} itself")  # fmt: skip
+    else:
+        role = ""
     return f"; Postgres: {where}; upstream {upstream}{seeded}{why}{role}"
 
 

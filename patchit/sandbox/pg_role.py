@@ -4,9 +4,14 @@ user's schemas.
 Where an incident gets no copy of the database (`patchit.sandbox.pg_clone`), its candidates
 are built in sandbox schemas of the user's database. dbt then does not connect as the
 profile's user: a `post_hook` is any SQL, and with the user's role `drop table
-analytics.precious` drops it. `SET ROLE` (dbt-postgres's `role:` field, or `options=-c
-role=...`) is no boundary: any statement may `set role none` and is the session user again.
-So dbt logs in as another role, whose session cannot become the user's:
+analytics.precious` drops it. In a copy, the user's role still reaches the user's database
+through what is the server's, not the database's (`alter database <the user's> set ...`, or
+`rename`, by its owner), so the same role is used there too where there is one; without
+one, a copy is still verified as the profile's user (the report says so).
+
+`SET ROLE` (dbt-postgres's `role:` field, or `options=-c role=...`) is no boundary: any
+statement may `set role none` and is the session user again. So dbt logs in as another role,
+whose session cannot become the user's:
 
 - `[sandbox] pg_role`, a LOGIN role the operator's DBA made (its password, if the server asks
   for one, in `PATCHIT_PG_ROLE_PASSWORD`): USAGE and SELECT on what the project reads, a member
@@ -29,6 +34,7 @@ and drop it.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 from dataclasses import dataclass
@@ -132,14 +138,13 @@ def make_role(warehouse: PgWarehouse) -> Restricted:
     """A fresh `patchit_r_<12 hex>` LOGIN role with no right but CONNECT and TEMPORARY on the
     database, a member of nothing, granted to this connection's user, labelled with its
     owner (`patchit.sandbox.pg_orphans` judges the label)."""
-    import psycopg2
     import psycopg2.extensions
 
     role, password = f"{ROLE_PREFIX}{secrets.token_hex(6)}", secrets.token_hex(24)
     conn = warehouse._connection()
     # the server gets a SCRAM verifier, never the password itself (its log may show DDL)
     verifier = psycopg2.extensions.encrypt_password(password, role, conn, "scram-sha-256")
-    r, db = quote_ident(role), quote_ident(dbname_of(warehouse.output))
+    r = quote_ident(role)
     with warehouse._cursor(read_only=False) as cur:
         cur.execute("select extract(epoch from now())::float8, "
                     "(now() + interval '1 day')::text")  # fmt: skip
@@ -151,14 +156,17 @@ def make_role(warehouse: PgWarehouse) -> Restricted:
         )
         cur.execute(f"comment on role {r} is %s", (owner_comment(placed_owner(), float(now)),))
         cur.execute(f"grant {r} to current_user")
-        # PUBLIC has both unless a DBA revoked them; a user that does not own the database
-        # may not grant them (the login probe then says what is missing)
-        cur.execute("savepoint patchit_database")
-        try:
-            cur.execute(f"grant connect, temporary on database {db} to {r}")
-        except psycopg2.Error:
-            cur.execute("rollback to savepoint patchit_database")
+    grant_database(warehouse, role)
     return Restricted(role, password, made=True)
+
+
+def grant_database(warehouse: PgWarehouse, role: str) -> None:
+    """CONNECT and TEMPORARY on the connection's database for `role`: PUBLIC has both unless
+    a DBA revoked them (patchit's copy revokes them); a user that does not own the database may
+    not grant them, and the login probe then says what is missing."""
+    db = quote_ident(dbname_of(warehouse.output))
+    with contextlib.suppress(HarnessError), warehouse._cursor(read_only=False) as cur:
+        cur.execute(f"grant connect, temporary on database {db} to {quote_ident(role)}")
 
 
 def grant_reads(warehouse: PgWarehouse, role: str, schemas: list[str]) -> list[str]:
