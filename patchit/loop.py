@@ -117,9 +117,8 @@ def heal(event: UniversalFailureEvent, ctx: Context, key: str | None = None) -> 
         if isinstance(exc, MemoryStoreError) and exc.retryable:
             raise  # a memory write cut off and rolled back: the caller heals it again
         if isinstance(exc, CannotVerifySafely):  # nothing ran: a human verifies, or grants
-            ctx.say(str(exc))
-            return _finish(ctx, event, incident, created, "escalated", str(exc), evidence,
-                           verdict)  # fmt: skip
+            stop = _unverified(str(exc), evidence, ctx) if evidence is not None else str(exc)
+            return _finish(ctx, event, incident, created, "escalated", stop, evidence, verdict)
         stop = f"patchit could not finish: {exc}"
         ctx.say(stop)
         return _finish(ctx, event, incident, created, "failed", stop, evidence, verdict)

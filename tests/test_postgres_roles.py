@@ -167,6 +167,7 @@ def test_hostile_hooks_change_nothing_of_the_users_database(
         assert "cannot verify safely on a shared database" in report
         assert "may not create roles" in report and "grant usage on schema" in report
         assert 'pg_role = "patchit_sandbox"' in report
+        assert "unverified suggestion (duckdb_rename_column)" in report
         assert incident["attempts"] == 0 and "; Postgres: built in schema" not in report
     else:  # the hooks ran as a role that cannot write production (nor the copy), and failed
         assert status == "failed", report
