@@ -134,6 +134,13 @@ class SandboxConfig(BaseModel):
         "(create database ... template) where the role may make one; never: always in sandbox "
         "schemas of the user's database",
     )  # fmt: skip
+    pg_role: str | None = Field(
+        default=None, max_length=63,
+        description="Postgres, without a copy: the LOGIN role candidates' dbt logs in as (USAGE "
+        "and SELECT on what is read, granted to the profile's user; its password in "
+        "PATCHIT_PG_ROLE_PASSWORD); none: one patchit makes where the profile's user has "
+        "CREATEROLE, else no verification on a shared database; the operator's setting",
+    )  # fmt: skip
     harness: str | None = Field(
         default=None, description="force a harness by name (dbt, airflow, python, ci, compose)"
     )

@@ -4,19 +4,26 @@ For the repository's dbt project (its `dbt_project.yml` at the root or one direc
 the target dbt would use: DuckDB is copied per incident; Postgres is reached with the profile's
 credentials (5 s), patchit's role must be able to create its sandbox schemas (`CREATE` on the
 database), and the line says whether an incident would get a database of its own
-(`patchit.sandbox.pg_clone`) or why not; other warehouses are not verified in a sandbox.
-Nothing is created.
+(`patchit.sandbox.pg_clone`) or why not, and, for when there is none, which role candidates
+would run as (`patchit.sandbox.pg_role`: the operator's `pg_role`, checked now; one made per
+heal; or none, and such an incident is escalated); other warehouses are not verified in a
+sandbox. Nothing is created.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from patchit.config import SandboxConfig
 from patchit.doctor import Check
 from patchit.errors import PatchitError
 
+if TYPE_CHECKING:
+    from patchit.sandbox.postgres import PgWarehouse
+
 NAME = "dbt target"
+Status = Literal["ok", "warn", "fail"]
 
 
 def find_project(repo: Path) -> Path | None:
@@ -71,21 +78,53 @@ def _postgres(where: str, output: dict[str, object], config: SandboxConfig) -> C
         [(may_create,)] = warehouse.query(
             "select has_database_privilege(current_database(), 'CREATE')"
         )
+        db = dbname_of(output)
+        if not may_create:
+            return Check("fail", NAME, f"{where}: the role cannot create patchit's sandbox "
+                         f"schemas in database {db}", f"grant create on database {db} to the "
+                         "profile's role")  # fmt: skip
+        status, shared, fix = _shared_mode(warehouse, config)
     except PatchitError as exc:
         return Check("fail", NAME, f"{where}: {exc}", "check the profile and the server")
     finally:
         warehouse.close()
-    db = dbname_of(output)
-    if not may_create:
-        return Check("fail", NAME, f"{where}: the role cannot create patchit's sandbox schemas "
-                     f"in database {db}", f"grant create on database {db} to the profile's "
-                     "role")  # fmt: skip
     if config.pg_clone == "never":
-        return Check("ok", NAME, f"{where}: verified in sandbox schemas of database {db} "
-                     '([sandbox] pg_clone = "never")')  # fmt: skip
+        return Check(status, NAME, f'{where}: no copy ([sandbox] pg_clone = "never"): {shared}',
+                     fix)  # fmt: skip
     why = clone_plan(dict(output), config.pg_clone_limit_mb * 2**20)
     if not why:
-        return Check("ok", NAME, f"{where}: verified in a copy of database {db} made for "
-                     "each incident (a database of patchit's own)")  # fmt: skip
-    return Check("ok", NAME, f"{where}: verified in sandbox schemas of database {db}; no copy "
-                 f"of it now: {why}")  # fmt: skip
+        copy = (f"{where}: verified in a copy of database {db} made for each incident (a "
+                "database of patchit's own: candidate SQL writes only the copy)")  # fmt: skip
+        return Check("ok", NAME, f"{copy}; while other sessions are on {db}: {shared}", fix)
+    return Check(status, NAME, f"{where}: no copy of it now: {why}; {shared}", fix)
+
+
+def _shared_mode(warehouse: PgWarehouse, config: SandboxConfig) -> tuple[Status, str, str]:
+    """How a candidate runs in sandbox schemas of the user's database: as the operator's
+    `pg_role` (checked now), as a role made per heal (the profile's user has CREATEROLE), or
+    not at all (escalated); the check's status, its line and what to do."""
+    from patchit.sandbox.pg_role import (
+        CannotVerifySafely,
+        check_role,
+        grant_statements,
+        may_create_roles,
+    )
+
+    only = "which can write only its sandbox schemas"
+    if config.pg_role:
+        try:
+            check_role(warehouse, config.pg_role, made=False)
+        except CannotVerifySafely as exc:
+            return "fail", str(exc), "fix the role, or unset [sandbox] pg_role"
+        role = config.pg_role
+        return "ok", f"verified in sandbox schemas as role {role} ([sandbox] pg_role), {only}", ""
+    if may_create_roles(warehouse):
+        return ("ok", "verified in sandbox schemas as a role patchit makes for each heal (the "
+                f"profile's user has CREATEROLE), {only}", "")  # fmt: skip
+    schemas = [str(warehouse.output.get("schema") or "public")]
+    return (
+        "warn",
+        "not verified: cannot verify safely on a shared database (no [sandbox] pg_role, and "
+        "the profile's user may not create roles): such an incident is escalated",
+        grant_statements(warehouse.output, schemas),
+    )

@@ -43,6 +43,7 @@ from patchit.reports.refresh import refresh_report
 from patchit.reports.render import write_report
 from patchit.sandbox.dbt_profile import resolve_dbt_target, unsupported_sandbox
 from patchit.sandbox.git import dirty_tracked_files, head_commit
+from patchit.sandbox.pg_role import CannotVerifySafely
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree, remove_worktrees_under
 from patchit.search import Search, recorded_search, search_fix
@@ -119,6 +120,9 @@ def heal(
     except PatchitError as exc:  # the incident must not be lost half-way: stop with a report
         if isinstance(exc, MemoryStoreError) and exc.retryable:
             raise  # a memory write cut off and rolled back: the caller heals it again
+        if isinstance(exc, CannotVerifySafely):  # nothing ran: a human verifies, or grants
+            stop = _unverified(str(exc), evidence, ctx) if evidence is not None else str(exc)
+            return _finish(ctx, event, incident, created, "escalated", stop, evidence, verdict)
         stop = f"patchit could not finish: {exc}"
         ctx.say(stop)
         return _finish(ctx, event, incident, created, "failed", stop, evidence, verdict)

@@ -15,7 +15,11 @@ the policy its fix is judged by. So:
   and lines, more deny and protected globs, allow globs inside the operator's, a delivery mode
   that waits for a human more often, a smaller model budget. Any other `[policy]` number is
   stricter when smaller; any other `[policy]` setting must equal the operator's.
-- Everything else (the sandbox, the loop, the model's name, ...) is the repository's to set.
+  How far candidate code reaches is narrowed the same way: `[sandbox] isolation` (bubblewrap,
+  auto, subprocess, strictest first), `network` (false before true), `pg_clone` ("never"
+  before "auto": a copy holds up the database's new connections) and its size limit; the
+  role it runs as on Postgres (`pg_role`) is the operator's alone.
+- Everything else (the loop, the model's name, the memory limit, ...) is the repository's.
 - The repository's file is read at the commit the failure is judged against (`rules_commit`:
   the project's last good commit, else the failing commit's parent), never at the breaking
   commit nor from the working tree. `patchit doctor` alone reads the working tree's file, to
@@ -59,6 +63,9 @@ OPERATOR_ONLY: dict[Key, str] = {
     ("notify", "webhook_url"): "PATCHIT_WEBHOOK_URL",
     ("airflow", "api_url"): "PATCHIT_AIRFLOW_API_URL",
     ("llm", "base_url"): "ANTHROPIC_BASE_URL",
+    # the role candidate SQL runs as on a shared Postgres database: a repository naming one
+    # could hand its hooks a role that writes production
+    ("sandbox", "pg_role"): "",
 }
 # Sections whose every setting is a limit: one not named in NARROWERS is a number that is
 # stricter when smaller, or else must equal the operator's.
@@ -116,7 +123,7 @@ def _within(repo: list[str], operator: list[str]) -> tuple[list[str], str]:
     return (inside or operator), said + (" (dropped)" if inside else "")
 
 
-def _order(*strictest_first: str) -> Narrower:
+def _order(*strictest_first: str | bool) -> Narrower:
     def narrower(repo: Any, operator: Any) -> tuple[Any, str]:
         rank = {value: i for i, value in enumerate(strictest_first)}
         if repo == operator or rank.get(repo, len(rank)) <= rank.get(operator, -1):
@@ -139,6 +146,12 @@ NARROWERS: dict[Key, Narrower] = {
     ("llm", "max_cost_per_incident_usd"): _smaller,
     ("llm", "max_tokens_per_day"): _smaller,
     ("llm", "max_cost_per_day_usd"): _smaller,
+    # how far candidate code reaches: a repository may confine it more, never less
+    ("sandbox", "isolation"): _order("bubblewrap", "auto", "subprocess"),
+    ("sandbox", "network"): _order(False, True),
+    # a copy of the operator's database holds up its new connections while it is made
+    ("sandbox", "pg_clone"): _order("never", "auto"),
+    ("sandbox", "pg_clone_limit_mb"): _smaller,
 }
 
 

@@ -53,7 +53,7 @@ _LIMITS = {
 LEASE_TTL_S = 3600.0
 CANNOT_VERIFY_NETWORK = (
     "cannot verify: the unit needs the network, which the sandbox blocks; allow it with "
-    "`[sandbox] network = true` in .patchit.toml if that is safe, or verify by hand"
+    "`[sandbox] network = true` in $PATCHIT_HOME/patchit.toml if that is safe, or verify by hand"
 )
 
 

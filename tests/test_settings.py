@@ -122,6 +122,32 @@ def test_free_settings_are_the_repositorys(_patchit_home: Path) -> None:
     assert (config.sandbox.memory_mb, config.loop.max_attempts, said) == (8192, 9, "")
 
 
+def test_the_sandbox_may_only_be_narrowed_and_the_postgres_role_is_the_operators() -> None:
+    """A breaking commit must not loosen the sandbox its own code runs in, nor name the role
+    its SQL runs as on a shared database."""
+    looser = {"sandbox": {"isolation": "subprocess", "network": True, "pg_clone": "auto",
+                          "pg_clone_limit_mb": 4096, "pg_role": "admin"}}  # fmt: skip
+    operator = {"sandbox": {"pg_clone": "never", "pg_role": "patchit_sandbox"}}
+    config, said = _merged(operator, looser)
+    box = config.sandbox
+    assert (box.isolation, box.network, box.pg_clone, box.pg_clone_limit_mb, box.pg_role) == (
+        "auto", False, "never", 256, "patchit_sandbox",
+    )  # fmt: skip
+    assert len(said.splitlines()) == 5, said
+    assert "[sandbox] isolation = 'subprocess' is looser than the operator's 'auto'" in said
+    assert "[sandbox] network = True is looser than the operator's False" in said
+    assert "[sandbox] pg_role is the operator's setting, ignored here" in said
+    stricter = {"sandbox": {"isolation": "bubblewrap", "pg_clone": "never",
+                            "pg_clone_limit_mb": 16, "pg_role": "patchit_sandbox"}}  # fmt: skip
+    config, said = _merged({"sandbox": {"network": True, "pg_role": "patchit_sandbox"}}, stricter)
+    box = config.sandbox
+    assert (box.isolation, box.pg_clone, box.pg_clone_limit_mb, box.pg_role, said) == (
+        "bubblewrap", "never", 16, "patchit_sandbox", "",
+    )  # fmt: skip
+    config, said = _merged({"sandbox": {"network": True}}, {"sandbox": {"network": False}})
+    assert (config.sandbox.network, said) == (False, "")
+
+
 def test_a_bad_repository_setting_is_one_line_naming_the_file() -> None:
     with pytest.raises(BadInputError) as caught:
         merge_settings(PatchitConfig(), {"delivery": {"mode": "yolo"}}, "repo/.patchit.toml at a")

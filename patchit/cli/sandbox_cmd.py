@@ -43,7 +43,8 @@ def clean(
     dry_run: bool,
 ) -> None:
     """Drop the `patchit_<hex>` schemas of heals that died (e.g. `kill -9`) in a Postgres
-    target's database, and their `patchit_db_<hex>` databases (copies of it) on its server.
+    target's database, their `patchit_db_<hex>` databases (copies of it) on its server, and
+    the `patchit_r_<hex>` roles their candidates ran as.
 
     Only schemas owned by the profile's role (or a role it is a member of) are judged. A
     schema is dropped only when its comment is patchit's and names its owner, and that run is
@@ -57,7 +58,7 @@ def clean(
     """
     from patchit.errors import BadInputError
     from patchit.sandbox.dbt_profile import project_target
-    from patchit.sandbox.pg_orphans import sweep, sweep_clones
+    from patchit.sandbox.pg_orphans import sweep, sweep_clones, sweep_roles
     from patchit.sandbox.postgres import PgWarehouse, is_postgres
 
     cwd = Path.cwd()
@@ -74,10 +75,12 @@ def clean(
     warehouse = PgWarehouse(resolved.output)
     try:
         done = sweep(warehouse, max_age_s=max_age_hours * 3600, dry_run=dry_run)
+        # after the schemas: a dead run's role owns what it built in them
+        roles = sweep_roles(warehouse, max_age_s=max_age_hours * 3600, dry_run=dry_run)
     finally:
         warehouse.close()
     databases = sweep_clones(resolved.output, max_age_s=max_age_hours * 3600, dry_run=dry_run)
-    schemas, done = len(done), [*done, *databases]
+    schemas, done = len(done), [*done, *databases, *roles]
     for verdict, dropped in done:
         if dry_run and verdict.drop:
             click.echo(f"would drop {verdict.schema}: {verdict.why}")
@@ -87,6 +90,7 @@ def clean(
     verb = "would drop" if dry_run else "dropped"
     count = sum(v.drop for v, _ in done) if dry_run else count
     owned = f" and {len(databases)} database(s) of its own" if databases else ""
+    owned += f" and {len(roles)} role(s) of its own" if roles else ""
     click.echo(f"{warehouse.where}: {schemas} sandbox schema(s){owned}, {verb} {count}")
     failed = [verdict for verdict, _ in done if verdict.error]
     for verdict in failed:

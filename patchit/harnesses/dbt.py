@@ -44,6 +44,7 @@ from patchit.harnesses.base import Screening, Verification, Workspace
 from patchit.harnesses.dbt_parses import ParseSeeds
 from patchit.harnesses.dbt_pg import (
     PgSchemas,
+    admit_built,
     guard_schemas,
     pg_outputs,
     seed_incrementals,
@@ -181,6 +182,7 @@ class DbtHarness:
         project_dir, cwd = sandbox_paths(workspace, event)
         self._pg.clone = self.sandbox.pg_clone
         self._pg.clone_limit = self.sandbox.pg_clone_limit_mb * 2**20
+        self._pg.role = self.sandbox.pg_role
         box = prepare(workspace, event, project_dir, cwd, self._pg)
         env = run_env(event, project_dir, workspace.scratch.resolve()) | box.env
         need = (workspace.root, workspace.scratch)
@@ -207,6 +209,7 @@ class DbtHarness:
 
             if box.pg_schema is not None:
                 listed = guard_schemas(box, run)
+                admit_built(box, listed, self._pg.warehouse_of(box.pg_schema))
                 copy_limit = self.sandbox.pg_copy_limit_mb * 2**20
                 box.pg_notes = seed_incrementals(
                     box, listed, self._pg.warehouse_of(box.pg_schema), copy_limit

@@ -9,28 +9,18 @@ user's own schema: such a candidate is refused, and nothing is built.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from patchit.errors import HarnessError
+from patchit.harnesses.dbt_pg_schemas import PgSchemas as PgSchemas  # re-exported
+from patchit.harnesses.dbt_pg_schemas import manifest_relations
 from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
-from patchit.sandbox.pg_clone import (
-    Clone,
-    drop_clone,
-    make_clone,
-    names_its_database,
-    with_dbname,
-)
-from patchit.sandbox.pg_orphans import sweep, sweep_clones
-from patchit.sandbox.postgres import PgWarehouse, dbname_of, sandbox_schema
+from patchit.sandbox.pg_role import admit
+from patchit.sandbox.postgres import PgWarehouse, dbname_of
 
 # What the guard lists: what a build writes, and tests (their stored failures are written to
 # `<schema>_dbt_test__audit`, named by the same macro)
@@ -39,236 +29,6 @@ BUILT = ("model", "seed", "snapshot", "test")
 LISTED_KEYS = ("unique_id", "schema", "alias", "resource_type", "config")
 NOTHING_SELECTED = "No nodes selected!"  # dbt's line for an empty selection: nothing is built
 UNVERIFIED = "its incremental branch is not verified"
-
-
-@dataclass(frozen=True)
-class Placed:
-    """Where a candidate's run builds: its sandbox `schema`, the profile `output` it connects
-    with (the user's, or its database the incident's clone), the names of the relations its
-    `--defer` finds built, and the incident's database (`clone.name` None: the user's)."""
-
-    schema: str
-    output: dict[str, Any]
-    relations: set[str]
-    clone: Clone
-
-
-class PgSchemas:
-    """The sandbox schemas (and databases of its own) one harness made; close() drops them
-    all. `clone` ("auto" or "never") and `clone_limit` (bytes) say whether an incident gets a
-    copy of the user's database (`patchit.sandbox.pg_clone`)."""
-
-    def __init__(self) -> None:
-        self.clone = "auto"
-        self.clone_limit = 256 * 2**20
-        self._clones: dict[str, Clone] = {}  # the user's output -> the incident's database
-        self._swept: set[str] = set()  # the user's outputs whose dead runs were swept
-        self._made: list[tuple[PgWarehouse, str, Path]] = []  # and the scratch it is for
-        self.swept: list[str] = []  # schemas (and clones) of dead runs dropped on the way
-        self._problems: list[str] = []  # what close() says besides its own
-        self._lock = threading.Lock()
-
-    def sweep_dead(self, output: dict[str, Any]) -> None:
-        """Once per database: drop the schemas and clones that killed runs left there
-        (`patchit.sandbox.pg_orphans`), on a connection closed afterwards (a session on the
-        user's database would keep it from being copied)."""
-        key = _key(output)
-        if key in self._swept:
-            return
-        self._swept.add(key)
-        warehouse = PgWarehouse(output)
-        try:
-            done = [*sweep(warehouse), *sweep_clones(output)]
-            self.swept += [v.schema for v, dropped in done if dropped]
-            self._problems += [
-                f"sandbox {v.schema} of a dead run was not dropped: {v.error}"
-                for v, _ in done
-                if v.error
-            ]
-        except HarnessError as exc:  # not the heal's failure: said by close()
-            self._problems.append(f"sandboxes of dead runs were not swept: {exc}")
-        finally:
-            warehouse.close()
-
-    def _database(self, output: dict[str, Any], manifest: Path | None) -> Clone:
-        """The incident's database on `output`'s server: a clone made the first time (with
-        `clone` "auto"), kept until its last schema is released."""
-        key = _key(output)
-        with self._lock:  # a baseline and a candidate place at once: one copy for both
-            return self._clones.get(key) or self._make(output, key, manifest)
-
-    def _make(self, output: dict[str, Any], key: str, manifest: Path | None) -> Clone:
-        self.sweep_dead(output)
-        if self.clone == "never":
-            clone = Clone(None, '[sandbox] pg_clone = "never"')
-        elif named := names_its_database(manifest):
-            clone = Clone(None, f"{named} names its database, which dbt-postgres would refuse "
-                          "to read across databases from a copy")  # fmt: skip
-        else:
-            clone = self._reachable(output, make_clone(output, self.clone_limit))
-        self._clones[key] = clone
-        return clone
-
-    def _reachable(self, output: dict[str, Any], clone: Clone) -> Clone:
-        """`clone` once a connection to it works (a pg_hba rule or a pooler may refuse a
-        database it does not know), else dropped and the user's database, with why."""
-        if clone.name is None:
-            return clone
-        probe = PgWarehouse(with_dbname(output, clone.name), purpose="patchit's copy")
-        try:
-            probe.query("select 1")
-            return clone
-        except HarnessError as exc:
-            try:
-                drop_clone(output, clone.name)
-            except HarnessError as dropped:
-                self._problems.append(f"patchit's database {clone.name} was not dropped: "
-                                      f"{dropped}")  # fmt: skip
-            return Clone(None, f"its copy {clone.name} could not be reached ({exc})",
-                         clone.source)  # fmt: skip
-        finally:
-            probe.close()
-
-    def place(self, output: dict[str, Any], scratch: Path, manifest: Path | None = None) -> Placed:
-        """An empty sandbox schema for the candidate whose scratch dir is `scratch`, in the
-        incident's database, and the names of the relations in the schemas `--defer` reads
-        (`deferred_schemas`): a same-named table in another schema of the database (another
-        environment's) is not the user's node built."""
-        clone = self._database(output, manifest)
-        where = output if clone.name is None else with_dbname(output, clone.name)
-        schema = sandbox_schema(scratch)
-        with self._lock:  # a connection per schema: a baseline's long copy holds up no other
-            known = [w for w, made, _ in self._made if made == schema]
-        warehouse = known[0] if known else PgWarehouse(where)
-        try:
-            warehouse.reset(schema)
-        except BaseException:
-            if not known:
-                warehouse.close()
-            raise
-        with self._lock:
-            if not known:
-                self._made.append((warehouse, schema, scratch.resolve()))
-        relations = warehouse.relations(deferred_schemas(output, manifest))
-        return Placed(schema, where, relations, clone)
-
-    def warehouse_of(self, schema: str) -> PgWarehouse:
-        """The connection sandbox schema `schema` was made on (by `place`)."""
-        return next(warehouse for warehouse, made, _ in self._made if made == schema)
-
-    def release(self, area: Path | None = None) -> list[str]:
-        """Drop the schemas made for scratch dirs under `area` (all: None), and the databases
-        and connections no schema is left in (the incident is over: the next one gets a
-        fresh copy); returns a line per schema or database that could not be dropped."""
-        with self._lock:
-            return self._release(area)
-
-    def _release(self, area: Path | None) -> list[str]:
-        problems: list[str] = []
-        kept: list[tuple[PgWarehouse, str, Path]] = []
-        for warehouse, schema, scratch in self._made:
-            if area is not None and not scratch.is_relative_to(area.resolve()):
-                kept.append((warehouse, schema, scratch))
-                continue
-            try:
-                warehouse.drop(schema)
-            except HarnessError as exc:
-                problems.append(f"sandbox schema {schema} was not dropped: {exc}")
-            finally:
-                with contextlib.suppress(Exception):
-                    warehouse.close()
-        self._made = kept
-        for key, clone in list(self._clones.items()):
-            used = clone.name is not None and any(
-                dbname_of(w.output) == clone.name for w, _, _ in kept
-            )
-            if used:
-                continue
-            del self._clones[key]
-            if clone.name is None:
-                continue
-            try:
-                drop_clone(json.loads(key), clone.name)
-            except HarnessError as exc:
-                problems.append(f"patchit's database {clone.name} was not dropped: {exc}")
-        return problems
-
-    def close(self) -> list[str]:
-        """Drop every schema and database made; returns a line per one that could not be
-        dropped (and per database whose dead runs' sandboxes could not be swept)."""
-        problems = [*self._problems, *self.release()]
-        self._problems = []
-        return problems
-
-
-def _key(output: dict[str, Any]) -> str:
-    return json.dumps(output, sort_keys=True, default=str)
-
-
-def deferred_schemas(output: dict[str, Any], manifest: Path | None) -> list[str]:
-    """The schemas where the user's nodes live, which `--defer` reads: the target's schema
-    and every schema the failing run's manifest places a model, seed or snapshot of the
-    target's database in (dbt's `<schema>_<custom>` ones, a custom `generate_schema_name`'s)."""
-    found = {str(output.get("schema") or "public")}
-    if manifest is not None:
-        dbname = dbname_of(output)
-        found |= {
-            schema
-            for database, schema, _ in manifest_relations(manifest).values()
-            if not dbname or (database or dbname) == dbname
-        }
-    return sorted(found)
-
-
-Relation = tuple[str, str, str]  # database ("" when the manifest has none), schema, name
-_RELATIONS: OrderedDict[bytes, dict[str, Relation]] = OrderedDict()
-_RELATIONS_LOCK = threading.Lock()
-_DIGESTS: dict[tuple[str, int, int, int], bytes] = {}  # a file's version -> its content's key
-
-
-def manifest_relations(manifest: Path) -> dict[str, Relation]:
-    """Where the manifest's models, seeds and snapshots are built, by unique_id; parsed once
-    per content (every candidate of a heal asks, each of its own copy of the manifest), and
-    a file not read again while it is unchanged."""
-    try:
-        stat = manifest.stat()
-        version = (str(manifest), stat.st_ino, stat.st_mtime_ns, stat.st_size)
-        with _RELATIONS_LOCK:  # a file read before, unchanged: not read again
-            key = _DIGESTS.get(version)
-            if key is not None and key in _RELATIONS:
-                _RELATIONS.move_to_end(key)
-                return _RELATIONS[key]
-        data = manifest.read_bytes()
-    except OSError:
-        return {}
-    key = hashlib.blake2b(data, digest_size=16).digest()
-    with _RELATIONS_LOCK:
-        _DIGESTS[version] = key
-        while len(_DIGESTS) > 64:
-            _DIGESTS.pop(next(iter(_DIGESTS)))
-        if key in _RELATIONS:
-            _RELATIONS.move_to_end(key)
-            return _RELATIONS[key]
-    try:
-        nodes = json.loads(data).get("nodes") or {}
-    except (ValueError, AttributeError):
-        nodes = {}
-    found = {
-        str(uid): (
-            str(node.get("database") or ""),
-            str(node["schema"]),
-            str(node.get("alias") or node.get("name") or ""),
-        )
-        for uid, node in (nodes.items() if isinstance(nodes, dict) else ())
-        if isinstance(node, dict)
-        and node.get("resource_type") in ("model", "seed", "snapshot")
-        and node.get("schema")
-    }
-    with _RELATIONS_LOCK:
-        _RELATIONS[key] = found
-        while len(_RELATIONS) > 8:
-            _RELATIONS.popitem(last=False)
-    return found
 
 
 def _builds_on_itself(node: dict[str, Any], full_refresh: bool) -> bool:
@@ -329,7 +89,8 @@ def seed_incrementals(
             continue
         try:
             left = limit_bytes - spent
-            copied = warehouse.copy_table(box.pg_schema, (schema, alias), dest, left)
+            copied = warehouse.copy_table(box.pg_schema, (schema, alias), dest, left,
+                                          owner=box.pg_role)  # fmt: skip
         except HarnessError as exc:
             notes.append(f"{name} built from scratch (the copy of {schema}.{alias} failed: "
                          f"{exc}): {UNVERIFIED}")  # fmt: skip
@@ -405,6 +166,16 @@ def guard_schemas(
     return check_schemas(listing, box.pg_schema)
 
 
+def admit_built(box: DbtSandbox, nodes: list[dict[str, Any]], warehouse: PgWarehouse) -> None:
+    """Under a restricted role, dbt's `<sandbox>_<custom>` schemas of the listed `nodes`
+    made for it by patchit (the role may create no schema itself)."""
+    if box.pg_role is None or box.pg_schema is None:
+        return
+    customs = {str(node.get("schema") or "") for node in nodes} - {box.pg_schema, ""}
+    if customs:
+        admit(warehouse, box.pg_role, sorted(customs))
+
+
 def warehouse_note(box: DbtSandbox) -> str:
     """What the isolation line adds for a server warehouse: where the run wrote and read."""
     if box.pg_schema is None:
@@ -427,7 +198,14 @@ def warehouse_note(box: DbtSandbox) -> str:
         else "built in the sandbox schema too (no manifest to defer to)"
     )
     why = f"; no copy of the database: {clone.why}" if clone is not None and clone.why else ""
-    return f"; Postgres: {where}; upstream {upstream}{seeded}{why}"
+    if box.pg_role is not None:
+        role = f"; run as role {box.pg_role}, which can write only its sandbox schemas"
+    elif clone is not None and clone.name is not None:
+        role = ("; run as the profile's user (no [sandbox] pg_role, no CREATEROLE): it could "
+                f"still alter database {clone.source} itself")  # fmt: skip
+    else:
+        role = ""
+    return f"; Postgres: {where}; upstream {upstream}{seeded}{why}{role}"
 
 
 def pg_outputs(box: DbtSandbox) -> dict[str, str]:

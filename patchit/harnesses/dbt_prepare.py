@@ -109,6 +109,7 @@ def prepare(
     env: dict[str, str] = {}
     pg_schema: str | None = None
     clone: Clone | None = None
+    pg_role: str | None = None
     try:
         target = resolve_dbt_target(event)
         path_text = str(target.output.get("path") or ":memory:")
@@ -118,6 +119,7 @@ def prepare(
             # A schema of its own; unselected refs read the user's relations (--defer)
             placed = pg.place(target.output, scratch, Path(str(manifest)) if with_state else None)
             pg_schema, relations, clone = placed.schema, placed.relations, placed.clone
+            pg_role = placed.role.role if placed.role is not None else None
             target = replace(target, output=placed.output)  # the incident's database
             path_text = pg_schema
             if (password := password_of(target.output)) is not None:
@@ -187,6 +189,7 @@ def prepare(
         user_parse_file=user_parse_file(event, target, path_text),
         env=env,
         pg_schema=pg_schema,
+        pg_role=pg_role,
         pg_clone=clone,
         state_manifest=state_manifest,
     )

@@ -55,6 +55,7 @@ class DbtSandbox:
     env: dict[str, str] = field(default_factory=dict)  # on top of the run's environment
     pg_schema: str | None = None  # a Postgres target's sandbox schema: guard the build
     pg_notes: list[str] = field(default_factory=list)  # the user's tables it was seeded with
+    pg_role: str | None = None  # the restricted role the run logs in as (`sandbox.pg_role`)
     pg_clone: Clone | None = None  # the incident's database (Postgres): a copy, or the user's
     state_manifest: Path | None = None  # the failing run's manifest, as `--state` reads it
 

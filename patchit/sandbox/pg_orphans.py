@@ -35,6 +35,7 @@ from typing import Any
 from patchit.errors import HarnessError
 from patchit.liveness import owner_here, placed_owner_is_dead
 from patchit.sandbox.pg_clone import CLONE_PREFIX, clones, drop_clone
+from patchit.sandbox.pg_role import ROLE_PREFIX, drop_role, roles
 from patchit.sandbox.postgres import COMMENT_HEAD, PgWarehouse, SchemaInUse
 from patchit.sandbox.postgres import owner_comment as owner_comment  # re-exported
 
@@ -73,6 +74,7 @@ class Verdict:
     def failure_line(self) -> str:
         """The schema whose drop failed, and why (with an `error`)."""
         kind = "database" if self.schema.startswith(CLONE_PREFIX) else "sandbox schema"
+        kind = "role" if self.schema.startswith(ROLE_PREFIX) else kind
         return f"{kind} {self.schema} was not dropped: {self.error}"
 
     def remedy_line(self) -> str:
@@ -80,6 +82,9 @@ class Verdict:
         if self.schema.startswith(CLONE_PREFIX):
             return (f"to drop {self.schema}, run `patchit sandbox clean` as its owner (or a "
                     f"superuser), or `drop database {self.schema} with (force)`")  # fmt: skip
+        if self.schema.startswith(ROLE_PREFIX):
+            return (f"to drop {self.schema}, run `drop owned by {self.schema}` in each database "
+                    f"it was used in, then `drop role {self.schema}`")  # fmt: skip
         return (
             f"to drop {self.schema}, run `patchit sandbox clean` with a target whose user owns "
             f"it (or a superuser), or `drop schema {self.schema} cascade` as its owner"
@@ -146,6 +151,19 @@ def sweep_clones(
         return drop_clone(output, name, if_comment=comment, force=False)
 
     return _sweep(found, max_age_s, dry_run, drop, None)
+
+
+def sweep_roles(
+    warehouse: PgWarehouse, max_age_s: float = MAX_AGE_S, dry_run: bool = False
+) -> list[tuple[Verdict, bool]]:
+    """Judge every `patchit_r_<12 hex>` role (`patchit.sandbox.pg_role`) the connection's user
+    is a member of as `sweep` judges schemas, and drop the dead runs' with what they own and
+    were granted in this database (not with `dry_run`)."""
+
+    def drop(role: str, comment: str) -> bool:
+        return drop_role(warehouse, role, if_comment=comment)
+
+    return _sweep(roles(warehouse), max_age_s, dry_run, drop, None)
 
 
 def _sweep(

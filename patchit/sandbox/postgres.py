@@ -257,7 +257,9 @@ class PgWarehouse:
             first = first_line(exc)
             raise HarnessError(f"{self.where}: {first}") from exc
 
-    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def query(
+        self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
         """One read-only statement; its rows."""
         with self._cursor(read_only=True) as cur:
             cur.execute(sql, params)
@@ -332,7 +334,12 @@ class PgWarehouse:
             return bool(names)
 
     def copy_table(
-        self, sandbox: str, source: tuple[str, str], dest: tuple[str, str], limit_bytes: int
+        self,
+        sandbox: str,
+        source: tuple[str, str],
+        dest: tuple[str, str],
+        limit_bytes: int,
+        owner: str | None = None,
     ) -> Copied:
         """Copy the user's table `source` (schema, name) to `dest`: in sandbox schema `sandbox`
         or one of its `<sandbox>_<custom>` schemas (made if missing), unlogged, with its
@@ -342,7 +349,8 @@ class PgWarehouse:
         read, never written, under a `lock_timeout` and a `statement_timeout` (HarnessError
         when one fires). Copied.rows is None, and `why` says so, when `source` is not a
         table, has a foreign partition, or is larger (with its partitions) than
-        `limit_bytes`."""
+        `limit_bytes`. `owner`: the restricted role the build runs as, made the copy's owner
+        (dbt merges into it, and may alter it)."""
         import psycopg2
 
         self._check_name(sandbox)
@@ -382,6 +390,8 @@ class PgWarehouse:
                 cur.execute("rollback to savepoint patchit_copy")
                 cur.execute(f"create unlogged table {dst} as table {src}")
                 rows_only = True
+            if owner is not None:
+                cur.execute(f"alter table {dst} owner to {quote_ident(owner)}")
             cur.execute(f"select count(*) from {dst}")
             return Copied(int(cur.fetchone()[0]), "", size, rows_only)
 

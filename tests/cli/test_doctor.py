@@ -110,6 +110,13 @@ def test_the_config_is_read_from_the_repo(tmp_path: Path, _patchit_home: Path) -
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / ".patchit.toml").write_text('[sandbox]\nisolation = "subprocess"\n')
+    # a weaker sandbox is the operator's to choose: the repository's is refused alone
+    res = patchit("doctor", "--repo", str(repo))
+    [line] = [line for line in res.stdout.splitlines() if "[sandbox] isolation" in line]
+    assert line.startswith("warn  settings: ") and "looser than the operator's 'auto'" in line
+    assert "isolation = 'subprocess' in the config" not in res.stdout, res.stdout
+    _patchit_home.mkdir(parents=True, exist_ok=True)
+    (_patchit_home / "patchit.toml").write_text('[sandbox]\nisolation = "subprocess"\n')
     res = patchit("doctor", "--repo", str(repo))
     assert "isolation = 'subprocess' in the config" in res.stdout, res.stdout
     assert res.returncode == 0

@@ -63,6 +63,31 @@ def test_a_postgres_target_says_where_fixes_are_verified(pg: PgCluster, tmp_path
         assert "no copy of it now: database" in small.detail and "pg_clone_limit_mb" in small.detail
         [never] = check_warehouse(tmp_path, SandboxConfig(pg_clone="never"))
         assert '[sandbox] pg_clone = "never"' in never.detail
+        assert "as a role patchit makes for each heal (the profile's user has CREATEROLE)" in (
+            never.detail
+        )
+        plain = f"p_{db}"  # no copy, no role: escalated, and the grants to run
+        pg.execute(f"create role {plain} login; grant create on database {db} to {plain}")
+        try:
+            shutil.rmtree(tmp_path / "warehouse")
+            _project(tmp_path, {**pg.profile("analytics", db), "user": plain})
+            [unsafe] = check_warehouse(tmp_path, SandboxConfig(pg_clone="never"))
+            assert unsafe.status == "warn" and "cannot verify safely" in unsafe.detail, unsafe
+            assert 'grant "patchit_sandbox" to "' + plain + '"' in unsafe.fix
+            [gone] = check_warehouse(tmp_path, SandboxConfig(pg_clone="never", pg_role="nobody"))
+            assert gone.status == "fail" and "pg_role nobody does not exist" in gone.detail
+            pg.execute(f"create role s_{db} login; grant s_{db} to {plain}")
+            [good] = check_warehouse(tmp_path, SandboxConfig(pg_clone="never", pg_role=f"s_{db}"))
+            assert good.status == "ok" and f"as role s_{db} ([sandbox] pg_role)" in good.detail
+            pg.execute(f"create table public.t_{db} (x int); grant insert on public.t_{db} to "
+                       "public", db)  # fmt: skip
+            [public] = check_warehouse(tmp_path, SandboxConfig(pg_clone="never", pg_role=f"s_{db}"))
+            assert public.status == "fail" and f"can write table public.t_{db}" in public.detail
+        finally:
+            shutil.rmtree(tmp_path / "warehouse")
+            _project(tmp_path, pg.profile("analytics", db))
+            pg.execute(f"drop table if exists public.t_{db}", db)
+            pg.execute(f"drop role if exists s_{db}; drop owned by {plain}; drop role {plain}", db)
         role = f"r_{db}"
         pg.execute(f"create role {role} login; revoke create on database {db} from public")
         try:

@@ -103,9 +103,14 @@ class _NoServer(PgWarehouse):
         self.limits: list[int] = []
 
     def copy_table(
-        self, sandbox: str, source: tuple[str, str], dest: tuple[str, str], limit_bytes: int
+        self,
+        sandbox: str,
+        source: tuple[str, str],
+        dest: tuple[str, str],
+        limit_bytes: int,
+        owner: str | None = None,
     ) -> Copied:
-        assert sandbox == SCHEMA
+        assert sandbox == SCHEMA and owner is None
         self.copies.append((source, dest))
         if source[1] == "locked":
             raise HarnessError("postgres db:5432/wh: canceling statement due to lock timeout")
