@@ -78,6 +78,7 @@ def _fields(evidence: Evidence, text: str, match: re.Match[str]) -> dict[str, st
         "flags": dbt.user_flags(project=False) if dbt else "",
         "dag": evidence.event.pipeline_id,
         "data_files": " ".join(changed_data_files(evidence)),
+        "type_changes": "; ".join(c.describe() for c in evidence.type_changes),
     }
 
 

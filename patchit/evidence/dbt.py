@@ -22,6 +22,7 @@ from patchit.evidence.model import Evidence, ProjectIndex, Relation
 from patchit.evidence.pg_columns import pg_upstream_columns, postgres_output
 from patchit.evidence.project_index import index_project, load_yaml_text, read_project_config
 from patchit.evidence.redact import dbt_profile_secrets, environment_secrets, redact_model
+from patchit.evidence.type_drift import data_file_type_changes
 from patchit.inputs import (
     as_dict,
     as_list,
@@ -380,6 +381,9 @@ def gather_dbt_evidence(
     )
     evidence.change_base = change_base(repo_root, last_good_commit, event.commit or "HEAD")
     if event.status == "error":
+        evidence.type_changes = data_file_type_changes(
+            evidence, repo_root, evidence.change_base, event.commit or "HEAD", notes
+        )
         evidence.conversion = find_conversion(evidence, repo_root, db_snapshot)
     compiled = evidence.compiled_code
     if event.status == "fail" and compiled and db_snapshot is not None:
