@@ -353,7 +353,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("yaml_invalid", _C.CODE_BUG,
               _rx(r"(Invalid \w+ config given in [^\s]+|Error reading \S+: ([^\s]+\.ya?ml)"
                   r"|Syntax error near line|is not of type|Additional properties are not allowed)"),
-              "a YAML properties file is invalid ({excerpt}).",
+              "a YAML properties file is invalid ({excerpt}){yaml_at}.",
               ("read {unit_path}", _PARSE)),
     Signature("catalog_error_project", _C.CODE_BUG, _rx(_MISSING_RELATION),
               "the SQL reads {name}, a relation of this project that does not exist under that "

@@ -144,6 +144,9 @@ class Evidence(BaseModel):
     conversion: ConversionFinding | None = Field(
         default=None, description="for a conversion error: the column holding the value"
     )
+    yaml_error_at: str = Field(
+        default="", description="a broken YAML file's line, as the YAML parser marks it"
+    )
     type_changes: list[TypeChange] = Field(
         default_factory=list,
         description="columns read from outside the repo whose type moved since the last good run",

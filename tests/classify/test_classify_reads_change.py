@@ -10,8 +10,11 @@ from pathlib import Path
 
 from patchit.classify.classifier import classify_failure
 from patchit.classify.model import FailureClass
+from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence, ProjectIndex, TypeChange
 from patchit.evidence.type_drift import data_file_type_changes
+from patchit.evidence.yaml_marks import yaml_error_mark
 from tests.classify.test_classifier import ORDERS, _evidence
 from tests.conftest import commit_all, git
 
@@ -125,3 +128,47 @@ def test_the_type_change_is_read_from_the_data_files_at_both_commits(tmp_path: P
         "stripe.charge (landing/stripe/charge.csv).created BIGINT -> TIMESTAMP"
     ], notes
     assert data_file_type_changes(evidence, repo, None, head, notes) == []
+
+
+# dbt 1.11 on a description whose closing quote is lost: it names the line the scanner gave up
+# on (the end of the file), not the line the scalar starts on.
+UNTERMINATED = (
+    'version: 2\n\nmodels:\n  - name: orders\n    description: "Orders, one row each\n'
+    "    columns:\n      - name: order_id\n        data_tests:\n          - unique\n"
+)
+DBT_YAML = (
+    "Parsing Error\n  Error reading shop: marts/schema.yml - Runtime Error\n"
+    "    Syntax error near line 10\n    ------------------------------\n"
+    "    Raw Error:\n    ------------------------------\n"
+    "    while scanning a quoted scalar\n"
+    '      in "<unicode string>", line 5, column 18\n'
+    "    found unexpected end of stream\n"
+    '      in "<unicode string>", line 10, column 1'
+)
+
+
+def test_a_yaml_error_is_located_where_the_parser_marks_it() -> None:
+    mark = yaml_error_mark(UNTERMINATED)
+    assert mark is not None and mark.line == 5, mark
+    assert mark.describe("models/marts/schema.yml") == (
+        "models/marts/schema.yml line 5 (while scanning a quoted scalar)"
+    )
+    assert yaml_error_mark("version: 2\nmodels: []\n") is None
+    flow = yaml_error_mark('version: 2\nx:\n  values: ["card", "sepa, "paypal"]\n')
+    assert flow is not None and flow.line == 3
+
+
+def test_the_yaml_verdict_names_the_parsers_line_not_dbts(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "models" / "marts").mkdir(parents=True)
+    (repo / "dbt_project.yml").write_text("name: shop\nprofile: shop\nmodel-paths: [models]\n")
+    (repo / "models" / "marts" / "schema.yml").write_text(UNTERMINATED)
+    event = UniversalFailureEvent(
+        source=FailureSource.DBT, pipeline_id="shop", unit_id="model.shop.schema",
+        unit_path="models/marts/schema.yml", status="parse_error", error_message=DBT_YAML,
+    )  # fmt: skip
+    evidence = gather_dbt_evidence(event, repo)
+    assert evidence.yaml_error_at.startswith("models/marts/schema.yml line 5 ")
+    verdict = classify_failure(evidence)
+    assert verdict.signature == "yaml_invalid"
+    assert "the YAML parser marks models/marts/schema.yml line 5" in verdict.reason
