@@ -71,6 +71,10 @@ def test_every_model_still_reading_the_deleted_one_gets_its_sql(tmp_path: Path) 
         before = (repo / edit.path).read_text()
         texts[edit.path] = (before, before.replace(edit.search, edit.replace, 1))
         assert "ref('int_charges')" not in texts[edit.path][1]
+        assert (
+            "-- int_charges, deleted by the change (models/intermediate/int_charges.sql)"
+            in (texts[edit.path][1])
+        )
     intents = change_intents(evidence)
     assert any(i.kind == "file_deleted" for i in intents)
     assert reverted_intents(intents, texts) == []

@@ -8,9 +8,9 @@ but another model still refs it (dbt-labs/dbt-core#2503's shape):
 
 Restoring the file undoes the deletion (an intent: never `fixed`). This completes it: each
 `{{ ref('<deleted>') }}` still in the project becomes the deleted model's own SQL, read from
-the breaking diff, as a subquery under the old name. The consumers compute what they did at
-the last good commit (the data check compares them); the deletion, and whatever the change
-did to the mart that took the logic over, stay.
+the breaking diff, as a subquery under the old name (without its blank and comment lines).
+The consumers compute what they did at the last good commit (the data check compares them);
+the deletion, and whatever the change did to the mart that took the logic over, stay.
 """
 
 from __future__ import annotations
@@ -46,10 +46,13 @@ def deleted_sql(evidence: Evidence, name: str) -> tuple[str, str] | None:
     return None
 
 
-def inline_ref(text: str, name: str, sql: str) -> str:
+def inline_ref(text: str, name: str, sql: str, path: str = "") -> str:
     """`text` with each `{{ ref('name') }}` as `(<sql>) as name` (no alias added where one
-    already follows)."""
-    body = "\n".join(f"        {ln}" if ln.strip() else "" for ln in sql.strip().splitlines())
+    already follows). Blank and whole-line comment lines of the model are left out (the
+    policy's `max_lines` counts lines), one comment says where the SQL came from."""
+    kept = [ln for ln in sql.strip().splitlines() if ln.strip() and not ln.strip().startswith("--")]
+    head = [f"-- {name}, deleted by the change ({path})"] if path else []
+    body = "\n".join(f"        {ln}" for ln in head + kept)
     pattern = re.compile(_REF_CALL.format(name=re.escape(name)))
 
     def replace(match: re.Match[str]) -> str:
@@ -79,7 +82,7 @@ class InlineDeletedModelStrategy(FixIt):
             text = read_repo_file(evidence, rel)
             if text is None or missing not in text:
                 continue
-            after = inline_ref(text, missing, sql)
+            after = inline_ref(text, missing, sql, path)
             if after != text:
                 edits.append(derive_edit(rel, text, after))
         if not edits:
