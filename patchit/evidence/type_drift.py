@@ -66,8 +66,8 @@ def data_file_type_changes(
     changes: list[TypeChange] = []
     for path in evidence.changed_files:
         suffix = Path(path).suffix.lower()
-        if suffix not in _READERS:
-            continue
+        if suffix not in _READERS or Path(path).stem in evidence.index.seeds:
+            continue  # a seed is the project's own relation: its change is no upstream drift
         try:
             old_text = run_git(repo, "show", f"{base}:{path}", timeout_s=QUERY_TIMEOUT_S)
             new_text = run_git(repo, "show", f"{head}:{path}", timeout_s=QUERY_TIMEOUT_S)

@@ -128,6 +128,8 @@ def test_the_type_change_is_read_from_the_data_files_at_both_commits(tmp_path: P
         "stripe.charge (landing/stripe/charge.csv).created BIGINT -> TIMESTAMP"
     ], notes
     assert data_file_type_changes(evidence, repo, None, head, notes) == []
+    evidence.index.seeds = ["charge"]  # a seed of the project's own: not upstream
+    assert data_file_type_changes(evidence, repo, base, head, notes) == []
 
 
 # dbt 1.11 on a description whose closing quote is lost: it names the line the scanner gave up
