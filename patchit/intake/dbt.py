@@ -72,6 +72,34 @@ def yaml_error_file(text: str, project_dir: Path) -> str | None:
     return path if path and path.endswith((".yml", ".yaml")) else None
 
 
+def _project_yml(folder: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load((folder / "dbt_project.yml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def package_path(project_dir: Path, project: str | None, unique_id: str, path: str) -> str:
+    """A node's file relative to the project: a package's node (`model.stripe_source.x`,
+    its `original_file_path` relative to the package) under the folder `dbt deps` installed
+    the package in (`dbt_packages/stripe_source/models/x.sql`); the project's own as given."""
+    parts = unique_id.split(".")
+    package = parts[1] if len(parts) >= 3 else None
+    if not package or package == project:
+        return path
+    installed = str(_project_yml(project_dir).get("packages-install-path") or "dbt_packages")
+    root = project_dir / installed.strip("/")
+    folders = [root / package]
+    if root.is_dir():  # a git package's folder may be named other than its project
+        folders += [p.parent for p in sorted(root.glob("*/dbt_project.yml"))
+                    if _project_yml(p.parent).get("name") == package]  # fmt: skip
+    for folder in folders:
+        if (folder / path).is_file():
+            return (folder / path).relative_to(project_dir).as_posix()
+    return path
+
+
 def _error_type(message: str, default: str) -> str:
     return next((kind for kind in _ERROR_KINDS if kind in message), default)
 
@@ -143,9 +171,10 @@ def events_from_run(
     artifacts = _fresh_artifacts(project_dir, args, started)
     prefix = project_dir.relative_to(repo).as_posix() if repo else ""
 
-    def repo_rel(path: str | None) -> str | None:
+    def repo_rel(path: str | None, unique_id: str = "") -> str | None:
         if not path:
             return None
+        path = package_path(project_dir, name, unique_id, path)
         return f"{prefix}/{path}" if prefix not in ("", ".") else path
 
     common: dict[str, Any] = {
@@ -175,7 +204,7 @@ def events_from_run(
             UniversalFailureEvent(
                 **common,
                 unit_id=str(result.get("unique_id")),
-                unit_path=repo_rel(result.get("original_file_path")),
+                unit_path=repo_rel(result.get("original_file_path"), str(result.get("unique_id"))),
                 status=status,
                 error_type="test_failure"
                 if status == "fail"
