@@ -12,6 +12,7 @@ import yaml
 
 from patchit.dbt_args import dbt_command, option_value
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
+from patchit.evidence.packages import package_path
 from patchit.evidence.redact import (
     dbt_profile_secrets,
     environment_secrets,
@@ -70,34 +71,6 @@ def yaml_error_file(text: str, project_dir: Path) -> str | None:
     found = _FILE_IN_MESSAGE.search(text)
     path = (found.group("path") or found.group("p2")) if found else None
     return path if path and path.endswith((".yml", ".yaml")) else None
-
-
-def _project_yml(folder: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load((folder / "dbt_project.yml").read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def package_path(project_dir: Path, project: str | None, unique_id: str, path: str) -> str:
-    """A node's file relative to the project: a package's node (`model.stripe_source.x`,
-    its `original_file_path` relative to the package) under the folder `dbt deps` installed
-    the package in (`dbt_packages/stripe_source/models/x.sql`); the project's own as given."""
-    parts = unique_id.split(".")
-    package = parts[1] if len(parts) >= 3 else None
-    if not package or package == project:
-        return path
-    installed = str(_project_yml(project_dir).get("packages-install-path") or "dbt_packages")
-    root = project_dir / installed.strip("/")
-    folders = [root / package]
-    if root.is_dir():  # a git package's folder may be named other than its project
-        folders += [p.parent for p in sorted(root.glob("*/dbt_project.yml"))
-                    if _project_yml(p.parent).get("name") == package]  # fmt: skip
-    for folder in folders:
-        if (folder / path).is_file():
-            return (folder / path).relative_to(project_dir).as_posix()
-    return path
 
 
 def _error_type(message: str, default: str) -> str:

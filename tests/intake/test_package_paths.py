@@ -3,10 +3,15 @@ dbt gives its `original_file_path` relative to the package, not the project."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from patchit.intake.dbt import events_from_run, package_path
+from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
+from patchit.evidence.model import Evidence
+from patchit.evidence.packages import package_path
+from patchit.evidence.unit_files import dependency_files
+from patchit.intake.dbt import events_from_run
 
 
 def _project(tmp_path: Path, install: str = "") -> Path:
@@ -43,3 +48,29 @@ def test_the_projects_own_node_and_a_custom_install_path(tmp_path: Path) -> None
     assert theirs == "vendor/stripe_source_v2/models/stg_stripe__charge.sql"
     missing = package_path(project, "ledger", "model.other_pkg.x", "models/x.sql")
     assert missing == "models/x.sql"
+
+
+def test_a_models_dependency_on_a_package_model_is_its_installed_file(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    manifest = {
+        "metadata": {"project_name": "ledger"},
+        "nodes": {
+            "model.ledger.int_charges": {
+                "original_file_path": "models/int_charges.sql",
+                "depends_on": {"nodes": ["model.stripe_source.stg_stripe__charge"]},
+            },
+            "model.stripe_source.stg_stripe__charge": {
+                "original_file_path": "models/stg_stripe__charge.sql",
+            },
+        },
+    }
+    (project / "manifest.json").write_text(json.dumps(manifest))
+    event = UniversalFailureEvent(
+        source=FailureSource.DBT, pipeline_id="ledger", unit_id="model.ledger.int_charges",
+        status="error", artifacts={"manifest": str(project / "manifest.json")},
+        dbt=DbtInvocation(command="build", project_dir=str(project), cwd=str(project)),
+    )  # fmt: skip
+    evidence = Evidence(event=event, repo_root=str(project), project_dir=".")
+    package_file = "dbt_packages/stripe_source_v2/models/stg_stripe__charge.sql"
+    changed = [package_file, "packages.yml"]
+    assert dependency_files(evidence, changed) == [package_file]
