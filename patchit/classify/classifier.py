@@ -78,6 +78,10 @@ def _fields(evidence: Evidence, text: str, match: re.Match[str]) -> dict[str, st
         "flags": dbt.user_flags(project=False) if dbt else "",
         "dag": evidence.event.pipeline_id,
         "data_files": " ".join(changed_data_files(evidence)),
+        "type_changes": "; ".join(c.describe() for c in evidence.type_changes),
+        "yaml_at": f"; the YAML parser marks {evidence.yaml_error_at}"
+        if evidence.yaml_error_at
+        else "",
     }
 
 

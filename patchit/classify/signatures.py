@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from patchit.classify.change_lines import written_by_change
 from patchit.classify.model import FailureClass
 from patchit.evidence.model import Evidence
 from patchit.evidence.similarity import nearest
@@ -81,6 +82,11 @@ def _only_data_changed(evidence: Evidence, _m: re.Match[str]) -> bool:
 
 def _code_changed(evidence: Evidence, _m: re.Match[str]) -> bool:
     return bool(changed_code(evidence))
+
+
+def _upstream_types_moved(evidence: Evidence, m: re.Match[str]) -> bool:
+    """A column read from outside the repo changed type and the SQL reading it did not."""
+    return bool(evidence.type_changes) and not _code_changed(evidence, m)
 
 
 def _code_unchanged(evidence: Evidence, m: re.Match[str]) -> bool:
@@ -163,6 +169,13 @@ _MISSING_RELATION = (
     r"Catalog Error: (?:Table|View) with name ([\w.\"]+) does not exist"
     r"|relation \"([^\"]+)\" does not exist"
 )
+
+
+def _name_written_by_change(evidence: Evidence, m: re.Match[str]) -> bool:
+    """The missing relation's name is one the breaking change wrote in the failing file."""
+    return written_by_change(evidence, next(g for g in m.groups() if g))
+
+
 _RERUN = "dbt build --select {select}{flags}"
 _PARSE = "dbt parse --project-dir {project_dir}{flags}"
 _READ_UNIT = "read {unit_path}"
@@ -290,6 +303,16 @@ SIGNATURES: tuple[Signature, ...] = (
               ("dbt test --select {unit}", "read the unit test's given/expect rows"),
               when=lambda ev, _m: ev.event.unit_id.startswith("unit_test."),
               statuses=("fail", "error")),
+    # --- upstream schema drift: a column outside the repo changed type --------------------
+    Signature("upstream_type_drift", _C.DATA_ISSUE,
+              _rx(r"(Binder Error|Conversion Error|Could not convert|No function matches"
+                  r"|operator does not exist|function [^\n]+ does not exist"
+                  r"|invalid input syntax for type|cannot cast)"),
+              "{unit} fails ({excerpt}) and a column it reads from outside the repo changed type "
+              "since {last_good} ({type_changes}): upstream schema drift, not a code bug.",
+              ("tell the owner of the upstream data: {type_changes}",
+               "git diff --stat {last_good}..{failing}", _RERUN),
+              when=_upstream_types_moved),
     # --- only data files changed: whatever broke, the code did not ------------------------
     Signature("data_files_changed", _C.DATA_ISSUE, _rx(r"^(.)"),
               "{unit} fails ({excerpt}) and only data files changed since {last_good} "
@@ -330,12 +353,17 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("yaml_invalid", _C.CODE_BUG,
               _rx(r"(Invalid \w+ config given in [^\s]+|Error reading \S+: ([^\s]+\.ya?ml)"
                   r"|Syntax error near line|is not of type|Additional properties are not allowed)"),
-              "a YAML properties file is invalid ({excerpt}).",
+              "a YAML properties file is invalid ({excerpt}){yaml_at}.",
               ("read {unit_path}", _PARSE)),
     Signature("catalog_error_project", _C.CODE_BUG, _rx(_MISSING_RELATION),
               "the SQL reads {name}, a relation of this project that does not exist under that "
               "name ({excerpt}); {changed}.", (_READ_UNIT, _RERUN),
               when=_relation_in_project),
+    Signature("catalog_error_changed_line", _C.CODE_BUG, _rx(_MISSING_RELATION),
+              "the SQL reads {name}, a name the change wrote on a line it added ({excerpt}); "
+              "{changed}.", (_READ_UNIT, "git diff {last_good}..{failing} -- {unit_path}",
+                             _RERUN),
+              when=_name_written_by_change),
     Signature("catalog_error_external", _C.ENV_MISMATCH, _rx(_MISSING_RELATION),
               "the SQL reads {name}, which this project does not define and this environment "
               "lacks ({excerpt}).", ("check the relation exists in the target", _READ_UNIT)),

@@ -22,6 +22,8 @@ from patchit.evidence.model import Evidence, ProjectIndex, Relation
 from patchit.evidence.pg_columns import pg_upstream_columns, postgres_output
 from patchit.evidence.project_index import index_project, load_yaml_text, read_project_config
 from patchit.evidence.redact import dbt_profile_secrets, environment_secrets, redact_model
+from patchit.evidence.type_drift import data_file_type_changes
+from patchit.evidence.yaml_marks import yaml_error_mark
 from patchit.inputs import (
     as_dict,
     as_list,
@@ -371,6 +373,8 @@ def gather_dbt_evidence(
         own = _read_in_repo(repo_root, event.unit_path)  # the file that declares the test
         if own is not None:
             evidence.properties.setdefault(event.unit_path, own)
+            if mark := yaml_error_mark(own):
+                evidence.yaml_error_at = mark.describe(event.unit_path)
     history_paths = [p for p in (event.unit_path, evidence.tested_model_path) if p]
     evidence.git_log, evidence.changed_files = history_and_changes(
         repo_root, history_paths, last_good_commit, event.commit or "HEAD", notes
@@ -380,6 +384,9 @@ def gather_dbt_evidence(
     )
     evidence.change_base = change_base(repo_root, last_good_commit, event.commit or "HEAD")
     if event.status == "error":
+        evidence.type_changes = data_file_type_changes(
+            evidence, repo_root, evidence.change_base, event.commit or "HEAD", notes
+        )
         evidence.conversion = find_conversion(evidence, repo_root, db_snapshot)
     compiled = evidence.compiled_code
     if event.status == "fail" and compiled and db_snapshot is not None:

@@ -69,6 +69,20 @@ class ConversionFinding(BaseModel):
     )
 
 
+class TypeChange(BaseModel):
+    """A column whose type differs from the last good run: upstream schema drift."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    relation: str = Field(description="a source or package relation, or a data file of the repo")
+    column: str
+    old: str = Field(description="its type at the last good run")
+    new: str = Field(description="its type now")
+
+    def describe(self) -> str:
+        return f"{self.relation}.{self.column} {self.old} -> {self.new}"
+
+
 class Evidence(BaseModel):
     """Redacted evidence for one failure; paths are relative to `repo_root`."""
 
@@ -129,6 +143,13 @@ class Evidence(BaseModel):
     )
     conversion: ConversionFinding | None = Field(
         default=None, description="for a conversion error: the column holding the value"
+    )
+    yaml_error_at: str = Field(
+        default="", description="a broken YAML file's line, as the YAML parser marks it"
+    )
+    type_changes: list[TypeChange] = Field(
+        default_factory=list,
+        description="columns read from outside the repo whose type moved since the last good run",
     )
     runtime_locals: RuntimeFrame | None = Field(
         default=None,

@@ -16,6 +16,7 @@ from typing import Any
 
 from patchit.evidence.gitlog import split_diff
 from patchit.evidence.model import Evidence
+from patchit.evidence.packages import package_path
 
 DATA_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".ndjson", ".parquet", ".avro", ".orc",
                  ".xlsx", ".xls")  # fmt: skip
@@ -57,10 +58,14 @@ def _dbt_dependencies(evidence: Evidence, changed: list[str], every_macro: bool)
     prefix = evidence.project_dir or ""
     prefix = "" if prefix == "." else prefix
 
-    def in_repo(path: str) -> str:
+    manifest = _manifest(evidence)
+    project_dir = Path(evidence.repo_root) / prefix
+    project = (manifest.get("metadata") or {}).get("project_name") or evidence.index.project_name
+
+    def in_repo(path: str, uid: str = "") -> str:
+        path = package_path(project_dir, project, uid, path) if uid else path
         return f"{prefix.rstrip('/')}/{path}" if prefix else path
 
-    manifest = _manifest(evidence)
     unit = evidence.event.unit_id
     nodes = manifest.get("nodes") or {}
     if unit in nodes:
@@ -74,7 +79,7 @@ def _dbt_dependencies(evidence: Evidence, changed: list[str], every_macro: bool)
             seen.add(uid)
             node = nodes.get(uid) or macros.get(uid) or {}
             if isinstance(node.get("original_file_path"), str):
-                found.append(in_repo(node["original_file_path"]))
+                found.append(in_repo(node["original_file_path"], uid))
             patch = node.get("patch_path")
             if isinstance(patch, str) and "://" in patch:
                 found.append(in_repo(patch.split("://", 1)[1]))

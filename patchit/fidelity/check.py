@@ -126,7 +126,7 @@ def _check_dbt(
 ) -> None:
     cand = dbt_outputs(candidate_ws, event, candidate_result, keep=None)
     first = dbt_outputs(candidate_ws, event, baseline.runs[0], keep=None)
-    compared = dbt_check.compare_runs(first, cand)
+    compared = dbt_check.compare_runs(first, cand, meant.renamed)
     unstable: dict[str, set[str]] = {}
     if any(c.raw.differs for c in compared.values()):
         second = dbt_outputs(candidate_ws, event, runner.second(baseline), keep=None)

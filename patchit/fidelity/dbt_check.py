@@ -26,7 +26,7 @@ ROWS = "(row count)"
 
 
 class Diff(Protocol):
-    def compare(self, schema: str, name: str) -> RawDiff: ...
+    def compare(self, schema: str, name: str, base_name: str | None = None) -> RawDiff: ...
 
     def sample(self, diff: RawDiff, differing: list[str]) -> str: ...
 
@@ -58,17 +58,39 @@ class Compared:
     base_node: BuiltNode | None
     cand_node: BuiltNode | None
     raw: RawDiff
+    renamed_from: str | None = None  # the baseline's name of a model the change renamed
 
 
-def compare_runs(base: DbtOutputs, cand: DbtOutputs) -> dict[str, Compared]:
-    """Every relation either run built, compared in the warehouse."""
+def renamed_nodes(base: DbtOutputs, cand: DbtOutputs, renamed: dict[str, str]) -> dict[str, str]:
+    """candidate uid -> baseline uid of each model the change renamed (its file renamed, old
+    path -> new path): only the baseline built the old, only the candidate the new."""
+    new_path = {old: new for old, new in renamed.items()}
+    by_file = {n.file: uid for uid, n in cand.nodes.items() if n.file and uid not in base.nodes}
+    pairs: dict[str, str] = {}
+    for uid, node in base.nodes.items():
+        if uid in cand.nodes or not node.file or node.file not in new_path:
+            continue
+        if (cand_uid := by_file.get(new_path[node.file])) is not None:
+            pairs[cand_uid] = uid
+    return pairs
+
+
+def compare_runs(
+    base: DbtOutputs, cand: DbtOutputs, renamed: dict[str, str] | None = None
+) -> dict[str, Compared]:
+    """Every relation either run built, compared in the warehouse; a model the change
+    renamed (`renamed`: old file -> new file) is compared with its old relation, not called
+    missing on each side."""
     found: dict[str, Compared] = {}
+    pairs = renamed_nodes(base, cand, renamed or {})
     wh = open_diff(base, cand)
     try:
-        for uid in sorted(base.nodes.keys() | cand.nodes.keys()):
+        for uid in sorted((base.nodes.keys() | cand.nodes.keys()) - set(pairs.values())):
             node = cand.nodes.get(uid) or base.nodes[uid]
-            raw = wh.compare(node.schema, node.name)
-            found[uid] = Compared(node, base.nodes.get(uid), cand.nodes.get(uid), raw)
+            base_node = base.nodes.get(pairs.get(uid, uid))
+            old_name = base_node.name if base_node is not None and uid in pairs else None
+            raw = wh.compare(node.schema, node.name, old_name)
+            found[uid] = Compared(node, base_node, cand.nodes.get(uid), raw, old_name)
     finally:
         wh.close()
     return found
@@ -131,6 +153,7 @@ def _judge_one(
     out.rows_baseline = raw.base.rows if raw.base else None
     out.rows_candidate = raw.cand.rows if raw.cand else None
     out.missing_in = "baseline" if raw.base is None else "candidate" if raw.cand is None else None
+    out.renamed_from = item.renamed_from
     out.schema_changes = list(raw.schema_changes)
     out.differing = list(raw.differing)
     meant_cols = meant.columns(item.node.file, raw.columns()) if item.node.file else []
@@ -176,7 +199,9 @@ def _judge_one(
 
 def add_samples(base: DbtOutputs, cand: DbtOutputs, diffs: list[OutputDiff]) -> None:
     """A bounded sample of differing rows for each unexpected relation, from the warehouse."""
-    wanted = [d for d in diffs if d.verdict == "unexpected" and not d.missing_in]
+    wanted = [
+        d for d in diffs if d.verdict == "unexpected" and not d.missing_in and not d.renamed_from
+    ]
     if not wanted:
         return
     wh = open_diff(base, cand)

@@ -278,10 +278,10 @@ class WarehouseDiff:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def compare(self, schema: str, name: str) -> RawDiff:
-        return RawDiff.of(
-            schema, name, self.base.stats(schema, name), self.cand.stats(schema, name)
-        )
+    def compare(self, schema: str, name: str, base_name: str | None = None) -> RawDiff:
+        """`name` in both runs (the baseline's `base_name` where the change renamed it)."""
+        base = self.base.stats(schema, base_name or name)
+        return RawDiff.of(schema, name, base, self.cand.stats(schema, name))
 
     def sample(self, diff: RawDiff, differing: list[str], limit: int = SAMPLE_ROWS) -> str:
         """Up to `limit` rows each way that one side has and the other has not, projected on

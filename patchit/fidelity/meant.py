@@ -96,6 +96,7 @@ class Meant:
 
     kept: dict[str, list[str]] = field(default_factory=dict)
     repaired: dict[str, list[str]] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)  # old path -> new path (git's -M)
 
     def files(self) -> list[str]:
         return sorted(set(self.kept) | set(self.repaired))
@@ -150,4 +151,28 @@ def breaking_diff(
             kept += _kept(hunk, repaired_text)
         meant.kept[path] = kept
         meant.repaired[path] = [a for h in hunks for a in h.added if a.strip() in repaired_text]
+    _read_renames(repo, baseline, failing, removed_by_patch, meant)
     return meant
+
+
+def _read_renames(
+    repo: Path, baseline: str, failing: str, removed_by_patch: dict[str, set[str]], meant: Meant
+) -> None:
+    """Files the change renamed (git's rename detection): the data check compares the
+    renamed model's relation with the old one's, so what the change meant in the renamed
+    file is its diff against the old file, not the whole file as added."""
+    status = run_git(repo, "diff", "-M", "--name-status", "--no-color", baseline, failing,
+                     timeout_s=QUERY_TIMEOUT_S)  # fmt: skip
+    for line in status.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 3 or not parts[0].startswith("R"):
+            continue
+        old, new = parts[1], parts[2]
+        meant.renamed[old] = new
+        out = run_git(repo, *_DIFF, f"{baseline}:{old}", f"{failing}:{new}",
+                      timeout_s=QUERY_TIMEOUT_S)  # fmt: skip
+        hunks = [h for part in parse_diff(out).values() for h in part]
+        repaired_text = removed_by_patch.get(new, set())
+        meant.kept[new] = [k for h in hunks for k in _kept(h, repaired_text)]
+        meant.repaired[new] = [a for h in hunks for a in h.added if a.strip() in repaired_text]
+        meant.kept.pop(old, None)

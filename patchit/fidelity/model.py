@@ -31,6 +31,9 @@ class OutputDiff(BaseModel):
     name: str = Field(description="schema.relation, task.key, or root/<path> / scratch/<path>")
     unique_id: str | None = None
     missing_in: Literal["baseline", "candidate"] | None = None
+    renamed_from: str | None = Field(
+        default=None, description="the baseline relation of a model the change renamed"
+    )
     schema_changes: list[str] = Field(
         default_factory=list, description="'+col TYPE' (candidate only), '-col TYPE', '~col A -> B'"
     )
@@ -132,6 +135,8 @@ class DataCheck(BaseModel):
                     else ""
                 )
                 differs = ", ".join(out.differing + out.schema_changes)
+                if out.renamed_from:
+                    differs = f"(renamed from {out.renamed_from}) {differs}".rstrip()
                 if out.missing_in:
                     differs = f"missing in {out.missing_in}"
                 lines.append(f"| {out.name} | {out.verdict} | {rows} | {differs} |")

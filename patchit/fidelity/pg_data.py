@@ -78,9 +78,9 @@ class PgWarehouseDiff:
                 return label, user
         return sandbox, stats
 
-    def compare(self, schema: str, name: str) -> RawDiff:
+    def compare(self, schema: str, name: str, base_name: str | None = None) -> RawDiff:
         label, base_schema, cand_schema = self._sides(schema)
-        base_schema, base_stats = self._side(base_schema, label, name)
+        base_schema, base_stats = self._side(base_schema, label, base_name or name)
         cand_schema, cand_stats = self._side(cand_schema, label, name)
         self._where[(label, name)] = (base_schema, cand_schema)
         return RawDiff.of(label, name, base_stats, cand_stats)

@@ -12,6 +12,7 @@ import yaml
 
 from patchit.dbt_args import dbt_command, option_value
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
+from patchit.evidence.packages import package_path
 from patchit.evidence.redact import (
     dbt_profile_secrets,
     environment_secrets,
@@ -143,9 +144,10 @@ def events_from_run(
     artifacts = _fresh_artifacts(project_dir, args, started)
     prefix = project_dir.relative_to(repo).as_posix() if repo else ""
 
-    def repo_rel(path: str | None) -> str | None:
+    def repo_rel(path: str | None, unique_id: str = "") -> str | None:
         if not path:
             return None
+        path = package_path(project_dir, name, unique_id, path)
         return f"{prefix}/{path}" if prefix not in ("", ".") else path
 
     common: dict[str, Any] = {
@@ -175,7 +177,7 @@ def events_from_run(
             UniversalFailureEvent(
                 **common,
                 unit_id=str(result.get("unique_id")),
-                unit_path=repo_rel(result.get("original_file_path")),
+                unit_path=repo_rel(result.get("original_file_path"), str(result.get("unique_id"))),
                 status=status,
                 error_type="test_failure"
                 if status == "fail"
