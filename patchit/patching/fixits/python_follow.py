@@ -56,6 +56,8 @@ class FollowPythonRenameStrategy(FixIt):
 
     name: ClassVar[str] = "python_follow_rename"
     tag: ClassVar[str] = "follow_rename"
+    # before the near-name fix-its: the diff says what the name became, a near name guesses
+    rank: ClassVar[int] = -1
 
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         renames = [r for r in breaking_renames(evidence) if r.kind in ("function", "key")]
