@@ -132,7 +132,7 @@ def template_names_code(evidence: Evidence, m: re.Match[str]) -> bool:
     """A Jinja `UndefinedError` is the repository's when the variable is one Airflow 3
     removed from the template context (the template must move forward), or when a file the
     change touched reads it in a template (the change wrote a name the runtime lacks)."""
-    name = m.group(1)
+    name = next(g for g in m.groups() if g)
     if evidence.event.error_type.rsplit(".", 1)[-1] != "UndefinedError":
         return False
     if name in REMOVED_TEMPLATE_VARS or name in REMOVED_WITHOUT_EQUIVALENT:
@@ -268,7 +268,8 @@ AIRFLOW_SIGNATURES: tuple[Signature, ...] = (
               (_READ, "python {unit_path}", "airflow dags list-import-errors"),
               statuses=("import_error",)),
     Signature("airflow_template_undefined", _C.CODE_BUG,
-              _rx(r"(?:UndefinedError: )?'(\w+)' is undefined$"),
+              _rx(r"(?:UndefinedError: )?(?:'(\w+)' is undefined$"
+                  r"|'[\w.]+ object' has no attribute '(\w+)')"),
               "a templated field of {unit} reads '{name}', which the template context does not "
               "define ({excerpt}); {changed}.",
               (_READ, "airflow tasks render {dag} {unit} <logical date>", _TEST),

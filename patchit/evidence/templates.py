@@ -32,6 +32,14 @@ REMOVED_TEMPLATE_VARS: dict[str, str] = {
     "tomorrow_ds_nodash": "((logical_date + macros.timedelta(days=1)) | ds_nodash)",
 }
 
+# `execution_date` read off an object of the context: the DAG run has it as `logical_date`,
+# a task instance no longer has it (the date is the context's `logical_date`)
+REMOVED_TEMPLATE_ATTRS: dict[str, str] = {
+    "dag_run.execution_date": "dag_run.logical_date",
+    "ti.execution_date": "logical_date",
+    "task_instance.execution_date": "logical_date",
+}
+
 # Airflow 3 also dropped these; no exact equivalent (see the module docstring)
 REMOVED_WITHOUT_EQUIVALENT = frozenset(
     {"prev_ds", "next_ds", "prev_ds_nodash", "next_ds_nodash", "prev_execution_date",
@@ -40,6 +48,9 @@ REMOVED_WITHOUT_EQUIVALENT = frozenset(
 
 _UNDEFINED = re.compile(r"UndefinedError: '(?P<name>\w+)' is undefined")
 _UNDEFINED_MESSAGE = re.compile(r"^'(?P<name>\w+)' is undefined$")
+_NO_ATTRIBUTE = re.compile(
+    r"(?:^|UndefinedError: )'[\w.]+ object' has no attribute '(?P<name>\w+)'", re.M
+)
 # `{{ ... }}` and `{% ... %}`, never across a blank line (a stray brace in prose stays prose)
 _REGION = re.compile(r"\{\{(?:(?!\n\s*\n).)*?\}\}|\{%(?:(?!\n\s*\n).)*?%\}", re.DOTALL)
 # a bare variable: not an attribute (`.name`), not inside a word, not a keyword argument
@@ -56,6 +67,15 @@ def undefined_name(error_type: str, message: str) -> str | None:
         found = _UNDEFINED_MESSAGE.match(message.strip())
         return found["name"] if found else None
     return None
+
+
+def undefined_attribute(error_type: str, message: str) -> str | None:
+    """The attribute a Jinja `UndefinedError` says an object of the context lacks
+    (`'...DagRun object' has no attribute 'execution_date'`); None for another error."""
+    if error_type.rsplit(".", 1)[-1] != "UndefinedError" and "UndefinedError" not in message:
+        return None
+    found = _NO_ATTRIBUTE.search(message)
+    return found["name"] if found else None
 
 
 def jinja_regions(text: str) -> list[tuple[int, int]]:

@@ -165,3 +165,18 @@ def test_classified_as_a_code_bug(tmp_path: Path) -> None:
     assert classify_failure(evidence).cls is FailureClass.CODE_BUG
     evidence = evidence_for(tmp_path, {"dags/d.py": custom}, changed=[], name="run_day")
     assert classify_failure(evidence).signature != "airflow_template_undefined"
+
+
+def test_an_attribute_the_dag_run_lost_in_a_template(tmp_path: Path) -> None:
+    dag = 'X = "{{ dag_run.execution_date | ds }} {{ ti.execution_date.year }} {{ ds }}"\n'
+    message = (
+        "'airflow.sdk.api.datamodels._generated.DagRun object' has no attribute 'execution_date'"
+    )
+    evidence = evidence_for(tmp_path, {"dags/d.py": dag})
+    evidence.event.error_message = message
+    evidence.event.traceback = f"jinja2.exceptions.UndefinedError: {message}\n"
+    assert classify_failure(evidence).signature == "airflow_template_undefined"
+    root = healed(evidence)
+    assert (root / "dags/d.py").read_text() == (
+        'X = "{{ dag_run.logical_date | ds }} {{ logical_date.year }} {{ ds }}"\n'
+    )

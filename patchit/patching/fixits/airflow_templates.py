@@ -7,7 +7,9 @@ arguments, a `.sql` or `.sh` file named by a field) before the task's code runs,
 traceback holds no repository frame and the template may sit anywhere: a string passed to the
 operator, a module constant several tasks share, a template file. The candidate rewrites the
 removed variables (`patchit.evidence.templates.REMOVED_TEMPLATE_VARS`: `execution_date` ->
-`logical_date`, `yesterday_ds` -> the logical date a day back, ...) inside the Jinja of:
+`logical_date`, `yesterday_ds` -> the logical date a day back, ...; and, when the error says
+an object has no `execution_date`, `dag_run.execution_date` -> `dag_run.logical_date`) inside
+the Jinja of:
 
 - the failing task's DAG file (only its string literals: code and comments stay as they are);
 - the files the breaking change touched, and the template files the DAG file names, that are
@@ -28,9 +30,11 @@ from typing import ClassVar
 from patchit.events.model import FailureSource
 from patchit.evidence.model import Evidence
 from patchit.evidence.templates import (
+    REMOVED_TEMPLATE_ATTRS,
     REMOVED_TEMPLATE_VARS,
     reads_variable,
     replace_variables,
+    undefined_attribute,
     undefined_name,
 )
 from patchit.patching.apply import derive_edit
@@ -53,8 +57,15 @@ class TemplateVariableStrategy(FixIt):
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         if evidence.event.source is not FailureSource.AIRFLOW:
             return []
-        name = undefined_name(evidence.event.error_type, error_text(evidence))
-        if name is None or name not in REMOVED_TEMPLATE_VARS:
+        error_type, message = evidence.event.error_type, error_text(evidence)
+        name = undefined_name(error_type, message)
+        table = {**REMOVED_TEMPLATE_VARS, **REMOVED_TEMPLATE_ATTRS}
+        if name is not None and name in REMOVED_TEMPLATE_VARS:
+            named = {name}
+            said = f"{name!r} is undefined"
+        elif undefined_attribute(error_type, message) == "execution_date":
+            named, said = set(REMOVED_TEMPLATE_ATTRS), "no attribute 'execution_date'"
+        else:
             return []
         edits: list[Edit] = []
         replaced: set[str] = set()
@@ -63,16 +74,16 @@ class TemplateVariableStrategy(FixIt):
             text = read_repo_file(evidence, path)
             if text is None:
                 continue
-            after, done = rewrite_file(path, text)
+            after, done = rewrite_file(path, text, table)
             if after != text:
                 edits.append(derive_edit(path, text, after))
                 replaced |= done
                 where.append(path)
-        if name not in replaced:
-            return []  # the variable the error names is in no template we can read
-        moves = ", ".join(f"{old} -> {REMOVED_TEMPLATE_VARS[old]}" for old in sorted(replaced))
+        if not replaced & named:
+            return []  # what the error names is in no template we can read
+        moves = ", ".join(f"{old} -> {table[old]}" for old in sorted(replaced))
         rationale = (
-            f"UndefinedError: {name!r} is undefined: Airflow 3 removed it from the template "
+            f"UndefinedError: {said}: Airflow 3 removed it from the template "
             f"context; {moves} in the templates of {', '.join(where)}"
         )
         return [
@@ -119,12 +130,12 @@ def _named_templates(evidence: Evidence, dag_file: str) -> list[str]:
     return found
 
 
-def rewrite_file(path: str, text: str) -> tuple[str, set[str]]:
-    """`text` with the removed variables moved forward: in a Python file only inside its
-    string literals (not f-strings, whose `{{` is an escaped brace), elsewhere in every Jinja
-    region; and the variables replaced."""
+def rewrite_file(path: str, text: str, table: dict[str, str]) -> tuple[str, set[str]]:
+    """`text` with the removed variables of `table` moved forward: in a Python file only
+    inside its string literals (not f-strings, whose `{{` is an escaped brace), elsewhere in
+    every Jinja region; and the variables replaced."""
     if not path.endswith(".py"):
-        return replace_variables(text, REMOVED_TEMPLATE_VARS)
+        return replace_variables(text, table)
     tree = parse_python(text)
     if tree is None:
         return text, set()
@@ -134,14 +145,13 @@ def rewrite_file(path: str, text: str) -> tuple[str, set[str]]:
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
             continue
-        if id(node) in in_fstrings or not any(reads_variable(node.value, v)
-                                              for v in REMOVED_TEMPLATE_VARS):  # fmt: skip
+        if id(node) in in_fstrings or not any(reads_variable(node.value, v) for v in table):
             continue
         source = ast.get_source_segment(text, node)
         if source is None:
             continue
-        new_source, done = replace_variables(source, REMOVED_TEMPLATE_VARS)
-        new_value, _ = replace_variables(node.value, REMOVED_TEMPLATE_VARS)
+        new_source, done = replace_variables(source, table)
+        new_value, _ = replace_variables(node.value, table)
         try:
             same = ast.literal_eval(f"(\n{new_source}\n)") == new_value
         except (ValueError, SyntaxError):
