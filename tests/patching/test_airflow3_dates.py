@@ -10,10 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from patchit.events.model import UniversalFailureEvent
+from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.model import Evidence, TracebackFrame
 from patchit.patching.apply import apply_edits
 from patchit.patching.fixits.airflow3_dates import LogicalDateStrategy
+from tests.patching.contract import StrategyContract
 
 DAY = dt.datetime(2026, 1, 15, tzinfo=dt.UTC)
 
@@ -33,7 +34,7 @@ def evidence_for(root: Path, source: str, line: int, cls: str) -> Evidence:
     (root / "dags/d.py").write_text(source)
     message = f"'{cls}' object has no attribute 'execution_date'"
     event = UniversalFailureEvent(
-        source="airflow", pipeline_id="d", unit_id="summarise", unit_path="dags/d.py",
+        source=FailureSource.AIRFLOW, pipeline_id="d", unit_id="summarise", unit_path="dags/d.py",
         status="failed", error_type="AttributeError", error_message=message,
         traceback=f"Traceback (most recent call last):\nAttributeError: {message}\n",
         repo_path=str(root),
@@ -89,3 +90,23 @@ def test_a_dag_run_has_the_logical_date_under_its_new_name(tmp_path: Path) -> No
 def test_another_object_missing_execution_date_is_not_airflows(tmp_path: Path, cls: str) -> None:
     source = "def summarise(order):\n    return order.execution_date\n"
     assert LogicalDateStrategy().fix(evidence_for(tmp_path, source, 2, cls), []) == []
+
+
+@pytest.fixture
+def strategy() -> LogicalDateStrategy:
+    return LogicalDateStrategy()
+
+
+@pytest.fixture
+def evidence(tmp_path: Path) -> Evidence:
+    return evidence_for(tmp_path / "ti", TI_SOURCE, 2, "RuntimeTaskInstance")
+
+
+@pytest.fixture
+def unrelated_evidence(tmp_path: Path) -> Evidence:
+    source = "def summarise(order):\n    return order.execution_date\n"
+    return evidence_for(tmp_path / "order", source, 2, "Order")
+
+
+class TestLogicalDateContract(StrategyContract):
+    pass

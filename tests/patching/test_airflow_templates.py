@@ -14,7 +14,7 @@ import pytest
 
 from patchit.classify.classifier import classify_failure
 from patchit.classify.model import FailureClass
-from patchit.events.model import UniversalFailureEvent
+from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.model import Evidence
 from patchit.evidence.templates import (
     REMOVED_TEMPLATE_VARS,
@@ -24,6 +24,7 @@ from patchit.evidence.templates import (
 )
 from patchit.patching.apply import apply_edits
 from patchit.patching.fixits.airflow_templates import TemplateVariableStrategy
+from tests.patching.contract import StrategyContract
 
 TRACE = (
     "Traceback (most recent call last):\n"
@@ -59,7 +60,7 @@ def evidence_for(root: Path, files: dict[str, str], changed: list[str] | None = 
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     event = UniversalFailureEvent(
-        source="airflow", pipeline_id="d", unit_id="archive", unit_path="dags/d.py",
+        source=FailureSource.AIRFLOW, pipeline_id="d", unit_id="archive", unit_path="dags/d.py",
         status="failed", error_type="UndefinedError", error_message=f"'{name}' is undefined",
         traceback=TRACE.replace("execution_date", name), repo_path=str(root),
     )  # fmt: skip
@@ -180,3 +181,22 @@ def test_an_attribute_the_dag_run_lost_in_a_template(tmp_path: Path) -> None:
     assert (root / "dags/d.py").read_text() == (
         'X = "{{ dag_run.logical_date | ds }} {{ logical_date.year }} {{ ds }}"\n'
     )
+
+
+@pytest.fixture
+def strategy() -> TemplateVariableStrategy:
+    return TemplateVariableStrategy()
+
+
+@pytest.fixture
+def evidence(tmp_path: Path) -> Evidence:
+    return evidence_for(tmp_path / "dag", {"dags/d.py": DAG})
+
+
+@pytest.fixture
+def unrelated_evidence(tmp_path: Path) -> Evidence:
+    return evidence_for(tmp_path / "prev", {"dags/d.py": 'X = "{{ prev_ds }}"\n'}, name="prev_ds")
+
+
+class TestTemplateVariableContract(StrategyContract):
+    pass

@@ -7,12 +7,16 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.intents import change_intents, reverted_intents
+from patchit.evidence.model import Evidence
 from patchit.patching.apply import apply_edits
 from patchit.patching.fixits.python_follow import FollowPythonRenameStrategy
 from tests.conftest import commit_all
 from tests.evidence.airflow_failures import init_repo, run_script, script_failure
+from tests.patching.contract import StrategyContract
 
 LANDING = textwrap.dedent(
     """\
@@ -133,3 +137,26 @@ def test_no_rename_in_the_change_no_candidate(tmp_path: Path) -> None:
     event = script_failure(repo, "jobs/job.py", JOB.replace("src.read_rows", "src.read_rowz"),
                            "extract")  # fmt: skip
     assert FollowPythonRenameStrategy().fix(gather_airflow_evidence(event, repo), []) == []
+
+
+@pytest.fixture
+def strategy() -> FollowPythonRenameStrategy:
+    return FollowPythonRenameStrategy()
+
+
+@pytest.fixture
+def evidence(tmp_path: Path) -> Evidence:
+    repo = repo_with(tmp_path / "renamed")
+    (repo / "jobs/landing.py").write_text(LANDING.replace("def read_rows", "def read_landing"))
+    return gather_airflow_evidence(script_failure(repo, "jobs/job.py", JOB, "extract"), repo)
+
+
+@pytest.fixture
+def unrelated_evidence(tmp_path: Path) -> Evidence:
+    repo = repo_with(tmp_path / "typo")
+    job = JOB.replace("src.read_rows", "src.read_rowz")
+    return gather_airflow_evidence(script_failure(repo, "jobs/job.py", job, "extract"), repo)
+
+
+class TestFollowPythonRenameContract(StrategyContract):
+    pass
