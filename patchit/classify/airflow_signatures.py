@@ -20,6 +20,8 @@ from patchit.classify.signatures import SIGNATURES, Signature, changed_data_file
 from patchit.evidence.model import Evidence, TracebackFrame
 from patchit.evidence.pylog import is_write_call, parse_frames, repo_relative
 from patchit.evidence.similarity import nearest
+from patchit.evidence.templates import REMOVED_TEMPLATE_VARS, REMOVED_WITHOUT_EQUIVALENT
+from patchit.evidence.templates import reads_variable as template_reads
 
 _C = FailureClass
 _SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "site-packages", "__pycache__", ".tox"}
@@ -124,6 +126,26 @@ def _value_error_on_unchanged_code(evidence: Evidence, _m: re.Match[str]) -> boo
 
 def _only_data_changed(evidence: Evidence, _m: re.Match[str]) -> bool:
     return bool(changed_data_files(evidence))
+
+
+def template_names_code(evidence: Evidence, m: re.Match[str]) -> bool:
+    """A Jinja `UndefinedError` is the repository's when the variable is one Airflow 3
+    removed from the template context (the template must move forward), or when a file the
+    change touched reads it in a template (the change wrote a name the runtime lacks)."""
+    name = next(g for g in m.groups() if g)
+    if evidence.event.error_type.rsplit(".", 1)[-1] != "UndefinedError":
+        return False
+    if name in REMOVED_TEMPLATE_VARS or name in REMOVED_WITHOUT_EQUIVALENT:
+        return True
+    root = Path(evidence.repo_root)
+    for rel in evidence.changed_files[:50]:
+        try:
+            text = (root / rel).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if template_reads(text, name):
+            return True
+    return False
 
 
 def _in_repo(evidence: Evidence, _m: re.Match[str]) -> bool:
@@ -245,6 +267,13 @@ AIRFLOW_SIGNATURES: tuple[Signature, ...] = (
               "the DAG file {unit_path} fails to import ({excerpt}); {changed}.",
               (_READ, "python {unit_path}", "airflow dags list-import-errors"),
               statuses=("import_error",)),
+    Signature("airflow_template_undefined", _C.CODE_BUG,
+              _rx(r"(?:UndefinedError: )?(?:'(\w+)' is undefined$"
+                  r"|'[\w.]+ object' has no attribute '(\w+)')"),
+              "a templated field of {unit} reads '{name}', which the template context does not "
+              "define ({excerpt}); {changed}.",
+              (_READ, "airflow tasks render {dag} {unit} <logical date>", _TEST),
+              when=template_names_code),
     Signature("output_dir_missing", _C.CODE_BUG,
               _rx(r"FileNotFoundError: [^\n]*No such file or directory: '([^']+)'"),
               "{unit} writes {name} into a directory nobody created ({excerpt}); {changed}.",

@@ -49,7 +49,7 @@ IntentKind = Literal[
     "column_renamed", "column_added", "column_removed", "cte_added", "cte_renamed",
     "join_added", "type_changed", "literal_changed", "model_renamed", "macro_renamed",
     "file_renamed", "file_moved", "file_deleted", "task_added", "parameter_renamed",
-    "airflow2_idiom",
+    "function_renamed", "key_renamed", "airflow2_idiom",
 ]  # fmt: skip
 MAX_FILES = 200
 MAX_FILE_CHARS = 200_000
@@ -58,7 +58,7 @@ _SECRET = re.compile(r"(^|/)(\.env[^/]*|[^/]*\.env|[^/]*secret[^/]*|[^/]*credent
 _MACRO = re.compile(r"{%-?\s*macro\s+([A-Za-z_]\w*)\s*\(")
 _SQL, _YAML, _PY = (".sql",), (".yml", ".yaml"), (".py",)
 _RENAMES = {"column_renamed", "cte_renamed", "model_renamed", "macro_renamed", "file_renamed",
-            "parameter_renamed"}  # fmt: skip
+            "parameter_renamed", "function_renamed", "key_renamed"}  # fmt: skip
 
 
 class Intent(BaseModel):
@@ -116,6 +116,8 @@ def _describe(kind: str, path: str, old: str, new: str, scope: str, place: str) 
         "file_deleted": f"deleted file {path}",
         "task_added": f"added task {new} to {path}",
         "parameter_renamed": f"renamed parameter {old} of {scope} to {new} in {path}",
+        "function_renamed": f"renamed function {old} to {new} in {path}",
+        "key_renamed": f"renamed key {old!r} to {new!r} in {scope} ({path})",
         "airflow2_idiom": f"introduced the Airflow 2 idiom {new} in {path}",
     }
     if path.endswith(_YAML) and kind == "model_renamed":  # beside its file's rename

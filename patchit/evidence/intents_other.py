@@ -6,9 +6,10 @@ removed. A file that does not parse after the change (a lost indent, an open quo
 intents: those are slips.
 
 Python: tasks added to a DAG (a new `task_id="..."`, a new `@task` function), a parameter of
-a function renamed in place, a module constant's literal changed, and an Airflow 2 idiom the
-change introduced (`schedule_interval`, `execution_date`, `days_ago`, ...). The idiom is an
-intent a report lists, not one a candidate must keep: moving it forward to Airflow 3 is the fix.
+a function renamed in place, a function or a record's key renamed (`py_renames`), a module
+constant's literal changed, and an Airflow 2 idiom the change introduced (`schedule_interval`,
+`execution_date`, `days_ago`, ...). The idiom is an intent a report lists, not one a
+candidate must keep: moving it forward to Airflow 3 is the fix.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
+
+from patchit.evidence.py_renames import (
+    defines_function,
+    function_keys,
+    function_renames,
+    key_renames,
+)
 
 AIRFLOW2_IDIOMS = (
     "schedule_interval", "execution_date", "next_execution_date", "prev_execution_date",
@@ -184,6 +192,8 @@ def python_intents(before: str, after: str) -> list[OtherIntent]:
             if old_consts[name] != new_consts[name]:
                 found.append(OtherIntent("literal_changed", old_consts[name], new_consts[name],
                                          name))  # fmt: skip
+    found += [OtherIntent(f"{r.kind}_renamed", r.old, r.new, r.owner)
+              for r in [*function_renames(before, after), *key_renames(before, after)]]  # fmt: skip
     old_idioms, new_idioms = _idioms(before), _idioms(after)
     for idiom, count in new_idioms.items():
         if count > old_idioms.get(idiom, 0):
@@ -202,4 +212,9 @@ def python_holds(intent: OtherIntent, text: str) -> bool:
         return params is None or intent.old not in params
     if intent.kind == "literal_changed":
         return _constants(tree).get(intent.scope) != intent.old
+    if intent.kind == "function_renamed":  # the old name defined again
+        return not defines_function(text, intent.old, intent.scope)
+    if intent.kind == "key_renamed":  # the function builds the old key again
+        keys = function_keys(text, intent.scope)
+        return keys is None or intent.old not in keys or intent.new in keys
     return True  # an Airflow 2 idiom: moving it forward is the fix, not a revert

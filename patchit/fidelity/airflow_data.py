@@ -37,6 +37,11 @@ def is_meant(kind: str, name: str, meant: Meant) -> bool:
     return meant.names_anywhere(PurePosixPath(name).name)
 
 
+def _short(kind: str, name: str) -> str:
+    """What the code names an output by: an XCom's key, a file's name."""
+    return name.rsplit(".", 1)[-1] if kind == "xcom" else PurePosixPath(name).name
+
+
 def _preview(result: dict[str, Any], kind: str, name: str) -> str:
     field = "xcom_text" if kind == "xcom" else "files_head"
     if name not in (result.get("xcom" if kind == "xcom" else "files") or {}):
@@ -64,7 +69,9 @@ def compare_outputs(
             out.differing = [label]
             if (kind, name) in unstable:
                 out.unstable, out.verdict = [label], "unstable"
-            elif is_meant(kind, name, meant):
+            elif is_meant(kind, name, meant) or (
+                out.missing_in == "baseline" and meant.carried_forward(_short(kind, name))
+            ):
                 out.meant, out.verdict = [label], "meant"
             else:
                 out.unexpected, out.verdict = [label], "unexpected"

@@ -17,7 +17,12 @@ from patchit.evidence.model import Evidence
 from patchit.fidelity import airflow_data, dbt_check
 from patchit.fidelity.ahead import BaselineAhead
 from patchit.fidelity.baseline import Baseline, BaselineRunner
-from patchit.fidelity.meant import Meant, breaking_diff, patch_removed_lines
+from patchit.fidelity.meant import (
+    Meant,
+    breaking_diff,
+    patch_added_lines,
+    patch_removed_lines,
+)
 from patchit.fidelity.model import DataCheck, OutputDiff
 from patchit.fidelity.outputs import airflow_outputs, dbt_outputs
 from patchit.harnesses.base import Harness, Verification, Workspace
@@ -70,8 +75,9 @@ def check_candidate(
         check.baseline_commit, check.baseline_source = baseline.commit, baseline.source
         failing = event.commit or "HEAD"
         meant = breaking_diff(
-            repo, baseline.commit, failing, patch_removed_lines(candidate_ws.root)
-        )
+            repo, baseline.commit, failing, patch_removed_lines(candidate_ws.root),
+            patch_added_lines(candidate_ws.root),
+        )  # fmt: skip
         if kind == "dbt":
             _check_dbt(check, event, runner, baseline, candidate_ws, candidate_result, meant)
         else:

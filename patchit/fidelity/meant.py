@@ -14,7 +14,12 @@ The rule, per changed file:
   `or`, `join`, `on`, `from`, `group by`, `having`, `qualify`, `union`, `limit`, ...); else
   in the output columns it names, or everything when it names none.
 - Airflow: an XCom key or a written file may differ when its key / file name is named in a
-  kept line; the `return_value` XCom when a kept line contains `return`.
+  kept line; the `return_value` XCom when a kept line contains `return`. An output the
+  baseline never wrote is also meant when the breaking change introduced its name on a line
+  the candidate repaired and the candidate's own lines still name it (`carried_forward`): a
+  forward fix rewrites the line that holds the bug (`{{ execution_date }}` ->
+  `{{ logical_date }}`) and keeps the new file that line writes; there is nothing to compare
+  it with, and dropping the line instead would lose it.
 So an intended change on the very line the fix had to repair counts as unintended: such a
 candidate is escalated for review, never shipped silently.
 """
@@ -97,6 +102,8 @@ class Meant:
     kept: dict[str, list[str]] = field(default_factory=dict)
     repaired: dict[str, list[str]] = field(default_factory=dict)
     renamed: dict[str, str] = field(default_factory=dict)  # old path -> new path (git's -M)
+    removed: dict[str, list[str]] = field(default_factory=dict)  # the diff's removed lines
+    patched: dict[str, list[str]] = field(default_factory=dict)  # lines the candidate adds
 
     def files(self) -> list[str]:
         return sorted(set(self.kept) | set(self.repaired))
@@ -121,6 +128,16 @@ class Meant:
         needle = name.lower()
         return any(needle in line.lower() for lines in self.kept.values() for line in lines)
 
+    def carried_forward(self, name: str) -> bool:
+        """A name the breaking change introduced (in no line it removed) on a line the
+        candidate repaired, that a line of the candidate still names."""
+        needle = name.lower()
+
+        def named(lines: dict[str, list[str]]) -> bool:
+            return any(needle in line.lower() for found in lines.values() for line in found)
+
+        return named(self.repaired) and named(self.patched) and not named(self.removed)
+
     def returns_changed(self) -> bool:
         return any(
             re.search(r"\breturn\b", _COMMENT.sub("", line))
@@ -138,8 +155,18 @@ def patch_removed_lines(candidate_root: Path) -> dict[str, set[str]]:
     }
 
 
+def patch_added_lines(candidate_root: Path) -> dict[str, list[str]]:
+    """Lines the candidate's (uncommitted) patch adds to the failing commit, per file."""
+    out = run_git(candidate_root, *_DIFF, "HEAD", timeout_s=QUERY_TIMEOUT_S)
+    return {path: [a for h in hunks for a in h.added] for path, hunks in parse_diff(out).items()}
+
+
 def breaking_diff(
-    repo: Path, baseline: str, failing: str, removed_by_patch: dict[str, set[str]]
+    repo: Path,
+    baseline: str,
+    failing: str,
+    removed_by_patch: dict[str, set[str]],
+    added_by_patch: dict[str, list[str]] | None = None,
 ) -> Meant:
     """Split `git diff baseline..failing` (read-only, in the user's repo) into kept/repaired."""
     out = run_git(repo, *_DIFF, baseline, failing, timeout_s=QUERY_TIMEOUT_S)
@@ -151,6 +178,8 @@ def breaking_diff(
             kept += _kept(hunk, repaired_text)
         meant.kept[path] = kept
         meant.repaired[path] = [a for h in hunks for a in h.added if a.strip() in repaired_text]
+        meant.removed[path] = [r for h in hunks for r in h.removed]
+    meant.patched = dict(added_by_patch or {})
     _read_renames(repo, baseline, failing, removed_by_patch, meant)
     return meant
 
@@ -175,4 +204,6 @@ def _read_renames(
         repaired_text = removed_by_patch.get(new, set())
         meant.kept[new] = [k for h in hunks for k in _kept(h, repaired_text)]
         meant.repaired[new] = [a for h in hunks for a in h.added if a.strip() in repaired_text]
+        meant.removed[new] = [r for h in hunks for r in h.removed]
         meant.kept.pop(old, None)
+        meant.removed.pop(old, None)

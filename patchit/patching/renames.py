@@ -15,7 +15,9 @@ What counts as a rename, from the files' text before and after the change:
 - macro: a Jinja macro defined before and nowhere after, paired with one defined after and
   nowhere before that has the same parameters and a like body, each the other's only match;
 - parameter: a Python function (same qualified name in the same file) whose parameter list
-  changed only by names at unchanged positions (`def f(a, rates)` -> `def f(a, eur_rates)`).
+  changed only by names at unchanged positions (`def f(a, rates)` -> `def f(a, eur_rates)`);
+- function and dict key: see `patchit.evidence.py_renames` (`owner` is the class or outer
+  function of a function, the function building the dict of a key).
 
 Nothing here writes; git runs through the read-only queries of `patchit.sandbox.git`.
 """
@@ -32,10 +34,11 @@ from typing import Literal
 
 from patchit.errors import VcsError
 from patchit.evidence.model import Evidence
+from patchit.evidence.py_renames import function_renames, key_renames
 from patchit.patching.revert import change_base
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git, show_file
 
-RenameKind = Literal["file", "macro", "parameter"]
+RenameKind = Literal["file", "macro", "parameter", "function", "key"]
 FILE_MIN_RATIO = 0.6
 MACRO_MIN_RATIO = 0.8
 MAX_FILES = 200  # changed files read from git; a larger change is not read for renames
@@ -73,7 +76,8 @@ class ChangedFile:
 
 def find_renames(files: list[ChangedFile]) -> list[Rename]:
     """Every rename the change made, files first, then macros, then parameters."""
-    return [*file_renames(files), *macro_renames(files), *parameter_renames(files)]
+    return [*file_renames(files), *macro_renames(files), *parameter_renames(files),
+            *python_renames(files)]  # fmt: skip
 
 
 # -- files ----------------------------------------------------------------------------------
@@ -215,6 +219,19 @@ def parameter_renames(files: list[ChangedFile]) -> list[Rename]:
                 keyword = kind in ("arg", "kwonly")  # the only ones a caller names
                 if old != new and keyword and old not in new_names and new not in old_names:
                     found.append(Rename("parameter", old, new, changed.path, owner=qualname))
+    return found
+
+
+def python_renames(files: list[ChangedFile]) -> list[Rename]:
+    """Functions and dict keys renamed in a Python file changed in place."""
+    found = []
+    for changed in files:
+        if not changed.path.endswith(".py") or changed.before is None or changed.after is None:
+            continue
+        for r in [*function_renames(changed.before, changed.after),
+                  *key_renames(changed.before, changed.after)]:  # fmt: skip
+            kind: RenameKind = "function" if r.kind == "function" else "key"
+            found.append(Rename(kind, r.old, r.new, changed.path, owner=r.owner))
     return found
 
 

@@ -31,3 +31,27 @@ def test_meant_unstable_and_unexpected_outputs() -> None:
     # a file the candidate no longer writes is missing, and named as such
     gone = compare_outputs(base, {**cand, "files": {}}, unstable, Meant())
     assert {o.name: o.missing_in for o in gone}["root/out/report.csv"] == "candidate"
+
+
+def test_a_new_file_a_repaired_line_still_writes_is_meant() -> None:
+    """The change added `sha256sum ... > {{ execution_date | ds }}/d.sha256` (the bug and the
+    new output on one line); the forward fix rewrites that line and still writes the file."""
+    base = {"files": {}, "xcom": {}}
+    cand = {"files": {"root/out/d.sha256": "h"}, "files_head": {}, "xcom": {}}
+    line = "'> \"$OUT/{{ execution_date | ds }}/d.sha256\"'"
+    meant = Meant(
+        repaired={"dags/d.py": [line]},
+        patched={"dags/d.py": [line.replace("execution_date", "logical_date")]},
+    )
+    (out,) = compare_outputs(base, cand, set(), meant)
+    assert (out.missing_in, out.verdict) == ("baseline", "meant")
+    # a candidate that no longer names it, or a name the change took from an old line, is not
+    for other in (
+        Meant(repaired=meant.repaired, patched={"dags/d.py": ["'true'"]}),
+        Meant(repaired=meant.repaired, patched=meant.patched, removed={"dags/d.py": [line]}),
+    ):
+        (out,) = compare_outputs(base, cand, set(), other)
+        assert out.verdict == "unexpected"
+    # an output the baseline had is compared as before: a repaired line does not excuse it
+    changed = compare_outputs({**cand, "files": {"root/out/d.sha256": "g"}}, cand, set(), meant)
+    assert changed[0].verdict == "unexpected"
