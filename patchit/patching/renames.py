@@ -1,4 +1,5 @@
-"""Renames the breaking change made itself, read from its diff: a file, a macro, a parameter.
+"""Renames the breaking change made itself, read from its diff: a file, a macro, a parameter,
+a docs block, a project var.
 
 A commit that renames `stg_invoices.sql` to `stg_billing_invoices.sql`, the macro
 `cents_to_dollars` to `dollars_from_cents`, or a helper's parameter `rates` to `eur_per_unit`
@@ -15,7 +16,10 @@ What counts as a rename, from the files' text before and after the change:
 - macro: a Jinja macro defined before and nowhere after, paired with one defined after and
   nowhere before that has the same parameters and a like body, each the other's only match;
 - parameter: a Python function (same qualified name in the same file) whose parameter list
-  changed only by names at unchanged positions (`def f(a, rates)` -> `def f(a, eur_rates)`).
+  changed only by names at unchanged positions (`def f(a, rates)` -> `def f(a, eur_rates)`);
+- docs block: a `{% docs name %}` block defined before and nowhere after, paired with one
+  defined after and nowhere before whose text is alike, each the other's only match;
+- var: a key of `dbt_project.yml`'s `vars:` gone and one new key holding the same value.
 
 Nothing here writes; git runs through the read-only queries of `patchit.sandbox.git`.
 """
@@ -30,17 +34,23 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
 from patchit.errors import VcsError
 from patchit.evidence.model import Evidence
 from patchit.patching.revert import change_base
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git, show_file
 
-RenameKind = Literal["file", "macro", "parameter"]
+RenameKind = Literal["file", "macro", "parameter", "docs", "var"]
 FILE_MIN_RATIO = 0.6
 MACRO_MIN_RATIO = 0.8
 MAX_FILES = 200  # changed files read from git; a larger change is not read for renames
 MAX_FILE_CHARS = 200_000
 _TEXT_SUFFIXES = (".sql", ".py", ".yml", ".yaml", ".csv", ".md", ".jinja", ".j2")
+_DOCS = re.compile(
+    r"{%-?\s*docs\s+(?P<name>[A-Za-z_]\w*)\s*-?%}(?P<body>.*?){%-?\s*enddocs\s*-?%}", re.DOTALL
+)
 _MACRO = re.compile(
     r"{%-?\s*macro\s+(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^)]*)\)\s*-?%}"
     r"(?P<body>.*?){%-?\s*endmacro\s*-?%}",
@@ -72,8 +82,11 @@ class ChangedFile:
 
 
 def find_renames(files: list[ChangedFile]) -> list[Rename]:
-    """Every rename the change made, files first, then macros, then parameters."""
-    return [*file_renames(files), *macro_renames(files), *parameter_renames(files)]
+    """Every rename the change made, files first, then macros, parameters, docs blocks, vars."""
+    return [
+        *file_renames(files), *macro_renames(files), *parameter_renames(files),
+        *docs_renames(files), *var_renames(files),
+    ]  # fmt: skip
 
 
 # -- files ----------------------------------------------------------------------------------
@@ -215,6 +228,73 @@ def parameter_renames(files: list[ChangedFile]) -> list[Rename]:
                 keyword = kind in ("arg", "kwonly")  # the only ones a caller names
                 if old != new and keyword and old not in new_names and new not in old_names:
                     found.append(Rename("parameter", old, new, changed.path, owner=qualname))
+    return found
+
+
+# -- docs blocks and project vars ----------------------------------------------------------
+
+
+def _paired(gone: dict[str, str], came: dict[str, str], alike: float) -> list[tuple[str, str]]:
+    """(old, new) where old's text and new's text are alike and each is the other's only
+    match."""
+
+    def like(a: str, b: str) -> bool:
+        x, y = _normalised(a), _normalised(b)
+        return x == y or difflib.SequenceMatcher(None, x, y).ratio() >= alike
+
+    found = []
+    for old, text in sorted(gone.items()):
+        matches = [new for new, other in came.items() if like(text, other)]
+        if len(matches) == 1 and [o for o, t in gone.items() if like(t, came[matches[0]])] == [old]:
+            found.append((old, matches[0]))
+    return found
+
+
+def docs_renames(files: list[ChangedFile]) -> list[Rename]:
+    """Docs blocks defined before and nowhere after, paired with new ones of like text."""
+
+    def blocks(side: str) -> dict[str, tuple[str, str]]:
+        found: dict[str, tuple[str, str]] = {}
+        for f in files:
+            text = f.before if side == "before" else f.after
+            for match in _DOCS.finditer(text or ""):
+                found.setdefault(match["name"], (match["body"], f.path))
+        return found
+
+    was, now = blocks("before"), blocks("after")
+    gone = {name: body for name, (body, _) in was.items() if name not in now}
+    came = {name: body for name, (body, _) in now.items() if name not in was}
+    return [Rename("docs", old, new, now[new][1], old_path=was[old][1])
+            for old, new in _paired(gone, came, MACRO_MIN_RATIO)]  # fmt: skip
+
+
+def _project_vars(text: str | None) -> dict[str, str] | None:
+    """{var: its value's text} of a `dbt_project.yml`'s top-level `vars:`."""
+    if text is None:
+        return None
+    try:
+        loaded = YAML(typ="safe", pure=True).load(text)
+    except (YAMLError, ValueError, TypeError):
+        return None
+    found = loaded.get("vars") if isinstance(loaded, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): repr(v) for k, v in found.items() if not isinstance(v, dict)}
+
+
+def var_renames(files: list[ChangedFile]) -> list[Rename]:
+    """Project vars renamed in `dbt_project.yml`: a key gone, one new key with its value."""
+    found = []
+    for changed in files:
+        if Path(changed.path).name != "dbt_project.yml":
+            continue
+        was, now = _project_vars(changed.before), _project_vars(changed.after)
+        if not was or not now:
+            continue
+        gone = {k: v for k, v in was.items() if k not in now}
+        came = {k: v for k, v in now.items() if k not in was}
+        for old, new in _paired(gone, came, 1.0):
+            found.append(Rename("var", old, new, changed.path, old_path=changed.path))
     return found
 
 
