@@ -40,7 +40,7 @@ from patchit.evidence.intents_other import (
     yaml_holds,
     yaml_intents,
 )
-from patchit.evidence.intents_sql import SqlIntent, sql_holds, sql_intents
+from patchit.evidence.intents_sql import SqlIntent, shown_name, sql_holds, sql_intents
 from patchit.evidence.model import Evidence
 from patchit.memory.records import REVERTS
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
@@ -151,8 +151,13 @@ def file_intents(path: str, before: str, after: str) -> list[Intent]:
         found = list(yaml_intents(before, after))
     elif path.endswith(_PY):
         found = list(python_intents(before, after))
-    return [_intent(f.kind, path, f) for f in found
+    kept = [_intent(f.kind, path, f) for f in found
             if not (f.kind in _RENAMES and one_slip(f.old, f.new))]  # fmt: skip
+    for intent in kept:  # described as written: `{{ m }}_amount`, not its placeholder
+        old, new = shown_name(intent.old, before), shown_name(intent.new, after)
+        if (old, new) != (intent.old, intent.new):
+            intent.description = _describe(intent.kind, path, old, new, intent.scope, intent.place)
+    return kept
 
 
 def macro_intents(changed: list[tuple[str, str | None, str | None]]) -> list[Intent]:

@@ -261,3 +261,16 @@ def test_read_intents_needs_no_git() -> None:
     after = STG.replace("    plan_code,\n", "    plan_code as plan_id,\n")
     found = read_intents([("stg.sql", STG, after), ("new.sql", None, "select 1")], [])
     assert described(found) == ["renamed column plan_code to plan_id in stg"]
+
+
+def test_a_column_glued_to_jinja_is_described_as_written() -> None:
+    before = (
+        "select order_id,\n{% for m in methods %}\n    sum(case when method = '{{ m }}' then "
+        "amount end) as {{ m }}_amount,\n{% endfor %}\n    sum(amount) as total\n"
+        "from {{ ref('payments') }}\ngroup by 1\n"
+    )
+    after = before.replace("as {{ m }}_amount", "as {{ m }}_paid")
+    (found,) = read_intents([("models/orders.sql", before, after)], [])
+    assert found.kind == "column_renamed"
+    assert found.description == "renamed column {{ m }}_amount to {{ m }}_paid in orders"
+    assert "__jinja_" in found.old  # the name the revert check compares stays the parsed one
