@@ -132,3 +132,19 @@ def test_a_var_removed_with_no_rename_gives_no_candidate(tmp_path: Path) -> None
     commit_all(repo, "vars: no payment methods")
     evidence = dbt_evidence(repo, "daily", VAR_MISSING, "models/marts/daily.sql")
     assert FollowVarRenameStrategy().fix(evidence, []) == []
+
+
+def test_a_renamed_var_read_as_none_is_followed_from_the_failing_model(tmp_path: Path) -> None:
+    repo = dbt_repo(tmp_path)
+    (repo / "dbt_project.yml").write_text(PROJECT_YML)
+    (repo / "models" / "marts" / "daily.sql").write_text(LOOP)
+    commit_all(repo, "loops")
+    project = repo / "dbt_project.yml"
+    project.write_text(PROJECT_YML.replace("payment_methods:", "shop_payment_methods:"))
+    commit_all(repo, "vars: namespace payment_methods")
+    message = "'NoneType' object is not iterable"
+    evidence = dbt_evidence(repo, "daily", message, "models/marts/daily.sql")
+    (candidate,) = FollowVarRenameStrategy().fix(evidence, [])
+    assert [e.path for e in candidate.edits] == ["models/marts/daily.sql"]
+    other = dbt_evidence(repo, "orders", message, "models/marts/orders.sql")
+    assert FollowVarRenameStrategy().fix(other, []) == []  # orders reads no renamed var

@@ -9,6 +9,10 @@ but not another's. dbt refuses to parse (or compile), naming only the old name:
     Documentation for 'model.shop.orders' depends on doc 'orders_status'  which was not found
     Required var 'payment_methods' not found in config:
 
+(At parse time dbt reads a missing var as None, and a `{% for %}` over it fails with
+"'NoneType' object is not iterable", naming nothing: then the one var rename of the change
+that the failing model itself still reads is followed.)
+
 Putting the old name back undoes what the author meant; the diff says which name replaced
 it (`patchit.patching.renames`: a block or var gone, one new of like text or the same value),
 however it is spelt. Every `doc('old')` / `var('old')` inside Jinja in the project's own
@@ -46,6 +50,7 @@ class _FollowNameRename(FixIt):
     call of `function('old')` followed."""
 
     kind: ClassVar[RenameKind]
+    follows_unnamed: ClassVar[bool] = False
     function: ClassVar[str]
     message: ClassVar[re.Pattern[str]]
     what: ClassVar[str]
@@ -53,7 +58,7 @@ class _FollowNameRename(FixIt):
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         found = self.message.search(error_text(evidence))
         if found is None:
-            return []
+            return self._unnamed(evidence)
         missing = found.group("name")
         renamed = [
             r for r in breaking_renames(evidence) if r.kind == self.kind and r.old == missing
@@ -61,6 +66,21 @@ class _FollowNameRename(FixIt):
         if len(renamed) != 1:
             return []
         return self._follow(evidence, renamed[0])
+
+    def _unnamed(self, evidence: Evidence) -> list[PatchCandidate]:
+        """A message that names no var (dbt parses a missing `var()` as None, and a loop
+        over it fails with "'NoneType' object is not iterable"): the one rename of the
+        change whose old name the failing unit's own file still calls."""
+        if not self.follows_unnamed or evidence.unit_path is None:
+            return []
+        text = read_repo_file(evidence, evidence.unit_path)
+        if text is None:
+            return []
+        renamed = [
+            r for r in breaking_renames(evidence)
+            if r.kind == self.kind and follow_call(text, self.function, r.old, r.new) != text
+        ]  # fmt: skip
+        return self._follow(evidence, renamed[0]) if len(renamed) == 1 else []
 
     def _follow(self, evidence: Evidence, rename: Rename) -> list[PatchCandidate]:
         edits = []
@@ -111,6 +131,7 @@ class FollowVarRenameStrategy(_FollowNameRename):
     name: ClassVar[str] = "dbt_follow_var_rename"
     tag: ClassVar[str] = "follow_var_rename"
     kind: ClassVar[RenameKind] = "var"
+    follows_unnamed: ClassVar[bool] = True
     function: ClassVar[str] = "var"
     what: ClassVar[str] = "project var"
     message: ClassVar[re.Pattern[str]] = re.compile(r"Required var '(?P<name>\w+)' not found")
