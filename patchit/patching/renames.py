@@ -34,10 +34,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 from patchit.errors import VcsError
+from patchit.evidence import name_renames
 from patchit.evidence.model import Evidence
 from patchit.patching.revert import change_base
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git, show_file
@@ -48,9 +46,6 @@ MACRO_MIN_RATIO = 0.8
 MAX_FILES = 200  # changed files read from git; a larger change is not read for renames
 MAX_FILE_CHARS = 200_000
 _TEXT_SUFFIXES = (".sql", ".py", ".yml", ".yaml", ".csv", ".md", ".jinja", ".j2")
-_DOCS = re.compile(
-    r"{%-?\s*docs\s+(?P<name>[A-Za-z_]\w*)\s*-?%}(?P<body>.*?){%-?\s*enddocs\s*-?%}", re.DOTALL
-)
 _MACRO = re.compile(
     r"{%-?\s*macro\s+(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^)]*)\)\s*-?%}"
     r"(?P<body>.*?){%-?\s*endmacro\s*-?%}",
@@ -231,71 +226,23 @@ def parameter_renames(files: list[ChangedFile]) -> list[Rename]:
     return found
 
 
-# -- docs blocks and project vars ----------------------------------------------------------
+# -- docs blocks and project vars (read in evidence, shared with the intents) ----------------
 
 
-def _paired(gone: dict[str, str], came: dict[str, str], alike: float) -> list[tuple[str, str]]:
-    """(old, new) where old's text and new's text are alike and each is the other's only
-    match."""
-
-    def like(a: str, b: str) -> bool:
-        x, y = _normalised(a), _normalised(b)
-        return x == y or difflib.SequenceMatcher(None, x, y).ratio() >= alike
-
-    found = []
-    for old, text in sorted(gone.items()):
-        matches = [new for new, other in came.items() if like(text, other)]
-        if len(matches) == 1 and [o for o, t in gone.items() if like(t, came[matches[0]])] == [old]:
-            found.append((old, matches[0]))
-    return found
+def _sides(files: list[ChangedFile]) -> list[tuple[str, str | None, str | None]]:
+    return [(f.path, f.before, f.after) for f in files]
 
 
 def docs_renames(files: list[ChangedFile]) -> list[Rename]:
     """Docs blocks defined before and nowhere after, paired with new ones of like text."""
-
-    def blocks(side: str) -> dict[str, tuple[str, str]]:
-        found: dict[str, tuple[str, str]] = {}
-        for f in files:
-            text = f.before if side == "before" else f.after
-            for match in _DOCS.finditer(text or ""):
-                found.setdefault(match["name"], (match["body"], f.path))
-        return found
-
-    was, now = blocks("before"), blocks("after")
-    gone = {name: body for name, (body, _) in was.items() if name not in now}
-    came = {name: body for name, (body, _) in now.items() if name not in was}
-    return [Rename("docs", old, new, now[new][1], old_path=was[old][1])
-            for old, new in _paired(gone, came, MACRO_MIN_RATIO)]  # fmt: skip
-
-
-def _project_vars(text: str | None) -> dict[str, str] | None:
-    """{var: its value's text} of a `dbt_project.yml`'s top-level `vars:`."""
-    if text is None:
-        return None
-    try:
-        loaded = YAML(typ="safe", pure=True).load(text)
-    except (YAMLError, ValueError, TypeError):
-        return None
-    found = loaded.get("vars") if isinstance(loaded, dict) else None
-    if not isinstance(found, dict):
-        return {}
-    return {str(k): repr(v) for k, v in found.items() if not isinstance(v, dict)}
+    return [Rename("docs", old, new, path, old_path=old_path)
+            for old, new, old_path, path in name_renames.docs_renames(_sides(files))]  # fmt: skip
 
 
 def var_renames(files: list[ChangedFile]) -> list[Rename]:
     """Project vars renamed in `dbt_project.yml`: a key gone, one new key with its value."""
-    found = []
-    for changed in files:
-        if Path(changed.path).name != "dbt_project.yml":
-            continue
-        was, now = _project_vars(changed.before), _project_vars(changed.after)
-        if not was or not now:
-            continue
-        gone = {k: v for k, v in was.items() if k not in now}
-        came = {k: v for k, v in now.items() if k not in was}
-        for old, new in _paired(gone, came, 1.0):
-            found.append(Rename("var", old, new, changed.path, old_path=changed.path))
-    return found
+    return [Rename("var", old, new, path, old_path=path)
+            for old, new, path in name_renames.var_renames(_sides(files))]  # fmt: skip
 
 
 # -- reading the change from git ------------------------------------------------------------
