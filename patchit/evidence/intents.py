@@ -40,8 +40,9 @@ from patchit.evidence.intents_other import (
     yaml_holds,
     yaml_intents,
 )
-from patchit.evidence.intents_sql import SqlIntent, sql_holds, sql_intents
+from patchit.evidence.intents_sql import SqlIntent, shown_name, sql_holds, sql_intents
 from patchit.evidence.model import Evidence
+from patchit.evidence.name_renames import docs_blocks, docs_renames, project_vars, var_renames
 from patchit.memory.records import REVERTS
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
 
@@ -49,7 +50,7 @@ IntentKind = Literal[
     "column_renamed", "column_added", "column_removed", "cte_added", "cte_renamed",
     "join_added", "type_changed", "literal_changed", "model_renamed", "macro_renamed",
     "file_renamed", "file_moved", "file_deleted", "task_added", "parameter_renamed",
-    "function_renamed", "key_renamed", "airflow2_idiom",
+    "function_renamed", "key_renamed", "docs_renamed", "var_renamed", "airflow2_idiom",
 ]  # fmt: skip
 MAX_FILES = 200
 MAX_FILE_CHARS = 200_000
@@ -58,7 +59,8 @@ _SECRET = re.compile(r"(^|/)(\.env[^/]*|[^/]*\.env|[^/]*secret[^/]*|[^/]*credent
 _MACRO = re.compile(r"{%-?\s*macro\s+([A-Za-z_]\w*)\s*\(")
 _SQL, _YAML, _PY = (".sql",), (".yml", ".yaml"), (".py",)
 _RENAMES = {"column_renamed", "cte_renamed", "model_renamed", "macro_renamed", "file_renamed",
-            "parameter_renamed", "function_renamed", "key_renamed"}  # fmt: skip
+            "parameter_renamed", "function_renamed", "key_renamed", "docs_renamed",
+            "var_renamed"}  # fmt: skip
 
 
 class Intent(BaseModel):
@@ -111,6 +113,8 @@ def _describe(kind: str, path: str, old: str, new: str, scope: str, place: str) 
         "literal_changed": f"changed {old} to {new} in {place} of {where}",
         "model_renamed": f"renamed model {old} to {new}",
         "macro_renamed": f"renamed macro {old} to {new}",
+        "docs_renamed": f"renamed docs block {old} to {new}",
+        "var_renamed": f"renamed project var {old} to {new}",
         "file_renamed": f"renamed file {old} to {new}",
         "file_moved": f"moved {old} to {new}",
         "file_deleted": f"deleted file {path}",
@@ -153,8 +157,13 @@ def file_intents(path: str, before: str, after: str) -> list[Intent]:
         found = list(yaml_intents(before, after))
     elif path.endswith(_PY):
         found = list(python_intents(before, after))
-    return [_intent(f.kind, path, f) for f in found
+    kept = [_intent(f.kind, path, f) for f in found
             if not (f.kind in _RENAMES and one_slip(f.old, f.new))]  # fmt: skip
+    for intent in kept:  # described as written: `{{ m }}_amount`, not its placeholder
+        old, new = shown_name(intent.old, before), shown_name(intent.new, after)
+        if (old, new) != (intent.old, intent.new):
+            intent.description = _describe(intent.kind, path, old, new, intent.scope, intent.place)
+    return kept
 
 
 def macro_intents(changed: list[tuple[str, str | None, str | None]]) -> list[Intent]:
@@ -176,6 +185,21 @@ def macro_intents(changed: list[tuple[str, str | None, str | None]]) -> list[Int
                description=_describe("macro_renamed", after[n], o, n, "", ""))
         for o, n in pairs if not one_slip(o, n)
     ]  # fmt: skip
+
+
+def name_intents(changed: list[tuple[str, str | None, str | None]]) -> list[Intent]:
+    """Docs blocks and project vars renamed (`name_renames`)."""
+    found = [
+        Intent(kind="docs_renamed", path=path, old=o, new=n, old_path=old_path,
+               description=_describe("docs_renamed", path, o, n, "", ""))
+        for o, n, old_path, path in docs_renames(changed)
+    ]  # fmt: skip
+    found += [
+        Intent(kind="var_renamed", path=path, old=o, new=n, old_path=path,
+               description=_describe("var_renamed", path, o, n, "", ""))
+        for o, n, path in var_renames(changed)
+    ]  # fmt: skip
+    return [i for i in found if not one_slip(i.old, i.new)]
 
 
 def read_intents(
@@ -201,7 +225,7 @@ def read_intents(
             found.append(Intent(kind="file_deleted", path=path, description=text))
         elif before is not None and after is not None and before != after:
             found += file_intents(path, before, after)
-    return found + macro_intents(changed)
+    return found + macro_intents(changed) + name_intents(changed)
 
 
 # -- reading the change from git ------------------------------------------------------------
@@ -297,6 +321,13 @@ def reverted_intents(intents: list[Intent], texts: dict[str, tuple[str, str]]) -
             hit = any(re.search(rf"{{%-?\s*macro\s+{re.escape(intent.old)}\s*\(", after)
                       and not re.search(rf"{{%-?\s*macro\s+{re.escape(intent.old)}\s*\(", before)
                       for before, after in texts.values())  # fmt: skip
+        elif intent.kind == "docs_renamed":
+            hit = any(intent.old in docs_blocks(after) and intent.old not in docs_blocks(before)
+                      for before, after in texts.values())  # fmt: skip
+        elif intent.kind == "var_renamed":
+            before, after = texts.get(intent.path, ("", ""))
+            hit = intent.old in (project_vars(after) or {}) and intent.old not in (
+                project_vars(before) or {})  # fmt: skip
         else:
             hit = intent.path in texts and not _holds(intent, texts[intent.path][1])
         if hit:

@@ -51,11 +51,23 @@ def render_sql(text: str) -> str:
         tail_end = text.find("\n", match.end())
         tail = text[match.end() : tail_end if tail_end >= 0 else len(text)]
         if match.group(0).startswith("{{") and (head.strip() or tail.strip()):
-            digest = hashlib.sha1(" ".join(match.group(0).split()).encode()).hexdigest()[:8]
-            return f"__jinja_{digest}__"
+            return _placeholder(match.group(0))
         return " "
 
     return _JINJA.sub(one, text)
+
+
+def _placeholder(block: str) -> str:
+    return f"__jinja_{hashlib.sha1(' '.join(block.split()).encode()).hexdigest()[:8]}__"
+
+
+def shown_name(name: str, *texts: str) -> str:
+    """A name as its author wrote it: each placeholder `render_sql` put in it (a name glued
+    to Jinja, `{{ method }}_amount`) back as the Jinja block of `texts` it stands for."""
+    if "__jinja_" not in name:
+        return name
+    blocks = {_placeholder(m.group(0)): m.group(0) for t in texts for m in _JINJA.finditer(t)}
+    return re.sub(r"__jinja_[0-9a-f]{8}__", lambda m: blocks.get(m.group(0), m.group(0)), name)
 
 
 @dataclass

@@ -159,6 +159,12 @@ def _judge_one(
     meant_cols = meant.columns(item.node.file, raw.columns()) if item.node.file else []
     if meant_cols:
         meant_map[raw.label] = meant_cols
+    # a column the change renamed (its kept lines name the new one) holding its old values
+    out.renamed = [
+        f"{old} -> {new}"
+        for new, old in sorted(raw.renamed.items())
+        if ALL in meant_cols or new.lower() in {c.lower() for c in meant_cols}
+    ]
     if not raw.differs:
         return out
     changed = [c for c in raw.differing if c not in unstable]

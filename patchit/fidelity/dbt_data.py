@@ -52,6 +52,7 @@ class RawDiff:
     cand: TableStats | None
     differing: list[str] = field(default_factory=list)
     schema_changes: list[str] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)  # new column -> the old it equals
 
     @property
     def label(self) -> str:
@@ -82,6 +83,7 @@ class RawDiff:
         diff.differing = [
             c for c in base.columns if c in cand.columns and base.checksums[c] != cand.checksums[c]
         ]
+        diff.renamed = _same_values(base, cand)
         return diff
 
     def projection(self, differing: list[str]) -> list[str]:
@@ -99,6 +101,20 @@ class RawDiff:
             if side is not None:
                 cols.update(side.columns)
         return cols
+
+
+def _same_values(base: TableStats, cand: TableStats) -> dict[str, str]:
+    """{new: old} for each column only the candidate has that holds, with the same type, the
+    very values of one column only the baseline has, each the other's only such match: a
+    column renamed, compared with its old self rather than judged new."""
+    gone = {c: (t, base.checksums.get(c)) for c, t in base.columns.items() if c not in cand.columns}
+    came = {c: (t, cand.checksums.get(c)) for c, t in cand.columns.items() if c not in base.columns}
+    pairs = {new: [old for old, side in gone.items() if side == was] for new, was in came.items()}
+    found = {}
+    for new, olds in pairs.items():
+        if len(olds) == 1 and [n for n, o in pairs.items() if olds[0] in o] == [new]:
+            found[new] = olds[0]
+    return found
 
 
 @dataclass

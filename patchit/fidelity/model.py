@@ -45,6 +45,10 @@ class OutputDiff(BaseModel):
     unstable: list[str] = Field(
         default_factory=list, description="of those, the ones two baseline runs disagree on"
     )
+    renamed: list[str] = Field(
+        default_factory=list,
+        description="'old -> new': a column the breaking change renamed, same type and values",
+    )
     meant: list[str] = Field(default_factory=list, description="differing and meant to differ")
     unexpected: list[str] = Field(default_factory=list, description="differing, not meant")
     verdict: OutputVerdict = "same"
@@ -81,16 +85,18 @@ class DataCheck(BaseModel):
 
     def new_outputs(self) -> list[str]:
         """What the candidate built that the baseline has nothing to compare with: outputs
-        missing in the baseline, and new columns (`schema.relation.column`)."""
+        missing in the baseline, and new columns (`schema.relation.column`) other than a
+        renamed column, which was compared with its old name."""
         found: list[str] = []
         for out in self.outputs:
             if out.missing_in == "baseline":
                 found.append(out.name)
                 continue
+            renamed = {pair.split(" -> ", 1)[-1] for pair in out.renamed}
             found += [
-                f"{out.name}.{change[1:].split(' ', 1)[0]}"
+                f"{out.name}.{column}"
                 for change in out.schema_changes
-                if change.startswith("+")
+                if change.startswith("+") and (column := change[1:].split(" ", 1)[0]) not in renamed
             ]
         return found
 
@@ -135,6 +141,8 @@ class DataCheck(BaseModel):
                     else ""
                 )
                 differs = ", ".join(out.differing + out.schema_changes)
+                if out.renamed:
+                    differs += f" (renamed, same values: {', '.join(out.renamed)})"
                 if out.renamed_from:
                     differs = f"(renamed from {out.renamed_from}) {differs}".rstrip()
                 if out.missing_in:

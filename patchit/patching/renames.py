@@ -1,4 +1,5 @@
-"""Renames the breaking change made itself, read from its diff: a file, a macro, a parameter.
+"""Renames the breaking change made itself, read from its diff: a file, a macro, a parameter,
+a docs block, a project var.
 
 A commit that renames `stg_invoices.sql` to `stg_billing_invoices.sql`, the macro
 `cents_to_dollars` to `dollars_from_cents`, or a helper's parameter `rates` to `eur_per_unit`
@@ -18,6 +19,9 @@ What counts as a rename, from the files' text before and after the change:
   changed only by names at unchanged positions (`def f(a, rates)` -> `def f(a, eur_rates)`);
 - function and dict key: see `patchit.evidence.py_renames` (`owner` is the class or outer
   function of a function, the function building the dict of a key).
+- docs block: a `{% docs name %}` block defined before and nowhere after, paired with one
+  defined after and nowhere before whose text is alike, each the other's only match;
+- var: a key of `dbt_project.yml`'s `vars:` gone and one new key holding the same value.
 
 Nothing here writes; git runs through the read-only queries of `patchit.sandbox.git`.
 """
@@ -33,12 +37,13 @@ from pathlib import Path
 from typing import Literal
 
 from patchit.errors import VcsError
+from patchit.evidence import name_renames
 from patchit.evidence.model import Evidence
 from patchit.evidence.py_renames import function_renames, key_renames
 from patchit.patching.revert import change_base
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git, show_file
 
-RenameKind = Literal["file", "macro", "parameter", "function", "key"]
+RenameKind = Literal["file", "macro", "parameter", "function", "key", "docs", "var"]
 FILE_MIN_RATIO = 0.6
 MACRO_MIN_RATIO = 0.8
 MAX_FILES = 200  # changed files read from git; a larger change is not read for renames
@@ -75,9 +80,11 @@ class ChangedFile:
 
 
 def find_renames(files: list[ChangedFile]) -> list[Rename]:
-    """Every rename the change made, files first, then macros, then parameters."""
-    return [*file_renames(files), *macro_renames(files), *parameter_renames(files),
-            *python_renames(files)]  # fmt: skip
+    """Every rename the change made: files, macros, parameters, Python names, docs, vars."""
+    return [
+        *file_renames(files), *macro_renames(files), *parameter_renames(files),
+        *python_renames(files), *docs_renames(files), *var_renames(files),
+    ]  # fmt: skip
 
 
 # -- files ----------------------------------------------------------------------------------
@@ -233,6 +240,25 @@ def python_renames(files: list[ChangedFile]) -> list[Rename]:
             kind: RenameKind = "function" if r.kind == "function" else "key"
             found.append(Rename(kind, r.old, r.new, changed.path, owner=r.owner))
     return found
+
+
+# -- docs blocks and project vars (read in evidence, shared with the intents) ----------------
+
+
+def _sides(files: list[ChangedFile]) -> list[tuple[str, str | None, str | None]]:
+    return [(f.path, f.before, f.after) for f in files]
+
+
+def docs_renames(files: list[ChangedFile]) -> list[Rename]:
+    """Docs blocks defined before and nowhere after, paired with new ones of like text."""
+    return [Rename("docs", old, new, path, old_path=old_path)
+            for old, new, old_path, path in name_renames.docs_renames(_sides(files))]  # fmt: skip
+
+
+def var_renames(files: list[ChangedFile]) -> list[Rename]:
+    """Project vars renamed in `dbt_project.yml`: a key gone, one new key with its value."""
+    return [Rename("var", old, new, path, old_path=path)
+            for old, new, path in name_renames.var_renames(_sides(files))]  # fmt: skip
 
 
 # -- reading the change from git ------------------------------------------------------------

@@ -261,3 +261,38 @@ def test_read_intents_needs_no_git() -> None:
     after = STG.replace("    plan_code,\n", "    plan_code as plan_id,\n")
     found = read_intents([("stg.sql", STG, after), ("new.sql", None, "select 1")], [])
     assert described(found) == ["renamed column plan_code to plan_id in stg"]
+
+
+def test_a_column_glued_to_jinja_is_described_as_written() -> None:
+    before = (
+        "select order_id,\n{% for m in methods %}\n    sum(case when method = '{{ m }}' then "
+        "amount end) as {{ m }}_amount,\n{% endfor %}\n    sum(amount) as total\n"
+        "from {{ ref('payments') }}\ngroup by 1\n"
+    )
+    after = before.replace("as {{ m }}_amount", "as {{ m }}_paid")
+    (found,) = read_intents([("models/orders.sql", before, after)], [])
+    assert found.kind == "column_renamed"
+    assert found.description == "renamed column {{ m }}_amount to {{ m }}_paid in orders"
+    assert "__jinja_" in found.old  # the name the revert check compares stays the parsed one
+
+
+def test_a_docs_block_and_a_var_renamed_are_intents_and_their_revert_is_caught() -> None:
+    from patchit.evidence.intents import reverted_intents
+
+    docs = "{% docs orders_status %}\nOne of placed, shipped, completed.\n{% enddocs %}\n"
+    project = 'name: shop\nvars:\n  payment_methods: ["card", "coupon"]\n'
+    new_docs = docs.replace("docs orders_status", "docs status_values")
+    new_project = project.replace("payment_methods", "shop_payment_methods")
+    found = read_intents(
+        [("models/docs.md", docs, new_docs), ("dbt_project.yml", project, new_project)], []
+    )
+    assert [i.description for i in found] == [
+        "renamed docs block orders_status to status_values",
+        "renamed project var payment_methods to shop_payment_methods",
+    ]
+    undone = reverted_intents(
+        found, {"models/docs.md": (new_docs, docs), "dbt_project.yml": (new_project, project)}
+    )
+    assert [i.kind for i in undone] == ["docs_renamed", "var_renamed"]
+    followed = {"models/schema.yml": ("doc('orders_status')", "doc('status_values')")}
+    assert reverted_intents(found, followed) == []

@@ -112,3 +112,29 @@ def test_a_baselines_stats_are_read_once_per_file_version(tmp_path: Path) -> Non
         diff = wh.compare("main", "t")
     assert diff.base is not None and diff.base.rows == 6
     precompute_stats(tmp_path / "missing.duckdb", [("main", "t")])  # says nothing
+
+
+def test_a_renamed_column_is_compared_with_its_old_self(tmp_path: Path) -> None:
+    base = _db(
+        tmp_path / "a.duckdb",
+        "create table t as select range as id, date '2026-01-01' + range::int as ordered_at,"
+        " range % 3 as flag from range(20)",
+    )
+    cand = _db(
+        tmp_path / "b.duckdb",
+        "create table t as select range as id, date '2026-01-01' + range::int as order_date,"
+        " range % 4 as flag_v2 from range(20)",
+    )
+    with WarehouseDiff(base, cand) as wh:
+        diff = wh.compare("main", "t")
+    # the same values under a new name: a rename; other values under a new name: not one
+    assert diff.renamed == {"order_date": "ordered_at"}
+
+
+def test_two_dropped_columns_with_the_same_values_are_no_rename(tmp_path: Path) -> None:
+    base = _db(
+        tmp_path / "a.duckdb", "create table t as select range as a, range as b from range(5)"
+    )
+    cand = _db(tmp_path / "b.duckdb", "create table t as select range as c from range(5)")
+    with WarehouseDiff(base, cand) as wh:
+        assert wh.compare("main", "t").renamed == {}

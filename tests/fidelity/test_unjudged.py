@@ -64,3 +64,32 @@ def test_one_new_output_is_new() -> None:
     assert _check(NEW_RELATION).unjudged() == (
         "the data check could not judge: main.dim_addresses is new"
     )
+
+
+def test_a_renamed_column_compared_with_its_old_name_is_judged_not_new() -> None:
+    renamed = OutputDiff(
+        name="main.stg_orders",
+        schema_changes=["-ordered_at DATE", "+order_date DATE", "+note VARCHAR"],
+        renamed=["ordered_at -> order_date"],
+        verdict="meant",
+    )
+    assert _check(renamed).new_outputs() == ["main.stg_orders.note"]
+    assert "renamed, same values: ordered_at -> order_date" in _check(renamed).markdown()
+
+
+def test_a_rename_is_read_only_where_the_change_wrote_the_new_name() -> None:
+    from patchit.fidelity.dbt_check import Compared, judge
+    from patchit.fidelity.dbt_data import RawDiff, TableStats
+    from patchit.fidelity.meant import Meant
+    from patchit.fidelity.outputs import BuiltNode
+
+    node = BuiltNode("model.shop.stg_orders", "main", "stg_orders", "", "models/stg.sql", [])
+    base = TableStats({"id": "INTEGER", "ordered_at": "DATE"}, 3, {"id": 1, "ordered_at": 7})
+    cand = TableStats({"id": "INTEGER", "order_date": "DATE"}, 3, {"id": 1, "order_date": 7})
+    raw = RawDiff.of("main", "stg_orders", base, cand)
+    compared = {node.unique_id: Compared(node, node, node, raw)}
+    wrote = Meant(kept={"models/stg.sql": ["cast(order_date as date) as order_date,"]})
+    (out,), _ = judge(compared, {}, wrote)
+    assert out.renamed == ["ordered_at -> order_date"]
+    (other,), _ = judge(compared, {}, Meant(kept={"models/other.sql": ["select 1"]}))
+    assert other.renamed == []

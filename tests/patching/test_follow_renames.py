@@ -111,6 +111,53 @@ def test_a_renamed_macro_is_followed_in_every_call_whatever_its_spelling(tmp_pat
     assert "renamed the macro 'cents_to_dollars' to 'usd_from_minor_units'" in candidate.rationale
 
 
+def test_a_renamed_macro_called_package_style_follows_under_the_project_name(
+    tmp_path: Path,
+) -> None:
+    repo = dbt_repo(tmp_path)
+    money = repo / "macros" / "money.sql"
+    money.write_text(money.read_text().replace("cents_to_dollars", "to_dollars"))
+    for name in ("orders", "order_totals"):
+        mart = repo / "models" / "marts" / f"{name}.sql"
+        mart.write_text(mart.read_text().replace("cents_to_dollars", "shop.cents_to_dollars"))
+    commit_all(repo, "money: package-style calls; cents_to_dollars is to_dollars")
+    message = (
+        "Compilation Error in model orders (models/marts/orders.sql)\n"
+        "  'dict object' has no attribute 'cents_to_dollars'. This can happen when calling a "
+        "macro that does not exist. Check for typos and/or install package dependencies with "
+        '"dbt deps".'
+    )
+    evidence = dbt_evidence(repo, "orders", message, "models/marts/orders.sql")
+    (candidate,) = FixMacroStrategy().fix(evidence, [])
+    assert sorted(e.path for e in candidate.edits) == [
+        "models/marts/order_totals.sql", "models/marts/orders.sql"
+    ]  # fmt: skip
+    apply_edits(repo, candidate.edits)
+    orders = (repo / "models" / "marts" / "orders.sql").read_text()
+    assert "{{ shop.to_dollars('amount_cents') }}" in orders  # the package-style call kept
+    assert "macro to_dollars(" in money.read_text()  # the rename kept
+
+
+def test_another_packages_macro_is_not_the_projects_rename(tmp_path: Path) -> None:
+    repo = dbt_repo(tmp_path)
+    money = repo / "macros" / "money.sql"
+    money.write_text(money.read_text().replace("cents_to_dollars", "to_dollars"))
+    orders = repo / "models" / "marts" / "orders.sql"
+    called = orders.read_text().replace("cents_to_dollars", "money_utils.cents_to_dollars")
+    orders.write_text(called)
+    commit_all(repo, "money: the package's macro")
+    message = (
+        "Compilation Error in model orders (models/marts/orders.sql)\n"
+        "  'dict object' has no attribute 'cents_to_dollars'. This can happen when calling a "
+        "macro that does not exist."
+    )
+    evidence = dbt_evidence(repo, "orders", message, "models/marts/orders.sql")
+    (candidate,) = FixMacroStrategy().fix(evidence, [])
+    # the project's own bare call follows; the other package's call is left as written
+    assert [e.path for e in candidate.edits] == ["models/marts/order_totals.sql"]
+    assert "money_utils.cents_to_dollars" in orders.read_text()
+
+
 LIB = textwrap.dedent(
     """\
     def totals(amounts, rates, currency="EUR"):

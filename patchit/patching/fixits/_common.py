@@ -168,6 +168,13 @@ def scan_index(evidence: Evidence) -> ProjectIndex:
     return index
 
 
+def project_name(evidence: Evidence) -> str | None:
+    """The dbt project's `name` (the namespace of its own macros: `shop.cents_to_dollars`)."""
+    loaded = _load_yaml(Path(evidence.repo_root) / project_prefix(evidence) / "dbt_project.yml")
+    name = loaded.get("name") if isinstance(loaded, dict) else None
+    return name if isinstance(name, str) and name.isidentifier() else None
+
+
 def model_files(evidence: Evidence) -> dict[str, str]:
     """Model name -> its file relative to the repo root, found by scanning the model paths."""
     prefix = project_prefix(evidence)
@@ -199,11 +206,14 @@ def project_files(evidence: Evidence, suffixes: tuple[str, ...] = (".sql",)) -> 
     return sorted(found)
 
 
-def call_pattern(old: str) -> re.Pattern[str]:
-    """A Jinja use of `old` (`{{ old(...) }}`, `dbt_utils.old`), or a string literal or a
-    macro definition, which `rewrite_jinja` leaves as they are."""
+def call_pattern(old: str, namespaces: tuple[str, ...] = ()) -> re.Pattern[str]:
+    """A Jinja use of `old` (`{{ old(...) }}`, or `ns.old(...)` for each of `namespaces`,
+    such as the project's own name), or a string literal or a macro definition, which
+    `rewrite_jinja` leaves as they are. `other_package.old` is another package's macro."""
+    spaced = "".join(rf"|(?<=(?<![\w.]){re.escape(ns)}\.)" for ns in namespaces)
     return re.compile(
-        rf"(?P<keep>{_JINJA_STRING}|\bmacro\s+{re.escape(old)}\b)|(?<![\w.]){re.escape(old)}(?!\w)"
+        rf"(?P<keep>{_JINJA_STRING}|\bmacro\s+{re.escape(old)}\b)"
+        rf"|(?:(?<![\w.]){spaced}){re.escape(old)}(?!\w)"
     )
 
 

@@ -11,7 +11,14 @@ does not use it, the call is in a macro, and the one macro file that uses it is 
 
 When the breaking change itself renamed the macro (its definition gone, one with the same
 parameters and body under the new name), the new name is the fix however it is spelt, and
-every call of the old name in the project follows it.
+every call of the old name in the project follows it, package-style calls through the
+project's own name (`billing.cents_to_dollars`) included. dbt words a package-style call of
+a macro the namespace lacks differently, naming no macro:
+
+    'dict object' has no attribute 'cents_to_dollars'. This can happen when calling a macro
+    that does not exist. ...
+
+That message is followed only to a rename of the change: a near name there is not read.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from patchit.patching.fixits._common import (
     call_pattern,
     error_text,
     project_files,
+    project_name,
     project_prefix,
     read_repo_file,
     rewrite_jinja,
@@ -41,6 +49,9 @@ from patchit.patching.renames import Rename, breaking_renames
 _UNDEFINED = re.compile(
     r"'(?P<name>\w+)' is undefined\. This can happen when calling a macro that does not exist"
 )
+_NO_ATTRIBUTE = re.compile(
+    r"'dict object' has no attribute '(?P<name>\w+)'\. This can happen when calling a macro"
+)
 _NODE_PATH = re.compile(r"Compilation Error in \w+ \w+ \((?P<path>[^)]+)\)")
 
 
@@ -52,7 +63,7 @@ class FixMacroStrategy(FixIt):
 
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         message = error_text(evidence)
-        found = _UNDEFINED.search(message)
+        found = _UNDEFINED.search(message) or _NO_ATTRIBUTE.search(message)
         if found is None:
             return []
         missing = found.group("name")
@@ -63,6 +74,8 @@ class FixMacroStrategy(FixIt):
         ]  # fmt: skip
         if len(renamed) == 1:
             return self._follow(evidence, renamed[0])
+        if found.re is _NO_ATTRIBUTE:
+            return []
         fix = nearest(missing, known)
         if fix is None:
             return []
@@ -92,11 +105,13 @@ class FixMacroStrategy(FixIt):
         """Every call of the old name in the project's SQL: the macro is gone, so each one
         fails, and dbt reports only the nodes it compiled."""
         edits = []
+        own = project_name(evidence)
+        pattern = call_pattern(rename.old, (own,) if own else ())
         for rel in project_files(evidence):
             text = read_repo_file(evidence, rel)
             if text is None or rename.old not in text:
                 continue
-            after = rewrite_jinja(text, call_pattern(rename.old), rename.new, None)
+            after = rewrite_jinja(text, pattern, rename.new, None)
             if after != text:
                 edits.append(derive_edit(rel, text, after))
         if not edits:
