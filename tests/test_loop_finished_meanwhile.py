@@ -25,7 +25,7 @@ def test_an_incident_fixed_between_attach_and_claim_is_left_alone(_patchit_home:
         memory.transition(incident.id, Trigger.FIXED)
         memory.release_incident(incident.id, "first-worker")
         ctx = SimpleNamespace(memory=memory, owner="second-worker", say=said.append)
-        outcome = _not_ours(incident, False, ctx)  # type: ignore[arg-type]
+        outcome = _not_ours(incident, False, ctx, _patchit_home)  # type: ignore[arg-type]
         assert outcome is not None and outcome.incident.status == "fixed"
         assert not outcome.created
         assert not memory.has_lease(incident.id)  # the second gave its claim back

@@ -9,8 +9,6 @@ from typing import Any, TypeVar
 
 import click
 
-from patchit.config import resolve_home
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -19,6 +17,7 @@ def incident_argument(func: F) -> F:
 
 
 def _resolve(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    from patchit.config import resolve_home  # pydantic: not at `patchit --help`
     from patchit.memory import Memory
     from patchit.memory.short_ids import looks_like_incident_id, resolve_incident_id
 
