@@ -124,10 +124,19 @@ def test_a_test_of_the_renamed_model_is_healed_by_the_same_candidate(tmp_path: P
 @pytest.mark.parametrize(
     ("rel", "text"),
     [
-        # the old name inside Jinja: its meaning is not in the SQL
+        # the old name inside Jinja that is not SQL: its meaning is not in the SQL
         (
             "models/marts/jinja.sql",
-            "select {{ upper_of('status') }} as s from {{ ref('stg_orders') }}\n",
+            "select {{ var('status') }} as s from {{ ref('stg_orders') }}\n",
+        ),
+        (
+            "models/marts/jinja_set.sql",
+            "{% set c = 'status' %}select {{ c }} as s from {{ ref('stg_orders') }}\n",
+        ),
+        # in ORDER BY a bare status is the select's own alias, not the model's column
+        (
+            "models/marts/ordered.sql",
+            "select count(*) as status from {{ ref('stg_orders') }} order by status\n",
         ),
         # quoted: a name it cannot compare with confidence
         ("models/marts/quoted.sql", "select \"status\" from {{ ref('stg_orders') }}\n"),
@@ -238,6 +247,9 @@ def test_the_missing_column_of_each_engine() -> None:
     assert missing_column('Values list "o" does not have a column named "x"') == "x"
     assert missing_column('column "status" does not exist') == "status"
     assert missing_column("column o.status does not exist\nLINE 3") == "status"
+    assert missing_column('Binder Error: Column "monthly_amount" referenced that exists in the '
+                          "SELECT clause - but this column cannot be referenced before it is "
+                          "defined") == "monthly_amount"  # fmt: skip
     assert missing_column('syntax error at or near "x"') is None
 
 
@@ -294,3 +306,24 @@ def test_a_staging_model_in_dbts_style_and_a_jinja_loop_consumer(tmp_path: Path)
     orders = (repo / "models/marts/orders.sql").read_text()
     assert "        orders.order_status as status,\n" in orders  # keeps the mart's output
     assert "{{ m }}_amount" in orders and "status as order_status" in (repo / STAGING).read_text()
+
+
+def test_sql_in_a_macros_string_argument_and_an_aggregate_under_its_old_name(
+    tmp_path: Path,
+) -> None:
+    extra = {
+        "models/marts/money.sql": (
+            "with o as (\n    select count(status) as status from {{ ref('stg_orders') }}\n)\n"
+            "select {{ upper_of('o.status') }} as n, "
+            '{{ billing.upper_of("max(s.status)", 2) }} as m\n'
+            "from o cross join {{ ref('stg_orders') }} as s\n"
+        ),
+    }
+    repo = make_repo(tmp_path, extra)
+    (candidate,) = fix(evidence(repo))
+    apply_edits(repo, candidate.edits)
+    money = (repo / "models/marts/money.sql").read_text()
+    # the CTE's aggregate reads the new name under the old output; o.status is the CTE's own
+    assert "select count(order_status) as status from" in money
+    assert "{{ upper_of('o.status') }} as n" in money
+    assert '{{ billing.upper_of("max(s.order_status)", 2) }} as m' in money

@@ -38,15 +38,62 @@ Columns = Callable[[str], set[str] | None]
 Origin = Literal["target", "other", "absent", "unknown"]
 
 
+# `{{ cents_to_usd('sum(amount)') }}`, `{{ billing.to_dollars("x", 2) }}`: a macro called on SQL
+# written as string literals (dbt's own style for money and date macros)
+_LITERAL = r"'[^'\\{}]*'" + "|" + r'"[^"\\{}]*"'
+_SQL_CALL = re.compile(
+    rf"\{{\{{-?\s*(?P<name>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)\((?P<args>\s*(?:{_LITERAL})"
+    rf"(?:\s*,\s*(?:{_LITERAL}|\d+))*\s*)\)\s*-?\}}\}}"
+)
+
+
 def jinja_blocks(text: str) -> list[re.Match[str]]:
     return list(_JINJA.finditer(text))
 
 
-def mask_in_place(text: str) -> str:
-    """`text` with its Jinja masked at the same offsets (see the module docstring)."""
+# dbt's own functions whose string arguments name things (a model, a var, a doc), not SQL
+_NAMES_NOT_SQL = {"ref", "source", "var", "env_var", "doc", "config", "log", "print",
+                  "return", "run_query", "statement", "load_result", "dispatch", "metric",
+                  "graph"}  # fmt: skip
+
+
+def sql_call(block: str) -> bool:
+    """Whether a Jinja block is a macro called on SQL in string literals (`_SQL_CALL`)."""
+    found = _SQL_CALL.fullmatch(block)
+    return found is not None and found.group("name").split(".")[-1] not in _NAMES_NOT_SQL
+
+
+def _open_call(block: str) -> str:
+    """A `sql_call` block as the SQL call it stands for, at the same offsets: braces and quotes
+    blank, the macro's name an identifier (`billing_to_dollars`), the literals' SQL as is
+    (`{{ cents_to_usd('sum(x)') }}` -> `   cents_to_usd( sum(x) )   `)."""
+    found = _SQL_CALL.fullmatch(block)
+    assert found is not None
+    chars = ["\n" if c == "\n" else " " for c in block]
+    for i in range(*found.span("name")):
+        chars[i] = "_" if block[i] == "." else block[i]
+    chars[found.end("name")], chars[found.end("args")] = "(", ")"
+    quote = ""
+    for i in range(*found.span("args")):
+        c = block[i]
+        if quote:
+            quote = "" if c == quote else quote
+            chars[i] = " " if not quote else c
+        elif c in "'\"":
+            quote = c
+        else:
+            chars[i] = c  # commas, numbers, blanks between the arguments
+    return "".join(chars)
+
+
+def mask_in_place(text: str, opened: frozenset[int] = frozenset()) -> str:
+    """`text` with its Jinja masked at the same offsets (see the module docstring); the
+    `sql_call` blocks starting at an offset in `opened` are read as the SQL they call."""
 
     def one(match: re.Match[str]) -> str:
         block = match.group(0)
+        if match.start() in opened and sql_call(block):
+            return _open_call(block)
         blank = re.sub(r"[^\n]", " ", block)
         if ref := _REF.fullmatch(block):
             name = ref.group("a") or ref.group("b")
@@ -85,9 +132,10 @@ class Reading:
         return None
 
 
-def read_sql(text: str) -> Reading | None:
-    """The raw Jinja-SQL parsed at its own offsets; None when it does not parse."""
-    masked = mask_in_place(text)
+def read_sql(text: str, opened: frozenset[int] = frozenset()) -> Reading | None:
+    """The raw Jinja-SQL parsed at its own offsets; None when it does not parse. `opened`: see
+    `mask_in_place`."""
+    masked = mask_in_place(text, opened)
     tree = parse(masked)
     if tree is None:
         return None

@@ -40,6 +40,8 @@ _MISSING = [
     re.compile(r'(?:Table|Values list) "[^"]+" does not have a column named "(?P<col>[^"]+)"'),
     re.compile(r'column "(?P<col>[^".]+)" does not exist'),
     re.compile(r'column [^\s".]+\.(?P<col>[^\s".]+) does not exist'),
+    # DuckDB, when the missing name is also an alias of the same select (`sum(x) as x`)
+    re.compile(r'Column "(?P<col>[^"]+)" referenced that exists in the SELECT clause'),
 ]
 
 

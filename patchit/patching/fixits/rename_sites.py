@@ -30,6 +30,7 @@ from patchit.patching.fixits._sqlscope import (
     jinja_blocks,
     output_scopes,
     read_sql,
+    sql_call,
     star_sources,
 )
 
@@ -55,11 +56,15 @@ def follow_in_sql(
     wanted = {old.lower(): new for old, new in renames.items() if star or _word(old).search(text)}
     if not wanted:
         return text
+    opened = set()
     for block in jinja_blocks(text):
         for old in wanted:
-            if _word(old).search(block.group(0)):
+            if not _word(old).search(block.group(0)):
+                continue
+            if not sql_call(block.group(0)):  # a macro on SQL strings is read as that SQL
                 return Refusal(f"{old} is named inside Jinja ({block.group(0)[:60]!r})")
-    reading = read_sql(text)
+            opened.add(block.start())
+    reading = read_sql(text, frozenset(opened))
     if reading is None:
         return Refusal("its SQL does not parse")
     spans: list[tuple[int, int, str]] = []
@@ -126,14 +131,19 @@ def _origin(
         if origin == "unknown":
             return Refusal(f"cannot tell what {column.table}.{old} reads")
         return origin
-    for projection in scope.expression.selects:
-        inner = projection.this if isinstance(projection, exp.Alias) else projection
-        if projection.alias_or_name.lower() == old and not (
-            isinstance(inner, exp.Column) and inner.name.lower() == old
-        ):
-            return Refusal(f"a select alias {old} that a bare {old} may mean")
     origins = [exposes(src, old, model, columns) for src in sources.values()]
     if "target" in origins and "other" in origins:
         return Refusal(f"{old} could come from {model} or another relation")
+    # `sum(old) as old`: outside ORDER BY, a name the model had binds to the model's column
+    # before the select's own alias (DuckDB, Postgres); in ORDER BY, to the alias
+    by_alias = "target" not in origins or column.find_ancestor(exp.Order) is not None
+    for projection in scope.expression.selects:
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        if (
+            by_alias
+            and projection.alias_or_name.lower() == old
+            and not (isinstance(inner, exp.Column) and inner.name.lower() == old)
+        ):
+            return Refusal(f"a select alias {old} that a bare {old} may mean")
     # the query bound before the change: a bare name the model had was the model's
     return "target" if "target" in origins else "absent"
