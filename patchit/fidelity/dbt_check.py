@@ -157,6 +157,8 @@ def _judge_one(
     out.schema_changes = list(raw.schema_changes)
     out.differing = list(raw.differing)
     meant_cols = meant.columns(item.node.file, raw.columns()) if item.node.file else []
+    if item.renamed_from is None and item.node.file in meant.renamed.values():
+        meant_cols = [ALL]  # renamed by the change, its old relation not built: new, as meant
     if meant_cols:
         meant_map[raw.label] = meant_cols
     # a column the change renamed (its kept lines name the new one) holding its old values

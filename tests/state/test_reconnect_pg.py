@@ -215,13 +215,15 @@ def test_a_producer_whose_connection_is_lost_writes_the_fallback_and_never_recon
     put_many = Spool.put_many
     opened: list[Spool] = []
 
-    def cut_then_put(spool: Spool, events: list[dict[str, object]]) -> list[int]:
+    def cut_then_put(
+        spool: Spool, events: list[dict[str, object]], owner: str | None = None
+    ) -> list[int]:
         assert spool.pg_conn is not None
         opened.append(spool)
         [[pid]] = spool.pg_conn.execute("select pg_backend_pid()").fetchall()
         other.execute("select pg_terminate_backend(?)", (pid,))
         time.sleep(0.2)
-        return put_many(spool, events)
+        return put_many(spool, events, owner)
 
     monkeypatch.setattr(Spool, "put_many", cut_then_put)
     try:
