@@ -75,7 +75,10 @@ def test_a_memory_that_takes_a_write_is_ok_and_unchanged(_patchit_home: Path) ->
 def test_a_full_home_is_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with mount_tmpfs(tmp_path / "small", 512) as mounted:
         if mounted is None:
-            pytest.skip("mounting a tmpfs needs root (the threshold test below still runs)")
+            pytest.skip(
+                "machine feature: a tmpfs mount needs root (CI runs as root); "
+                "nothing to install. The threshold test below still runs"
+            )
         fill(mounted)
         monkeypatch.setenv("PATCHIT_HOME", str(mounted / "home"))
         res = patchit("doctor")

@@ -49,7 +49,10 @@ def test_a_full_disk_keeps_the_event_in_memory_and_says_so_once(
 ) -> None:
     with mount_tmpfs(tmp_path / "disk", 512) as disk:
         if disk is None:
-            pytest.skip("mounting a tmpfs needs root; the rlimit test below runs everywhere")
+            pytest.skip(
+                "machine feature: a tmpfs mount needs root (CI runs as root); "
+                "nothing to install. The rlimit test below runs everywhere"
+            )
         home = disk / "home"
         (home / "spool").mkdir(parents=True)
         filler = fill(disk)
