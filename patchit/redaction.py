@@ -180,9 +180,17 @@ def _mask_pem(text: str) -> str:
     return "".join(out)
 
 
+# dbt's run summary, `Done. PASS=28 WARN=0 ERROR=1 SKIP=0 ...`: a count, not a password
+_DBT_SUMMARY = re.compile(r"PASS=\d++ WARN=\d")
+
+
+def _dbt_count(text: str, at: int) -> bool:
+    return _DBT_SUMMARY.match(text, at) is not None
+
+
 def _mask_line(match: re.Match[str]) -> str:
     value = match["value"]
-    if value.lstrip("\"'").startswith(("***", "{{")):
+    if value.lstrip("\"'").startswith(("***", "{{")) or _dbt_count(match.group(0).lstrip(), 0):
         return match.group(0)
     if value[0] in "\"'":
         close = value.find(value[0], 1)
@@ -206,7 +214,7 @@ def _mask_quoted(value: str) -> str:
 def _mask_inline(match: re.Match[str]) -> str:
     value = match["value"]
     inner = value.lstrip("\\\"'")
-    if inner.startswith(("***", "{{")) or not inner.strip("\\\"'"):
+    if inner.startswith(("***", "{{")) or not inner.strip("\\\"'") or _dbt_count(match.string, match.start("name")):
         return match.group(0)
     head = match.group(0)[: match.start("value") - match.start()]
     if value[0] in "\"'\\":
