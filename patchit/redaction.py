@@ -214,7 +214,9 @@ def _mask_quoted(value: str) -> str:
 def _mask_inline(match: re.Match[str]) -> str:
     value = match["value"]
     inner = value.lstrip("\\\"'")
-    if inner.startswith(("***", "{{")) or not inner.strip("\\\"'") or _dbt_count(match.string, match.start("name")):
+    if inner.startswith(("***", "{{")) or not inner.strip("\\\"'"):
+        return match.group(0)
+    if _dbt_count(match.string, match.start("name")):
         return match.group(0)
     head = match.group(0)[: match.start("value") - match.start()]
     if value[0] in "\"'\\":

@@ -17,6 +17,7 @@ from typing import Any
 
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.packages import package_path
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt_prepare import sandbox_paths
 from patchit.harnesses.dbt_units import RUN_NODES_FILE
@@ -70,9 +71,14 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def built_nodes(target_dir: Path, project_rel: Path) -> dict[str, BuiltNode]:
+def built_nodes(
+    target_dir: Path, project_rel: Path, project_dir: Path | None = None
+) -> dict[str, BuiltNode]:
     """Relations the run built successfully, from its run_results.json and manifest.json (or
-    the warm worker's record of the run's nodes, which it writes instead of the manifest)."""
+    the warm worker's record of the run's nodes, which it writes instead of the manifest).
+    A package's node's file is found under the folder `dbt deps` installed it in
+    (`project_dir`, the checkout the run built), so a package upgrade's kept lines are read
+    for the relation they build."""
     results = _read_json(target_dir / "run_results.json").get("results") or []
     run_nodes = target_dir / RUN_NODES_FILE
     manifest = _read_json(run_nodes if run_nodes.is_file() else target_dir / "manifest.json")
@@ -83,6 +89,9 @@ def built_nodes(target_dir: Path, project_rel: Path) -> dict[str, BuiltNode]:
         if node is None or uid.split(".")[0] not in BUILT_TYPES or res.get("status") != "success":
             continue
         path = node.get("original_file_path")
+        if path and project_dir is not None:
+            project = (manifest.get("metadata") or {}).get("project_name")
+            path = package_path(project_dir, project, uid, str(path))
         nodes[uid] = BuiltNode(
             unique_id=uid,
             schema=str(node.get("schema")),
@@ -117,7 +126,10 @@ def dbt_outputs(
         except BadInputError as exc:
             raise HarnessError(f"no dbt target to compare: {exc}") from exc
         return DbtOutputs(
-            None, built_nodes(target, project_rel), output, result.outputs["pg_schema"]
+            None,
+            built_nodes(target, project_rel, workspace.root / project_rel),
+            output,
+            result.outputs["pg_schema"],
         )
     db = locate_duckdb(workspace, event, result)
     if not db.is_file():
@@ -128,7 +140,9 @@ def dbt_outputs(
             if part.is_file():
                 shutil.move(part, keep / part.name)
         db = keep / db.name
-    return DbtOutputs(duckdb=db, nodes=built_nodes(target, project_rel))
+    return DbtOutputs(
+        duckdb=db, nodes=built_nodes(target, project_rel, workspace.root / project_rel)
+    )
 
 
 def airflow_outputs(workspace: Workspace, result: Verification) -> dict[str, Any]:

@@ -327,3 +327,41 @@ def test_sql_in_a_macros_string_argument_and_an_aggregate_under_its_old_name(
     assert "select count(order_status) as status from" in money
     assert "{{ upper_of('o.status') }} as n" in money
     assert '{{ billing.upper_of("max(s.order_status)", 2) }} as m' in money
+
+
+def test_a_package_upgrade_renaming_a_staging_column_is_followed_in_the_project_only(
+    tmp_path: Path,
+) -> None:
+    """`dbt deps` installed stripe_source under dbt_packages/; its upgrade renamed a column of
+    a staging model the project reads: the project's model follows, the package is not edited."""
+    package = "dbt_packages/stripe_source"
+    repo = init_repo(tmp_path / "ledger")
+    files = {
+        "dbt_project.yml": "name: ledger\nprofile: ledger\nconfig-version: 2\n",
+        f"{package}/dbt_project.yml": "name: stripe_source\nversion: '0.9.3'\n",
+        f"{package}/models/stg_stripe__charge.sql": (
+            "with base as (select * from {{ source('stripe', 'charge') }}),\n"
+            "fields as (\n    select\n        id as charge_id,\n        amount_refunded,\n"
+            "        {{ stripe_source.to_ts('created') }} as created_at\n    from base\n)\n"
+            "select * from fields\n"
+        ),
+        "models/charges.sql": (
+            "select c.charge_id, c.amount_refunded from {{ ref('stg_stripe__charge') }} as c\n"
+        ),
+    }
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    commit_all(repo, "good")
+    staging = repo / package / "models/stg_stripe__charge.sql"
+    staging.write_text(staging.read_text().replace("amount_refunded,", "amount_refunded as "
+                                                   "refunded_amount,"))  # fmt: skip
+    commit_all(repo, "deps: stripe_source 0.10.0")
+    message = 'Binder Error: Values list "c" does not have a column named "amount_refunded"'
+    ev = evidence(repo, message=message).model_copy(update={"unit_path": "models/charges.sql"})
+    ev.event.unit_path, ev.event.unit_id = "models/charges.sql", "model.ledger.charges"
+    (candidate,) = fix(ev)
+    assert {e.path for e in candidate.edits} == {"models/charges.sql"}
+    assert candidate.follows == {"amount_refunded": "refunded_amount"}
+    apply_edits(repo, candidate.edits)
+    assert "c.refunded_amount as amount_refunded" in (repo / "models/charges.sql").read_text()

@@ -189,6 +189,28 @@ def model_files(evidence: Evidence) -> dict[str, str]:
     return found
 
 
+def package_model_files(evidence: Evidence) -> dict[str, str]:
+    """Model name -> its file under an installed package (`dbt_packages/<pkg>/models/x.sql`,
+    or `packages-install-path`), relative to the repo root. A fix-it reads these (a package
+    upgrade that renamed a staging model's column) and never edits them."""
+    prefix = project_prefix(evidence)
+    project = Path(evidence.repo_root) / prefix
+    loaded = _load_yaml(project / "dbt_project.yml")
+    config: dict[str, object] = loaded if isinstance(loaded, dict) else {}
+    installed = config.get("packages-install-path")
+    root = project / (installed.strip("/") if isinstance(installed, str) else "dbt_packages")
+    found: dict[str, str] = {}
+    for package in sorted(root.glob("*/dbt_project.yml")) if root.is_dir() else []:
+        own = _load_yaml(package)
+        paths = _paths(own if isinstance(own, dict) else {}, "model-paths", "models")
+        for d in paths:
+            for path in sorted((package.parent / d).rglob("*")):
+                if path.suffix in (".sql", ".py") and path.is_file():
+                    rel = path.relative_to(project).as_posix()
+                    found.setdefault(path.stem, to_repo_path(evidence, rel))
+    return found
+
+
 _JINJA_STRING = r"'[^'\n]*'|\"[^\"\n]*\""
 _NOT_PROJECT_FILES = {"dbt_packages", "target", "logs", ".git"}
 

@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from patchit.errors import VcsError
 from patchit.evidence.model import Evidence
-from patchit.patching.fixits._common import model_files
+from patchit.patching.fixits._common import model_files, package_model_files
 from patchit.patching.fixits._sqlscope import is_star, masked, read_sql
 from patchit.patching.renames import changed_texts
 from patchit.patching.revert import change_base
@@ -124,7 +124,8 @@ def column_renames(before: str, after: str) -> dict[str, str] | None:
 
 
 def breaking_column_renames(evidence: Evidence) -> list[ColumnRename]:
-    """The output columns the breaking change renamed, in the project's SQL models."""
+    """The output columns the breaking change renamed, in the project's SQL models and those of
+    its installed packages."""
     event = evidence.event
     repo = Path(event.repo_path or evidence.repo_root)
     failing = event.commit or "HEAD"
@@ -134,12 +135,14 @@ def breaking_column_renames(evidence: Evidence) -> list[ColumnRename]:
             return []
         head = run_git(repo, "rev-parse", "--verify", "--quiet", f"{failing}^{{commit}}",
                        timeout_s=QUERY_TIMEOUT_S).strip()  # fmt: skip
-        files = changed_texts(repo, found[0], head)
+        changed_files = changed_texts(repo, found[0], head)
     except VcsError:
         return []
-    models = {path: name for name, path in model_files(evidence).items() if path.endswith(".sql")}
+    # the project's models and the installed packages' (an upgrade that renamed a column)
+    files = {**package_model_files(evidence), **model_files(evidence)}
+    models = {path: name for name, path in files.items() if path.endswith(".sql")}
     renames = []
-    for changed in files:
+    for changed in changed_files:
         model = models.get(changed.path)
         if model is None or changed.before is None or changed.after is None:
             continue
