@@ -109,7 +109,9 @@ def heal_dbt_run(
     if run.exit_code == 0:
         good = run.repo and run.commit and not run.dirty and is_full_build(run.args)
         last_good = (project_key_for(run.repo, run.project), str(run.commit)) if good else None
-        record_green(memory, unit_runs(run, []), last_good)
+        runtime = run.record.get("runtime") if run.record else None
+        record_green(memory, unit_runs(run, []), last_good,
+                     runtime if isinstance(runtime, str) else None)  # fmt: skip
         return []
     if run.record.get("usage_error"):
         return []  # dbt printed its usage error; nothing ran, nothing to heal
@@ -181,18 +183,21 @@ PASSED = {"success", "pass"}
 
 
 def record_green(
-    memory: RunLog | OutcomeStore, runs: list[UnitRun], last_good: tuple[str, str] | None
+    memory: RunLog | OutcomeStore,
+    runs: list[UnitRun],
+    last_good: tuple[str, str] | None,
+    runtime: str | None = None,
 ) -> None:
     """A green run's record; through the whole store when the run log cannot write it."""
     if isinstance(memory, RunLog):
-        if memory.record_green(runs, last_good):
+        if memory.record_green(runs, last_good, runtime):
             return
         from patchit.memory.outcomes import OutcomeStore
 
         with OutcomeStore.open(memory.home, memory.busy_timeout_s) as store:
-            store.record_green(runs, last_good)
+            store.record_green(runs, last_good, runtime)
         return
-    memory.record_green(runs, last_good)
+    memory.record_green(runs, last_good, runtime)
 
 
 def record_unit_runs(run: DbtRun, memory: Memory, events: list[UniversalFailureEvent]) -> None:

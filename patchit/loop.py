@@ -25,6 +25,7 @@ from patchit.events.model import FailureSource, UniversalFailureEvent, repo_iden
 from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence
+from patchit.evidence.runtime import runtime_change
 from patchit.faults import checkpoint
 from patchit.fidelity.ahead import BaselineAhead
 from patchit.fidelity.check import remembered_commit
@@ -341,7 +342,11 @@ def _gather_evidence(
     ctx.say("gathering evidence")
     if event.source is FailureSource.AIRFLOW:
         return gather_airflow_evidence(event, root, last_good_commit=last_good)
-    return gather_dbt_evidence(event, root, last_good_commit=last_good, db_snapshot=snapshot)
+    evidence = gather_dbt_evidence(event, root, last_good_commit=last_good, db_snapshot=snapshot)
+    evidence.runtime_change = runtime_change(
+        ctx.memory.last_good_runtime(project_key(event)), event
+    )
+    return evidence
 
 
 def _classify(evidence: Evidence, ctx: Context, incident_id: str) -> Verdict:

@@ -10,6 +10,7 @@ from patchit.classify.signatures import SIGNATURES, Signature, changed_data_file
 from patchit.classify.signatures import changed_code as dbt_changed_code
 from patchit.events.model import FailureSource
 from patchit.evidence.model import Evidence
+from patchit.evidence.runtime import runtime_pins
 
 _EXCERPT_CHARS = 160
 _PROFILES_HINT = "pass --profiles-dir or set DBT_PROFILES_DIR"
@@ -79,6 +80,8 @@ def _fields(evidence: Evidence, text: str, match: re.Match[str]) -> dict[str, st
         "dag": evidence.event.pipeline_id,
         "data_files": " ".join(changed_data_files(evidence)),
         "type_changes": "; ".join(c.describe() for c in evidence.type_changes),
+        "runtime_change": evidence.runtime_change,
+        "runtime_pins": runtime_pins(evidence.runtime_change),
         "yaml_at": f"; the YAML parser marks {evidence.yaml_error_at}"
         if evidence.yaml_error_at
         else "",

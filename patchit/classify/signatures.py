@@ -89,6 +89,11 @@ def _upstream_types_moved(evidence: Evidence, m: re.Match[str]) -> bool:
     return bool(evidence.type_changes) and not _code_changed(evidence, m)
 
 
+def _runtime_moved(evidence: Evidence, m: re.Match[str]) -> bool:
+    """dbt or its adapter was upgraded since the last good build and the code did not change."""
+    return bool(evidence.runtime_change) and not _code_changed(evidence, m)
+
+
 def _code_unchanged(evidence: Evidence, m: re.Match[str]) -> bool:
     return not _code_changed(evidence, m)
 
@@ -287,6 +292,14 @@ SIGNATURES: tuple[Signature, ...] = (
                   r"|no pg_hba\.conf entry)"),
               "the warehouse rejected the credentials ({excerpt}).",
               ("refresh the credentials in the secret store", "dbt debug")),
+    # --- the runtime moved under unchanged code: dbt or the adapter was upgraded ----------
+    Signature("runtime_upgraded", _C.ENV_MISMATCH, _rx(r"(\S)"),
+              "{unit} fails ({excerpt}) after an upgrade of what runs it since the last good "
+              "build at {last_good} ({runtime_change}) while {changed}: the new version refuses "
+              "what the old one ran, so no code change of the breaking kind can explain it.",
+              ("read the changelog of the upgraded package for what it now refuses",
+               "pin the previous version to confirm: {runtime_pins}", _RERUN),
+              when=_runtime_moved, statuses=("error", "parse_error")),
     # --- data tests: the data changed, or the code that makes it did ----------------------
     Signature("data_test_code_changed", _C.CODE_BUG, _rx(r"(.)"),
               "data test {unit} failed ({excerpt}) and {changed}, so the change likely broke it.",

@@ -151,6 +151,11 @@ class Evidence(BaseModel):
         default_factory=list,
         description="columns read from outside the repo whose type moved since the last good run",
     )
+    runtime_change: str = Field(
+        default="",
+        description="dbt or its adapter upgraded since the last good build, as `duckdb 1.10.0 "
+        "-> 1.11.1`; empty when the same, or unknown",
+    )
     runtime_locals: RuntimeFrame | None = Field(
         default=None,
         description="the failing in-repo frame's locals as names and types, captured at run "

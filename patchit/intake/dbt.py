@@ -161,6 +161,8 @@ def events_from_run(
         "artifacts": artifacts,
         "log_location": str(project_dir / "logs" / "dbt.log"),
     }
+    runtime = record.get("runtime")
+    extra = {"dbt_runtime": runtime} if isinstance(runtime, str) else {}
     events: list[UniversalFailureEvent] = []
     for result in record.get("results", []):
         if str(result.get("status", "")).lower() not in FAILED_STATUSES:
@@ -172,7 +174,7 @@ def events_from_run(
             k: clean(result[k]) if isinstance(result[k], str) else result[k]
             for k in ("compiled_code", "relation_name", "failures", "resource_type", "name")
             if result.get(k) is not None
-        }
+        } | extra
         events.append(
             UniversalFailureEvent(
                 **common,
@@ -209,6 +211,7 @@ def events_from_run(
                 error_message=message,
                 traceback=clean(str(exc.get("traceback") or "")) or None,
                 log_excerpt=text[-2000:],
+                context=dict(extra),
             )
         )
     return events

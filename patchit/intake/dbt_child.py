@@ -131,6 +131,8 @@ def main(argv: list[str]) -> int:
             record["invocation_id"] = getattr(msg.info, "invocation_id", None)
         if msg.info.name == "MainEncounteredError":
             record["errors"].append(str(msg.data.exc))
+        elif msg.info.name == "AdapterRegistered":  # `duckdb` and `=1.11.1`
+            record["runtime"] = runtime_of(msg.data.adapter_name, msg.data.adapter_version)
         elif msg.info.name == "NodeFinished":
             status = str(getattr(getattr(msg.data, "run_result", None), "status", ""))
             if ticket is not None and status in ("error", "fail") and not warming.is_alive():
@@ -173,6 +175,14 @@ def main(argv: list[str]) -> int:
     if res.success:
         return 0
     return 2 if res.exception is not None else 1
+
+
+def runtime_of(adapter: str, version: str) -> str:
+    """`dbt=1.11.16 duckdb=1.11.1`: what ran the project, kept with its last good commit so a
+    failure after an upgrade of either is told from a code change."""
+    from dbt.version import __version__
+
+    return f"dbt={__version__} {adapter}={version.lstrip('=')}"
 
 
 def release_duckdb() -> None:

@@ -208,9 +208,16 @@ def m009_lease_crashes(db: Database) -> None:
     db.execute("alter table leases add column crashes integer not null default 0")
 
 
+def m010_last_good_runtime(db: Database) -> None:
+    """What ran the project's last good build (`dbt=1.11.16 duckdb=1.11.1`): a failure of
+    unchanged code after an upgrade of dbt or its adapter is the environment's, not a bug."""
+    db.table("last_good").add_column("runtime", str)
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial, m002_llm_calls, m003_landing, m004_deliveries, m005_reviews,
     m006_notifications, m007_outcomes, m008_repo_url, m009_lease_crashes,
+    m010_last_good_runtime,
 ]  # fmt: skip
 
 

@@ -27,20 +27,24 @@ class Outcome:
 
 
 class OutcomeStore(SqliteStore):
-    def record_green(self, runs: list[UnitRun], last_good: tuple[str, str] | None) -> None:
+    def record_green(
+        self, runs: list[UnitRun], last_good: tuple[str, str] | None, runtime: str | None = None
+    ) -> None:
         """A green run's record (`RunLog.record_green`) in one transaction."""
         with self._write():
             self.record_unit_runs(runs)
             if last_good is not None:
-                self.record_last_good(*last_good)
+                self.record_last_good(*last_good, runtime=runtime)
 
-    def record_last_good(self, project_key: str, commit: str) -> None:
+    def record_last_good(self, project_key: str, commit: str, runtime: str | None = None) -> None:
+        """The project's last good commit and what ran it (`dbt=... duckdb=...`, if known)."""
         with self._write() as db:
             db.table("last_good").upsert(
                 {
                     "project_key": project_key,
                     "commit": commit,
                     "updated_utc": now_utc().isoformat(),
+                    "runtime": runtime,
                 },
                 pk="project_key",
             )
@@ -48,6 +52,11 @@ class OutcomeStore(SqliteStore):
     def last_good(self, project_key: str) -> str | None:
         rows = self._rows("select [commit] from last_good where project_key = ?", (project_key,))
         return str(rows[0]["commit"]) if rows else None
+
+    def last_good_runtime(self, project_key: str) -> str | None:
+        """What ran the last good build (`dbt=1.11.16 duckdb=1.11.1`); None if not recorded."""
+        rows = self._rows("select runtime from last_good where project_key = ?", (project_key,))
+        return str(rows[0]["runtime"]) if rows and rows[0]["runtime"] else None
 
     def record_unit_runs(self, runs: list[UnitRun]) -> None:
         now = now_utc().isoformat()

@@ -45,8 +45,11 @@ class RunLog:
         self.home = home
         self.busy_timeout_s = busy_timeout_s
 
-    def record_green(self, runs: list[UnitRun], last_good: tuple[str, str] | None) -> bool:
-        """`runs`, and `last_good` (project key, commit) when given, in one transaction; False,
+    def record_green(
+        self, runs: list[UnitRun], last_good: tuple[str, str] | None, runtime: str | None = None
+    ) -> bool:
+        """`runs`, and `last_good` (project key, commit; `runtime`, what ran it) when given, in
+        one transaction; False,
         having written nothing, when the file is not one to write as it is (see above)."""
         from patchit.memory.migrations import MIGRATIONS
 
@@ -86,10 +89,11 @@ class RunLog:
                 )  # fmt: skip
                 if last_good is not None:
                     conn.execute(
-                        'insert into last_good (project_key, "commit", updated_utc)'
-                        " values (?, ?, ?) on conflict (project_key) do update set"
-                        ' "commit" = excluded."commit", updated_utc = excluded.updated_utc',
-                        (*last_good, now),
+                        'insert into last_good (project_key, "commit", updated_utc, runtime)'
+                        " values (?, ?, ?, ?) on conflict (project_key) do update set"
+                        ' "commit" = excluded."commit", updated_utc = excluded.updated_utc,'
+                        " runtime = excluded.runtime",
+                        (*last_good, now, runtime),
                     )
                 conn.execute("COMMIT")
             except BaseException:
