@@ -274,7 +274,7 @@ def _schema_page(title: str, intro: str, schema: dict[str, Any]) -> str:
     lines += ["| field | type | required | what it holds |", "|---|---|---|---|"]
     required = set(schema.get("required", []))
     for name, prop in schema.get("properties", {}).items():
-        kind = prop.get("type") or " \\| ".join(
+        kind = prop.get("type") or " | ".join(
             str(p.get("type") or p.get("$ref", "").rsplit("/", 1)[-1])
             for p in prop.get("anyOf", [prop])
         )
