@@ -49,15 +49,20 @@ PROTECTED = [
 class PolicyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    allow: list[str] = Field(default_factory=lambda: ["*"])
-    deny: list[str] = Field(default_factory=lambda: list(DEFAULT_DENY))
+    allow: list[str] = Field(
+        default_factory=lambda: ["*"], description="globs of the files a candidate may edit"
+    )
+    deny: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_DENY),
+        description="globs of the files a candidate may never edit (secrets, migrations, profiles)",
+    )
     protected: list[str] = Field(
         default_factory=lambda: list(PROTECTED),
         description="CI config, patchit's config, hooks, install-time code: never edited "
         "unless removed from this list",
     )
-    max_files: int = 3
-    max_lines: int = 40
+    max_files: int = Field(default=3, description="distinct files one candidate may touch")
+    max_lines: int = Field(default=40, description="changed lines one candidate may have")
     max_rename_sites: int = Field(
         default=50,
         ge=0,
@@ -74,8 +79,14 @@ class PolicyConfig(BaseModel):
 class LoopConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_attempts: int = 6
-    harness_timeout_s: float = 600.0
+    max_attempts: int = Field(
+        default=6,
+        description="verified candidates per error fingerprint (a sandbox limit hit does not "
+        "count)",
+    )
+    harness_timeout_s: float = Field(
+        default=600.0, description="the time limit of one harness run (one verification)"
+    )
 
 
 class LlmConfig(BaseModel):
@@ -86,20 +97,36 @@ class LlmConfig(BaseModel):
     enabled: bool | None = Field(
         default=None, description="None: on exactly when ANTHROPIC_API_KEY is set"
     )
-    model: str = "claude-sonnet-5"
-    max_tokens: int = Field(default=4096, ge=256)
+    model: str = Field(default="claude-sonnet-5", description="the model asked")
+    max_tokens: int = Field(default=4096, ge=256, description="output tokens of one call")
     base_url: str | None = Field(default=None, description="else ANTHROPIC_BASE_URL")
-    timeout_s: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=2, ge=0)
-    candidates_per_round: int = Field(default=2, ge=1, le=5)
-    max_rounds: int = Field(default=2, ge=1)
+    timeout_s: float = Field(default=120.0, gt=0, description="one call's time limit")
+    max_retries: int = Field(
+        default=2, ge=0, description="the SDK's own retries with backoff (429, 5xx, overloaded)"
+    )
+    candidates_per_round: int = Field(
+        default=2, ge=1, le=5, description="candidates asked for in one call"
+    )
+    max_rounds: int = Field(default=2, ge=1, description="calls per incident")
     context_tokens: int = Field(default=24_000, ge=2_000, description="evidence packing budget")
-    price_in_per_mtok_usd: float = Field(default=3.0, ge=0)
-    price_out_per_mtok_usd: float = Field(default=15.0, ge=0)
-    max_tokens_per_incident: int = Field(default=200_000, ge=0)
-    max_cost_per_incident_usd: float = Field(default=2.0, ge=0)
-    max_tokens_per_day: int = Field(default=2_000_000, ge=0)
-    max_cost_per_day_usd: float = Field(default=20.0, ge=0)
+    price_in_per_mtok_usd: float = Field(
+        default=3.0, ge=0, description="the price of a million input tokens, for the budgets"
+    )
+    price_out_per_mtok_usd: float = Field(
+        default=15.0, ge=0, description="the price of a million output tokens"
+    )
+    max_tokens_per_incident: int = Field(
+        default=200_000, ge=0, description="budget: tokens spent on one incident"
+    )
+    max_cost_per_incident_usd: float = Field(
+        default=2.0, ge=0, description="budget: dollars spent on one incident"
+    )
+    max_tokens_per_day: int = Field(
+        default=2_000_000, ge=0, description="budget: tokens spent in one UTC day"
+    )
+    max_cost_per_day_usd: float = Field(
+        default=20.0, ge=0, description="budget: dollars spent in one UTC day"
+    )
     breaker_after_failed_incidents: int = Field(
         default=5, ge=1, description="consecutive failed LLM incidents that open the breaker"
     )
@@ -117,7 +144,9 @@ class SandboxConfig(BaseModel):
         description="auto: bubblewrap where it works, else a plain subprocess with limits",
     )
     network: bool = Field(default=False, description="let the harness open sockets")
-    memory_mb: int = Field(default=4096, ge=64)
+    memory_mb: int = Field(
+        default=4096, ge=64, description="the address-space limit of a harness run"
+    )
     pg_copy_limit_mb: int = Field(
         default=1024, ge=0,
         description="Postgres: the largest incremental table copied into a sandbox schema "
@@ -162,14 +191,16 @@ class DeliveryConfig(BaseModel):
         default="https://api.github.com", description="GitHub Enterprise, or a test server"
     )
     base: str | None = Field(default=None, description="base branch; None: the repo's default")
-    timeout_s: float = Field(default=30.0, gt=0)
+    timeout_s: float = Field(default=30.0, gt=0, description="one request to the code host")
     mode: str = Field(
         default="supervised",
         pattern="^(supervised|autonomous|threshold)$",
         description="supervised: a human runs `patchit pr`; autonomous: the PR opens after "
         "verification; threshold: autonomous above min_confidence, outside critical_paths",
     )
-    min_confidence: float = Field(default=0.8, ge=0, le=1)
+    min_confidence: float = Field(
+        default=0.8, ge=0, le=1, description="threshold mode: the confidence that opens a PR alone"
+    )
     critical_paths: list[str] = Field(
         default_factory=list, description="globs: fixes touching them always wait for a human"
     )
@@ -183,10 +214,13 @@ class NotifyConfig(BaseModel):
 
     webhook_url: str | None = Field(default=None, description="else PATCHIT_WEBHOOK_URL")
     on: list[str] = Field(
-        default_factory=lambda: ["fixed", "escalated", "failed", "needs_review", "regression"]
+        default_factory=lambda: ["fixed", "escalated", "failed", "needs_review", "regression"],
+        description="the endings a message is sent for",
     )
-    timeout_s: float = Field(default=10.0, gt=0)
-    max_tries: int = Field(default=5, ge=1)
+    timeout_s: float = Field(default=10.0, gt=0, description="one delivery's time limit")
+    max_tries: int = Field(
+        default=5, ge=1, description="deliveries of one message, with exponential backoff"
+    )
     max_queue: int = Field(default=1000, ge=1, description="oldest undelivered dropped beyond")
 
 
@@ -217,7 +251,9 @@ class AirflowConfig(BaseModel):
     deploy_lag_s: float = Field(
         default=0.0, ge=0, description="how long a merge takes to reach the DAG folder"
     )
-    timeout_s: float = Field(default=30.0, gt=0)
+    timeout_s: float = Field(
+        default=30.0, gt=0, description="one request to the Airflow API server (`patchit track`)"
+    )
 
 
 class PatchitConfig(BaseModel):
@@ -321,7 +357,10 @@ class DeploymentConfig(PatchitConfig):
     authority (`patchit.settings`)."""
 
     state: StateConfig = Field(default_factory=StateConfig)
-    repos: dict[str, str] = Field(default_factory=dict)
+    repos: dict[str, str] = Field(
+        default_factory=dict,
+        description="this host's checkout of each repository, by remote URL or `bundle:NAME`",
+    )
     worker: WorkerConfig = Field(default_factory=WorkerConfig)
 
 

@@ -51,7 +51,8 @@ def check_warehouse(repo: Path, config: SandboxConfig) -> list[Check]:
         return [Check("ok", NAME, f"{where}: {_duckdb(target.db_path, project)}")]
     if kind != "postgres":
         return [Check("warn", NAME, f"{where}: not verified in a sandbox; a code bug's fix-it "
-                      "suggestion is reported, unverified", "see docs/warehouses.md")]  # fmt: skip
+                      "suggestion is reported, unverified",
+                      "see docs/how-to/warehouses.md")]  # fmt: skip
     return [_postgres(where, target.output, config)]
 
 

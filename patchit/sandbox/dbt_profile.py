@@ -229,7 +229,8 @@ def sandbox_db_location(target: DbtTarget, cwd: Path, root: Path) -> tuple[Path,
     return (cwd / ".patchit" / name).resolve(), f".patchit/{name}"
 
 
-# The warehouses whose dbt sandbox patchit can build (docs/warehouses.md has the plan for the rest)
+# The warehouses whose dbt sandbox patchit can build (docs/how-to/warehouses.md has the plan for
+# the rest)
 SANDBOX_TYPES = ("duckdb", "postgres")
 _NAMES = {"postgres": "Postgres", "snowflake": "Snowflake", "bigquery": "BigQuery",
           "databricks": "Databricks", "redshift": "Redshift"}  # fmt: skip
@@ -246,7 +247,7 @@ def unsupported_sandbox(target: DbtTarget) -> str | None:
     return (
         f"profile {target.profile!r}, target {target.target!r}{where} is a {kind} warehouse: "
         f"{name} sandboxes are not supported yet (DuckDB and Postgres only, see "
-        "docs/warehouses.md), so no "
+        "docs/how-to/warehouses.md), so no "
         "fix can be verified"
     )
 

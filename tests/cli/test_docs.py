@@ -1,4 +1,5 @@
-"""Every CLI command has help text and is documented in README.md."""
+"""Every CLI command has help text (the docs' command reference is generated from it:
+tests/docs/test_reference.py checks every command is there)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import click
 import pytest
 
 from patchit.cli.main import LAZY_COMMANDS, cli
-from tests.conftest import ROOT
 
 
 def walk(group: click.Group, prefix: str) -> Iterator[tuple[str, click.Command]]:
@@ -36,11 +36,6 @@ def test_command_has_help(path: str) -> None:
     for param in command.params:
         if isinstance(param, click.Option) and not param.hidden:
             assert param.help, f"{path} {param.opts[0]} has no help text"
-
-
-@pytest.mark.parametrize("path", sorted(COMMANDS))
-def test_command_is_in_readme(path: str) -> None:
-    assert path in (ROOT / "README.md").read_text(encoding="utf-8"), f"README lacks `{path}`"
 
 
 @pytest.mark.parametrize("name", sorted(LAZY_COMMANDS))
