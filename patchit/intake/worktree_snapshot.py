@@ -145,7 +145,11 @@ def snapshot_uncommitted(repo: Path, project: Path, base: str) -> WorkSnapshot |
 
 def snapshot_of(event: UniversalFailureEvent) -> WorkSnapshot | None:
     """The snapshot an event failed on, when it failed on uncommitted work."""
-    found = event.context.get(CONTEXT_KEY)
+    return snapshot_of_context(event.context.get(CONTEXT_KEY))
+
+
+def snapshot_of_context(found: object) -> WorkSnapshot | None:
+    """A snapshot from its `as_context()` form (None when it is not one)."""
     if not isinstance(found, dict):
         return None
     commit, base, files = found.get("snapshot"), found.get("base"), found.get("files")
