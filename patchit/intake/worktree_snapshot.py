@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 CONTEXT_KEY = "uncommitted"
 AUTHOR = ("patchit", "patchit@localhost")
+SUBJECT = "patchit: uncommitted work on"
 # where dbt reads files from (dbt_project.yml keys and their defaults), and what it reads there
 _RESOURCE_PATHS = (
     ("model-paths", "models"), ("seed-paths", "seeds"), ("snapshot-paths", "snapshots"),
@@ -133,7 +134,7 @@ def take_snapshot(repo: Path, base: str, work: UncommittedWork) -> WorkSnapshot 
         "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date,
         "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date,
     }  # fmt: skip
-    message = f"patchit: uncommitted work on {base[:12]}\n\nFiles: {', '.join(files)}\n"
+    message = f"{SUBJECT} {base[:12]}\n\nFiles: {', '.join(files)}\n"
     commit = run_git(repo, "commit-tree", tree, "-p", base, "-m", message, env=env).strip()
     return WorkSnapshot(commit, base, files)
 
@@ -141,6 +142,14 @@ def take_snapshot(repo: Path, base: str, work: UncommittedWork) -> WorkSnapshot 
 def snapshot_uncommitted(repo: Path, project: Path, base: str) -> WorkSnapshot | None:
     """The project's uncommitted work as a snapshot, or None when there is none."""
     return take_snapshot(repo, base, find_uncommitted(repo, project))
+
+
+def is_snapshot(repo: Path, commit: str) -> bool:
+    """Whether `commit` is a snapshot of uncommitted work this module made."""
+    out = run_git(repo, "log", "-1", "--format=%ae%n%s", commit, check=False,
+                  timeout_s=QUERY_TIMEOUT_S)  # fmt: skip
+    email, _, subject = out.strip().partition("\n")
+    return email == AUTHOR[1] and subject.startswith(SUBJECT)
 
 
 def snapshot_of(event: UniversalFailureEvent) -> WorkSnapshot | None:

@@ -120,6 +120,10 @@ def test_parse_error_uses_the_structured_error_not_stale_run_results(shop_repo: 
 def test_a_committed_break_under_uncommitted_work_is_healed_on_its_snapshot(
     shop_repo: Path,
 ) -> None:
+    # a green full build on a clean tree records the last good commit: the breaking change is
+    # measured from it, through the commit and the uncommitted work (without it, HEAD is
+    # taken as good, and only the work's own diff is read)
+    assert patchit_dbt(shop_repo, "build").returncode == 0
     break_column(shop_repo)
     broken = git(shop_repo, "rev-parse", "HEAD")
     (shop_repo / "seeds" / "raw_orders.csv").write_text(

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from patchit.delivery.apply_fix import apply_fix, changed_since, fix_of
+from patchit.delivery.deliver import deliver
 from patchit.errors import BadInputError
 from patchit.events.model import FailureSource, UniversalFailureEvent
-from patchit.intake.worktree_snapshot import CONTEXT_KEY, snapshot_uncommitted
+from patchit.intake.worktree_snapshot import CONTEXT_KEY, is_snapshot, snapshot_uncommitted
 from patchit.memory import Memory
 from tests.cli.helpers import patchit
 from tests.conftest import commit_all, git
@@ -117,3 +118,12 @@ def test_an_incident_without_a_fix_is_refused(tmp_path: Path, memory: Memory) ->
     memory.close()
     res = patchit("apply", incident.id)
     assert res.returncode == 2 and "no verified fix" in res.stderr
+
+
+def test_a_fix_of_uncommitted_work_is_never_a_pull_request(tmp_path: Path, memory: Memory) -> None:
+    repo, incident_id = fixed_on_snapshot(tmp_path, memory)
+    branch = f"refs/heads/patchit/{incident_id}"
+    assert is_snapshot(repo, f"{branch}~1") and not is_snapshot(repo, branch)
+    assert not is_snapshot(repo, "main")
+    with pytest.raises(BadInputError, match="snapshot of uncommitted work"):
+        deliver(incident_id, memory)
