@@ -66,7 +66,8 @@ def spool_failures(run: DbtRun, home: Path) -> DbtRun:
     """`run` with its failed nodes' events; when it heals them, spooled first, taken by this
     process (`spooled`), unless dbt's process spooled them already (`patchit.intake.dbt_spool`:
     their ids are in its record). Called before anything else once dbt has exited. Runs that
-    heal nothing (`--no-heal`, uncommitted changes) spool nothing: a worker would heal them."""
+    heal nothing (`--no-heal`, uncommitted work that could not be snapshotted) spool nothing: a
+    worker would heal them."""
     if run.exit_code == 0 or not run.record or run.record.get("usage_error"):
         return run
     from patchit.intake.dbt import events_from_run
