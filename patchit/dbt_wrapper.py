@@ -5,9 +5,12 @@
   records the project's last good commit (only that vouches for every model);
 - dbt's own usage errors and runs without readable results heal nothing;
 - failed nodes broken by one change (else sharing a cause) become one incident each
-  (`patchit.change_groups`); they are healed, unless `--no-heal`
-  was given or tracked files have uncommitted changes (only committed code is healed): then
-  they are recorded only.
+  (`patchit.change_groups`); they are healed, unless `--no-heal` was given: then they are
+  recorded only;
+- a run on uncommitted work (`uncommitted`: its snapshot, `patchit.intake.worktree_snapshot`)
+  is healed as a failure of the snapshot commit; its results say nothing about a commit of the
+  user's, so no unit run and no last good commit are recorded (nor when no snapshot could be
+  made: its failures are then recorded only).
 
 The failures to heal are spooled first (`spool_failures`), before the memory is opened or
 anything else is done, taken by this process: a wrapper killed from then on (a cancelled CI
@@ -52,21 +55,26 @@ class DbtRun:
     no_heal: bool = False
     events: list[UniversalFailureEvent] | None = None  # the failed nodes', once read
     spooled: list[int] = field(default_factory=list)  # their spool rows, taken by this run
+    uncommitted: dict[str, Any] | None = None  # the snapshot `commit` is, of dirty work
 
     def heals(self) -> bool:
-        return not (self.no_heal or self.dirty or self.repo is None)
+        unsnapshotted = bool(self.dirty) and self.uncommitted is None
+        return not (self.no_heal or unsnapshotted or self.repo is None)
 
 
 def spool_failures(run: DbtRun, home: Path) -> DbtRun:
     """`run` with its failed nodes' events; when it heals them, spooled first, taken by this
     process (`spooled`), unless dbt's process spooled them already (`patchit.intake.dbt_spool`:
     their ids are in its record). Called before anything else once dbt has exited. Runs that
-    heal nothing (`--no-heal`, uncommitted changes) spool nothing: a worker would heal them."""
+    heal nothing (`--no-heal`, uncommitted work that could not be snapshotted) spool nothing: a
+    worker would heal them."""
     if run.exit_code == 0 or not run.record or run.record.get("usage_error"):
         return run
     from patchit.intake.dbt import events_from_run
 
-    events = events_from_run(run.record, run.args, run.project, run.repo, run.commit, run.started)
+    events = events_from_run(
+        run.record, run.args, run.project, run.repo, run.commit, run.started, run.uncommitted
+    )
     if not events or not run.heals():
         return replace(run, events=events)
     spooled = run.record.get("spooled")
@@ -153,7 +161,7 @@ def _heal_events(
     events = run.events
     if events is None:
         events = events_from_run(
-            run.record, run.args, run.project, run.repo, run.commit, run.started
+            run.record, run.args, run.project, run.repo, run.commit, run.started, run.uncommitted
         )
     if not events:
         say(f"dbt exited {run.exit_code} but no node of this run failed; nothing to heal")
@@ -164,6 +172,9 @@ def _heal_events(
         record_only(events, memory)
         say(f"recorded, not healing: {_why_not(run)}")
         return []
+    if run.uncommitted is not None:
+        say(f"healing {_uncommitted_line(run.uncommitted)}: your working tree, index and "
+            "stash are left as they are")  # fmt: skip
     ctx = build_context(home, run.repo, memory=memory, say=say, step=step)
     if line := sweep_dead_runs(home, memory, ctx.owner).summary():
         say(line)
@@ -249,7 +260,14 @@ def _why_not(run: DbtRun) -> str:
         return "--no-heal was given"
     if run.dirty:
         return (
-            f"uncommitted changes to tracked files ({', '.join(run.dirty[:3])}); "
-            "only committed code is healed, commit or stash them and re-run"
+            f"uncommitted changes ({', '.join(run.dirty[:3])}) could not be snapshotted; "
+            "commit them and re-run"
         )
     return "not inside a git repository"
+
+
+def _uncommitted_line(uncommitted: dict[str, Any]) -> str:
+    from patchit.intake.worktree_snapshot import snapshot_of_context
+
+    snapshot = snapshot_of_context(uncommitted)
+    return snapshot.describe() if snapshot else "uncommitted work"

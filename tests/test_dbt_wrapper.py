@@ -66,3 +66,39 @@ def test_nothing_to_heal_is_said_once_and_heals_nothing(
                             said.append) == []  # fmt: skip
         assert memory.list_incidents() == []
     assert said == ["dbt exited 2 without a result patchit could read; nothing to heal"]
+
+
+def test_uncommitted_work_heals_only_through_its_snapshot(tmp_path: Path) -> None:
+    work = {"snapshot": "b" * 40, "base": "a" * 40, "files": ["models/m.sql"]}
+    assert run_of(tmp_path, 1, ["build"]).heals()
+    assert not run_of(tmp_path, 1, ["build"], dirty=["models/m.sql"]).heals()  # no snapshot
+    snapshotted = run_of(tmp_path, 1, ["build"], dirty=["models/m.sql"], uncommitted=work)
+    assert snapshotted.heals()
+    assert not run_of(tmp_path, 1, ["build"], no_heal=True, uncommitted=work).heals()
+
+
+def test_the_spool_ticket_carries_the_snapshot_to_the_events(tmp_path: Path) -> None:
+    import json
+    import os
+
+    from patchit.intake.dbt_child_env import SPOOL_ENV
+    from patchit.intake.dbt_spool import spool_ticket, take_ticket
+    from patchit.intake.worktree_snapshot import snapshot_of
+
+    work = {"snapshot": "b" * 40, "base": "a" * 40, "files": ["models/m.sql"]}
+    project = tmp_path / "shop"
+    project.mkdir()
+    (project / "dbt_project.yml").write_text("name: shop\n")
+    plain = spool_ticket(tmp_path, "me", project, tmp_path, "a" * 40, STARTED)
+    assert "uncommitted" not in json.loads(plain)
+    os.environ[SPOOL_ENV] = spool_ticket(tmp_path, "me", project, tmp_path, "b" * 40, STARTED,
+                                         work)  # fmt: skip
+    ticket = take_ticket()
+    assert ticket is not None and json.loads(ticket["uncommitted"]) == work
+    from patchit.intake.dbt import events_from_run
+
+    record = {"results": [{"unique_id": "model.shop.m", "status": "error", "message": "boom"}]}
+    [event] = events_from_run(record, ["build"], project, tmp_path, "b" * 40, STARTED, work)
+    snapshot = snapshot_of(event)
+    assert snapshot is not None and snapshot.commit == event.commit == "b" * 40
+    assert snapshot.files == ("models/m.sql",)

@@ -1,12 +1,16 @@
 """`patchit dbt -- <dbt args>`: run dbt as the user asked, then `patchit.dbt_wrapper` heals
 what failed.
 
-A green run must cost what `dbt` costs: before dbt starts this module asks git one question
-(the repository and its HEAD) and loads nothing of the healing machinery; while dbt runs,
-helper threads import the memory's run log (plain sqlite3) and ask git for uncommitted
-changes; after a green run, writing the nodes' results is all that is left. The loop, the
-harnesses and the console are imported only once dbt has failed (or there is something to
-say).
+A green run must cost what `dbt` costs: before dbt starts this module asks git two questions
+(the repository and its HEAD; the project's uncommitted work) and loads nothing of the healing
+machinery; while dbt runs, a helper thread imports the memory's run log (plain sqlite3); after
+a green run, writing the nodes' results is all that is left. The loop, the harnesses and the
+console are imported only once dbt has failed (or there is something to say).
+
+Uncommitted work is healed too, in the edit-build loop: when the project differs from HEAD,
+the work becomes a snapshot commit before dbt starts (what dbt reads; the user's tree, index
+and stash list untouched, see `patchit.intake.worktree_snapshot`), and the failures are healed
+as failures of that commit, on top of HEAD.
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ from patchit.intake.dbt_run import (
     run_dbt,
 )
 from patchit.intake.dbt_spool import spool_ticket
+from patchit.intake.worktree_snapshot import UncommittedWork, WorkSnapshot, find_uncommitted
 from patchit.liveness import claim_owner
-from patchit.sandbox.git import dirty_tracked_files, repo_and_head
+from patchit.sandbox.git import repo_and_head
 
 if TYPE_CHECKING:
     from patchit.dbt_wrapper import DbtRun
@@ -93,13 +98,20 @@ def dbt(
     committed = repo if repo and commit else None
     store = _Meanwhile(_store_class)
     # before dbt, not beside it: dbt's own writes (a committed target/ or logs/) must not make
-    # the user's tree look changed
-    dirty = dirty_tracked_files(committed, project, True) if committed else []
+    # the user's tree look changed, and the snapshot must be what dbt reads
+    work = find_uncommitted(committed, project) if committed else UncommittedWork()
+    snapshot = None
+    if work and commit and committed and not (no_heal or cannot_heal):
+        snapshot = _snapshot(committed, commit, work)
+    dirty = list(work.files)
+    failing = snapshot.commit if snapshot else commit
+    uncommitted = snapshot.as_context() if snapshot else None
     started = now_utc()
-    heals = not (no_heal or cannot_heal or dirty)
+    heals = not (no_heal or cannot_heal or (dirty and snapshot is None))
     ticket = None
-    if committed and commit and heals:
-        ticket = spool_ticket(home, claim_owner(), project, committed, commit, started)
+    if committed and failing and heals:
+        ticket = spool_ticket(home, claim_owner(), project, committed, failing, started,
+                              uncommitted)  # fmt: skip
     exit_code, record = run_dbt(
         args, home / "runs", invocation=list(dbt_args), meanwhile=store.start,
         on_error=partial(_prewarm_dbt, home, committed) if committed and ticket else None,
@@ -111,8 +123,8 @@ def dbt(
         from patchit.dbt_wrapper import DbtRun, heal_dbt_run, spool_failures
 
         run = DbtRun(
-            exit_code, record, args, project, repo, commit, started, dirty,
-            no_heal or bool(cannot_heal),
+            exit_code, record, args, project, repo, failing, started, dirty,
+            no_heal or bool(cannot_heal), uncommitted=uncommitted,
         )  # fmt: skip
         run = spool_failures(run, home)  # first of all: killed from here, nothing is lost
         checkpoint("spooled")
@@ -241,6 +253,18 @@ def _print_healed(outcome: HealOutcome) -> None:
     from patchit.cli.context import print_healed
 
     print_healed(outcome)
+
+
+def _snapshot(repo: Path, head: str, work: UncommittedWork) -> WorkSnapshot | None:
+    """The uncommitted work as a commit, healed instead of HEAD; None (said why: it is then
+    recorded, not healed) when git cannot make it."""
+    from patchit.intake.worktree_snapshot import take_snapshot
+
+    try:
+        return take_snapshot(repo, head, work)
+    except PatchitError as exc:
+        _say(f"could not snapshot the uncommitted work ({exc}); failures are recorded only")
+        return None
 
 
 def _cannot_heal(project: Path, repo: Path | None, commit: str | None) -> str | None:

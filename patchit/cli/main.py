@@ -48,6 +48,10 @@ INCIDENT_FIELDS = (
 # `patchit --help` lists (tests/cli/test_docs.py keeps it equal to the command's own)
 LAZY_COMMANDS = {
     "airflow": LazyCommand("patchit.cli.airflow_cmd:airflow", "Airflow intake: broken DAG files."),
+    "apply": LazyCommand(
+        "patchit.cli.apply_cmd:apply",
+        "Apply a verified fix to your working tree; refuses if a file it touches changed since.",
+    ),
     "approve": LazyCommand(
         "patchit.cli.review_cmd:approve",
         "Approve a verified fix; with [delivery] set and GITHUB_TOKEN, open its pull request.",
@@ -221,6 +225,7 @@ def incidents(
 ) -> None:
     """List incidents, newest first."""
     from patchit.cli.incidents_view import keep, parse_since, table
+    from patchit.intake.worktree_snapshot import snapshot_of
     from patchit.memory.ledger import Ledger
     from patchit.memory.records import revert_label_of
 
@@ -241,6 +246,10 @@ def incidents(
         row["review_label"] = (
             revert_label_of(memory.attempts_for(incident.id)) if incident.needs_review else None
         )
+        # the snapshot, its base and files when it failed on uncommitted work, else None
+        latest = memory.latest_event(incident.id)
+        work = snapshot_of(latest) if latest is not None else None
+        row["uncommitted"] = work.as_context() if work else None
         rows.append(row)
     if as_json:
         click.echo(json.dumps(rows, indent=2))

@@ -20,6 +20,7 @@ from patchit.delivery.github import GitHubForge
 from patchit.errors import BadInputError, PatchitError
 from patchit.evidence.redact import redact
 from patchit.home import resolve_home
+from patchit.intake.worktree_snapshot import is_snapshot
 from patchit.memory import Memory
 from patchit.memory.deliveries import Delivery
 from patchit.memory.records import Incident, IncidentStatus
@@ -55,6 +56,12 @@ def deliver(
     for `home`, each repository setting refused said through `say`)."""
     incident = memory.get_incident(incident_id)
     repo, branch = _deliverable(incident)
+    if is_snapshot(repo, f"refs/heads/{branch}~1"):
+        raise BadInputError(
+            f"incident {incident_id}: its fix sits on a snapshot of uncommitted work, which a "
+            f"pull request would publish under patchit's name; run `patchit apply "
+            f"{incident_id}`, then commit and push your own branch"
+        )
     if config is None:
         settings = incident_settings(home or resolve_home(), memory, incident.id)
         for line in settings.refused:

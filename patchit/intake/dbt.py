@@ -125,8 +125,11 @@ def events_from_run(
     repo: Path | None,
     commit: str | None,
     started: datetime,
+    uncommitted: dict[str, Any] | None = None,
 ) -> list[UniversalFailureEvent]:
-    """One event per failed node of this invocation; one for a failure before any node ran."""
+    """One event per failed node of this invocation; one for a failure before any node ran.
+    `uncommitted`: the snapshot of uncommitted work the run read (`commit` is the snapshot's),
+    kept in each event's context (`patchit.intake.worktree_snapshot`)."""
     name = project_name(project_dir)
     invocation = _invocation(args, project_dir, record, started)
     raw_vars = invocation.replay_vars()
@@ -214,6 +217,13 @@ def events_from_run(
                 context=dict(extra),
             )
         )
+    if uncommitted is not None:
+        from patchit.intake.worktree_snapshot import CONTEXT_KEY
+
+        events = [
+            e.model_copy(update={"context": {**e.context, CONTEXT_KEY: uncommitted}})
+            for e in events
+        ]
     return events
 
 

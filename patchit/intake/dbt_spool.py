@@ -23,19 +23,28 @@ from patchit.intake.dbt_child_env import SPOOL_ENV
 
 
 def spool_ticket(
-    home: Path, owner: str, project: Path, repo: Path, commit: str, started: datetime
+    home: Path,
+    owner: str,
+    project: Path,
+    repo: Path,
+    commit: str,
+    started: datetime,
+    uncommitted: dict[str, Any] | None = None,
 ) -> str:
-    """The ticket (JSON) the wrapper passes its dbt child in `SPOOL_ENV`."""
-    return json.dumps(
-        {
-            "home": str(home),
-            "owner": owner,
-            "project": str(project),
-            "repo": str(repo),
-            "commit": commit,
-            "started": started.isoformat(),
-        }
-    )
+    """The ticket (JSON) the wrapper passes its dbt child in `SPOOL_ENV`. `uncommitted`: the
+    snapshot of the uncommitted work dbt runs on (`commit` is then the snapshot's), for the
+    events' context (`patchit.intake.worktree_snapshot`)."""
+    ticket = {
+        "home": str(home),
+        "owner": owner,
+        "project": str(project),
+        "repo": str(repo),
+        "commit": commit,
+        "started": started.isoformat(),
+    }
+    if uncommitted is not None:
+        ticket["uncommitted"] = json.dumps(uncommitted)
+    return json.dumps(ticket)
 
 
 def take_ticket() -> dict[str, str] | None:
@@ -48,7 +57,8 @@ def take_ticket() -> dict[str, str] | None:
     keys = ("home", "owner", "project", "repo", "commit", "started")
     if not isinstance(ticket, dict) or not all(isinstance(ticket.get(k), str) for k in keys):
         return None
-    return {k: ticket[k] for k in keys}
+    optional = ("uncommitted",)
+    return {k: ticket[k] for k in (*keys, *optional) if isinstance(ticket.get(k), str)}
 
 
 def spool_record(ticket: dict[str, str], record: dict[str, Any], args: list[str]) -> list[int]:
@@ -58,9 +68,10 @@ def spool_record(ticket: dict[str, str], record: dict[str, Any], args: list[str]
     from patchit.intake.dbt import events_from_run
     from patchit.intake.spool import spool_taken
 
+    uncommitted = json.loads(ticket["uncommitted"]) if "uncommitted" in ticket else None
     events = events_from_run(
         record, args, Path(ticket["project"]), Path(ticket["repo"]), ticket["commit"],
-        datetime.fromisoformat(ticket["started"]),
+        datetime.fromisoformat(ticket["started"]), uncommitted,
     )  # fmt: skip
     if not events:
         return []

@@ -9,11 +9,12 @@ from patchit.evidence.model import Evidence
 from patchit.evidence.unit_files import unit_change
 from patchit.fidelity import DataCheck
 from patchit.harnesses.base import Verification
+from patchit.intake.worktree_snapshot import snapshot_of
 from patchit.memory import AttemptRecord, Incident
 from patchit.memory.records import REVERTS, revert_label_of
 from patchit.patching.base import PatchCandidate
 from patchit.reports.confidence import fix_confidence
-from patchit.reports.model import AttemptLine, LlmSummary, RootCauseReport
+from patchit.reports.model import AttemptLine, LlmSummary, RootCauseReport, UncommittedWork
 
 _OUTPUT_TAIL_LINES = 25
 _NODE_KINDS = {"model", "seed", "snapshot", "test", "unit_test", "source"}
@@ -75,6 +76,9 @@ def _next_actions(
     commands: list[str],
     unit_files: list[str],
 ) -> list[str]:
+    if status == "fixed" and snapshot_of(event) is not None:
+        return [*commands, "review the diff, then apply it to your working tree (or check out "
+                "the branch: it holds your uncommitted work and the fix)"]  # fmt: skip
     if status == "fixed":
         return [*commands, "review the diff, then merge the branch or open a pull request from it"]
     actions = list(verdict.next_actions) if verdict else []
@@ -151,6 +155,7 @@ def build_report(
     unit_files, unit_hunks = unit_change(evidence) if evidence else ([], "")
     base = evidence.change_base if evidence else None
     reverts = revert_label_of(attempts) if winner is None else None
+    work = snapshot_of(event)
     return RootCauseReport(
         incident_id=incident.id,
         status=status,
@@ -166,6 +171,7 @@ def build_report(
         error_message=event.error_message,
         repo_path=event.repo_path,
         commit=event.commit,
+        uncommitted=UncommittedWork(**work.as_context()) if work else None,
         events=events,
         related_units=_capped(list(event.context.get("related_units", []))),
         attempts=_attempt_lines(attempts),

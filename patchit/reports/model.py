@@ -44,6 +44,16 @@ class LlmSummary(BaseModel):
     cost_usd: float = 0.0
 
 
+class UncommittedWork(BaseModel):
+    """The uncommitted work a failure ran on, made a commit (`patchit.intake.worktree_snapshot`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    snapshot: str = Field(description="the snapshot commit (not on any branch)")
+    base: str = Field(description="HEAD when it was taken")
+    files: list[str] = Field(default_factory=list, description="the uncommitted files")
+
+
 class RootCauseReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -61,6 +71,10 @@ class RootCauseReport(BaseModel):
     error_message: str
     repo_path: str | None = None
     commit: str | None = None
+    uncommitted: UncommittedWork | None = Field(
+        default=None,
+        description="when it failed on uncommitted work: `commit` is a snapshot of it on `base`",
+    )
     events: int = 1
     latest_commit: str | None = Field(
         default=None, description="the commit of the newest event, when it is not `commit`"

@@ -30,7 +30,9 @@ _SAFE_CONFIG = (
 QUERY_TIMEOUT_S = 30.0
 
 
-def _git_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+def _git_env(
+    base: Mapping[str, str] | None = None, index_file: Path | None = None
+) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env.update(
         {
@@ -44,6 +46,8 @@ def _git_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     # A GIT_DIR/GIT_WORK_TREE inherited from a hook that called us would redirect every command.
     for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
         env.pop(name, None)
+    if index_file is not None:  # patchit's own scratch index, never the user's
+        env["GIT_INDEX_FILE"] = str(index_file)
     return env
 
 
@@ -54,14 +58,16 @@ def run_git(
     timeout_s: float | None = None,
     config: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    index_file: Path | None = None,
 ) -> str:
     """Run `git -C repo <args>` and return its stdout; a failure raises VcsError with stderr.
 
     `config` holds extra `key=value` settings passed as `-c` (an identity, a default branch);
     they cannot turn hooks, signing or prompts back on. `env` is the environment git starts
-    from (default: this process's). `timeout_s` bounds the run (None: no bound).
+    from (default: this process's). `timeout_s` bounds the run (None: no bound). `index_file`:
+    the index git reads and writes instead of the repository's (`GIT_INDEX_FILE`).
     """
-    proc = _run(repo, args, timeout_s, config, env, text=True)
+    proc = _run(repo, args, timeout_s, config, env, text=True, index_file=index_file)
     if check and proc.returncode != 0:
         stderr = proc.stderr.strip() or proc.stdout.strip()
         raise VcsError(f"git {' '.join(args)} failed in {repo} (exit {proc.returncode}): {stderr}")
@@ -90,6 +96,7 @@ def _run(
     config: Sequence[str],
     env: Mapping[str, str] | None,
     text: bool,
+    index_file: Path | None = None,
 ) -> subprocess.CompletedProcess[Any]:
     extra = [arg for pair in config for arg in ("-c", pair)]
     cmd = ["git", "-C", str(repo), *extra, *_SAFE_CONFIG, *args]
@@ -98,7 +105,7 @@ def _run(
             cmd,
             capture_output=True,
             text=text,
-            env=_git_env(env),
+            env=_git_env(env, index_file),
             stdin=subprocess.DEVNULL,
             timeout=timeout_s,
         )

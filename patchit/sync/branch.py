@@ -12,6 +12,7 @@ from pathlib import Path
 
 from patchit.errors import VcsError
 from patchit.events.model import UniversalFailureEvent
+from patchit.intake.worktree_snapshot import snapshot_of
 from patchit.sandbox.git import run_git
 
 AUTHOR_NAME = "patchit"
@@ -74,7 +75,10 @@ def landed_commit(repo: Path, incident_id: str) -> str | None:
 def inspect_commands(repo: Path, branch: str, event: UniversalFailureEvent) -> list[str]:
     """What the engineer types to look at the fix and re-run it, without leaving their branch:
     `patchit inspect` checks it out in a worktree of its own and re-runs the failed unit there
-    on a fresh copy of the warehouse."""
-    del event  # the same two commands for every runtime
+    on a fresh copy of the warehouse. A fix of uncommitted work comes first as `patchit apply`,
+    which puts it into the working tree it was made from."""
     incident_id = branch.removeprefix("patchit/")
-    return [f"git -C {shlex.quote(str(repo))} show {branch}", f"patchit inspect {incident_id}"]
+    show = [f"git -C {shlex.quote(str(repo))} show {branch}", f"patchit inspect {incident_id}"]
+    if snapshot_of(event) is not None:  # uncommitted work: the fix goes into the working tree
+        return [f"patchit apply {incident_id}", *show]
+    return show  # the same two commands for every runtime

@@ -117,23 +117,34 @@ def test_parse_error_uses_the_structured_error_not_stale_run_results(shop_repo: 
     assert "ref('stg_orders')" in git(shop_repo, "show", f"{branch}:models/marts/orders.sql")
 
 
-def test_uncommitted_changes_are_recorded_not_healed(shop_repo: Path) -> None:
+def test_a_committed_break_under_uncommitted_work_is_healed_on_its_snapshot(
+    shop_repo: Path,
+) -> None:
+    # a green full build on a clean tree records the last good commit: the breaking change is
+    # measured from it, through the commit and the uncommitted work (without it, HEAD is
+    # taken as good, and only the work's own diff is read)
+    assert patchit_dbt(shop_repo, "build").returncode == 0
     break_column(shop_repo)
+    broken = git(shop_repo, "rev-parse", "HEAD")
     (shop_repo / "seeds" / "raw_orders.csv").write_text(
         (shop_repo / "seeds" / "raw_orders.csv").read_text() + "110,2,2024-03-16,placed\n"
     )
+    before = git(shop_repo, "status", "--porcelain"), (shop_repo / ".git/index").read_bytes()
     res = patchit_dbt(shop_repo, "build")
     assert res.returncode == 1
-    assert "not healing" in res.stderr and "uncommitted changes" in res.stderr
+    assert "healing uncommitted work on" in res.stderr and "not healing" not in res.stderr
     [incident] = incidents()
-    assert incident["status"] == "open" and incident["attempts"] == 0
-    assert git(shop_repo, "branch", "--list", "patchit/*") == ""
-    # once the tree is clean, the recorded incident is healed by its id
-    git(shop_repo, "checkout", "--", "seeds/raw_orders.csv")
-    retry = patchit("heal", incident["id"])
-    assert retry.returncode == 0, retry.stderr
-    [healed] = incidents()
-    assert healed["id"] == incident["id"] and healed["status"] == "fixed"
+    assert incident["status"] == "fixed", res.stderr
+    snapshot = incident["uncommitted"]["snapshot"]
+    assert incident["uncommitted"]["files"] == ["seeds/raw_orders.csv"]
+    # the fix sits on the snapshot of the work, which sits on the broken commit
+    assert git(shop_repo, "rev-parse", f"{incident['branch']}~1") == snapshot
+    assert git(shop_repo, "rev-parse", f"{snapshot}~1") == broken
+    assert "110,2,2024-03-16" in git(
+        shop_repo, "show", f"{incident['branch']}:seeds/raw_orders.csv"
+    )
+    after = git(shop_repo, "status", "--porcelain"), (shop_repo / ".git/index").read_bytes()
+    assert after == before
 
 
 def test_no_heal_only_records(shop_repo: Path) -> None:
