@@ -126,7 +126,8 @@ def test_a_second_run_edits_the_same_summary_and_suggests_once(pr: Pr) -> None:
     assert list(pr.github.comments) == list(first)  # edited in place, never a second one
     assert len(pr.github.reviews[7]) == 1  # the same fix on the same commit: not again
     patches = [r for r in pr.github.requests if r["method"] == "PATCH"]
-    assert [r["path"] for r in patches] == [f"/repos/acme/shop/issues/comments/{[*first][0]}"]
+    [comment_id] = first
+    assert [r["path"] for r in patches] == [f"/repos/acme/shop/issues/comments/{comment_id}"]
     assert len(pr.github.statuses) == 2
 
 
