@@ -220,3 +220,17 @@ def test_an_insertion_keeps_its_anchor_line(pr: Pr) -> None:
     [suggestion], why = as_suggestions(pr.repo, f"{fix}~1", fix, shown)
     assert why == "" and (suggestion.start_line, suggestion.line) == (5, 5)
     assert suggestion.lines == ("group by 1", "having 1 = 1")
+
+
+def test_a_green_build_comments_nothing_new_but_edits_the_old_summary(pr: Pr) -> None:
+    deliver_in_pull_request(pr.job, pr.repo, pr.merge_base, [], 0, pr.home, pr.home / "art",
+                            pr.said.append)  # fmt: skip
+    assert pr.github.comments == {}  # no comment on every pull request that builds
+    assert [s["state"] for s in pr.github.statuses] == ["success"]
+    incident = fixed(pr, {MODEL: GOOD})
+    run(pr, [incident])
+    deliver_in_pull_request(pr.job, pr.repo, pr.merge_base, [], 0, pr.home, pr.home / "art",
+                            pr.said.append)  # fmt: skip
+    [comment] = pr.github.comments.values()
+    assert "dbt passed" in comment["body"] and incident.id not in comment["body"]
+    assert [s["state"] for s in pr.github.statuses] == ["success", "failure", "success"]
