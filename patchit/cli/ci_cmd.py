@@ -35,6 +35,7 @@ from patchit.sandbox.git import dirty_tracked_files, repo_and_head, run_git
 
 if TYPE_CHECKING:
     from patchit.delivery.ci_env import PullRequestJob
+    from patchit.loop import HealOutcome
 
 
 @click.command("ci", cls=StrictCommand, context_settings={"allow_interspersed_args": False})
@@ -137,19 +138,28 @@ def _heal_and_deliver(
 
     run = DbtRun(exit_code, record, args, project, repo, commit, started, dirty)
     run = spool_failures(run, home)  # first of all: killed from here, nothing is lost
-    healed = False
+    healed: list[str] = []
+
+    def on_outcome(outcome: HealOutcome) -> None:
+        healed.append(outcome.incident.id)
+        print_healed(outcome)
+
+    done = False
     try:
         with Memory.open(home) as memory:
             # what the pull request changed is the breaking change: the merge base is good
             memory.record_last_good(project_key_for(repo, project), merge_base)
-            outcomes = heal_dbt_run(run, home, memory, _say, on_outcome=print_healed)
-            healed = True
-            incidents = [memory.get_incident(o.incident.id) for o in outcomes]
+            try:
+                heal_dbt_run(run, home, memory, _say, on_outcome=on_outcome)
+                done = True
+            except PatchitError as exc:  # the pull request still hears what was healed
+                _say(f"could not heal every failure: {exc}")
+            incidents = [memory.get_incident(i) for i in dict.fromkeys(healed)]
         deliver_in_pull_request(job, repo, merge_base, incidents, exit_code, home, artifacts,
                                 _say)  # fmt: skip
     finally:
         if run.spooled:
-            settle_spooled(home, run, healed)
+            settle_spooled(home, run, done)
 
 
 def _default_artifacts(home: Path) -> Path:
