@@ -141,3 +141,23 @@ def test_cli_without_the_environment_is_one_line_exit_2(tmp_path: Path) -> None:
                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert res.returncode == 2 and "GITHUB_BASE_REF is not set" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_a_clone_without_the_merge_base_stops_before_dbt(tmp_path: Path) -> None:
+    from tests.conftest import commit_all, git
+
+    repo = tmp_path / "shop"
+    repo.mkdir()
+    (repo / "dbt_project.yml").write_text("name: shop\nprofile: shop\n")
+    git(repo, "init", "-q", "-b", "feature/amount")
+    head = commit_all(repo, "shop")
+    event = pull_request_event(head=("feature/amount", head), base=("main", "b" * 40))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    env.update(actions_env(tmp_path / "event.json", event, GITHUB_TOKEN="ghs_x"))
+    env["PATCHIT_HOME"] = str(tmp_path / "home")
+    res = subprocess.run([sys.executable, "-m", "patchit", "ci", "--", "build"], cwd=repo,
+                         env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert "the merge base of main (bbbbbbbbbbbb)" in line and "fetch-depth: 0" in line
+    assert res.stdout == "" and not (repo / "target").exists()  # dbt never started
