@@ -67,3 +67,12 @@ def scan(
 def _env_dags_folder() -> Path | None:
     value = os.environ.get("AIRFLOW__CORE__DAGS_FOLDER")
     return Path(value) if value else None
+
+
+def _register() -> None:
+    from patchit.cli.airflow_check import check
+
+    airflow.add_command(check)
+
+
+_register()

@@ -61,6 +61,10 @@ LAZY_COMMANDS = {
         "Benchmark patchit: the scenario corpus (no flag), `--perf` (dbt), `--airflow`, "
         "`--memory`.",
     ),
+    "ci": LazyCommand(
+        "patchit.cli.ci_cmd:ci",
+        "In a pull request's CI job: run dbt, heal failures, deliver fixes in the pull request.",
+    ),
     "dbt": LazyCommand(
         "patchit.cli.dbt_cmd:dbt",
         "Run dbt with DBT_ARGS exactly as `dbt` would; heal each failed node.",

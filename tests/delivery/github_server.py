@@ -1,9 +1,13 @@
-"""A local HTTP server that speaks the part of GitHub's REST API `patchit pr` uses.
+"""A local HTTP server that speaks the part of GitHub's REST API `patchit pr` and `patchit ci`
+use.
 
-Shapes from GitHub's documentation (repos and pulls endpoints, API version 2022-11-28): a
-token is required (401 "Bad credentials"), a pull request's head must exist on the remote (422
-"Validation Failed"), a second open pull request for one head is refused (422 "A pull
-request already exists for owner:branch.").
+Shapes from GitHub's documentation (repos, pulls, reviews, issue comments and statuses
+endpoints, API version 2022-11-28): a token is required (401 "Bad credentials"), a pull
+request's head must exist on the remote (422 "Validation Failed"), a second open pull request
+for one head is refused (422 "A pull request already exists for owner:branch."). A review
+comment must sit on a line of the pull request's diff (the RIGHT side at the review's
+commit, with three lines of context), else 422 "Line could not be resolved", as GitHub
+answers; the diff is read from the bare remote.
 """
 
 from __future__ import annotations
@@ -28,7 +32,42 @@ class FakeGitHub:
     default_branch: str = "main"
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    reviews: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    comments: dict[int, dict[str, Any]] = field(default_factory=dict)  # issue comments by id
+    statuses: list[dict[str, Any]] = field(default_factory=list)
     url: str = ""
+
+    def add_pull(self, number: int, head: str, base: str) -> dict[str, Any]:
+        """A pull request someone opened (the one a CI job runs for), head and base as on the
+        remote now."""
+        sha = lambda ref: self._git("rev-parse", f"refs/heads/{ref}")  # noqa: E731
+        self.pulls[number] = {
+            "number": number, "state": "open", "title": f"change {head}", "body": "",
+            "html_url": f"https://github.example/{self.repo}/pull/{number}",
+            "head": {"ref": head, "sha": sha(head), "repo": {"full_name": self.repo}},
+            "base": {"ref": base, "sha": sha(base), "repo": {"full_name": self.repo}},
+            "merged_at": None,
+        }  # fmt: skip
+        return self.pulls[number]
+
+    def _git(self, *args: str) -> str:
+        res = subprocess.run(["git", "-C", str(self.remote), *args], capture_output=True,
+                             text=True, check=True)  # fmt: skip
+        return res.stdout.strip()
+
+    def _diff_lines(self, number: int, commit: str) -> dict[str, set[int]]:
+        pull = self.pulls[number]
+        base = self._git("merge-base", pull["base"]["sha"], commit)
+        shown: dict[str, set[int]] = {}
+        path = ""
+        for line in self._git("diff", "-U3", base, commit).splitlines():
+            if line.startswith("+++ "):
+                path = line[6:]
+            elif line.startswith("@@"):
+                new = line.split(" ")[2][1:].split(",")
+                start, count = int(new[0]), int(new[1]) if len(new) > 1 else 1
+                shown.setdefault(path, set()).update(range(start, start + count))
+        return shown
 
     def _head_exists(self, branch: str) -> bool:
         res = subprocess.run(
@@ -61,6 +100,13 @@ class FakeGitHub:
             return 200, found
         if rest == "/pulls" and method == "POST":
             return self._open(body)
+        if rest.startswith("/statuses/") and method == "POST":
+            self.statuses.append({"sha": rest.rsplit("/", 1)[-1], **body})
+            return 201, {"id": len(self.statuses), **body}
+        if rest.startswith("/issues/"):
+            return self._issues(method, rest, body)
+        if rest.startswith("/pulls/") and rest.count("/") == 3:
+            return self._review(method, rest, body)
         if rest.startswith("/pulls/"):
             number = int(rest.rsplit("/", 1)[-1])
             if number not in self.pulls:
@@ -87,13 +133,62 @@ class FakeGitHub:
             message = f"A pull request already exists for {owner}:{body['head']}."
             error = {"resource": "PullRequest", "code": "custom", "message": message}
             return 422, {"message": "Validation Failed", "errors": [error]}
-        number = len(self.pulls) + 1
+        number = max(self.pulls, default=0) + 1
         self.pulls[number] = {
             "number": number, "state": "open", "title": body["title"], "body": body.get("body"),
             "html_url": f"https://github.example/{self.repo}/pull/{number}",
             "head": {"ref": body["head"]}, "base": {"ref": body["base"]}, "merged_at": None,
         }  # fmt: skip
         return 201, self.pulls[number]
+
+    def _issues(self, method: str, rest: str, body: Any) -> tuple[int, Any]:
+        parts = rest.strip("/").split("/")  # issues/{n}/comments or issues/comments/{id}
+        if parts[1] == "comments" and method == "PATCH":
+            comment = self.comments.get(int(parts[2]))
+            if comment is None:
+                return 404, {"message": "Not Found"}
+            comment["body"] = body["body"]
+            return 200, comment
+        number = int(parts[1])
+        if number not in self.pulls:
+            return 404, {"message": "Not Found"}
+        if method == "GET":
+            return 200, [c for c in self.comments.values() if c["issue"] == number]
+        cid = 1000 + len(self.comments)
+        self.comments[cid] = {
+            "id": cid, "issue": number, "body": body["body"],
+            "html_url": f"https://github.example/{self.repo}/pull/{number}#issuecomment-{cid}",
+        }  # fmt: skip
+        return 201, self.comments[cid]
+
+    def _review(self, method: str, rest: str, body: Any) -> tuple[int, Any]:
+        _pulls, number_text, what = rest.strip("/").split("/")
+        number = int(number_text)
+        if number not in self.pulls:
+            return 404, {"message": "Not Found"}
+        reviews = self.reviews.setdefault(number, [])
+        if method == "GET" and what == "reviews":
+            return 200, [{k: v for k, v in r.items() if k != "comments"} for r in reviews]
+        if method == "GET" and what == "comments":
+            return 200, [c for r in reviews for c in r["comments"]]
+        if method != "POST" or what != "reviews":
+            return 404, {"message": "Not Found"}
+        shown = self._diff_lines(number, body["commit_id"])
+        for comment in body.get("comments", []):
+            lines = range(comment.get("start_line", comment["line"]), comment["line"] + 1)
+            if comment.get("side", "RIGHT") != "RIGHT" or not set(lines) <= shown.get(
+                comment["path"], set()
+            ):
+                return 422, {"message": "Unprocessable Entity",
+                             "errors": ["Line could not be resolved"]}  # fmt: skip
+        rid = len(reviews) + 1
+        review = {
+            "id": rid, "body": body.get("body", ""), "commit_id": body["commit_id"],
+            "state": "COMMENTED", "comments": body.get("comments", []),
+            "html_url": f"https://github.example/{self.repo}/pull/{number}#review-{rid}",
+        }  # fmt: skip
+        reviews.append(review)
+        return 200, review
 
 
 @contextmanager
