@@ -109,7 +109,7 @@ def read_pull_request_job(environ: Mapping[str, str] | None = None) -> PullReque
 
 def _missing(name: str) -> str:
     return (f"{name} is not set: `patchit ci` runs in a GitHub Actions job of a pull_request "
-            "event (see docs/ci.md), which sets it")  # fmt: skip
+            "event (see docs/how-to/ci.md), which sets it")  # fmt: skip
 
 
 def _field(name: str, env: Mapping[str, str]) -> str:

@@ -132,7 +132,7 @@ def test_cli_without_the_environment_is_one_line_exit_2(tmp_path: Path) -> None:
     assert res.returncode == 2, res.stderr
     assert res.stderr.strip().splitlines() == [
         "patchit: error: GITHUB_EVENT_PATH is not set: `patchit ci` runs in a GitHub Actions "
-        "job of a pull_request event (see docs/ci.md), which sets it"
+        "job of a pull_request event (see docs/how-to/ci.md), which sets it"
     ]
     assert res.stdout == "" and not (tmp_path / "home").exists()  # nothing half-written
     env.update(actions_env(tmp_path / "event.json", pull_request_event()))
