@@ -1,0 +1,96 @@
+"""Real dbt-snowflake against a throw-away Snowflake emulator (fakesnow, tests/sf_server.py):
+the shop project builds green; a commit that misspells a column fails; `patchit dbt -- build`
+heals it to a verified branch, in a sandbox schema of the user's database, with every relation
+of the user's schemas the same before and after and no sandbox schema left; and a sandbox
+schema a killed heal left is swept by the next one."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from patchit.examples import SHOP
+from tests.cli.helpers import incidents, patchit_dbt
+from tests.conftest import commit_all, git
+from tests.sf_server import (
+    SfServer,
+    database_state,
+    new_database,
+    sandbox_schemas,
+    sf_server,
+    shop_on_snowflake,
+)
+
+pytestmark = pytest.mark.slow
+
+DAILY = "models/marts/daily_revenue.sql"
+
+
+@pytest.fixture(scope="module")
+def sf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SfServer]:
+    with sf_server(tmp_path_factory.mktemp("fakesnow")) as server:
+        yield server
+
+
+def _broken(tmp_path: Path, sf: SfServer, database: str) -> Path:
+    repo = shop_on_snowflake(tmp_path, sf, database, SHOP)
+    daily = repo / DAILY
+    daily.write_text(daily.read_text().replace("sum(amount) as revenue", "sum(amont) as revenue"))
+    commit_all(repo, "daily_revenue: revenue per day")
+    return repo
+
+
+def test_a_column_typo_on_snowflake_is_healed_in_a_sandbox_schema(
+    sf: SfServer, tmp_path: Path
+) -> None:
+    database = new_database()
+    repo = _broken(tmp_path, sf, database)
+    before = database_state(sf, database)
+    assert "ANALYTICS.ORDERS" in before and before["ANALYTICS.ORDERS"][0] > 0  # type: ignore[index]
+    res = patchit_dbt(repo, "build", "--select", "daily_revenue")
+    assert res.returncode == 1, res.stderr  # dbt's own exit code
+    assert 'Referenced column "AMONT" not found' in res.stdout
+    assert "Traceback" not in res.stderr
+    [incident] = incidents()
+    assert incident["status"] == "fixed", res.stderr
+    assert incident["classification"] == "code_bug"
+    fixed = git(repo, "show", f"{incident['branch']}:{DAILY}")
+    assert "sum(amount) as revenue" in fixed
+    assert "data check: same as baseline" in res.stderr
+    report = Path(incident["report_md"]).read_text()
+    assert re.search(r"; Snowflake: built in schema PATCHIT_[A-Z0-9]+_C\d+ of the user's "
+                     r"database, dropped afterwards", report), report  # fmt: skip
+    assert "upstream read live from the user's relations (--defer), nothing copied" in report
+    # the user's schemas: every relation's rows as before; no sandbox schema left
+    assert database_state(sf, database) == before
+    assert sandbox_schemas(sf, database) == []
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_killed_heals_sandbox_schema_is_swept_and_a_live_ones_kept(
+    sf: SfServer, tmp_path: Path
+) -> None:
+    """A schema whose owner is a dead process of this host goes; one of a live run stays."""
+    from patchit.liveness import placed_owner
+    from patchit.sandbox.snowflake import SfWarehouse
+
+    database = new_database()
+    repo = _broken(tmp_path, sf, database)
+    warehouse = SfWarehouse(sf.profile(database, "analytics"))
+    dead = placed_owner().split(":")
+    dead[1] = "999999"  # no such pid: a killed heal
+    try:
+        warehouse.reset("PATCHIT_KILLED_C1", owner=":".join(dead))
+        warehouse.reset("PATCHIT_LIVE_C1")  # this process: alive
+        assert sandbox_schemas(sf, database) == ["PATCHIT_KILLED_C1", "PATCHIT_LIVE_C1"]
+        res = patchit_dbt(repo, "build", "--select", "daily_revenue")
+        assert res.returncode == 1, res.stderr
+        [incident] = incidents()
+        assert incident["status"] == "fixed", res.stderr
+        assert sandbox_schemas(sf, database) == ["PATCHIT_LIVE_C1"]
+    finally:
+        warehouse.drop("PATCHIT_LIVE_C1")
+        warehouse.close()
