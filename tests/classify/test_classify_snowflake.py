@@ -120,8 +120,6 @@ def test_snowflake_errors_are_classified(
 
 def test_the_reason_cites_snowflakes_line() -> None:
     verdict = classify_failure(
-        _evidence(
-            IDENTIFIER, unit_id="model.shop.daily_revenue", unit_path=DAILY, changed=(DAILY,)
-        )  # fmt: skip
+        _evidence(IDENTIFIER, unit_id="model.shop.daily_revenue", unit_path=DAILY, changed=(DAILY,))
     )
     assert "invalid identifier 'AMONT'" in verdict.reason
