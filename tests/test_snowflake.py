@@ -94,3 +94,64 @@ def test_a_killed_heals_sandbox_schema_is_swept_and_a_live_ones_kept(
     finally:
         warehouse.drop("PATCHIT_LIVE_C1")
         warehouse.close()
+
+
+ORDER_LOG = """\
+{{ config(materialized='incremental', incremental_strategy='append') }}
+select order_id, status, amount from {{ ref('orders') }}
+{% if is_incremental() %}
+where order_id > (select coalesce(max(order_id), 0) from {{ this }})
+{% endif %}
+"""
+
+
+def test_an_incremental_branch_is_healed_on_a_zero_copy_clone_of_the_users_table(
+    sf: SfServer, tmp_path: Path
+) -> None:
+    """The typo is in the incremental branch only: it fails only where dbt takes that branch,
+    on the user's table; the sandbox builds on a clone of it, and the table stays as it was."""
+    database = new_database()
+    source = tmp_path / "source"
+    import shutil
+
+    shutil.copytree(SHOP, source, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
+    (source / "models" / "marts" / "order_log.sql").write_text(ORDER_LOG)
+    repo = shop_on_snowflake(tmp_path, sf, database, source)
+    log = repo / "models" / "marts" / "order_log.sql"
+    log.write_text(log.read_text().replace("max(order_id)", "max(ordr_id)"))
+    commit_all(repo, "order_log: only new orders")
+    before = database_state(sf, database)
+    assert before["ANALYTICS.ORDER_LOG"][0] > 0  # type: ignore[index]
+    res = patchit_dbt(repo, "build", "--select", "order_log")
+    assert res.returncode == 1, res.stderr
+    assert 'Referenced column "ORDR_ID" not found' in res.stdout
+    [incident] = incidents()
+    assert incident["status"] == "fixed", res.stderr
+    fixed = git(repo, "show", f"{incident['branch']}:models/marts/order_log.sql")
+    assert "max(order_id)" in fixed
+    report = Path(incident["report_md"]).read_text()
+    rows = before["ANALYTICS.ORDER_LOG"][0]  # type: ignore[index]
+    assert f"order_log built on a zero-copy clone of analytics.order_log ({rows} rows)" in report
+    assert database_state(sf, database) == before
+    assert sandbox_schemas(sf, database) == []
+
+
+def test_doctor_says_where_a_snowflake_target_is_verified(sf: SfServer, tmp_path: Path) -> None:
+    from patchit.config import SandboxConfig
+    from patchit.doctor_warehouse import check_warehouse
+    from tests.cli.test_doctor_warehouse import _project
+
+    database = new_database()
+    _project(tmp_path / "up", sf.profile(database, "analytics"))
+    [line] = check_warehouse(tmp_path / "up", SandboxConfig())
+    assert line.status == "ok", line
+    assert f"sandbox schemas PATCHIT_<incident>_<n> of database {database}" in line.detail
+    assert sandbox_schemas(sf, database) == []  # nothing made
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    _project(tmp_path / "down", {**sf.profile(database, "analytics"), "port": port})
+    [down] = check_warehouse(tmp_path / "down", SandboxConfig())
+    assert down.status == "fail" and "not reachable" in down.detail
