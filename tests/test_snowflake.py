@@ -166,3 +166,39 @@ def test_doctor_says_where_a_snowflake_target_is_verified(sf: SfServer, tmp_path
     _project(tmp_path / "down", {**sf.profile(database, "analytics"), "port": port})
     [down] = check_warehouse(tmp_path / "down", SandboxConfig())
     assert down.status == "fail" and "not reachable" in down.detail
+
+
+def test_the_data_check_compares_two_sandbox_schemas_inside_snowflake(sf: SfServer) -> None:
+    """Row counts and per-column checksums computed in the warehouse; a relation only the user
+    has is read where `--defer` read it; a sample of the differing rows both ways."""
+    from patchit.fidelity.sf_data import SfWarehouseDiff
+    from patchit.sandbox.snowflake import SfWarehouse
+
+    database = new_database()
+    output = sf.profile(database, "analytics")
+    warehouse = SfWarehouse(output)
+    try:
+        warehouse.query(f"create schema {database}.analytics")
+        warehouse.query(f"create table {database}.analytics.customers as "
+                        "select 1 as customer_id, 'ann' as name")  # fmt: skip
+        for schema, amount in (("PATCHIT_T_R1", 10), ("PATCHIT_T_C1", 12)):
+            warehouse.reset(schema)
+            warehouse.query(
+                f"create table {database}.{schema}.orders as select * from (values "
+                f"(1, 'done', 5), (2, 'done', {amount})) as v(order_id, status, amount)"
+            )
+        with SfWarehouseDiff(output, "PATCHIT_T_R1", "PATCHIT_T_C1") as diff:
+            assert diff.checksum.startswith("sum(hash(")  # the emulator has no hash_agg
+            same = diff.compare("PATCHIT_T_C1", "customers")  # deferred: the user's relation
+            assert same.label == "analytics.customers" and not same.differs
+            raw = diff.compare("PATCHIT_T_C1", "orders")
+            assert raw.label == "analytics.orders" and raw.differs
+            assert raw.differing == ["amount"] and raw.base and raw.base.rows == 2
+            sample = diff.sample(raw, raw.differing)
+        lines = sample.splitlines()
+        assert any("baseline" in line and "10" in line for line in lines), sample
+        assert any("candidate" in line and "12" in line for line in lines), sample
+    finally:
+        for schema in ("PATCHIT_T_R1", "PATCHIT_T_C1"):
+            warehouse.drop(schema)
+        warehouse.close()
