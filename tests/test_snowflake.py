@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from patchit.examples import SHOP
-from tests.cli.helpers import incidents, patchit_dbt
+from tests.cli.helpers import incidents, patchit, patchit_dbt
 from tests.conftest import commit_all, git
 from tests.sf_server import (
     SfServer,
@@ -87,6 +87,12 @@ def test_a_killed_heals_sandbox_schema_is_swept_and_a_live_ones_kept(
         warehouse.reset("PATCHIT_KILLED_C1", owner=":".join(dead))
         warehouse.reset("PATCHIT_LIVE_C1")  # this process: alive
         assert sandbox_schemas(sf, database) == ["PATCHIT_KILLED_C1", "PATCHIT_LIVE_C1"]
+        said = patchit("sandbox", "clean", "--project-dir", str(repo), "--profiles-dir",
+                       str(repo), "--dry-run", cwd=repo)  # fmt: skip
+        assert said.returncode == 0, said.stderr
+        assert "would drop PATCHIT_KILLED_C1: its run " in said.stdout
+        assert "kept PATCHIT_LIVE_C1: its run " in said.stdout and "is alive" in said.stdout
+        assert f"database {database}: 2 sandbox schema(s), would drop 1" in said.stdout
         res = patchit_dbt(repo, "build", "--select", "daily_revenue")
         assert res.returncode == 1, res.stderr
         [incident] = incidents()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from patchit.errors import HarnessError
 from patchit.harnesses.dbt_pg import UNVERIFIED, _builds_on_itself, _suffix
 from patchit.harnesses.dbt_pg_schemas import deferred_schemas, manifest_relations
 from patchit.harnesses.dbt_units import DbtSandbox
-from patchit.sandbox.pg_orphans import MAX_AGE_S, judge
+from patchit.sandbox.pg_orphans import MAX_AGE_S, Verdict, judge
 from patchit.sandbox.snowflake import SfWarehouse, ident, sandbox_schema
 
 
@@ -36,10 +36,11 @@ class SfPlaced:
 
 def sweep(
     warehouse: SfWarehouse, max_age_s: float = MAX_AGE_S, dry_run: bool = False
-) -> list[tuple[str, bool, str]]:
+) -> list[tuple[Verdict, bool]]:
     """Judge every sandbox schema of the database and drop the dead runs' (not with
-    `dry_run`): (schema, dropped, why) each. HarnessError when the database cannot be read."""
-    done: list[tuple[str, bool, str]] = []
+    `dry_run`); each verdict with whether its schema was dropped (a failed drop: the verdict's
+    `error`, and the sweep goes on). HarnessError when the database cannot be read."""
+    done: list[tuple[Verdict, bool]] = []
     for schema, label, now in warehouse.sandboxes():
         verdict = judge(schema, label, now, max_age_s)
         dropped = False
@@ -47,9 +48,8 @@ def sweep(
             try:
                 dropped = warehouse.drop(schema, if_comment=label)
             except HarnessError as exc:
-                done.append((schema, False, f"{verdict.why}; not dropped: {exc}"))
-                continue
-        done.append((schema, dropped, verdict.why))
+                verdict = replace(verdict, error=str(exc))
+        done.append((verdict, dropped))
     return done
 
 
@@ -72,7 +72,9 @@ class SfSchemas:
         warehouse = SfWarehouse(output, purpose="the sweep of dead runs' sandboxes")
         try:
             done = sweep(warehouse)
-            self.swept += [schema for schema, dropped, _ in done if dropped]
+            self.swept += [v.schema for v, dropped in done if dropped]
+            self._problems += [f"sandbox {v.schema} of a dead run was not dropped: {v.error}"
+                               for v, _ in done if v.error]  # fmt: skip
         except HarnessError as exc:
             self._problems.append(f"sandboxes of dead runs were not swept: {exc}")
         finally:

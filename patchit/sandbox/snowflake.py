@@ -127,6 +127,11 @@ class SfWarehouse:
         self._conn: Any = None
         self._lock = threading.Lock()
 
+    @property
+    def where(self) -> str:
+        """The database, as `patchit sandbox clean` names it."""
+        return f"database {self.database}"
+
     def _connection(self) -> Any:
         if self._conn is None:
             import snowflake.connector
