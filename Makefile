@@ -23,7 +23,17 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dbt,airflow,llm,postgres,dev,docs]"
 	touch $(STAMP)
 
-install: $(STAMP)
+# The Snowflake tests' local emulator (`fakesnow -s -p PORT`, tests/sf_server.py) in its own
+# environment: fakesnow 0.12 pins sqlglot and duckdb, which patchit's own environment must not
+# take from it (users get the sqlglot `pip install patchit` resolves).
+FAKESNOW_VENV := .venv-fakesnow
+FAKESNOW := $(FAKESNOW_VENV)/bin/fakesnow
+
+$(FAKESNOW):
+	$(PYTHON) -m venv $(FAKESNOW_VENV)
+	$(FAKESNOW_VENV)/bin/python -m pip install --quiet "fakesnow[server]==0.12.*"
+
+install: $(STAMP) $(FAKESNOW)
 
 demo: install
 	$(BIN)/patchit demo

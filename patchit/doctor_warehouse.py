@@ -6,8 +6,9 @@ credentials (5 s), patchit's role must be able to create its sandbox schemas (`C
 database), and the line says whether an incident would get a database of its own
 (`patchit.sandbox.pg_clone`) or why not, and, for when there is none, which role candidates
 would run as (`patchit.sandbox.pg_role`: the operator's `pg_role`, checked now; one made per
-heal; or none, and such an incident is escalated); other warehouses are not verified in a
-sandbox. Nothing is created.
+heal; or none, and such an incident is escalated); Snowflake is reached with the profile's
+credentials (`patchit.doctor_snowflake`); other warehouses are not verified in a sandbox.
+Nothing is created.
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ def check_warehouse(repo: Path, config: SandboxConfig) -> list[Check]:
     where = f"{target.profile}.{target.target} ({kind})"
     if kind == "duckdb":
         return [Check("ok", NAME, f"{where}: {_duckdb(target.db_path, project)}")]
+    if kind == "snowflake":
+        from patchit.doctor_snowflake import check_snowflake
+
+        return [check_snowflake(where, target.output)]
     if kind != "postgres":
         return [Check("warn", NAME, f"{where}: not verified in a sandbox; a code bug's fix-it "
                       "suggestion is reported, unverified",

@@ -20,9 +20,8 @@ from typing import Any
 
 LOG_ENV = "PATCHIT_FAST_TIER_LOG"
 # chromium: the HTML report's browser test (about 2 s a page)
-SLOW_PROGRAMS = frozenset(
-    {"dbt", "airflow", "postgres", "initdb", "pg_ctl", "docker", "chromium", "chromium-browser"}
-)
+SLOW_PROGRAMS = frozenset({"dbt", "airflow", "postgres", "initdb", "pg_ctl", "docker", "chromium",
+                           "chromium-browser", "fakesnow"})  # fmt: skip
 SLOW_PACKAGES = ("dbt", "airflow")
 # dbt's namespace packages hold no dbt code: patchit locates dbt's bundled macros with
 # `find_spec("dbt.include")`, which imports `dbt` (a bare `extend_path`) and nothing else.

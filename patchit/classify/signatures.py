@@ -19,6 +19,14 @@ from dataclasses import dataclass
 
 from patchit.classify.change_lines import written_by_change
 from patchit.classify.model import FailureClass
+from patchit.classify.snowflake_errors import (
+    SF_AUTH,
+    SF_CONVERSION,
+    SF_MISSING_RELATION,
+    SF_PRIVILEGES,
+    SF_SQL,
+    SF_WAREHOUSE,
+)
 from patchit.evidence.model import Evidence
 from patchit.evidence.similarity import nearest
 from patchit.evidence.unit_files import is_data_file
@@ -141,7 +149,7 @@ def _relation_in_project(evidence: Evidence, m: re.Match[str]) -> bool:
     project = {n.lower() for n in names}
     if table in project:
         return True
-    if m.group(1) is None:  # Postgres: `relation "schema.x" does not exist`
+    if m.group(1) is None:  # Postgres's `relation "s.x" does not exist`, Snowflake's `Object`
         return nearest(table, project) is not None
     said = _SUGGESTED.match(m.string, m.end() + 1)  # after the "!" that ends the sentence
     suggested = said.group(1).rpartition(".")[2].lower() if said else ""
@@ -150,7 +158,7 @@ def _relation_in_project(evidence: Evidence, m: re.Match[str]) -> bool:
 
 # A value that does not fit its type: DuckDB's casts, Python's int()/float() on a string.
 _CONVERSION = (r"(Conversion Error|Could not convert string|invalid literal for int\(\)"
-               r"|could not convert string to float)")  # fmt: skip
+               r"|could not convert string to float|" + SF_CONVERSION + ")")  # fmt: skip
 # Postgres: a value the SQL cannot take (a bad cast, a zero divisor, an overflow) or a row a
 # constraint refuses. Like a DuckDB cast, the data's fault unless the SQL that makes it changed.
 _PG_DATA = (
@@ -169,10 +177,10 @@ _PG_SQL = (
     r"|each \w+ query must have the same number of columns|specified more than once"
     r"|syntax error at end of input)"
 )
-# DuckDB's catalog error, or Postgres's (group 2: no "Did you mean" follows)
+# DuckDB's catalog error, or Postgres's or Snowflake's (groups 2, 3: no "Did you mean" follows)
 _MISSING_RELATION = (
     r"Catalog Error: (?:Table|View) with name ([\w.\"]+) does not exist"
-    r"|relation \"([^\"]+)\" does not exist"
+    r"|relation \"([^\"]+)\" does not exist|" + SF_MISSING_RELATION
 )
 
 
@@ -272,8 +280,13 @@ SIGNATURES: tuple[Signature, ...] = (
               _rx(r"(timed out|timeout expired|statement timeout|deadline exceeded)"),
               "the operation timed out ({excerpt}).",
               ("check warehouse load and query duration", "re-run: " + _RERUN)),
+    Signature("warehouse_unavailable", _C.INFRA_ISSUE, _rx(SF_WAREHOUSE),
+              "the Snowflake warehouse could not run the query ({excerpt}).",
+              ("check the warehouse's state and its resource monitor's quota",
+               "check `warehouse:` in the profile", "re-run: " + _RERUN)),
     Signature("permission_denied", _C.INFRA_ISSUE,
-              _rx(r"(Permission denied|insufficient privilege|access denied)"),
+              _rx(r"(Permission denied|insufficient privilege|access denied|"
+                  + SF_PRIVILEGES + ")"),
               "the runtime was denied access ({excerpt}).",
               ("check file/database grants for the dbt user",)),
     Signature("disk_full", _C.INFRA_ISSUE,
@@ -289,7 +302,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("auth_rejected", _C.INFRA_ISSUE,
               _rx(r"(password authentication failed|\b401\b[^\n]*Unauthorized|invalid credentials"
                   r"|authentication failed|FATAL:\s+role \"[^\"]+\" does not exist"
-                  r"|no pg_hba\.conf entry)"),
+                  r"|no pg_hba\.conf entry|" + SF_AUTH + ")"),
               "the warehouse rejected the credentials ({excerpt}).",
               ("refresh the credentials in the secret store", "dbt debug")),
     # --- the runtime moved under unchanged code: dbt or the adapter was upgraded ----------
@@ -382,7 +395,7 @@ SIGNATURES: tuple[Signature, ...] = (
               "lacks ({excerpt}).", ("check the relation exists in the target", _READ_UNIT)),
     Signature("sql_error", _C.CODE_BUG,
               _rx(r"(Binder Error|Parser Error|Catalog Error|syntax error at or near)|"
-                  + _PG_SQL),
+                  + _PG_SQL + "|" + SF_SQL),
               "the SQL of {unit} does not bind/parse ({excerpt}); {changed}.",
               (_READ_UNIT, "compare with the upstream columns in the evidence", _RERUN)),
     Signature("compilation_error", _C.CODE_BUG, _rx(r"(Compilation Error)"),

@@ -99,7 +99,7 @@ LAZY_COMMANDS = {
     ),
     "sandbox": LazyCommand(
         "patchit.cli.sandbox_cmd:sandbox",
-        "Drop the Postgres sandbox schemas that killed heals left behind.",
+        "Drop the Postgres and Snowflake sandbox schemas that killed heals left behind.",
     ),
     "spool": LazyCommand(
         "patchit.cli.spool_cmd:spool",

@@ -1,16 +1,21 @@
-"""`patchit sandbox clean`: drop the Postgres sandbox schemas that killed heals left behind."""
+"""`patchit sandbox clean`: drop the Postgres and Snowflake sandbox schemas that killed heals
+left behind."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import click
+
+if TYPE_CHECKING:
+    from patchit.sandbox.pg_orphans import Verdict
 
 
 @click.group("sandbox")
 def sandbox() -> None:
-    """Drop the Postgres sandbox schemas that killed heals left behind."""
+    """Drop the Postgres and Snowflake sandbox schemas that killed heals left behind."""
 
 
 @sandbox.command("clean")
@@ -54,22 +59,33 @@ def clean(
     (a view, a foreign key: a cascade would drop them) are kept, with why. One line per
     schema; exit 0, 1 when the database cannot be reached or a schema of a dead run could
     not be dropped (two lines on stderr: which, and what to do), 2 for a target that is not
-    Postgres.
+    Postgres or Snowflake. On Snowflake, the `PATCHIT_<incident>_<n>` schemas of the profile's
+    database, by the same rules (its label: the schema's comment, or its owner table's).
     """
     from patchit.errors import BadInputError
+    from patchit.harnesses.dbt_sf import sweep as sf_sweep
     from patchit.sandbox.dbt_profile import project_target
     from patchit.sandbox.pg_orphans import sweep, sweep_clones, sweep_roles
     from patchit.sandbox.postgres import PgWarehouse, is_postgres
+    from patchit.sandbox.snowflake import SfWarehouse, is_snowflake
 
     cwd = Path.cwd()
     project = (project_dir or cwd).resolve()
     if not (project / "dbt_project.yml").is_file():
         raise BadInputError(f"{project}: no dbt_project.yml; pass --project-dir")
     resolved = project_target(project, "sandbox-clean", profiles_dir, target)
+    if is_snowflake(resolved.output):  # its schemas only: no databases or roles of its own
+        snowflake = SfWarehouse(resolved.output)
+        try:
+            done = sf_sweep(snowflake, max_age_s=max_age_hours * 3600, dry_run=dry_run)
+        finally:
+            snowflake.close()
+        _report(done, [], [], snowflake.where, dry_run)
     if not is_postgres(resolved.output):
         raise BadInputError(
             f"{resolved.profiles_file}: target {resolved.target!r} of profile "
-            f"{resolved.profile!r} is {resolved.output.get('type')!r}, not postgres: it has no "
+            f"{resolved.profile!r} is {resolved.output.get('type')!r}, not postgres or "
+            "snowflake: it has no "
             "sandbox schemas; pass --target"
         )
     warehouse = PgWarehouse(resolved.output)
@@ -80,6 +96,17 @@ def clean(
     finally:
         warehouse.close()
     databases = sweep_clones(resolved.output, max_age_s=max_age_hours * 3600, dry_run=dry_run)
+    _report(done, databases, roles, warehouse.where, dry_run)
+
+
+def _report(
+    done: list[tuple[Verdict, bool]],
+    databases: list[tuple[Verdict, bool]],
+    roles: list[tuple[Verdict, bool]],
+    where: str,
+    dry_run: bool,
+) -> NoReturn:
+    """One line per schema (database, role) judged, the count, and exit 0 (1: a failed drop)."""
     schemas, done = len(done), [*done, *databases, *roles]
     for verdict, dropped in done:
         if dry_run and verdict.drop:
@@ -91,7 +118,7 @@ def clean(
     count = sum(v.drop for v, _ in done) if dry_run else count
     owned = f" and {len(databases)} database(s) of its own" if databases else ""
     owned += f" and {len(roles)} role(s) of its own" if roles else ""
-    click.echo(f"{warehouse.where}: {schemas} sandbox schema(s){owned}, {verb} {count}")
+    click.echo(f"{where}: {schemas} sandbox schema(s){owned}, {verb} {count}")
     failed = [verdict for verdict, _ in done if verdict.error]
     for verdict in failed:
         click.echo(f"patchit: error: {verdict.failure_line()}", err=True)

@@ -120,6 +120,9 @@ class BaselineRunner:
         """Whether the remembered runs' outputs are still there: a Postgres sandbox schema
         lives only as long as the harness that built it (a later heal builds it again)."""
         outputs = [r.get("outputs") or {} for r in state.get("runs", [])]
+        if any(o.get("sf_schema") for o in outputs):
+            return self._sf_schemas_exist([str(o["sf_schema"]) for o in outputs
+                                           if o.get("sf_schema")])  # fmt: skip
         schemas = [str(o["pg_schema"]) for o in outputs if o.get("pg_schema")]
         if not schemas:
             return True
@@ -133,6 +136,20 @@ class BaselineRunner:
             warehouse = PgWarehouse(pg_output_of(self.event, built[0]))
             try:
                 return warehouse.schemas_exist(schemas)
+            finally:
+                warehouse.close()
+        except PatchitError:
+            return False
+
+    def _sf_schemas_exist(self, schemas: list[str]) -> bool:
+        """Whether a Snowflake run's sandbox schemas are still there (see _outputs_exist)."""
+        try:
+            from patchit.sandbox.dbt_profile import resolve_dbt_target
+            from patchit.sandbox.snowflake import SfWarehouse
+
+            warehouse = SfWarehouse(resolve_dbt_target(self.event).output)
+            try:
+                return all(warehouse.label(schema) is not None for schema in schemas)
             finally:
                 warehouse.close()
         except PatchitError:
@@ -194,6 +211,8 @@ class BaselineRunner:
         if self.event.dbt is not None and self.harness.name == "dbt":
             kept = dbt_outputs(workspace, self.event, result, keep=workspace.scratch / "outputs")
             target = str(workspace.scratch / "target")
+            if kept.sf_output is not None and kept.pg_schema is not None:
+                return {"sf_schema": kept.pg_schema, "target": target}
             if kept.pg_schema is not None:  # in the database, not in the worktree
                 where = {k: v for k, v in result.outputs.items() if k == "pg_dbname"}
                 return {"pg_schema": kept.pg_schema, "target": target, **where}

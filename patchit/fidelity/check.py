@@ -28,6 +28,7 @@ from patchit.fidelity.outputs import airflow_outputs, dbt_outputs
 from patchit.harnesses.base import Harness, Verification, Workspace
 from patchit.sandbox.dbt_profile import resolve_dbt_target
 from patchit.sandbox.postgres import is_postgres
+from patchit.sandbox.snowflake import is_snowflake
 
 MAX_NAMED = 6
 
@@ -116,7 +117,9 @@ def compares_outputs(event: UniversalFailureEvent, harness: Harness) -> bool:
 def _has_database(event: UniversalFailureEvent) -> bool:
     try:
         target = resolve_dbt_target(event)
-        return target.db_path is not None or is_postgres(target.output)
+        return (
+            target.db_path is not None or is_postgres(target.output) or is_snowflake(target.output)
+        )
     except PatchitError:
         return True  # the harness ran with it; let the check say what is wrong
 

@@ -35,9 +35,13 @@ class Diff(Protocol):
 
 def open_diff(base: DbtOutputs, cand: DbtOutputs) -> Diff:
     """The two runs' relations side by side: two DuckDB files attached read-only, or two
-    sandbox schemas of one Postgres database."""
+    sandbox schemas of one Postgres or Snowflake database."""
     if base.duckdb is not None and cand.duckdb is not None:
         return WarehouseDiff(base.duckdb, cand.duckdb)
+    if base.sf_output and base.pg_schema and cand.pg_schema:
+        from patchit.fidelity.sf_data import SfWarehouseDiff
+
+        return SfWarehouseDiff(base.sf_output, base.pg_schema, cand.pg_schema)
     if base.pg_output and base.pg_schema and cand.pg_schema:
         from patchit.fidelity.pg_data import PgWarehouseDiff
         from patchit.sandbox.postgres import dbname_of

@@ -46,7 +46,8 @@ class DbtOutputs:
     duckdb: Path | None
     nodes: dict[str, BuiltNode]
     pg_output: dict[str, Any] | None = None  # the profile output it was built with (Postgres)
-    pg_schema: str | None = None  # the run's sandbox schema (Postgres)
+    pg_schema: str | None = None  # the run's sandbox schema (Postgres, Snowflake)
+    sf_output: dict[str, Any] | None = None  # the profile output it was built with (Snowflake)
 
 
 def locate_duckdb(workspace: Workspace, event: UniversalFailureEvent, result: Verification) -> Path:
@@ -120,6 +121,13 @@ def dbt_outputs(
     assert event.dbt is not None and event.repo_path is not None
     target = Path(result.outputs.get("target") or workspace.scratch / "target")
     project_rel = Path(event.dbt.project_dir).resolve().relative_to(Path(event.repo_path).resolve())
+    if result.outputs.get("sf_schema"):  # as on Postgres: the user's database, not a copy
+        try:
+            output = resolve_dbt_target(event).output
+        except BadInputError as exc:
+            raise HarnessError(f"no dbt target to compare: {exc}") from exc
+        nodes = built_nodes(target, project_rel)
+        return DbtOutputs(None, nodes, None, result.outputs["sf_schema"], sf_output=output)
     if result.outputs.get("pg_schema"):  # it stays in the database until the harness closes
         try:
             output = pg_output_of(event, result.outputs)

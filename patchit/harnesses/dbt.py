@@ -52,6 +52,7 @@ from patchit.harnesses.dbt_pg import (
 )
 from patchit.harnesses.dbt_prepare import prepare, run_env, sandbox_paths
 from patchit.harnesses.dbt_prewarm import adopt
+from patchit.harnesses.dbt_sf import SfSchemas, clone_incrementals, sf_note, sf_outputs
 from patchit.harnesses.dbt_units import (
     DbtOutcome,
     incident_units,
@@ -71,6 +72,7 @@ from patchit.sandbox.isolation import (
     patchit_areas,
 )
 from patchit.sandbox.postgres import is_postgres
+from patchit.sandbox.snowflake import is_snowflake
 from patchit.screen.dbt import DbtScreen, Where
 
 
@@ -98,6 +100,7 @@ class DbtHarness:
         self._parses = ParseSeeds()  # the saved parse each run starts from (dbt_parses)
         self.screener = DbtScreen()  # one incident's schema-only clone, kept until close()
         self._pg = PgSchemas()  # a Postgres target's sandbox schemas, dropped by close()
+        self._sf = SfSchemas()  # a Snowflake target's, likewise
         self.notices: list[str] = []  # what close() could not clean up
 
     @property
@@ -150,9 +153,9 @@ class DbtHarness:
         self.start_in_background()
 
     def _allow_network_for(self, output: dict[str, object]) -> None:
-        """A server warehouse (Postgres) must be reachable from the run: the sandbox gets the
-        network (the run's code can then open other sockets too; the report says so)."""
-        if is_postgres(output) and not self.sandbox.network:
+        """A server warehouse (Postgres, Snowflake) must be reachable from the run: the sandbox
+        gets the network (the run's code can then open other sockets too; the report says so)."""
+        if (is_postgres(output) or is_snowflake(output)) and not self.sandbox.network:
             self.sandbox = self.sandbox.model_copy(update={"network": True})
 
     def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
@@ -171,8 +174,10 @@ class DbtHarness:
         except HarnessError as exc:
             return Screening.nothing(str(exc))
         with contextlib.suppress(PatchitError):  # verify() says what is wrong with the profile
-            if is_postgres(resolve_dbt_target(event).output):
-                return Screening.nothing("a Postgres target has no local clone to bind SQL in")
+            output = resolve_dbt_target(event).output
+            if is_postgres(output) or is_snowflake(output):
+                kind = "Postgres" if is_postgres(output) else "Snowflake"
+                return Screening.nothing(f"a {kind} target has no local clone to bind SQL in")
         project = PurePosixPath(project_dir.relative_to(workspace.root).as_posix())
         return self.screener.screen(Where(workspace.root, project, workspace.snapshot), event,
                                     changed)  # fmt: skip
@@ -183,7 +188,7 @@ class DbtHarness:
         self._pg.clone = self.sandbox.pg_clone
         self._pg.clone_limit = self.sandbox.pg_clone_limit_mb * 2**20
         self._pg.role = self.sandbox.pg_role
-        box = prepare(workspace, event, project_dir, cwd, self._pg)
+        box = prepare(workspace, event, project_dir, cwd, self._pg, self._sf)
         env = run_env(event, project_dir, workspace.scratch.resolve()) | box.env
         need = (workspace.root, workspace.scratch)
         if box.pg_schema is not None:
@@ -207,7 +212,10 @@ class DbtHarness:
                 def run(args: list[str], log: Path) -> DbtOutcome:
                     return self._run_fresh(args, box.cwd, env, log, box.target_dir, sandbox)
 
-            if box.pg_schema is not None:
+            if box.pg_schema is not None and box.snowflake:
+                listed = guard_schemas(box, run)
+                box.pg_notes = clone_incrementals(box, listed, self._sf.warehouse_of(box.pg_schema))
+            elif box.pg_schema is not None:
                 listed = guard_schemas(box, run)
                 admit_built(box, listed, self._pg.warehouse_of(box.pg_schema))
                 copy_limit = self.sandbox.pg_copy_limit_mb * 2**20
@@ -243,17 +251,17 @@ class DbtHarness:
             output=output,
             failures=failures,
             duration_ms=int((time.monotonic() - started) * 1000),
-            isolation=sandbox.describe() + warehouse_note(box),
+            isolation=sandbox.describe() + (sf_note(box) if box.snowflake else warehouse_note(box)),
             fidelity="runtime",
             limit_hit=limit,
-            outputs=pg_outputs(box),
+            outputs=sf_outputs(box) if box.snowflake else pg_outputs(box),
             units=unit_verdicts(outcome, units, passed),
         )
 
     def release(self, area: Path) -> None:
-        """Drop the Postgres sandbox schemas of the workspaces under `area` (the incident is
-        over); the warm worker stays for the next incident."""
-        self.notices += self._pg.release(area)
+        """Drop the Postgres and Snowflake sandbox schemas of the workspaces under `area` (the
+        incident is over); the warm worker stays for the next incident."""
+        self.notices += self._pg.release(area) + self._sf.release(area)
 
     def close(self) -> None:
         """Stop the worker and drop the caches. A worker still importing dbt (a background
@@ -263,7 +271,7 @@ class DbtHarness:
         if worker is not None and worker.starting:
             worker.kill()  # the start's wait ends; it reaps the worker and lets the lock go
         self.screener.close()
-        self.notices += self._pg.close()
+        self.notices += self._pg.close() + self._sf.close()
         with self._lock:
             self._parses.close()
             if self._worker is not None:

@@ -1,7 +1,7 @@
 """Preparing one dbt run of the dbt harness: where the project and the failing run's cwd are
 in the worktree, what the run's environment holds, the candidate's copy of the warehouse (a
-DuckDB copy, or a Postgres sandbox schema), the sandbox profile, and dbt's arguments (the
-failing selection, `--state` for `state:modified+`, `--defer` on Postgres)."""
+DuckDB copy, or a Postgres or Snowflake sandbox schema), the sandbox profile, and dbt's arguments
+(the failing selection, `--state` for `state:modified+`, `--defer` on Postgres and Snowflake)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from patchit.harnesses.dbt_changes import (
     read_failing_parse,
 )
 from patchit.harnesses.dbt_pg import PgSchemas
+from patchit.harnesses.dbt_sf import SfSchemas
 from patchit.harnesses.dbt_units import (
     FRESH,
     RUN_NODES_FILE,
@@ -31,6 +32,7 @@ from patchit.harnesses.dbt_units import (
     select_units,
     unbuilt_nodes,
 )
+from patchit.sandbox import snowflake
 from patchit.sandbox.dbt_profile import (
     resolve_dbt_target,
     sandbox_db_location,
@@ -98,6 +100,7 @@ def prepare(
     project_dir: Path,
     cwd: Path,
     pg: PgSchemas,
+    sf: SfSchemas | None = None,
 ) -> DbtSandbox:
     """Packages, DB copy, sandbox profile and state; returns what to run and where."""
     assert event.dbt is not None
@@ -110,6 +113,7 @@ def prepare(
     pg_schema: str | None = None
     clone: Clone | None = None
     pg_role: str | None = None
+    on_snowflake = False
     try:
         target = resolve_dbt_target(event)
         path_text = str(target.output.get("path") or ":memory:")
@@ -126,6 +130,19 @@ def prepare(
                 env[PASSWORD_ENV] = password
             if not with_state:
                 relations = None  # nothing to defer to: build the whole upstream here
+        elif snowflake.is_snowflake(target.output):
+            # A schema of its own in the user's database; unselected refs read the user's
+            # relations (--defer), nothing copied (`patchit.sandbox.snowflake`)
+            on_snowflake = True
+            placed_sf = (sf or SfSchemas()).place(
+                target.output, scratch, Path(str(manifest)) if with_state else None
+            )
+            pg_schema, relations = placed_sf.schema, placed_sf.relations
+            path_text = pg_schema
+            if (password := snowflake.password_of(target.output)) is not None:
+                env[snowflake.PASSWORD_ENV] = password
+            if not with_state:
+                relations = None
         elif target.db_path is not None:
             db_copy, path_text = sandbox_db_location(target, cwd, workspace.root)
             warehouse = place_database(workspace, target.db_path, db_copy)
@@ -191,6 +208,7 @@ def prepare(
         pg_schema=pg_schema,
         pg_role=pg_role,
         pg_clone=clone,
+        snowflake=on_snowflake,
         state_manifest=state_manifest,
     )
 

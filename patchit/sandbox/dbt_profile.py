@@ -20,6 +20,7 @@ from patchit.dbt_args import option_value
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
 from patchit.inputs import parsed_once
+from patchit.sandbox import snowflake
 from patchit.sandbox.postgres import is_postgres, sandbox_output
 
 _MISSING = object()
@@ -231,14 +232,14 @@ def sandbox_db_location(target: DbtTarget, cwd: Path, root: Path) -> tuple[Path,
 
 # The warehouses whose dbt sandbox patchit can build (docs/how-to/warehouses.md has the plan for
 # the rest)
-SANDBOX_TYPES = ("duckdb", "postgres")
+SANDBOX_TYPES = ("duckdb", "postgres", "snowflake")
 _NAMES = {"postgres": "Postgres", "snowflake": "Snowflake", "bigquery": "BigQuery",
           "databricks": "Databricks", "redshift": "Redshift"}  # fmt: skip
 
 
 def unsupported_sandbox(target: DbtTarget) -> str | None:
     """One line naming the profile and target when patchit cannot verify a fix on their
-    warehouse (None for DuckDB and Postgres)."""
+    warehouse (None for DuckDB, Postgres and Snowflake)."""
     kind = str(target.output.get("type") or "unknown")
     if kind in SANDBOX_TYPES:
         return None
@@ -246,7 +247,7 @@ def unsupported_sandbox(target: DbtTarget) -> str | None:
     name = _NAMES.get(kind, kind)
     return (
         f"profile {target.profile!r}, target {target.target!r}{where} is a {kind} warehouse: "
-        f"{name} sandboxes are not supported yet (DuckDB and Postgres only, see "
+        f"{name} sandboxes are not supported yet (DuckDB, Postgres and Snowflake only, see "
         "docs/how-to/warehouses.md), so no "
         "fix can be verified"
     )
@@ -261,9 +262,9 @@ def write_sandbox_profile(
 ) -> Path:
     """Write `dest_dir/profiles.yml`: the same profile and target names and settings, with
     `path:` replaced by `path_text` (relative to the sandbox run's cwd), or by the absolute
-    copy; on Postgres, `schema:` replaced by the sandbox `schema` and the password read from
-    the environment. Only this one target is written, so nothing in the sandbox can reach the
-    user's other outputs."""
+    copy; on Postgres and Snowflake, `schema:` replaced by the sandbox `schema` and the password
+    read from the environment. Only this one target is written, so nothing in the sandbox can
+    reach the user's other outputs."""
     if (unsupported := unsupported_sandbox(target)) is not None:
         raise BadInputError(unsupported)
     output = dict(target.output)
@@ -271,6 +272,10 @@ def write_sandbox_profile(
         if schema is None:
             raise BadInputError("a Postgres sandbox profile needs its sandbox schema")
         output = sandbox_output(output, schema)
+    elif snowflake.is_snowflake(output):
+        if schema is None:
+            raise BadInputError("a Snowflake sandbox profile needs its sandbox schema")
+        output = snowflake.sandbox_output(output, schema)
     elif target.db_path is not None:
         output["path"] = path_text if path_text is not None else str(db_copy.resolve())
     dest_dir.mkdir(parents=True, exist_ok=True)

@@ -38,9 +38,9 @@ def test_duckdb_and_other_targets_and_no_project(tmp_path: Path) -> None:
     assert line.status == "ok" and "target/wh.duckdb does not exist yet" in line.detail
     assert "the same path in each candidate's worktree" in line.detail
     other = tmp_path / "other"
-    _project(other, {"type": "snowflake", "account": "x", "schema": "s", "database": "d"})
-    [snow] = check_warehouse(other, SandboxConfig())
-    assert snow.status == "warn" and "not verified in a sandbox" in snow.detail
+    _project(other, {"type": "bigquery", "project": "x", "dataset": "s"})
+    [bq] = check_warehouse(other, SandboxConfig())
+    assert bq.status == "warn" and "not verified in a sandbox" in bq.detail
     broken = tmp_path / "broken"
     (broken / "p").mkdir(parents=True)
     (broken / "p" / "dbt_project.yml").write_text("name: p\nprofile: nope\nversion: '1'\n")

@@ -44,6 +44,16 @@ shop:
     sf:
       type: snowflake
       account: acme
+      user: dbt
+      password: "{{ env_var('SF_SECRET', 'sf-s3cret') }}"
+      database: analytics
+      schema: jaffle
+      host: 127.0.0.1
+      port: 8001
+      protocol: http
+    bq:
+      type: bigquery
+      project: acme
 other:
   target: dev
   outputs:
@@ -147,9 +157,39 @@ def test_write_sandbox_profile_points_at_the_copy_only(project: Path, tmp_path: 
             "outputs": {"dev": {"type": "duckdb", "path": str(copy), "threads": 4}},
         }
     }
+    bq = resolve_dbt_target(make_event(project, project, target="bq"))
+    with pytest.raises(BadInputError, match="BigQuery sandboxes are not supported yet"):
+        write_sandbox_profile(bq, copy, tmp_path / "bq")
+
+
+def test_a_snowflake_sandbox_profile_has_the_sandbox_schema_and_no_password(
+    project: Path, tmp_path: Path
+) -> None:
     sf = resolve_dbt_target(make_event(project, project, target="sf"))
-    with pytest.raises(BadInputError, match="Snowflake sandboxes are not supported yet"):
-        write_sandbox_profile(sf, copy, tmp_path / "sf")
+    assert sf.output["password"] == "sf-s3cret"
+    with pytest.raises(BadInputError, match="needs its sandbox schema"):
+        write_sandbox_profile(sf, tmp_path / "unused", tmp_path / "sf")
+    written = write_sandbox_profile(sf, tmp_path / "unused", tmp_path / "sf", schema="PATCHIT_A_C1")
+    assert "sf-s3cret" not in written.read_text()
+    output = YAML(typ="safe").load(written.read_text())["shop"]["outputs"]["sf"]
+    assert output == {
+        "type": "snowflake", "account": "acme", "user": "dbt", "database": "analytics",
+        "schema": "PATCHIT_A_C1", "host": "127.0.0.1", "port": 8001, "protocol": "http",
+        "password": "{{ env_var('PATCHIT_SANDBOX_SF_PASSWORD') }}",
+    }  # fmt: skip
+
+
+def test_a_snowflake_sandbox_schema_names_the_incident_and_the_candidate(tmp_path: Path) -> None:
+    from patchit.sandbox.snowflake import SANDBOX_NAME, sandbox_schema
+
+    incident = tmp_path / "sandboxes" / "inc-3f2a9c0d"
+    assert sandbox_schema(incident / "candidate-3") == "PATCHIT_INC3F2A9C0D_C3"
+    assert sandbox_schema(incident / "baseline" / "run-1") == "PATCHIT_BASELINE_R1"
+    odd = sandbox_schema(incident / "screen")
+    assert odd.startswith("PATCHIT_INC3F2A9C0D_H") and odd != sandbox_schema(incident / "other")
+    names = [sandbox_schema(incident / "candidate-3"), odd]
+    assert all(SANDBOX_NAME.match(name) for name in names)
+    assert not SANDBOX_NAME.match("PATCHIT_INC3F2A9C0D_C3_MARTS")  # dbt's custom schema beside
 
 
 def test_a_postgres_sandbox_profile_has_the_sandbox_schema_and_no_password(
@@ -205,14 +245,15 @@ def test_user_target_dir_follows_dbt(project: Path) -> None:
     assert user_target_dir(make_event(project, project)) == project / "build"
 
 
-def test_a_snowflake_target_is_named_in_one_line_as_unsupported(project: Path) -> None:
+def test_a_bigquery_target_is_named_in_one_line_as_unsupported(project: Path) -> None:
     assert unsupported_sandbox(resolve_dbt_target(make_event(project, project))) is None
-    postgres = resolve_dbt_target(make_event(project, project, target="pg"))
-    assert unsupported_sandbox(postgres) is None
-    said = unsupported_sandbox(resolve_dbt_target(make_event(project, project, target="sf")))
+    for supported in ("pg", "sf"):
+        output = resolve_dbt_target(make_event(project, project, target=supported))
+        assert unsupported_sandbox(output) is None
+    said = unsupported_sandbox(resolve_dbt_target(make_event(project, project, target="bq")))
     assert said is not None and "\n" not in said
-    assert said.startswith("profile 'shop', target 'sf' in ")
-    assert "Snowflake sandboxes are not supported yet (DuckDB and Postgres only" in said
+    assert said.startswith("profile 'shop', target 'bq' in ")
+    assert "BigQuery sandboxes are not supported yet (DuckDB, Postgres and Snowflake only" in said
 
 
 def test_the_loop_escalates_only_the_warehouses_without_a_sandbox(project: Path) -> None:
@@ -220,5 +261,6 @@ def test_the_loop_escalates_only_the_warehouses_without_a_sandbox(project: Path)
 
     assert _unsupported_warehouse(make_event(project, project)) is None
     assert _unsupported_warehouse(make_event(project, project, target="pg")) is None
-    said = _unsupported_warehouse(make_event(project, project, target="sf"))
-    assert said is not None and "Snowflake sandboxes are not supported yet" in said
+    assert _unsupported_warehouse(make_event(project, project, target="sf")) is None
+    said = _unsupported_warehouse(make_event(project, project, target="bq"))
+    assert said is not None and "BigQuery sandboxes are not supported yet" in said

@@ -20,7 +20,9 @@ at the nearest one it has when there is a single one:
     HINT:  Perhaps you meant to reference the column "o.status".
 
 The HINT is the candidate (an unqualified name stays unqualified); with no HINT, or one naming
-two columns, the near-name search below applies as it does for DuckDB.
+two columns, the near-name search below applies as it does for DuckDB. Snowflake's `invalid
+identifier 'X'` (and its emulator's upper-cased binder errors) are first read as DuckDB's in the
+SQL's own spelling (`snowflake_columns`).
 
 Candidates are the binder's own list plus the columns the qualifier really has: the alias is
 resolved in the compiled SQL (sqlglot, through CTEs and subqueries, see column_sources) to
@@ -47,6 +49,7 @@ from patchit.patching.fixits._common import (
 )
 from patchit.patching.fixits.column_sources import alias_columns, is_projection, upstream_rename
 from patchit.patching.fixits.near_names import near_name_review
+from patchit.patching.fixits.snowflake_columns import SNOWFLAKE_CODE, as_duckdb
 
 _UNQUALIFIED = re.compile(r'Referenced column "(?P<col>[^"]+)" not found in FROM clause!')
 _QUALIFIED = re.compile(
@@ -88,6 +91,10 @@ class RenameColumnStrategy(FixIt):
 
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         message = error_text(evidence)
+        if SNOWFLAKE_CODE.search(message) and evidence.unit_path is not None:
+            sql = read_repo_file(evidence, evidence.unit_path)  # Snowflake's: in the SQL's case
+            if sql is not None:
+                evidence, message = as_duckdb(evidence, message, sql)
         postgres = _PG_COLUMN.search(message)
         if ("Binder Error" not in message and postgres is None) or evidence.unit_path is None:
             return []
