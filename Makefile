@@ -25,13 +25,14 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 # The Snowflake tests' local emulator (`fakesnow -s -p PORT`, tests/sf_server.py) in its own
 # environment: fakesnow 0.12 pins sqlglot and duckdb, which patchit's own environment must not
-# take from it (users get the sqlglot `pip install patchit` resolves).
+# take from it (users get the sqlglot `pip install patchit` resolves); connector 5 dropped a
+# module fakesnow 0.12 imports.
 FAKESNOW_VENV := .venv-fakesnow
 FAKESNOW := $(FAKESNOW_VENV)/bin/fakesnow
 
 $(FAKESNOW):
 	$(PYTHON) -m venv $(FAKESNOW_VENV)
-	$(FAKESNOW_VENV)/bin/python -m pip install --quiet "fakesnow[server]==0.12.*"
+	$(FAKESNOW_VENV)/bin/python -m pip install --quiet "fakesnow[server]==0.12.*" "snowflake-connector-python<5"
 
 install: $(STAMP) $(FAKESNOW)
 
