@@ -19,9 +19,11 @@ stay readable. What it masks:
   and `Header: value` forms;
 - literal values the caller knows are secret (profile passwords, secret-named environment
   variables, configured tokens), and their encoded copies: base64 (standard and URL-safe,
-  padded or not, alone or inside a longer stream), hex and reversed (`patchit.secret_forms`).
-  A `Redactor` computes those forms once for its secrets; `redact` and `scrub` keep the last
-  sets they were given, so a caller passing `environment_secrets()` each time pays once.
+  padded or not, alone or inside a longer stream), hex and reversed (`patchit.secret_forms`);
+  the secret and its base64 also split across string literals or lines (base64 wrapped at 76
+  columns). A `Redactor` computes those forms once for its secrets; `redact` and `scrub` keep
+  the last sets they were given, so a caller passing `environment_secrets()` each time pays
+  once.
 
 It runs in linear time: every pattern starts at a literal or at the start of a name and its
 repetitions are possessive or bounded, and a text longer than `MAX_TEXT_CHARS` keeps its head
@@ -39,7 +41,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from patchit.secret_forms import secret_forms
+from patchit.secret_forms import SplitIndex, mask_split, secret_forms, split_index
 
 MASK = "***REDACTED***"
 MAX_TEXT_CHARS = 200_000
@@ -243,11 +245,25 @@ def _literal_forms(secrets: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted(found, key=lambda form: (-len(form), form)))
 
 
-def _redact(text: str, literals: tuple[str, ...], max_chars: int) -> str:
-    text = clean_text(cap_text(text, max_chars))
+@functools.lru_cache(maxsize=32)
+def _split_forms(secrets: tuple[str, ...]) -> SplitIndex:
+    return split_index(secrets)
+
+
+def _mask_literals(text: str, literals: tuple[str, ...], splits: SplitIndex) -> str:
     for literal in literals:
         if literal in text:
             text = text.replace(literal, MASK)
+    return mask_split(text, splits, MASK) if splits else text
+
+
+def _redact(
+    text: str,
+    literals: tuple[str, ...],
+    max_chars: int,
+    splits: SplitIndex = (),
+) -> str:
+    text = _mask_literals(clean_text(cap_text(text, max_chars)), literals, splits)
     text = _mask_pem(text)
     lowered = text.lower()
     if "authorization" in lowered:
@@ -273,20 +289,19 @@ class Redactor:
     and every text or structure it is given is masked with them and with the patterns."""
 
     def __init__(self, secrets: Iterable[str] = (), max_chars: int = MAX_TEXT_CHARS) -> None:
-        self.literals = _literal_forms(_literal_secrets(secrets))
+        named = _literal_secrets(secrets)
+        self.literals = _literal_forms(named)
+        self.splits = _split_forms(named)
         self.max_chars = max_chars
 
     def redact(self, text: str) -> str:
         """`text` with every secret masked (see the module docstring); capped, UTF-8 safe."""
-        return _redact(text, self.literals, self.max_chars) if text else text
+        return _redact(text, self.literals, self.max_chars, self.splits) if text else text
 
     def mask_named(self, text: str) -> str:
         """`text` with only the named secrets and their forms masked, for code (a diff) that
         the patterns would garble: `api_key = os.environ[...]` is code, not a secret."""
-        for literal in self.literals:
-            if literal in text:
-                text = text.replace(literal, MASK)
-        return text
+        return _mask_literals(text, self.literals, self.splits)
 
     def redact_leaves(self, value: Any) -> Any:
         """A JSON-like structure of patchit's own (a model's dump) with every string in it
@@ -311,7 +326,8 @@ def redact(text: str, extra_secrets: Iterable[str] = (), max_chars: int = MAX_TE
     surrogates are escaped."""
     if not text:
         return text
-    return _redact(text, _literal_forms(_literal_secrets(extra_secrets)), max_chars)
+    named = _literal_secrets(extra_secrets)
+    return _redact(text, _literal_forms(named), max_chars, _split_forms(named))
 
 
 def is_secret_name(name: str) -> bool:
