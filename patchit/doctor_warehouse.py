@@ -4,11 +4,11 @@ For the repository's dbt project (its `dbt_project.yml` at the root or one direc
 the target dbt would use: DuckDB is copied per incident; Postgres is reached with the profile's
 credentials (5 s), patchit's role must be able to create its sandbox schemas (`CREATE` on the
 database), and the line says whether an incident would get a database of its own
-(`patchit.sandbox.pg_clone`) or why not, and, for when there is none, which role candidates
-would run as (`patchit.sandbox.pg_role`: the operator's `pg_role`, checked now; one made per
-heal; or none, and such an incident is escalated); Snowflake is reached with the profile's
-credentials (`patchit.doctor_snowflake`); other warehouses are not verified in a sandbox.
-Nothing is created.
+(`patchit.sandbox.pg_clone`) or why not, and which role candidates would run as, in a copy or
+not (`patchit.sandbox.pg_role`: the operator's `pg_role`, checked now; one made per heal; or
+none, and such an incident is escalated: from a copy the profile's user still reaches the
+server); Snowflake is reached with the profile's credentials (`patchit.doctor_snowflake`);
+other warehouses are not verified in a sandbox. Nothing is created.
 """
 
 from __future__ import annotations
@@ -98,6 +98,9 @@ def _postgres(where: str, output: dict[str, object], config: SandboxConfig) -> C
         return Check(status, NAME, f'{where}: no copy ([sandbox] pg_clone = "never"): {shared}',
                      fix)  # fmt: skip
     why = clone_plan(dict(output), config.pg_clone_limit_mb * 2**20)
+    if not why and status != "ok":  # the copy is no boundary for the profile's own role
+        return Check(status, NAME, f"{where}: a copy of database {db} could be made, but {shared}"
+                     "; in a copy too (the profile's user reaches beyond it)", fix)  # fmt: skip
     if not why:
         copy = (f"{where}: verified in a copy of database {db} made for each incident (a "
                 "database of patchit's own: candidate SQL writes only the copy)")  # fmt: skip

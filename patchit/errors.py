@@ -13,6 +13,12 @@ User-facing messages are one line: what was wrong, with which input, and what to
 from __future__ import annotations
 
 
+def one_line(message: object) -> str:
+    """An error message as one printable line (a file name may hold a newline or bad bytes)."""
+    text = str(message).encode("utf-8", "backslashreplace").decode("utf-8")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.splitlines()))
+
+
 class PatchitError(Exception):
     """Base of every error patchit raises on purpose."""
 

@@ -19,9 +19,11 @@ stay readable. What it masks:
   and `Header: value` forms;
 - literal values the caller knows are secret (profile passwords, secret-named environment
   variables, configured tokens), and their encoded copies: base64 (standard and URL-safe,
-  padded or not, alone or inside a longer stream), hex and reversed (`patchit.secret_forms`).
-  A `Redactor` computes those forms once for its secrets; `redact` and `scrub` keep the last
-  sets they were given, so a caller passing `environment_secrets()` each time pays once.
+  padded or not, alone or inside a longer stream), hex and reversed (`patchit.secret_forms`);
+  the secret and its base64 also split across string literals or lines (base64 wrapped at 76
+  columns). A `Redactor` computes those forms once for its secrets; `redact` and `scrub` keep
+  the last sets they were given, so a caller passing `environment_secrets()` each time pays
+  once.
 
 It runs in linear time: every pattern starts at a literal or at the start of a name and its
 repetitions are possessive or bounded, and a text longer than `MAX_TEXT_CHARS` keeps its head
@@ -39,7 +41,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from patchit.secret_forms import secret_forms
+from patchit.secret_forms import SplitIndex, mask_split, secret_forms, split_index
 
 MASK = "***REDACTED***"
 MAX_TEXT_CHARS = 200_000
@@ -233,8 +235,13 @@ def _mask_flag(match: re.Match[str]) -> str:
     return match.group(1) + MASK
 
 
+# the hints as one search each (an event's 20-odd short fields, a storm's 10,000 events)
+_NAME_HINT = re.compile("|".join(map(re.escape, _NAME_HINTS)))
+_FORMAT_HINT = re.compile("|".join(map(re.escape, _FORMAT_HINTS)))
+
+
 def _has_name_hint(lowered: str) -> bool:
-    return any(hint in lowered for hint in _NAME_HINTS)
+    return _NAME_HINT.search(lowered) is not None
 
 
 def _literal_secrets(extra_secrets: Iterable[str]) -> tuple[str, ...]:
@@ -253,11 +260,25 @@ def _literal_forms(secrets: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted(found, key=lambda form: (-len(form), form)))
 
 
-def _redact(text: str, literals: tuple[str, ...], max_chars: int) -> str:
-    text = clean_text(cap_text(text, max_chars))
+@functools.lru_cache(maxsize=32)
+def _split_forms(secrets: tuple[str, ...]) -> SplitIndex:
+    return split_index(secrets)
+
+
+def _mask_literals(text: str, literals: tuple[str, ...], splits: SplitIndex) -> str:
     for literal in literals:
         if literal in text:
             text = text.replace(literal, MASK)
+    return mask_split(text, splits, MASK) if splits else text
+
+
+def _redact(
+    text: str,
+    literals: tuple[str, ...],
+    max_chars: int,
+    splits: SplitIndex = (),
+) -> str:
+    text = _mask_literals(clean_text(cap_text(text, max_chars)), literals, splits)
     text = _mask_pem(text)
     lowered = text.lower()
     if "authorization" in lowered:
@@ -266,7 +287,7 @@ def _redact(text: str, literals: tuple[str, ...], max_chars: int) -> str:
         text = _BEARER.sub(rf"\1{MASK}", text)
     if "://" in text:
         text = _URL_PASSWORD.sub(rf"\1{MASK}", text)
-    if any(hint in text for hint in _FORMAT_HINTS):
+    if _FORMAT_HINT.search(text):
         text = _KNOWN_FORMATS.sub(MASK, text)
     if "DBT_ENV_SECRET_" in text:
         text = _DBT_ENV_SECRET.sub(rf"\1{MASK}", text)
@@ -283,20 +304,19 @@ class Redactor:
     and every text or structure it is given is masked with them and with the patterns."""
 
     def __init__(self, secrets: Iterable[str] = (), max_chars: int = MAX_TEXT_CHARS) -> None:
-        self.literals = _literal_forms(_literal_secrets(secrets))
+        named = _literal_secrets(secrets)
+        self.literals = _literal_forms(named)
+        self.splits = _split_forms(named)
         self.max_chars = max_chars
 
     def redact(self, text: str) -> str:
         """`text` with every secret masked (see the module docstring); capped, UTF-8 safe."""
-        return _redact(text, self.literals, self.max_chars) if text else text
+        return _redact(text, self.literals, self.max_chars, self.splits) if text else text
 
     def mask_named(self, text: str) -> str:
         """`text` with only the named secrets and their forms masked, for code (a diff) that
         the patterns would garble: `api_key = os.environ[...]` is code, not a secret."""
-        for literal in self.literals:
-            if literal in text:
-                text = text.replace(literal, MASK)
-        return text
+        return _mask_literals(text, self.literals, self.splits)
 
     def redact_leaves(self, value: Any) -> Any:
         """A JSON-like structure of patchit's own (a model's dump) with every string in it
@@ -321,7 +341,8 @@ def redact(text: str, extra_secrets: Iterable[str] = (), max_chars: int = MAX_TE
     surrogates are escaped."""
     if not text:
         return text
-    return _redact(text, _literal_forms(_literal_secrets(extra_secrets)), max_chars)
+    named = _literal_secrets(extra_secrets)
+    return _redact(text, _literal_forms(named), max_chars, _split_forms(named))
 
 
 def is_secret_name(name: str) -> bool:

@@ -115,10 +115,19 @@ def _internal(exc: Exception) -> str:
     return f"internal error {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
 
 
-def _has_commit(repo: Path, commit: str | None) -> bool:
-    if commit is None or repo_root(repo) is None:
+def _has_commit(repo: Path, commit: str | None, seen: set[tuple[Path, str]]) -> bool:
+    """Whether `repo` holds `commit`; one found is in `seen` and not asked again (a storm's
+    every batch asked git twice)."""
+    if commit is None:
         return False
-    return run_git(repo, "cat-file", "-t", commit, check=False).strip() == "commit"
+    if (repo, commit) in seen:
+        return True
+    if repo_root(repo) is None:
+        return False
+    found = run_git(repo, "cat-file", "-t", commit, check=False).strip() == "commit"
+    if found and len(seen) < 10_000:
+        seen.add((repo, commit))
+    return found
 
 
 def parse_spooled(row: SpooledEvent, secrets: list[str] | None = None) -> UniversalFailureEvent:
@@ -162,6 +171,7 @@ class Worker:
         self._swept_at = 0.0
         self._tracked_at = 0.0
         self._cut_writes = 0  # memory writes cut off in a row (see CUT_WRITE_RETRIES)
+        self._commits: set[tuple[Path, str]] = set()  # (repo, commit) found there
 
     def run(
         self, once: bool, poll_s: float = 2.0, stop: Callable[[], bool] = lambda: False
@@ -215,6 +225,9 @@ class Worker:
         self.stats.processed += len(payloads) - len(batch.failed)
         self.stats.bad += len(batch.failed)
         return batch.failed
+
+    def _has(self, repo: Path, commit: str | None) -> bool:
+        return _has_commit(repo, commit, self._commits)
 
     def _close_contexts(self) -> None:
         for ctx in self._contexts.values():
@@ -419,7 +432,7 @@ class Worker:
         """The context a group of Airflow failures is healed in; None when the group is recorded
         open (no repository known) or failed."""
         try:
-            if repo is None or not _has_commit(Path(repo), events[0].commit):
+            if repo is None or not self._has(Path(repo), events[0].commit):
                 self._record_group(key, events, memory)
                 return None
             return self._context(Path(repo), memory)
@@ -527,7 +540,7 @@ class Worker:
             self.say(f"incident {incident.id}: not resumed: no event is recorded for it "
                      "(heal its failure from its event: `patchit heal EVENT.json`)")  # fmt: skip
         repo = event.repo_path if event else None
-        if event is None or repo is None or not _has_commit(Path(repo), event.commit):
+        if event is None or repo is None or not self._has(Path(repo), event.commit):
             if memory.claim_incident(incident.id, self.owner, ttl_s=60):
                 memory.release_incident(incident.id, self.owner)  # nothing to resume from
             return

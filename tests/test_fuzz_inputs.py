@@ -44,6 +44,7 @@ from patchit.intake.spool import Spool, append_fallback, fallback_path
 from patchit.intake.storm import storm_key
 from patchit.intake.validate import check_healable
 from patchit.integrations.airflow import make_failure_callback
+from patchit.integrations.heal_task import HealFailed, heal_conf
 from patchit.memory import Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.patching.llm.answers import ClassifyAnswer, ProposalAnswer
@@ -107,6 +108,7 @@ PARSERS = {
     "test_heal_on_any_event_file_is_one_line_and_exit_2": "cli heal EVENT",
     "test_spool_rows": "spool row",
     "test_fallback_lines": "fallback spool line",
+    "test_heal_dag_confs": "heal DAG conf",
     "test_run_results_and_manifest_records": "run_results+manifest",
     "test_an_airflow_task_that_ran_dbt_reads_any_artifacts": "airflow dbt artifacts",
     "test_the_project_index_reads_any_manifest": "manifest index",
@@ -265,6 +267,53 @@ def test_fallback_lines(
     done = [r for r in spool.rows("done") if '"unit_id": "healthy"' in r["payload"]]
     fuzz.check("the healthy event behind them was not processed", len(done) == 1, lines)
     spool.conn.execute("delete from spool")
+
+
+# a heal run's conf as Airflow hands it over: JSON (a dict, by the trigger API and the UI)
+conf_value = st.one_of(
+    json_value,
+    st.fixed_dictionaries(
+        {"event": st.one_of(event_dict, json_value)}, optional={"note": json_value}
+    ),
+    event_dict.map(lambda event: {**event, "schema_version": 1}),  # an event as the conf
+    st.builds(lambda depth, key: {"event": _deep(depth, key)}, st.integers(100, 5_000), seed),
+)
+
+
+def _deep(depth: int, key: str) -> Any:
+    """A dict and list structure `depth` levels deep (Airflow's conf is any JSON)."""
+    value: Any = key
+    for level in range(depth):
+        value = [value] if level % 2 else {key: value}
+    return value
+
+
+@given(conf_value)
+@fuzz_settings(examples=40)
+def test_heal_dag_confs(fuzz: Tally, worker_home: tuple[Path, Spool, Memory], conf: Any) -> None:
+    """The `patchit_heal` DAG's task on any conf: healed, or refused with one line that says
+    what is wrong (the task fails with it); the state stays usable for the next run."""
+    home = worker_home[0]
+    quiet: list[str] = []
+
+    def heal() -> str:
+        try:
+            heal_conf(conf, home, say=quiet.append)
+        except (BadInputError, HealFailed) as exc:
+            return str(exc) or "(empty)"
+        return ""
+
+    said = fuzz.run(heal, (), conf)
+    if said:
+        fuzz.refused += 1
+        one = len(said.splitlines()) == 1 and said.isprintable()
+        fuzz.check(f"not one printable line: {said[:300]!r}", one, conf)
+    try:  # the next run's healthy event (not counted as an input)
+        healthy = heal_conf({"event": HEALTHY}, home, say=quiet.append)["incidents"]
+    except Exception as exc:
+        healthy = [f"{type(exc).__name__}: {exc}"]
+    fuzz.check(f"the healthy run after it was not healed: {healthy}",
+               bool(healthy) and healthy[0][:1].isdigit(), conf)  # fmt: skip
 
 
 # -- dbt artifacts -----------------------------------------------------------------------------

@@ -8,7 +8,13 @@ user's database is as it was:
 - made: no copy (`pg_clone = "never"`), the profile's user has CREATEROLE: a role made for the
   heal, which cannot write the user's schemas;
 - operator: no copy, the operator's `[sandbox] pg_role`;
-- none: no copy, no role: escalated with what to grant, nothing run.
+- none: no copy, no role: escalated with what to grant, nothing run;
+- copy_owner: a copy, no role (the profile's user owns the database and may create databases,
+  not roles, and holds `pg_execute_server_program`, a superuser's power): escalated too, as
+  from a copy that user could still `alter database` the user's and `COPY ... TO PROGRAM`.
+
+Every hostile run also carries a `copy (select 1) to program 'touch ...'` hook: the file the
+server would touch never appears.
 
 One cluster for the session (tests/conftest.py `pg`); a database and roles of its own per test.
 """
@@ -46,6 +52,7 @@ class Shop:
     db: str
     user: str
     role: str  # the operator's pg_role ("" for none)
+    touched: Path  # what the hostile COPY ... TO PROGRAM would make
 
 
 def _state(pg: PgCluster, db: str) -> dict[str, object]:
@@ -83,7 +90,11 @@ def shop(request: pytest.FixtureRequest, pg: PgCluster, tmp_path: Path) -> Itera
     token = secrets.token_hex(4)
     db, user, role = f"roles_{token}", "postgres", ""
     pg.execute(f"create database {db}")
-    if mode != "copy":
+    if mode == "copy_owner":  # may copy its database, may not make a role
+        user = f"u_{token}"
+        pg.execute(f"create role {user} login createdb; alter database {db} owner to {user}; "
+                   f"grant pg_execute_server_program to {user}")  # fmt: skip
+    elif mode != "copy":
         user = f"u_{token}"
         createrole = " createrole" if mode == "made" else ""
         pg.execute(f"create role {user} login{createrole}; "
@@ -112,14 +123,17 @@ def shop(request: pytest.FixtureRequest, pg: PgCluster, tmp_path: Path) -> Itera
     daily = repo / DAILY
     daily.write_text(daily.read_text().replace("sum(amount) as revenue", "sum(amont) as revenue"))
     # and one that reaches the user's database from patchit's copy of it
-    reach = {"hostile_reach": f"alter database {db} set work_mem = '1MB'"}
+    touched = Path(f"/tmp/patchit-touched-{token}")  # the server's own /tmp
+    reach = {"hostile_reach": f"alter database {db} set work_mem = '1MB'",
+             "hostile_program": f"copy (select 1) to program 'touch {touched}'"}  # fmt: skip
     for name, sql in {**HOSTILE, **reach}.items() if hostile else ():
         hooks = f'"set role none", "{sql}"'
         (repo / "models" / "marts" / f"{name}.sql").write_text(
             f"{{{{ config(post_hook=[{hooks}]) }}}}\nselect * from {{{{ ref('daily_revenue') }}}}\n"
         )
     commit_all(repo, "daily_revenue: revenue per day")
-    yield Shop(repo, db, user, role)
+    yield Shop(repo, db, user, role, touched)
+    touched.unlink(missing_ok=True)
     pg.execute(f"drop database {db} with (force)")
     for name in (role, user if mode != "copy" else ""):
         if name:
@@ -129,7 +143,7 @@ def shop(request: pytest.FixtureRequest, pg: PgCluster, tmp_path: Path) -> Itera
 def _operator(home: Path, mode: str, role: str) -> None:
     """The operator's settings for `mode`."""
     lines = ["[sandbox]"]
-    if mode != "copy":
+    if not mode.startswith("copy"):
         lines.append('pg_clone = "never"')
     if role:
         lines.append(f'pg_role = "{role}"')
@@ -148,13 +162,15 @@ def _heal(pg: PgCluster, shop: Shop) -> tuple[dict[str, object], str, str]:
     [incident] = incidents()
     report = Path(incident["report_md"]).read_text() + res.stderr
     assert _state(pg, shop.db) == before, report
+    assert not shop.touched.exists(), report
     assert git(shop.repo, "status", "--porcelain") == ""
     return incident, str(incident["status"]), report
 
 
 @pytest.mark.parametrize(
-    "shop", [("copy", True), ("made", True), ("operator", True), ("none", True)],
-    ids=["copy", "made", "operator", "none"], indirect=True,
+    "shop",
+    [("copy", True), ("made", True), ("operator", True), ("none", True), ("copy_owner", True)],
+    ids=["copy", "made", "operator", "none", "copy_owner"], indirect=True,
 )  # fmt: skip
 def test_hostile_hooks_change_nothing_of_the_users_database(
     pg: PgCluster, shop: Shop, _patchit_home: Path, request: pytest.FixtureRequest
@@ -169,6 +185,12 @@ def test_hostile_hooks_change_nothing_of_the_users_database(
         assert 'pg_role = "patchit_sandbox"' in report
         assert "unverified suggestion (duckdb_rename_column)" in report
         assert incident["attempts"] == 0 and "; Postgres: built in schema" not in report
+    elif mode == "copy_owner":
+        assert status == "escalated", report
+        assert "cannot verify safely even in a copy of the database" in report
+        assert f"alter database {shop.db}" in report and "TO PROGRAM" in report
+        assert f'grant "patchit_sandbox" to "{shop.user}"' in report
+        assert incident["attempts"] == 0 and "; Postgres: built in" not in report
     else:  # the hooks ran as a role that cannot write production (nor the copy), and failed
         assert status == "failed", report
         assert ("patchit's copy of database" in report) == (mode == "copy")

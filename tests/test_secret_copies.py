@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -166,3 +167,55 @@ def test_forms_are_computed_once_and_short_ones_are_left_out() -> None:
     assert redact("sha 0123456789abcdef aGVsbG8gd29ybGQ=", [SECRET]) == (
         "sha 0123456789abcdef aGVsbG8gd29ybGQ="
     )
+
+
+# a named secret split across string literals or lines, as code or a wrapped log shows it
+SPLITS = [
+    'token = "envtok-a83c" "55e9-Zq"',
+    'token = ("envtok-a83c55e9"\n         "-Zq")',
+    'token = "envtok-" + "a83c55e9-Zq"',
+    "select 'envtok-a83c55' ||\n  'e9-Zq' as token",
+    "headers = {'X': 'envtok-a83c55e9-Z' +\n    'q'}",
+    "envtok-a83c55e\n9-Zq",
+    "envtok-a83c55e9-Zq".replace("-a8", "-a\r\n8"),
+    '{"log": "envtok-a8\\n3c55e9-Zq"}',
+    "x = 'envtok-a83c55e9' \\\n    '-Zq'",
+]
+
+
+@pytest.mark.parametrize("text", SPLITS)
+def test_a_named_secret_split_across_literals_or_lines_is_masked(text: str) -> None:
+    def joined(text: str) -> str:
+        return re.sub(r"\\n|[\s\"'+|\\]", "", text)
+
+    assert joined(text).count(SECRET) == 1  # it really held it
+    redactor = Redactor([SECRET])
+    for out in (redactor.redact(text), redactor.mask_named(text)):  # a report's text, a diff's
+        assert MASK in out and SECRET not in joined(out), out
+
+
+@pytest.mark.parametrize("secret", [SECRET, "p@ss/wörd+9", "hunter2hunter2!"])
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_base64_wrapped_at_76_columns_is_masked_at_every_wrap(secret: str, newline: str) -> None:
+    """MIME base64 (`base64` without -w0, `base64.encodebytes`): whatever column the secret's
+    bytes start at, the wrapped stream keeps nothing that decodes to it."""
+    redactor = Redactor([secret])
+    for prefix in range(0, 120):
+        for suffix in (b"", b"!", b" and some more bytes after it"):
+            data = bytes(range(65, 65 + 26)) * 5
+            wrapped = base64.encodebytes(data[:prefix] + secret.encode() + suffix).decode()
+            text = redactor.redact("got:\n" + wrapped.replace("\n", newline) + "end")
+            joined = re.sub(r"\s", "", text)
+            assert decodable(joined, secret) == [], (prefix, suffix, text)
+            assert secret.encode() in base64.b64decode(wrapped)  # it really held it
+
+
+def test_a_split_copy_needs_the_whole_secret_and_stays_linear() -> None:
+    redactor = Redactor([SECRET])
+    kept = 'half "envtok-a83c" and "55e9-Zq" apart; envtok-a83c\n55e9-Zx'
+    assert redactor.redact(kept) == kept
+    for piece in ('"envtok-a83c" "', "envtok-a83c\n", "ZW52dG9rLWE4\n", "envtok-a83c55e9-Z'"):
+        text = piece * (200_000 // len(piece))
+        started = time.perf_counter()
+        redactor.redact(text)
+        assert time.perf_counter() - started < 2.0, piece

@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 
 import patchit.events.model
+import patchit.intake.checkouts
 import patchit.loop
+import patchit.memory.fingerprint
 import patchit.reports.refresh
+import patchit.worker
 from patchit.bench.perf_airflow import AirflowPerfResult, measure_storm
 
 
@@ -33,9 +36,17 @@ def test_a_storm_pays_per_batch_not_per_event(
 ) -> None:
     secrets = counted(monkeypatch, patchit.events.model, "environment_secrets")
     reports = counted(monkeypatch, patchit.loop, "refresh_report")
+    # one outage's message normalised once, not three times per event (cause, storm, fingerprint)
+    patchit.memory.fingerprint._normalised.cache_clear()
+    normalised = counted(monkeypatch, patchit.memory.fingerprint, "_normalise")
+    deployments = counted(monkeypatch, patchit.intake.checkouts, "load_deployment")
+    commits = counted(monkeypatch, patchit.worker, "run_git")  # is the commit there?
     result = AirflowPerfResult(airflow_version="", calls=0, storm_events=400, runs=1)
     measure_storm(tmp_path, 400, result)  # one incident holding the 400 events, or it raises
     batches = 400 // 50
     assert result.storm_incident["events"] == 400
     assert len(secrets) <= 2 * batches, len(secrets)  # the environment read once per batch
     assert len(reports) <= batches + 1, len(reports)  # one render per batch's recurrence
+    assert len(normalised) <= batches, len(normalised)
+    assert deployments == [], len(deployments)  # events named by their path: nothing to map
+    assert len(commits) <= 1, len(commits)  # asked once, not per batch

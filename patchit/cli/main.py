@@ -19,7 +19,7 @@ import click
 from patchit import __version__
 from patchit.cli.incident_arg import incident_argument
 from patchit.cli.lazy import LazyCommand, LazyGroup
-from patchit.errors import BadInputError, PatchitError
+from patchit.errors import BadInputError, PatchitError, one_line
 
 if TYPE_CHECKING:
     from patchit.memory import Memory
@@ -368,12 +368,6 @@ def _damage_notes(home: Path, said: list[str]) -> list[str]:
 def _terminate(signum: int, _frame: object) -> None:
     # cron and schedulers stop jobs with SIGTERM: unwind so worktrees and leases are released
     raise SystemExit(128 + signum)
-
-
-def one_line(message: object) -> str:
-    """An error message as one printable line (a file name may hold a newline or bad bytes)."""
-    text = str(message).encode("utf-8", "backslashreplace").decode("utf-8")
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.splitlines()))
 
 
 # Set by `main()`, the console script and `python -m patchit`: the process is patchit's own,

@@ -198,13 +198,8 @@ def warehouse_note(box: DbtSandbox) -> str:
         else "built in the sandbox schema too (no manifest to defer to)"
     )
     why = f"; no copy of the database: {clone.why}" if clone is not None and clone.why else ""
-    if box.pg_role is not None:
-        role = f"; run as role {box.pg_role}, which can write only its sandbox schemas"
-    elif clone is not None and clone.name is not None:
-        role = ("; run as the profile's user (no [sandbox] pg_role, no CREATEROLE): it could "
-                f"still alter database {clone.source} itself")  # fmt: skip
-    else:
-        role = ""
+    role = "" if box.pg_role is None else (
+        f"; run as role {box.pg_role}, which can write only its sandbox schemas")  # fmt: skip
     return f"; Postgres: {where}; upstream {upstream}{seeded}{why}{role}"
 
 

@@ -27,6 +27,7 @@ from patchit.sandbox.pg_clone import (
 from patchit.sandbox.pg_orphans import sweep, sweep_clones, sweep_roles
 from patchit.sandbox.pg_role import (
     CANNOT,
+    CANNOT_IN_COPY,
     ROLE_PASSWORD_ENV,
     CannotVerifySafely,
     Restricted,
@@ -70,7 +71,7 @@ class PgSchemas:
         self.clone_limit = 256 * 2**20
         self.role: str | None = None
         self._clones: dict[str, Clone] = {}  # the user's output -> the incident's database
-        # the incident database's output -> the role runs log in as (None: the user's, in a copy)
+        # the incident database's output -> the role runs log in as
         self._roles: dict[str, Restricted | None] = {}
         self._swept: set[str] = set()  # the user's outputs whose dead runs were swept
         self._made: list[tuple[PgWarehouse, str, Path]] = []  # and the scratch it is for
@@ -172,8 +173,8 @@ class PgSchemas:
     ) -> Restricted | None:
         """The role candidates log in as in the incident's database: the operator's
         `pg_role`, or one made for the heal (once per database, its reads granted at each
-        placing: a baseline may read what a candidate does not). Without either: in a copy,
-        None (the profile's user); in the user's database, CannotVerifySafely."""
+        placing: a baseline may read what a candidate does not). Without either,
+        CannotVerifySafely, in a copy too: the profile's user reaches the server from there."""
         output = warehouse.output
         key = _key(output)
         with self._lock:
@@ -194,8 +195,16 @@ class PgSchemas:
                 grant_database(warehouse, role.role)
         elif may_create_roles(warehouse):
             role = make_role(warehouse)
-        elif clone.name is not None:
-            return None
+        elif clone.name is not None:  # the copy is no boundary for the user's own role
+            source, user = clone.source, output.get("user") or "the profile's user"
+            raise CannotVerifySafely(
+                f"{CANNOT_IN_COPY}: no [sandbox] pg_role, and {user} may not create roles, so "
+                f"a candidate's SQL (hooks included) would run in patchit's copy of database "
+                f"{source} as {user}, who can still reach beyond it (alter database "
+                f"{source}, the roles it may `set role` to, COPY ... TO PROGRAM where it holds "
+                "pg_execute_server_program); to verify here: "
+                + grant_statements(output, read_schemas(warehouse, manifest))
+            )
         else:
             db, user = dbname_of(output), output.get("user") or "the profile's user"
             why = f" ({clone.why})" if clone.why else ""

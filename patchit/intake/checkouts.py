@@ -42,8 +42,10 @@ def local_checkout(event: UniversalFailureEvent, home: Path) -> UniversalFailure
     url = event.repo_url
     if url and _is_clone(event.repo_path, url):
         return event
-    repos = load_deployment(home).repos
     bundle = bundle_of(event)
+    if not url and not bundle:  # named by its path alone: no mapping to read (per event)
+        return event
+    repos = load_deployment(home).repos
     bundle_key = f"{BUNDLE_PREFIX}{bundle}" if bundle else None
     if url and url in repos:
         return _at_url_mapping(event, url, repos[url], home)

@@ -59,6 +59,8 @@ def storm_key(event: UniversalFailureEvent) -> str | None:
         return None
     text = event.error_message
     for name in {event.pipeline_id, event.unit_id} - {""}:
+        if name not in text:  # most of a storm's tasks are not named in its message
+            continue
         text = re.sub(rf"(?<![\w]){re.escape(name)}(?![\w])", "<unit>", text)
     roots = [event.repo_path] if event.repo_path else []
     parts = ["storm1", cls, event.error_type, normalise_message(text, roots)]

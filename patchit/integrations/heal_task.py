@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from patchit.context import build_context
-from patchit.errors import BadInputError, PatchitError
+from patchit.errors import BadInputError, PatchitError, one_line
 from patchit.events.model import validate_event
 from patchit.home import resolve_home
 from patchit.integrations.airflow import DISABLE_ENV
@@ -70,7 +70,18 @@ def heal_conf(
     """Heal the event of one heal run; what it did (the task's XCom). BadInputError for a
     conf without a valid event, HealFailed when the event could not be processed or names a
     repository that is not on this worker (the run fails: cleared on the right worker, it
-    heals)."""
+    heals); either in one printable line, whatever the event's names hold."""
+    try:
+        return _heal_conf(conf, home, say, make_context)
+    except (BadInputError, HealFailed) as exc:  # the task's failure: one line, whatever the event
+        said = one_line(exc)
+        if said == str(exc):
+            raise
+        raise type(exc)(said) from exc
+
+
+def _heal_conf(conf: Any, home: str | os.PathLike[str] | None, say: Say,
+               make_context: MakeContext) -> dict[str, Any]:  # fmt: skip
     data = event_of_conf(conf)
     event = validate_event(data, "dag_run.conf event")
     if event.repo_path and not os.path.isdir(event.repo_path):

@@ -13,6 +13,7 @@ no change touched what a unit reads.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import tempfile
@@ -77,8 +78,24 @@ def normalise_message(msg: str, roots: Iterable[str] = ()) -> str:
     """Strip what changes between two runs of the same failure, keep identifiers as they are.
 
     `roots` are absolute directories (repository, dbt project) replaced by `<repo>` first, so a
-    failure reads the same whichever checkout it happened in.
+    failure reads the same whichever checkout it happened in. A short message is normalised
+    once: a storm repeats one message thousands of times (`cause_key`, `storm_key` and
+    `error_fingerprint` of each event).
     """
+    if len(msg) <= _CACHED_CHARS:
+        return _normalised(msg, tuple(roots))
+    return _normalise(msg, roots)
+
+
+_CACHED_CHARS = 4_000
+
+
+@functools.lru_cache(maxsize=1024)
+def _normalised(msg: str, roots: tuple[str, ...]) -> str:
+    return _normalise(msg, roots)
+
+
+def _normalise(msg: str, roots: Iterable[str]) -> str:
     text = _ANSI.sub("", msg)
     for root in sorted((r.rstrip("/") for r in roots if r and r != "/"), key=len, reverse=True):
         text = text.replace(root, "<repo>")
@@ -149,7 +166,7 @@ def cause_message(event: UniversalFailureEvent) -> str:
     if event.unit_path:
         text = text.replace(event.unit_path, "<unit_path>")
     name = unit_name(event)
-    if name:
+    if name and name in text:  # a storm's 10,000 names: no pattern compiled for an absent one
         text = re.sub(rf"(?<![\w]){re.escape(name)}(?![\w])", "<unit>", text)
     return normalise_message(text, _roots(event))
 

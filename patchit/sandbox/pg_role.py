@@ -6,8 +6,9 @@ are built in sandbox schemas of the user's database. dbt then does not connect a
 profile's user: a `post_hook` is any SQL, and with the user's role `drop table
 analytics.precious` drops it. In a copy, the user's role still reaches the user's database
 through what is the server's, not the database's (`alter database <the user's> set ...`, or
-`rename`, by its owner), so the same role is used there too where there is one; without
-one, a copy is still verified as the profile's user (the report says so).
+`rename`, by its owner; `COPY ... TO PROGRAM` as a member of `pg_execute_server_program`; a
+superuser role it may `set role` to), so the same role is used there too, and without one a
+copy is not verified either.
 
 `SET ROLE` (dbt-postgres's `role:` field, or `options=-c role=...`) is no boundary: any
 statement may `set role none` and is the session user again. So dbt logs in as another role,
@@ -21,8 +22,8 @@ whose session cannot become the user's:
   (never in clear, valid one day), no other right, granted to the profile's user, USAGE and
   SELECT on the schemas the selection reads, and dropped with the sandbox (`drop owned by`,
   then `drop role`; a dead run's is swept like its schemas);
-- else nothing runs: the incident is escalated, "cannot verify safely on a shared database",
-  with the statements that would make the role.
+- else nothing runs: the incident is escalated, "cannot verify safely on a shared database"
+  (or "... even in a copy of the database"), with the statements that would make the role.
 
 Either way patchit's own connection creates each sandbox schema and grants the role USAGE and
 CREATE on it and on nothing else, and then proves the role can write nothing outside them (no
@@ -56,6 +57,7 @@ ROLE_NAME = re.compile(r"^patchit_r_[0-9a-f]{12}$")
 ROLE_PASSWORD_ENV = "PATCHIT_PG_ROLE_PASSWORD"  # the operator's pg_role's password, if any
 SUGGESTED_ROLE = "patchit_sandbox"
 CANNOT = "cannot verify safely on a shared database"
+CANNOT_IN_COPY = "cannot verify safely even in a copy of the database"
 _SYSTEM = ("pg_catalog", "information_schema", "pg_toast")
 
 # What the role can write outside patchit's sandbox schemas: a relation it may change (its
