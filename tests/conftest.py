@@ -387,10 +387,12 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
 
 @pytest.fixture(scope="session")
 def habits(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
-    """Airflow 2 task-context habits run once per session under real Airflow 3 (about 25 s)."""
-    from tests.evidence.airflow3_failures import habit_failures
+    """Airflow 2 task-context habits run once per run under real Airflow 3 (about 25 s); each
+    worker gets its own copy, as of the zoo."""
+    from tests.evidence.airflow3_failures import build_habits
+    from tests.evidence.airflow_failures import copy_zoo
 
-    return habit_failures(tmp_path_factory)
+    return copy_zoo(shared_build(tmp_path_factory, "habits", build_habits), tmp_path_factory)
 
 
 @pytest.fixture
