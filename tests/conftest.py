@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from patchit.examples import SHOP
+from patchit.harnesses import airflow_home
 from tests import fast_tier as fast_tier_checks
 
 if TYPE_CHECKING:
@@ -264,13 +265,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 # --- shared builds ---------------------------------------------------------------------------
 
 
+def shared_root(factory: pytest.TempPathFactory) -> Path:
+    """The run's directory shared by all pytest-xdist workers: the parent of each worker's
+    basetemp (without xdist, the basetemp)."""
+    base = factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
+    root.mkdir(exist_ok=True)
+    return root
+
+
 def shared_build(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
     """`build(dest)` once per test run, whatever the number of pytest-xdist workers: the first
     worker builds under a file lock in the run's root (the parent of each worker's basetemp)
     and the others wait for it and reuse the result. Without xdist it is the basetemp."""
-    base = factory.getbasetemp()
-    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
-    root.mkdir(exist_ok=True)
+    root = shared_root(factory)
     dest, done = root / name, root / f"{name}.done"
     with (root / f"{name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -280,6 +288,48 @@ def shared_build(factory: pytest.TempPathFactory, name: str, build: Callable[[Pa
             build(dest)
             done.touch()
     return dest
+
+
+# patchit's own function, before `_airflow_template_per_run` replaces it: a test about the
+# per-home cache itself (tests/harnesses/test_airflow.py) puts it back.
+PER_HOME_TEMPLATE_DB = airflow_home.template_db_path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _airflow_template_per_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One migrated Airflow metadata DB for the whole run, not one per test's PATCHIT_HOME.
+
+    patchit keeps its template (`airflow db migrate`, some 4 CPU-s and 10 s on a loaded
+    machine) in `$PATCHIT_HOME/cache`, and every test has a fresh home: some thirty tests
+    each migrated their own. In this process the template's path is the run's shared dir
+    instead; patchit's `ensure_template_db` still makes it on first use, under its own file
+    lock, so the pytest-xdist workers share one. Child patchit processes read their home's
+    cache: `seed_airflow_template` links the run's template there."""
+    shared = shared_root(tmp_path_factory) / "airflow-db"
+
+    def run_template_db() -> Path:
+        return shared / f"{airflow_home.airflow_version()}.sqlite3"
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(airflow_home, "template_db_path", run_template_db)
+        yield
+
+
+def airflow_template_db() -> Path:
+    """The run's migrated Airflow metadata DB, made on first use: copy it, never change it."""
+    return airflow_home.ensure_template_db()[0]
+
+
+def seed_airflow_template(home: Path) -> Path:
+    """Give the patchit home `home` (of a child patchit process) the run's migrated template
+    in its cache, as a link, so that its first Airflow verify does not migrate one."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATCHIT_HOME", str(home))
+        cached = PER_HOME_TEMPLATE_DB()  # where the child looks
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.unlink(missing_ok=True)
+    cached.symlink_to(airflow_template_db())
+    return home
 
 
 @pytest.fixture(autouse=True)
@@ -337,10 +387,12 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
 
 @pytest.fixture(scope="session")
 def habits(tmp_path_factory: pytest.TempPathFactory) -> Zoo:
-    """Airflow 2 task-context habits run once per session under real Airflow 3 (about 25 s)."""
-    from tests.evidence.airflow3_failures import habit_failures
+    """Airflow 2 task-context habits run once per run under real Airflow 3 (about 25 s); each
+    worker gets its own copy, as of the zoo."""
+    from tests.evidence.airflow3_failures import build_habits
+    from tests.evidence.airflow_failures import copy_zoo
 
-    return habit_failures(tmp_path_factory)
+    return copy_zoo(shared_build(tmp_path_factory, "habits", build_habits), tmp_path_factory)
 
 
 @pytest.fixture

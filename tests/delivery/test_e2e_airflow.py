@@ -18,7 +18,7 @@ import pytest
 
 from patchit.cli.demo_airflow import attach_callback
 from patchit.examples import AIRFLOW_PROJECT
-from tests.conftest import commit_all, git
+from tests.conftest import commit_all, git, seed_airflow_template
 from tests.delivery.airflow_deployment import airflow_deployment
 from tests.delivery.github_server import FakeGitHub, serve
 
@@ -63,7 +63,7 @@ def incident_of(home: Path) -> dict[str, object]:
 
 
 def test_a_merged_fix_is_tracked_through_the_airflow_api(tmp_path: Path) -> None:
-    home = tmp_path / "patchit-home"
+    home = seed_airflow_template(tmp_path / "patchit-home")  # migrated, as after a first heal
     repo = user_repo(tmp_path / "repo")
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))

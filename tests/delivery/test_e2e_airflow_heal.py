@@ -16,7 +16,7 @@ import pytest
 
 from patchit.cli.demo_airflow import attach_callback
 from patchit.examples import AIRFLOW_PROJECT
-from tests.conftest import commit_all, git
+from tests.conftest import commit_all, git, seed_airflow_template
 from tests.delivery.airflow_deployment import airflow_deployment
 from tests.delivery.test_e2e_airflow import HELPER, incident_of, patchit, typo
 from tests.pg_cluster import PgCluster
@@ -68,6 +68,7 @@ def test_a_failed_task_is_healed_by_the_patchit_heal_dag_on_postgres_airflow(
     state_db = f"patchit_{database}"[:60]
     pg.execute(f'create database "{state_db}"')
     home.mkdir()
+    seed_airflow_template(home)  # the heal task's Airflow template, as after a first heal
     state_url = f"postgresql://{pg.user}@{pg.host}:{pg.port}/{state_db}"
     (home / "patchit.toml").write_text(f'[state]\nurl = "{state_url}"\n')
     repo = user_repo(tmp_path / "repo")

@@ -1,9 +1,9 @@
-"""Airflow 2 habits failing on real Airflow 3, captured once per test session.
+"""Airflow 2 habits failing on real Airflow 3, captured once per test run.
 
-`habit_failures()` writes a git repo holding one DAG (`habits`) whose independent tasks each
-use a task-context habit Airflow 3 removed, runs it once under `airflow dags test` with
-patchit's callback attached (isolated AIRFLOW_HOME, SQLite), and returns the spooled events
-by task id, like the zoo of `airflow_failures`.
+`build_habits()` writes a git repo holding one DAG (`habits`) whose independent tasks each
+use a task-context habit Airflow 3 removed and runs it once under `airflow dags test` with
+patchit's callback attached (isolated AIRFLOW_HOME, SQLite); `copy_zoo` of `airflow_failures`
+then gives each worker its copy, with the spooled events by task id, like the zoo's.
 """
 
 from __future__ import annotations
@@ -12,13 +12,10 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import commit_all, git
 from tests.evidence.airflow_failures import (
     AIRFLOW,
     LOGICAL_DATE,
-    Zoo,
     airflow_env,
     migrate_home,
     spooled_events,
@@ -84,10 +81,10 @@ def make_habits_repo(dest: Path) -> Path:
     return dest
 
 
-def habit_failures(factory: pytest.TempPathFactory) -> Zoo:
-    """The habits DAG run under real Airflow (about 25 s), events by task; the `habits`
-    fixture in tests/conftest.py runs it once per session."""
-    base = factory.mktemp("habits")
+def build_habits(base: Path) -> None:
+    """The habits DAG run under real Airflow (about 25 s) in `base`, laid out as the zoo is:
+    the `habits` fixture in tests/conftest.py runs it once per test run (not once per
+    pytest-xdist worker) and gives each worker a copy (`copy_zoo`)."""
     repo = make_habits_repo(base / "repo")
     home = migrate_home(base / "airflow-home")
     out = base / "out"
@@ -98,6 +95,6 @@ def habit_failures(factory: pytest.TempPathFactory) -> Zoo:
         env=env, capture_output=True, text=True, timeout=600, cwd=repo,
     )  # fmt: skip
     output = proc.stdout + proc.stderr
+    (base / "output.txt").write_text(output)
     events = spooled_events(base / "patchit-home")
     assert set(events) == {"stamp", "window", "operator_name", "previous"}, output[-4000:]
-    return Zoo(repo, home, out, events, output)

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from patchit.config import SandboxConfig
+from patchit.harnesses import airflow_home
 from patchit.harnesses.airflow import AirflowHarness
 from patchit.harnesses.airflow_home import ensure_template_db, template_db_path
 from patchit.harnesses.base import Verification, Workspace
 from patchit.sandbox.isolation import bubblewrap_problem
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
+from tests.conftest import PER_HOME_TEMPLATE_DB
 from tests.harnesses.airflow_fixtures import (
     ESCAPE_DAG_FILE,
     REPORTS_DAG,
@@ -34,7 +36,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="session")
 def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One `airflow db migrate` for the whole session (it costs ~10 s)."""
+    """The run's one migrated template (tests/conftest.py; `airflow db migrate` costs ~10 s)."""
     home = tmp_path_factory.mktemp("airflow-template-home")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PATCHIT_HOME", str(home))
@@ -230,8 +232,14 @@ class TestWarmAirflowHarness(HarnessContract):
         assert warm["api_shut_down"] is True  # by the parent itself, not left to collection
 
     def test_reuses_the_template_db(
-        self, harness: AirflowHarness, make_case: MakeCase, seeded_home: Path
+        self,
+        harness: AirflowHarness,
+        make_case: MakeCase,
+        seeded_home: Path,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
+        # patchit's own per-home cache, not the run-wide template tests/conftest.py gives it
+        monkeypatch.setattr(airflow_home, "template_db_path", PER_HOME_TEMPLATE_DB)
         template_db_path().unlink()  # this home starts without one: the first verify migrates
         first_case, second_case = make_case("good"), make_case("good")
         first = harness.verify(first_case.workspace, first_case.event)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ import pytest
 from patchit.events.model import UniversalFailureEvent
 from patchit.examples import AIRFLOW_PROJECT
 from patchit.intake.spool import Spool
-from tests.conftest import commit_all, git
+from tests.conftest import airflow_template_db, commit_all, git, seed_airflow_template
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +55,9 @@ DAG = textwrap.dedent(
 
 
 def heal_spooled() -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    """`patchit worker --once` as cron runs it, then the one incident `incidents --json` lists."""
+    """`patchit worker --once` as cron runs it, then the one incident `incidents --json` lists.
+    The worker's home holds the run's migrated Airflow template, as after its first heal."""
+    seed_airflow_template(Path(os.environ["PATCHIT_HOME"]))
     cli = [sys.executable, "-m", "patchit"]
     worker = subprocess.run([*cli, "worker", "--once"], capture_output=True, text=True, timeout=900)
     assert worker.returncode == 0, worker.stderr[-3000:]
@@ -79,15 +82,11 @@ def airflow_env(airflow_home: Path, dags: Path, patchit_home: Path) -> dict[str,
 
 @pytest.fixture(scope="session")
 def migrated_airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An isolated AIRFLOW_HOME with a migrated SQLite metadata DB, made once per session."""
+    """An isolated AIRFLOW_HOME with a migrated SQLite metadata DB (`airflow.db`, the default):
+    a copy of the run's one template (tests/conftest.py), made once per session."""
     home = tmp_path_factory.mktemp("airflow-home")
-    dags = home / "dags"
-    dags.mkdir()
-    env = airflow_env(home, dags, home / "unused-patchit-home")
-    proc = subprocess.run(
-        [AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    (home / "dags").mkdir()
+    shutil.copyfile(airflow_template_db(), home / "airflow.db")
     return home
 
 
@@ -212,8 +211,6 @@ def test_refused_connection_is_escalated_as_infra(
 
 def test_broken_dag_from_scan_is_healed_by_the_worker(tmp_path: Path, _patchit_home: Path) -> None:
     """`patchit airflow scan` spools an import error; the fix is verified by the import check."""
-    import shutil
-
     repo = tmp_path / "pipelines"
     shutil.copytree(
         AIRFLOW_PROJECT / "dags",
