@@ -170,6 +170,12 @@ class SandboxConfig(BaseModel):
         "PATCHIT_PG_ROLE_PASSWORD); none: one patchit makes where the profile's user has "
         "CREATEROLE, else no verification on a shared database; the operator's setting",
     )  # fmt: skip
+    sf_role: str | None = Field(
+        default=None, max_length=255,
+        description="Snowflake: the role candidates' dbt runs as (CREATE SCHEMA on the "
+        "profile's database, USAGE on its warehouse, SELECT on what is read; nothing it may "
+        "write in the user's schemas); none: no verification on Snowflake; the operator's setting",
+    )  # fmt: skip
     harness: str | None = Field(
         default=None, description="force a harness by name (dbt, airflow, python, ci, compose)"
     )

@@ -2,8 +2,10 @@
 profile's credentials (a 5 s login), and where candidates would be verified: sandbox schemas
 `PATCHIT_<incident>_<n>` of the profile's database (the role needs `CREATE SCHEMA` on it), the
 upstream read through `--defer`, incremental models built on zero-copy clones of the user's
-tables. Whether the role may create schemas or clone is not probed: that would create
-something, and doctor creates nothing; a heal that may not says so in its report.
+tables, as the operator's `[sandbox] sf_role` (without it nothing is verified: candidate SQL
+would run as the profile's role, which may write the user's schemas). Whether the role may
+create schemas or clone is not probed: that would create something, and doctor creates
+nothing; a heal that may not says so in its report.
 """
 
 from __future__ import annotations
@@ -16,11 +18,22 @@ from patchit.errors import HarnessError
 NAME = "dbt target"
 
 
-def check_snowflake(where: str, output: dict[str, Any]) -> Check:
+def check_snowflake(where: str, output: dict[str, Any], sf_role: str | None = None) -> Check:
+    from patchit.harnesses.dbt_sf import grants
     from patchit.sandbox.snowflake import SfWarehouse
 
+    if sf_role is None:
+        return Check(
+            "warn", NAME,
+            f"{where}: fixes are not verified: no [sandbox] sf_role (candidate SQL would run "
+            "as the profile's role, which may write your schemas)",
+            f"set [sandbox] sf_role in $PATCHIT_HOME/patchit.toml to a role made with: "
+            f"{grants(output)}",
+        )  # fmt: skip
     try:
-        warehouse = SfWarehouse({**output, "login_timeout": 5}, purpose="patchit doctor")
+        warehouse = SfWarehouse(
+            {**output, "role": sf_role, "login_timeout": 5}, purpose="patchit doctor"
+        )
     except HarnessError as exc:
         return Check("fail", NAME, f"{where}: {exc}", "fix the profile")
     try:
@@ -32,8 +45,9 @@ def check_snowflake(where: str, output: dict[str, Any]) -> Check:
         warehouse.close()
     return Check(
         "ok", NAME,
-        f"{where}: reachable as role {role}; fixes are verified in sandbox schemas "
-        f"PATCHIT_<incident>_<n> of database {database} (the role needs CREATE SCHEMA there), "
+        f"{where}: reachable as [sandbox] sf_role {role}; fixes are verified in sandbox "
+        f"schemas PATCHIT_<incident>_<n> of database {database} (the role needs CREATE SCHEMA "
+        "there), "
         "upstream read through --defer, incremental models built on zero-copy clones; no "
         "database of patchit's own yet",
     )  # fmt: skip

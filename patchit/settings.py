@@ -66,6 +66,7 @@ OPERATOR_ONLY: dict[Key, str] = {
     # the role candidate SQL runs as on a shared Postgres database: a repository naming one
     # could hand its hooks a role that writes production
     ("sandbox", "pg_role"): "",
+    ("sandbox", "sf_role"): "",
 }
 # Sections whose every setting is a limit: one not named in NARROWERS is a number that is
 # stricter when smaller, or else must equal the operator's.

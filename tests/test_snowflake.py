@@ -28,6 +28,14 @@ from tests.sf_server import (
 pytestmark = pytest.mark.slow
 
 DAILY = "models/marts/daily_revenue.sql"
+ROLE = "PATCHIT_SANDBOX"  # the operator's restricted role (the emulator has no GRANT to check)
+
+
+@pytest.fixture(autouse=True)
+def _operator_role(_patchit_home: Path) -> None:
+    """The operator names the role candidates run as; without it nothing runs (test below)."""
+    _patchit_home.mkdir(parents=True, exist_ok=True)
+    (_patchit_home / "patchit.toml").write_text(f'[sandbox]\nsf_role = "{ROLE}"\n')
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +73,7 @@ def test_a_column_typo_on_snowflake_is_healed_in_a_sandbox_schema(
     assert re.search(r"; Snowflake: built in schema PATCHIT_[A-Z0-9]+_C\d+ of the user's "
                      r"database, dropped afterwards", report), report  # fmt: skip
     assert "upstream read live from the user's relations (--defer), nothing copied" in report
+    assert "run as the operator's [sandbox] sf_role, which may write only the schemas" in report
     # the user's schemas: every relation's rows as before; no sandbox schema left
     assert database_state(sf, database) == before
     assert sandbox_schemas(sf, database) == []
@@ -153,6 +162,27 @@ def test_an_incremental_branch_is_healed_on_a_zero_copy_clone_of_the_users_table
     assert sandbox_schemas(sf, database) == []
 
 
+def test_without_the_operators_role_nothing_runs_on_snowflake(
+    sf: SfServer, tmp_path: Path, _patchit_home: Path
+) -> None:
+    """Candidate SQL (a hook's raw SQL too) would run as the profile's role, which may write
+    the user's schemas: the incident is escalated with the grants, and nothing is made."""
+    (_patchit_home / "patchit.toml").unlink()
+    database = new_database()
+    repo = _broken(tmp_path, sf, database)
+    before = database_state(sf, database)
+    res = patchit_dbt(repo, "build", "--select", "daily_revenue")
+    assert res.returncode == 1, res.stderr
+    [incident] = incidents()
+    assert incident["status"] == "escalated", res.stderr
+    report = Path(incident["report_md"]).read_text()
+    assert "cannot verify safely on Snowflake" in report
+    assert "grant usage, create schema on database" in report.lower()
+    assert database_state(sf, database) == before
+    assert sandbox_schemas(sf, database) == []
+    assert git(repo, "branch", "--list", "patchit/*") == ""
+
+
 def test_doctor_says_where_a_snowflake_target_is_verified(sf: SfServer, tmp_path: Path) -> None:
     from patchit.config import SandboxConfig
     from patchit.doctor_warehouse import check_warehouse
@@ -160,7 +190,10 @@ def test_doctor_says_where_a_snowflake_target_is_verified(sf: SfServer, tmp_path
 
     database = new_database()
     _project(tmp_path / "up", sf.profile(database, "analytics"))
-    [line] = check_warehouse(tmp_path / "up", SandboxConfig())
+    [unset] = check_warehouse(tmp_path / "up", SandboxConfig())
+    assert unset.status == "warn" and "no [sandbox] sf_role" in unset.detail
+    assert "grant usage, create schema on database" in unset.fix
+    [line] = check_warehouse(tmp_path / "up", SandboxConfig(sf_role=ROLE))
     assert line.status == "ok", line
     assert f"sandbox schemas PATCHIT_<incident>_<n> of database {database}" in line.detail
     assert sandbox_schemas(sf, database) == []  # nothing made
@@ -170,7 +203,7 @@ def test_doctor_says_where_a_snowflake_target_is_verified(sf: SfServer, tmp_path
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     _project(tmp_path / "down", {**sf.profile(database, "analytics"), "port": port})
-    [down] = check_warehouse(tmp_path / "down", SandboxConfig())
+    [down] = check_warehouse(tmp_path / "down", SandboxConfig(sf_role=ROLE))
     assert down.status == "fail" and "not reachable" in down.detail
 
 

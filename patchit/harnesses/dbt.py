@@ -188,6 +188,7 @@ class DbtHarness:
         self._pg.clone = self.sandbox.pg_clone
         self._pg.clone_limit = self.sandbox.pg_clone_limit_mb * 2**20
         self._pg.role = self.sandbox.pg_role
+        self._sf.role = self.sandbox.sf_role
         box = prepare(workspace, event, project_dir, cwd, self._pg, self._sf)
         env = run_env(event, project_dir, workspace.scratch.resolve()) | box.env
         need = (workspace.root, workspace.scratch)

@@ -138,6 +138,7 @@ def prepare(
                 target.output, scratch, Path(str(manifest)) if with_state else None
             )
             pg_schema, relations = placed_sf.schema, placed_sf.relations
+            target = replace(target, output=placed_sf.output)  # as the operator's sf_role
             path_text = pg_schema
             if (password := snowflake.password_of(target.output)) is not None:
                 env[snowflake.PASSWORD_ENV] = password

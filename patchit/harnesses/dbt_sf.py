@@ -22,6 +22,7 @@ from patchit.harnesses.dbt_pg import UNVERIFIED, _builds_on_itself, _suffix
 from patchit.harnesses.dbt_pg_schemas import deferred_schemas, manifest_relations
 from patchit.harnesses.dbt_units import DbtSandbox
 from patchit.sandbox.pg_orphans import MAX_AGE_S, Verdict, judge
+from patchit.sandbox.pg_role import CannotVerifySafely
 from patchit.sandbox.snowflake import SfWarehouse, ident, sandbox_schema
 
 
@@ -32,6 +33,26 @@ class SfPlaced:
 
     schema: str
     relations: set[str]
+    output: dict[str, Any]  # the profile output the run logs in with: the operator's role
+
+
+CANNOT_SF = "cannot verify safely on Snowflake"
+
+
+def grants(output: dict[str, Any], role: str = "PATCHIT_SANDBOX") -> str:
+    """The statements that make a role candidates may run as: it creates (and so owns) its
+    sandbox schemas, reads what the project reads, and may write nothing of the user's."""
+    database = ident(str(output.get("database") or "<database>"))
+    warehouse = ident(str(output.get("warehouse") or "<warehouse>"))
+    user = str(output.get("user") or "<user>")
+    return (
+        f"create role {role}; grant usage on warehouse {warehouse} to role {role}; "
+        f"grant usage, create schema on database {database} to role {role}; "
+        f"grant usage on all schemas in database {database} to role {role}; "
+        f"grant select on all tables in database {database} to role {role}; "
+        f"grant select on all views in database {database} to role {role}; "
+        f"grant role {role} to user {user}"
+    )
 
 
 def sweep(
@@ -62,6 +83,9 @@ class SfSchemas:
         self.swept: list[str] = []  # schemas of dead runs dropped on the way
         self._problems: list[str] = []
         self._lock = threading.Lock()
+        # the operator's `[sandbox] sf_role`; None: candidate SQL would run as the profile's
+        # role, which may write the user's schemas (a hook's raw SQL): nothing runs
+        self.role: str | None = None
 
     def sweep_dead(self, output: dict[str, Any]) -> None:
         """Once per database: drop the sandbox schemas that killed runs left there."""
@@ -82,7 +106,16 @@ class SfSchemas:
 
     def place(self, output: dict[str, Any], scratch: Path, manifest: Path | None) -> SfPlaced:
         """An empty sandbox schema for the candidate whose scratch dir is `scratch`, and the
-        relations of the schemas `--defer` reads."""
+        relations of the schemas `--defer` reads. CannotVerifySafely without the operator's
+        role: a candidate's hooks would run as the profile's role."""
+        if self.role is None:
+            raise CannotVerifySafely(
+                f"{CANNOT_SF}: candidate SQL (hooks included) would run as the profile's role "
+                f"{output.get('role') or '(its default)'}, which may write your schemas; set "
+                "[sandbox] sf_role in $PATCHIT_HOME/patchit.toml to a role made with: "
+                f"{grants(output)}"
+            )
+        output = {**output, "role": self.role}
         self.sweep_dead(output)
         schema = sandbox_schema(scratch)
         with self._lock:
@@ -98,7 +131,7 @@ class SfSchemas:
             if not known:
                 self._made.append((warehouse, schema, scratch.resolve()))
         relations = warehouse.relations(deferred_schemas(output, manifest))
-        return SfPlaced(schema, relations)
+        return SfPlaced(schema, relations, output)
 
     def warehouse_of(self, schema: str) -> SfWarehouse:
         return next(warehouse for warehouse, made, _ in self._made if made == schema)
@@ -180,7 +213,7 @@ def sf_note(box: DbtSandbox) -> str:
     return (
         f"; Snowflake: built in schema {box.pg_schema} of the user's database, dropped "
         f"afterwards (no database of patchit's own yet); upstream {upstream}{seeded}; run as "
-        "the profile's role: only the dbt ls guard keeps the build in the sandbox schema"
+        "the operator's [sandbox] sf_role, which may write only the schemas it made"
     )
 
 
