@@ -84,7 +84,7 @@ def ci(
         )
     merge_base = find_merge_base(repo, job.base_sha, job.base_ref, job.head_sha)
     home = resolve_home(ctx.obj.get("home") if ctx.obj else None)
-    artifacts = artifact_dir or _default_artifacts(home)
+    artifacts = artifact_dir or default_artifacts(home)
     args = build_dbt_args(list(dbt_args), project, profiles_dir, target)
     dirty = dirty_tracked_files(repo, project, True)
     started = now_utc()
@@ -162,7 +162,7 @@ def _heal_and_deliver(
             settle_spooled(home, run, done)
 
 
-def _default_artifacts(home: Path) -> Path:
+def default_artifacts(home: Path) -> Path:
     runner_temp = os.environ.get("RUNNER_TEMP", "").strip()
     return Path(runner_temp) / "patchit" if runner_temp else home / "ci"
 

@@ -1,12 +1,13 @@
-"""Deliver what `patchit ci` healed into the pull request itself.
+"""Deliver what `patchit ci` (dbt) or `patchit airflow check` (DAG files) healed into the pull
+request itself.
 
 - a small fix (`patchit.delivery.suggestions`) becomes one review whose comments carry
   ```suggestion blocks on the head commit's lines: the author applies it with one click;
 - a larger fix is carried onto the head commit, pushed to `patchit/pr-<number>` and opened as
   a pull request into the pull request's head branch;
 - one summary comment, found by its marker and edited in place on every run;
-- a commit status `patchit` on the head commit with the outcome (dbt's failure stays a failure:
-  a suggestion is help, not a pass).
+- a commit status `patchit` on the head commit with the outcome (a failing build or DAG check
+  stays a failure: a suggestion is help, not a pass).
 
 The summary is also written to the job's step summary and to a file (the artifact), always: a
 fork's job, or one without a token, gets only those and sends nothing anywhere.
@@ -30,7 +31,7 @@ import httpx
 
 from patchit.config import load_deployment
 from patchit.delivery.ci_env import PullRequestJob
-from patchit.delivery.ci_summary import IncidentNote, render_summary
+from patchit.delivery.ci_summary import DBT, IncidentNote, Runtime, render_summary
 from patchit.delivery.forge import ForgeError, PullRequestDraft, capped_body
 from patchit.delivery.pr_review import PullRequestThread
 from patchit.delivery.suggestions import as_suggestions, fix_on_head, pull_request_lines
@@ -72,14 +73,16 @@ def deliver_in_pull_request(
     repo: Path,
     merge_base: str,
     incidents: list[Incident],
-    dbt_exit: int,
+    exit_code: int,
     home: Path,
     artifact_dir: Path,
     say: Say,
     transport: httpx.BaseTransport | None = None,
+    runtime: Runtime = DBT,
 ) -> Path:
-    """Deliver and summarise; the path of the summary file. Never raises for the code host's
-    refusals (each is one line said and noted in the summary)."""
+    """Deliver and summarise; the path of the summary file. `exit_code` is what `runtime` (dbt,
+    the DAG check) exited with. Never raises for the code host's refusals (each is one line
+    said and noted in the summary)."""
     target = api_target(job, home, say)
     read_only = "" if job.can_write else job.read_only_reason()
     read_only = read_only or (target.why_not if target.api_url is None else "")
@@ -92,10 +95,10 @@ def deliver_in_pull_request(
         if thread is not None:
             _post_suggestions(job, thread, fixes, say)
             _open_fix_pull(job, repo, thread, target.remote, fixes, home, say)
-        body = render_summary(notes, dbt_exit, job.head_sha, read_only, job.token)
+        body = render_summary(notes, exit_code, job.head_sha, read_only, job.token, runtime)
         path = _write_summary(body, job, artifact_dir, incidents)
         if thread is not None:
-            _post_summary(job, thread, body, dbt_exit, notes, say)
+            _post_summary(job, thread, body, exit_code, notes, say, runtime)
     finally:
         if thread is not None:
             thread.close()
@@ -252,22 +255,23 @@ def _post_summary(
     job: PullRequestJob,
     thread: PullRequestThread,
     body: str,
-    dbt_exit: int,
+    exit_code: int,
     notes: list[IncidentNote],
     say: Say,
+    runtime: Runtime,
 ) -> None:
     try:
         # a green build with nothing said before says nothing: no comment on every pull request
-        comment, created = thread.upsert_summary(job.number, body, create=dbt_exit != 0)
+        comment, created = thread.upsert_summary(job.number, body, create=exit_code != 0)
         url = str(comment.get("html_url") or "") if comment else ""
         if comment is not None:
             say(f"summary comment {'posted' if created else 'updated'} {url}".rstrip())
         fixed = sum(1 for n in notes if n.incident.status.value == "fixed")
-        if dbt_exit == 0:
-            state, text = "success", "dbt passed"
+        if exit_code == 0:
+            state, text = "success", f"{runtime.name} passed"
         else:
             state = "failure"
-            text = f"dbt failed: {len(notes)} incident(s), {fixed} with a verified fix"
+            text = f"{runtime.name} failed: {len(notes)} incident(s), {fixed} with a verified fix"
         thread.set_status(job.head_sha, state, text, url)
     except ForgeError as exc:
         say(f"the pull request's summary or status was refused: {_masked(str(exc), job.token)}")

@@ -62,12 +62,15 @@ class PullRequestJob:
         return f"no {TOKEN_ENV} in the job's environment (pass `secrets.GITHUB_TOKEN`)"
 
 
-def read_pull_request_job(environ: Mapping[str, str] | None = None) -> PullRequestJob:
-    """The job's pull request; BadInputError naming the first variable that is missing or wrong."""
+def read_pull_request_job(
+    environ: Mapping[str, str] | None = None, command: str = "patchit ci"
+) -> PullRequestJob:
+    """The job's pull request; BadInputError naming the first variable that is missing or wrong
+    (and `command`, the one that needs it)."""
     env = os.environ if environ is None else environ
     for name in REQUIRED:
         if not env.get(name, "").strip():
-            raise BadInputError(_missing(name))
+            raise BadInputError(_missing(name, command))
     repository = env["GITHUB_REPOSITORY"].strip()
     if not _slug(repository):
         raise BadInputError(
@@ -78,7 +81,7 @@ def read_pull_request_job(environ: Mapping[str, str] | None = None) -> PullReque
     if not isinstance(pull, dict):
         raise BadInputError(
             f"GITHUB_EVENT_PATH {env['GITHUB_EVENT_PATH']}: not a pull_request event (no "
-            "`pull_request` object); run `patchit ci` on `pull_request` events only"
+            f"`pull_request` object); run `{command}` on `pull_request` events only"
         )
     head, base = _side(pull, "head", env), _side(pull, "base", env)
     for name, side in (("GITHUB_HEAD_REF", head), ("GITHUB_BASE_REF", base)):
@@ -107,8 +110,8 @@ def read_pull_request_job(environ: Mapping[str, str] | None = None) -> PullReque
     )
 
 
-def _missing(name: str) -> str:
-    return (f"{name} is not set: `patchit ci` runs in a GitHub Actions job of a pull_request "
+def _missing(name: str, command: str) -> str:
+    return (f"{name} is not set: `{command}` runs in a GitHub Actions job of a pull_request "
             "event (see docs/how-to/ci.md), which sets it")  # fmt: skip
 
 

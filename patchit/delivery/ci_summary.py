@@ -5,6 +5,10 @@ A reader scans it in a pull request: first the outcome of the build in one line,
 per incident (what failed, what patchit did about it), then each incident's Root Cause Report
 folded away (the verification, the data check, or why it stopped), and the fix's diff against
 the pull request's head, so a fork's author can apply it by hand.
+
+The headline names what ran in the job (`Runtime`): `patchit ci` runs dbt, `patchit airflow
+check` imports DAG files; a DAG check's summary that said "dbt failed" would send its reader to
+the wrong tool.
 """
 
 from __future__ import annotations
@@ -20,6 +24,19 @@ from patchit.redaction import redact
 REPORT_CHARS = 20_000  # per incident: a few incidents fit one comment
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """What the job ran, as the summary and the commit status word it."""
+
+    name: str  # starts the headline and the status: "dbt", "The DAG check"
+    failing: str  # what still fails until a fix is applied: "The build"
+    passed: str  # after "passed on <sha>:"
+
+
+DBT = Runtime("dbt", "The build", "nothing to heal")
+DAG_CHECK = Runtime("The DAG check", "The check", "every DAG file checked imports")
+
+
 @dataclass
 class IncidentNote:
     """What became of one incident in this pull request."""
@@ -31,16 +48,22 @@ class IncidentNote:
 
 
 def render_summary(
-    notes: list[IncidentNote], dbt_exit: int, head_sha: str, read_only: str, token: str
+    notes: list[IncidentNote],
+    exit_code: int,
+    head_sha: str,
+    read_only: str,
+    token: str,
+    runtime: Runtime = DBT,
 ) -> str:
-    """The summary's Markdown, marker first, the token masked wherever it might appear."""
-    if dbt_exit == 0:
-        headline = f"dbt passed on `{head_sha[:12]}`: nothing to heal."
+    """The summary's Markdown, marker first, the token masked wherever it might appear;
+    `exit_code` is the job's (what `runtime` exited with)."""
+    if exit_code == 0:
+        headline = f"{runtime.name} passed on `{head_sha[:12]}`: {runtime.passed}."
     else:
         fixed = sum(1 for n in notes if n.incident.status == "fixed")
-        headline = (f"dbt failed (exit {dbt_exit}) on `{head_sha[:12]}`: {len(notes)} "
-                    f"incident(s), {fixed} with a verified fix. The build still fails until a "
-                    "fix is applied.")  # fmt: skip
+        headline = (f"{runtime.name} failed (exit {exit_code}) on `{head_sha[:12]}`: "
+                    f"{len(notes)} incident(s), {fixed} with a verified fix. {runtime.failing} "
+                    "still fails until a fix is applied.")  # fmt: skip
     parts = [SUMMARY_MARKER, "## patchit", "", headline, ""]
     if read_only:
         parts += [f"_Nothing was pushed or posted: {read_only}._", ""]
