@@ -14,8 +14,8 @@ commit, the *snapshot*, without changing anything the user sees:
   and the tree mixed.)
 - the paths: tracked files under the dbt project with changes, staged or not (both sides of a
   rename), and the untracked, not ignored files there that dbt reads (its resource paths, and
-  its own YAML at the project's root). Never `profiles.yml` or anything else: credentials and
-  scratch files are not written into the repository's objects.
+  its own YAML at the project's root). Never `profiles.yml`, even tracked and changed, or
+  anything else: credentials and scratch files are not written into the repository's objects.
 - the snapshot is dated as HEAD and signed by patchit, so the same work on the same HEAD is
   the same commit: a re-run of a failure already healed finds its incident again.
 
@@ -85,6 +85,9 @@ class WorkSnapshot:
         return f"uncommitted work on {self.base[:12]} ({shown}), snapshot {self.commit[:12]}"
 
 
+_NEVER = frozenset({"profiles.yml", "profiles.yaml"})
+
+
 def find_uncommitted(repo: Path, project: Path) -> UncommittedWork:
     """The project's uncommitted work in one `git status` (it writes no index: `run_git` sets
     GIT_OPTIONAL_LOCKS=0). `repo` is the repository's root."""
@@ -111,7 +114,12 @@ def find_uncommitted(repo: Path, project: Path) -> UncommittedWork:
                 tracked.append(entries[i])
             i += 1
     read = _read_by_dbt(repo, project, untracked) if untracked else []
-    return UncommittedWork(tuple(sorted(set(tracked))), tuple(read))
+    # a profile holds credentials: never written into the repository's objects, tracked or not
+    # (the heal reads the user's own profile where dbt read it)
+    kept = sorted({p for p in tracked if PurePosixPath(p).name not in _NEVER})
+    return UncommittedWork(
+        tuple(kept), tuple(p for p in read if PurePosixPath(p).name not in _NEVER)
+    )
 
 
 def take_snapshot(repo: Path, base: str, work: UncommittedWork) -> WorkSnapshot | None:

@@ -121,6 +121,23 @@ def test_a_clean_checkout_has_no_snapshot(repo: Path) -> None:
     assert take_snapshot(repo, head, work) is None
 
 
+def test_a_tracked_profile_with_a_new_password_is_never_snapshotted(tmp_path: Path) -> None:
+    """The profile holds credentials: a fix branch on the snapshot would keep them in git."""
+    root = tmp_path / "r"
+    (root / "models").mkdir(parents=True)
+    (root / "dbt_project.yml").write_text("name: p\n")
+    (root / "models" / "a.sql").write_text("select 1\n")
+    (root / "profiles.yml").write_text("p: {outputs: {dev: {type: duckdb}}}\n")
+    git(root, "init", "-q", "-b", "main")
+    head = commit_all(root, "initial")
+    (root / "profiles.yml").write_text("p: {outputs: {prod: {password: s3cret-planted}}}\n")
+    assert not find_uncommitted(root, root)  # only the profile changed: nothing to heal on
+    (root / "models" / "a.sql").write_text("select 2\n")
+    snap = snapshot_uncommitted(root, root, head)
+    assert snap is not None and snap.files == ("models/a.sql",)
+    assert "s3cret-planted" not in git(root, "show", f"{snap.commit}:profiles.yml")
+
+
 def test_a_project_at_the_repository_root(tmp_path: Path) -> None:
     root = tmp_path / "r"
     (root / "models").mkdir(parents=True)
