@@ -8,7 +8,6 @@ reason that ends in the Root Cause Report. Nothing below this module imports it.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -46,7 +45,12 @@ from patchit.sandbox.dbt_profile import resolve_dbt_target, unsupported_sandbox
 from patchit.sandbox.git import dirty_tracked_files, head_commit
 from patchit.sandbox.pg_role import CannotVerifySafely
 from patchit.sandbox.snapshot import snapshot_database
-from patchit.sandbox.worktree import create_worktree, remove_worktree, remove_worktrees_under
+from patchit.sandbox.worktree import (
+    create_worktree,
+    remove_tree,
+    remove_worktree,
+    remove_worktrees_under,
+)
 from patchit.search import Search, recorded_search, search_fix
 from patchit.settings import project_key as project_key  # re-exported
 from patchit.trial import LEASE_TTL_S, Bench, Landing, Trial, baseline_work, land
@@ -212,7 +216,7 @@ def _sandbox(ctx: Context, repo: Path, incident_id: str) -> Iterator[Path]:
     for stale in (ctx.home / "worktrees").glob(f"{incident_id}-*"):
         remove_worktree(repo, stale)
     sandbox = ctx.home / "sandboxes" / incident_id
-    shutil.rmtree(sandbox, ignore_errors=True)
+    remove_tree(sandbox)
     for area in ("worktrees", "sandboxes"):  # git's records whose directories are gone
         with suppress(VcsError):
             remove_worktrees_under(repo, ctx.home / area, incident_id)
@@ -223,7 +227,7 @@ def _sandbox(ctx: Context, repo: Path, incident_id: str) -> Iterator[Path]:
             release = getattr(harness, "release", None)  # a plugin written before release()
             if release is not None:
                 release(sandbox)
-        shutil.rmtree(sandbox, ignore_errors=True)
+        remove_tree(sandbox)
 
 
 def _pick_harness(

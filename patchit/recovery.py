@@ -22,7 +22,6 @@ finishes gives its lease up and the count goes with it; `patchit heal ID` tries 
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +31,12 @@ from patchit.memory.lifecycle import Trigger
 from patchit.reports.build import build_report
 from patchit.reports.render import write_report
 from patchit.sandbox import private_dirs
-from patchit.sandbox.worktree import remove_worktree, remove_worktrees_under, worktree_repo
+from patchit.sandbox.worktree import (
+    remove_tree,
+    remove_worktree,
+    remove_worktrees_under,
+    worktree_repo,
+)
 
 INCIDENT_ENTRY = re.compile(r"^(\d{8}-[0-9a-f]{6})(?:-|$)")
 AREAS = ("worktrees", "sandboxes")
@@ -101,10 +105,10 @@ def _clear(home: Path, incident: Incident | None, leftovers: list[Path], sweep: 
             try:
                 remove_worktree(owner_repo, path)
             except PatchitError:
-                shutil.rmtree(path, ignore_errors=True)  # the repository is gone
+                remove_tree(path)  # the repository is gone
             sweep.worktrees += 1
         else:
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path)
             if path.parent.name == "sandboxes":
                 sweep.sandboxes += 1
             else:

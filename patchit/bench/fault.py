@@ -76,6 +76,7 @@ class FaultResult:
     corrupt_databases: int = 0
     stray_worktrees: int = 0
     stray_dirs: int = 0
+    stray_names: list[str] = field(default_factory=list)  # which, to find what left them
     stray_leases: int = 0
     lost_incidents: int = 0
     lost_verified_fixes: int = 0
@@ -96,6 +97,8 @@ class FaultResult:
             "user trees touched": self.touched_user_trees,
         }
         problems = [f"{name}: {n}" for name, n in counts.items() if n]
+        if self.stray_names:
+            problems.append(f"left: {', '.join(self.stray_names)}")
         if self.spool.get("done", 0) != self.rounds or set(self.spool) - {"done"}:
             problems.append(f"spool ends as {self.spool}, not {self.rounds} done")
         return problems + self.notes
@@ -305,7 +308,9 @@ def _check(home: Path, rounds: list[Round], result: FaultResult) -> None:
     result.corrupt_databases += integrity_problems(home)
     for area in ("worktrees", "sandboxes"):
         base = home / area
-        result.stray_dirs += len(list(base.iterdir())) if base.is_dir() else 0
+        stray = sorted(base.iterdir()) if base.is_dir() else []
+        result.stray_dirs += len(stray)
+        result.stray_names += [f"{area}/{p.name}" for p in stray]
     with Spool.open(home) as spool:
         result.spool = spool.counts()
     result.bad_rows = result.spool.get("bad", 0)

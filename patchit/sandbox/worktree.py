@@ -8,6 +8,7 @@ index, the working tree or untracked files (git only records the worktree under 
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,6 +51,17 @@ def create_worktree(repo: Path, commit: str, dest: Path) -> Path:
     return dest
 
 
+def remove_tree(path: Path, tries: int = 3) -> None:
+    """`rmtree`, tried again while the path is still there: a process of a killed run may
+    still be writing into it as it exits ("Directory not empty"); what stays after the last
+    try is left for the next sweep."""
+    for attempt in range(tries):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            return
+        time.sleep(0.2 * (attempt + 1))
+
+
 def remove_worktree(repo: Path, path: Path) -> None:
     """Remove the worktree at `path` and git's record of it; a no-op if already gone.
 
@@ -62,7 +74,7 @@ def remove_worktree(repo: Path, path: Path) -> None:
         # --force twice also removes a worktree that is locked or has untracked build output.
         run_git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
         # Anything git refused (a dir it no longer knows, files it would not delete) goes too.
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
     for admin in _admin_dirs_for(repo, path):
         shutil.rmtree(admin, ignore_errors=True)
 
