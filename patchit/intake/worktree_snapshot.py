@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from patchit.errors import VcsError
-from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
+from patchit.sandbox.git import QUERY_TIMEOUT_S, porcelain_entries, run_git
 
 if TYPE_CHECKING:
     from patchit.events.model import UniversalFailureEvent
@@ -97,22 +97,13 @@ def find_uncommitted(repo: Path, project: Path) -> UncommittedWork:
                   timeout_s=QUERY_TIMEOUT_S)  # fmt: skip
     tracked: list[str] = []
     untracked: list[str] = []
-    entries = out.split("\0")
-    i = 0
-    while i < len(entries):
-        entry = entries[i]
-        i += 1
-        if len(entry) < 4:
-            continue
-        status, name = entry[:2], entry[3:]
+    for status, name, source in porcelain_entries(out):
         if status == "??":
             untracked.append(name)
             continue
         tracked.append(name)
-        if "R" in status or "C" in status:  # the source path follows as its own field
-            if "R" in status and i < len(entries) and entries[i]:
-                tracked.append(entries[i])
-            i += 1
+        if "R" in status and source:  # both sides of a rename: the old path goes too
+            tracked.append(source)
     read = _read_by_dbt(repo, project, untracked) if untracked else []
     # a profile holds credentials: never written into the repository's objects, tracked or not
     # (the heal reads the user's own profile where dbt read it)

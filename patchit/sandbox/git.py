@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +158,12 @@ def dirty_tracked_files(
         rel = under.resolve().relative_to(root) if under.is_absolute() else under
         pathspec = ["--", str(rel) if str(rel) != "." else "."]
     out = run_git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=no", *pathspec)
-    files: list[str] = []
+    return sorted(name for _status, name, _source in porcelain_entries(out))
+
+
+def porcelain_entries(out: str) -> Iterator[tuple[str, str, str | None]]:
+    """(status, path, source path of a rename or copy, else None) per entry of `git status
+    --porcelain=v1 -z`: a rename/copy's source follows as a separate NUL-terminated field."""
     entries = out.split("\0")
     i = 0
     while i < len(entries):
@@ -166,12 +171,11 @@ def dirty_tracked_files(
         i += 1
         if len(entry) < 4:
             continue
-        status, name = entry[:2], entry[3:]
-        files.append(name)
-        # A rename/copy is followed by its source path as a separate NUL-terminated field.
+        status, name, source = entry[:2], entry[3:], None
         if "R" in status or "C" in status:
+            source = entries[i] if i < len(entries) and entries[i] else None
             i += 1
-    return sorted(files)
+        yield status, name, source
 
 
 def is_ancestor(repo: Path, ancestor: str, commit: str) -> bool:
