@@ -16,6 +16,7 @@ from patchit.loop import Context, heal
 from patchit.memory import Memory
 from patchit.patching.base import Edit, FixIt, PatchCandidate, PriorAttempt
 from tests.conftest import commit_all, git, user_dbt_events
+from tests.failed_builds import failed_build
 
 pytestmark = pytest.mark.slow
 
@@ -46,11 +47,26 @@ def candidate(replace: str, tag: str, path: str = MODEL) -> PatchCandidate:
     )
 
 
-def failing_event(repo: Path) -> UniversalFailureEvent:
+def break_model(repo: Path) -> None:
     model = repo / MODEL
     model.write_text(model.read_text().replace("sum(amount) as revenue", "sum(amout) as revenue"))
     commit_all(repo, "daily_revenue: sum revenue per day")
+
+
+def failing_event(repo: Path) -> UniversalFailureEvent:
+    break_model(repo)
     code, [event] = user_dbt_events(repo, ["build"])
+    assert code == 1
+    return event
+
+
+@pytest.fixture
+def typo_event(
+    shop_repo: Path, built_shop: Path, tmp_path_factory: pytest.TempPathFactory
+) -> UniversalFailureEvent:
+    """`failing_event(shop_repo)`: `shop_repo` and the event as that failing build leaves them,
+    copied from the run's one such build (tests/failed_builds.py)."""
+    code, [event] = failed_build(tmp_path_factory, built_shop, shop_repo, "loop", break_model)
     assert code == 1
     return event
 
@@ -66,8 +82,10 @@ def make_ctx(home: Path, strategy: Scripted, **loop: int) -> Context:
     )
 
 
-def test_memory_rejects_repeats_and_failed_buckets(shop_repo: Path, _patchit_home: Path) -> None:
-    event = failing_event(shop_repo)
+def test_memory_rejects_repeats_and_failed_buckets(
+    shop_repo: Path, _patchit_home: Path, typo_event: UniversalFailureEvent
+) -> None:
+    event = typo_event
     wrong = candidate("sum(voucher_amount)", "rename_column")  # binds, but...
     strategy = Scripted(
         [
@@ -92,8 +110,10 @@ def test_memory_rejects_repeats_and_failed_buckets(shop_repo: Path, _patchit_hom
     assert "already failed" in report and "sum(amount)" in report
 
 
-def test_max_attempts_stops_with_a_report(shop_repo: Path, _patchit_home: Path) -> None:
-    event = failing_event(shop_repo)
+def test_max_attempts_stops_with_a_report(
+    shop_repo: Path, _patchit_home: Path, typo_event: UniversalFailureEvent
+) -> None:
+    event = typo_event
     strategy = Scripted(
         [
             candidate("sum(cast(status as integer))", "tag_a"),  # bind, then fail in dbt
@@ -128,9 +148,9 @@ class CountingDbtHarness(DbtHarness):
 
 
 def test_a_candidate_that_does_not_bind_is_screened_out_before_dbt_runs(
-    shop_repo: Path, _patchit_home: Path
+    shop_repo: Path, _patchit_home: Path, typo_event: UniversalFailureEvent
 ) -> None:
-    event = failing_event(shop_repo)
+    event = typo_event
     harness = CountingDbtHarness()
     strategy = Scripted(
         [
@@ -178,9 +198,9 @@ def test_policy_refusal_escalates(shop_repo: Path, _patchit_home: Path) -> None:
 
 
 def test_history_reaches_the_strategy_and_repeats_are_refused(
-    shop_repo: Path, _patchit_home: Path
+    shop_repo: Path, _patchit_home: Path, typo_event: UniversalFailureEvent
 ) -> None:
-    event = failing_event(shop_repo)
+    event = typo_event
     strategy = Scripted([candidate("sum(cast(status as integer))", "tag_x")])
     ctx = make_ctx(_patchit_home, strategy)
     try:
