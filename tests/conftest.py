@@ -137,6 +137,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # worker set the suite's wall time. So the longest files start first, longest first (the 40
 # longest of a measured run: each file's summed test times from `--junitxml`, on the 2-core CI
 # machine); the rest keep their order. A stale list only costs time: re-measure and re-rank.
+# Re-ranked from the slowest tests of the last clean-clone `make test` (2026-11-28, 37 min):
+# the perf benches' fixtures, the Airflow heal-DAG deployment and the fork parent's cold
+# restart (100-150 s each) had started last or mid-run.
 HEAVY_FILES = (
     "tests/patching/test_python_verify.py",
     "tests/cli/test_dbt_wrapper.py",
@@ -153,13 +156,16 @@ HEAVY_FILES = (
     "tests/delivery/test_e2e_airflow.py",
     "tests/test_loop_airflow3.py",
     "tests/bench/test_perf_airflow.py",
+    "tests/delivery/test_e2e_airflow_heal.py",
+    "tests/bench/test_perf.py",
+    "tests/bench/test_perf_heal.py",
+    "tests/harnesses/test_airflow_fork.py",
     "tests/patching/test_airflow3.py",
     "tests/test_postgres.py",
     "tests/cli/test_unprepared_project.py",
     "tests/delivery/test_e2e_dbt.py",
     "tests/harnesses/test_airflow.py",
     "tests/patching/test_columns.py",
-    "tests/delivery/test_e2e_airflow_heal.py",
     "tests/patching/test_refs.py",
     "tests/integrations/test_airflow_heal_dag.py",
     "tests/harnesses/test_dbt_partial_parse.py",
@@ -175,7 +181,6 @@ HEAVY_FILES = (
     "tests/test_worker.py",
     "tests/harnesses/test_escapes.py",
     "tests/patching/test_yaml_props.py",
-    "tests/bench/test_perf.py",
     "tests/state/test_race_pg.py",
     "tests/fidelity/test_dbt_check.py",
     "tests/fidelity/test_airflow_check.py",
