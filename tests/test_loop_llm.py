@@ -21,6 +21,7 @@ from patchit.patching.llm.strategy import LlmStrategy
 from patchit.sandbox.git import head_commit
 from tests.conftest import commit_all, git, user_dbt_events
 from tests.evidence.airflow_failures import Zoo
+from tests.failed_builds import failed_build
 
 pytestmark = pytest.mark.slow
 
@@ -57,11 +58,26 @@ def candidates(
     }
 
 
-def broken_event(repo: Path, *vars_args: str) -> UniversalFailureEvent:
+def break_model(repo: Path) -> None:
     model = repo / MODEL
     model.write_text(model.read_text().replace(GOOD, BROKEN))
     commit_all(repo, "customers: keep the last order status")
+
+
+def broken_event(repo: Path, *vars_args: str) -> UniversalFailureEvent:
+    break_model(repo)
     code, events = user_dbt_events(repo, ["build", *vars_args])
+    assert code == 1
+    return next(e for e in events if e.unit_id.endswith(".customers"))
+
+
+@pytest.fixture
+def customers_event(
+    shop_repo: Path, built_shop: Path, tmp_path_factory: pytest.TempPathFactory
+) -> UniversalFailureEvent:
+    """`broken_event(shop_repo)`: `shop_repo` and the event as that failing build leaves them,
+    copied from the run's one such build (tests/failed_builds.py)."""
+    code, events = failed_build(tmp_path_factory, built_shop, shop_repo, "llm", break_model)
     assert code == 1
     return next(e for e in events if e.unit_id.endswith(".customers"))
 
@@ -93,9 +109,9 @@ def heal_with(event: UniversalFailureEvent, ctx: Context) -> Any:
 
 
 def test_model_fix_verified_by_dbt_with_tokens_in_the_report(
-    shop_repo: Path, _patchit_home: Path, api_key: str
+    shop_repo: Path, customers_event: UniversalFailureEvent, _patchit_home: Path, api_key: str
 ) -> None:
-    event = broken_event(shop_repo)
+    event = customers_event
     with ReplayServer([candidates(RIGHT)]) as server:
         outcome = heal_with(event, llm_ctx(_patchit_home, server, DbtHarness(timeout_s=300)))
         assert len(server.requests) == 1
@@ -112,9 +128,9 @@ def test_model_fix_verified_by_dbt_with_tokens_in_the_report(
 
 
 def test_wrong_answer_is_fed_back_and_the_second_round_fixes_it(
-    shop_repo: Path, _patchit_home: Path, api_key: str
+    shop_repo: Path, customers_event: UniversalFailureEvent, _patchit_home: Path, api_key: str
 ) -> None:
-    event = broken_event(shop_repo)
+    event = customers_event
     wrong = candidates(WRONG, tag="rename_column")
     with ReplayServer([wrong, candidates(RIGHT)]) as server:
         ctx = llm_ctx(_patchit_home, server, DbtHarness(timeout_s=300), candidates_per_round=1)
@@ -128,8 +144,10 @@ def test_wrong_answer_is_fed_back_and_the_second_round_fixes_it(
     assert "status_code" in second and "not found" in second.lower()
 
 
-def test_smallest_passing_diff_wins(shop_repo: Path, _patchit_home: Path, api_key: str) -> None:
-    event = broken_event(shop_repo)
+def test_smallest_passing_diff_wins(
+    shop_repo: Path, customers_event: UniversalFailureEvent, _patchit_home: Path, api_key: str
+) -> None:
+    event = customers_event
     longer = RIGHT.replace("as last_status", "as last_status  -- the latest order's status")
     with ReplayServer([candidates(longer, RIGHT)]) as server:
         ctx = llm_ctx(_patchit_home, server, DbtHarness(timeout_s=300))
@@ -140,9 +158,9 @@ def test_smallest_passing_diff_wins(shop_repo: Path, _patchit_home: Path, api_ke
 
 
 def test_repeated_diff_is_refused_by_memory_without_verifying_again(
-    shop_repo: Path, _patchit_home: Path, api_key: str
+    shop_repo: Path, customers_event: UniversalFailureEvent, _patchit_home: Path, api_key: str
 ) -> None:
-    event = broken_event(shop_repo)
+    event = customers_event
     with ReplayServer([candidates(WRONG), candidates(WRONG)]) as server:
         ctx = llm_ctx(_patchit_home, server, DbtHarness(timeout_s=300), candidates_per_round=1)
         outcome = heal_with(event, ctx)
@@ -154,9 +172,9 @@ def test_repeated_diff_is_refused_by_memory_without_verifying_again(
 
 
 def test_budget_spent_mid_incident_stops_before_the_next_call(
-    shop_repo: Path, _patchit_home: Path, api_key: str
+    shop_repo: Path, customers_event: UniversalFailureEvent, _patchit_home: Path, api_key: str
 ) -> None:
-    event = broken_event(shop_repo)
+    event = customers_event
     # the first call's upper bound fits; the tokens it really used leave no room for the next
     expensive = candidates(WRONG, tag="rename_column")
     expensive["usage"] = {"input_tokens": 38_500, "output_tokens": 150}
@@ -175,9 +193,9 @@ def test_budget_spent_mid_incident_stops_before_the_next_call(
 
 
 def test_malformed_answer_then_a_good_one(
-    shop_repo: Path, _patchit_home: Path, api_key: str
+    shop_repo: Path, customers_event: UniversalFailureEvent, _patchit_home: Path, api_key: str
 ) -> None:
-    event = broken_event(shop_repo)
+    event = customers_event
     malformed = {"tool_use": {"input": {"candidates": [{"edits": "not a list"}]}}}
     with ReplayServer([malformed, candidates(RIGHT)]) as server:
         ctx = llm_ctx(_patchit_home, server, DbtHarness(timeout_s=300))
@@ -209,9 +227,9 @@ def test_secrets_in_the_evidence_never_reach_the_server(
 
 
 def test_unreachable_api_stops_with_a_report(
-    shop_repo: Path, _patchit_home: Path, api_key: str
+    shop_repo: Path, customers_event: UniversalFailureEvent, _patchit_home: Path, api_key: str
 ) -> None:
-    event = broken_event(shop_repo)
+    event = customers_event
     with ReplayServer([]) as server:
         url = server.base_url
     # the server is gone: nothing listens on its port any more
@@ -227,10 +245,13 @@ def test_unreachable_api_stops_with_a_report(
 
 
 def test_no_key_is_exactly_the_offline_default(
-    shop_repo: Path, _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
+    shop_repo: Path,
+    customers_event: UniversalFailureEvent,
+    _patchit_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    event = broken_event(shop_repo)
+    event = customers_event
     ctx = Context(home=_patchit_home, memory=Memory.open(_patchit_home), config=PatchitConfig(),
                   strategies=[LlmStrategy()], harnesses=[DbtHarness(timeout_s=300)])  # fmt: skip
     outcome = heal_with(event, ctx)
