@@ -19,16 +19,24 @@ None of it changes what a run builds or how it is judged:
 - Each run records whether dbt parsed partially (`parse_mode`): warm runs do not write
   dbt's debug log, where the harness used to look for it.
 - The failing run's saved parse is decoded once per worker (`dbt_saved_parse`).
+- The `graph` context variable (every node serialised: `dbt_flat_graph`) is built when a run
+  first reads it, not after every parse.
+- Two costs every invocation paid again whatever the project: the modules dbt scans the
+  whole of `sys.path` for (its plugins, `dbt_*` packages) are found once per worker, and a
+  behaviour flag's default source (the module that declared it) is read from the caller's
+  frame globals instead of `inspect.stack()`, which reads the source file of every frame.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from patchit.harnesses import dbt_saved_parse
+from patchit.harnesses.dbt_flat_graph import lazy_build_flat_graph
 
 _parse_mode: str | None = None  # of this process's (this fork's) latest parse
 
@@ -49,6 +57,9 @@ def install() -> None:
     _acyclic_first()
     _test_edges_from_ancestors()
     _recording_parse_mode()
+    _plugins_found_once()
+    _flat_graph_on_first_read()
+    _flag_source_from_frames()
     dbt_saved_parse.install()
 
 
@@ -104,6 +115,63 @@ def _acyclic_first() -> None:
         return acyclic_first
 
     _replace_once(Linker, "find_cycles", make)
+
+
+def _flat_graph_on_first_read() -> None:
+    """`Manifest.build_flat_graph` leaves a `LazyFlatGraph` (see `dbt_flat_graph`)."""
+    try:
+        from dbt.contracts.graph.manifest import Manifest
+    except ImportError:
+        return
+    _replace_once(Manifest, "build_flat_graph", lazy_build_flat_graph)
+
+
+def _plugins_found_once() -> None:
+    """dbt's plugin manager scans every module on `sys.path` for a `dbt_` prefix at each
+    invocation; the worker's modules do not change between runs, so once is enough."""
+    try:
+        from dbt.plugins.manager import PluginManager
+    except ImportError:
+        return
+    found: dict[str, Any] = {}
+
+    def make(scan: Any) -> Any:
+        def found_once(cls: Any) -> Any:
+            if not found:
+                found.update(scan.__func__(cls))
+            return dict(found)
+
+        return classmethod(found_once)
+
+    raw = PluginManager.__dict__.get("get_prefixed_modules")
+    if isinstance(raw, classmethod) and not getattr(raw.__func__, "_patchit", False):
+        replacement = make(raw)
+        replacement.__func__._patchit = True
+        PluginManager.get_prefixed_modules = replacement  # type: ignore[method-assign]
+
+
+def _flag_source_from_frames() -> None:
+    """`BehaviorFlagRendered._default_source`: the first module up the stack that is not the
+    flags module itself, as dbt finds it, named from each frame's globals."""
+    try:
+        from dbt_common import behavior_flags
+    except ImportError:
+        return
+    own = behavior_flags.__name__
+
+    def default_source() -> str:
+        frame = sys._getframe(1)
+        while frame is not None:
+            name = frame.f_globals.get("__name__")
+            if isinstance(name, str) and name != own:
+                return name
+            frame = frame.f_back  # type: ignore[assignment]
+        return "Unknown"
+
+    rendered = behavior_flags.BehaviorFlagRendered
+    if not getattr(rendered._default_source, "_patchit", False):
+        default_source._patchit = True  # type: ignore[attr-defined]
+        rendered._default_source = staticmethod(default_source)  # type: ignore[method-assign]
 
 
 def _recording_parse_mode() -> None:

@@ -31,3 +31,33 @@ def test_a_cycle_is_still_found_and_named(linker_cls: type) -> None:
     assert cycle is not None
     assert set(cycle.split(" --> ")) == {"model.p.a", "model.p.b", "model.p.c"}
     assert linker_cls.find_cycles._patchit  # the patched one answered
+
+
+def test_a_behaviour_flag_names_the_same_source_as_dbt_s() -> None:
+    from dbt_common.behavior_flags import Behavior, BehaviorFlagRendered
+
+    flags = [{"name": "my_flag", "default": False, "description": "d"}]
+    original = BehaviorFlagRendered.__dict__["_default_source"]
+    before = Behavior(flags, {}).my_flag._behavior_change_event.flag_source  # type: ignore[arg-type]
+    dbt_tuning._flag_source_from_frames()
+    try:
+        assert getattr(BehaviorFlagRendered._default_source, "_patchit", False)
+        after = Behavior(flags, {}).my_flag._behavior_change_event.flag_source  # type: ignore[arg-type]
+    finally:
+        BehaviorFlagRendered._default_source = original  # type: ignore[method-assign]
+    assert before == after == __name__
+
+
+def test_dbt_s_plugin_modules_are_found_once_and_are_dbt_s() -> None:
+    from dbt.plugins.manager import PluginManager
+
+    original = PluginManager.__dict__["get_prefixed_modules"]
+    expected = PluginManager.get_prefixed_modules()
+    dbt_tuning._plugins_found_once()
+    try:
+        first = PluginManager.get_prefixed_modules()
+        assert first == expected and "dbt_common" in first
+        first.clear()  # a caller's copy: the next caller still gets them all
+        assert PluginManager.get_prefixed_modules() == expected
+    finally:
+        PluginManager.get_prefixed_modules = original  # type: ignore[method-assign]
