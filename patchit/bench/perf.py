@@ -13,6 +13,13 @@ partial-parse file, as a user re-running dbt would. Each run's copy of the fix c
 distinct trailing comment, so every run re-parses one changed file, as a new candidate does.
 The warm worker's start is paid once, timed on its own and left out of warm_verify.
 
+Each verify also says where its time went (`DbtHarness.last_breakdown_ms`): patchit's
+preparing (the warehouse copy, the selection), dbt's phases inside the warm worker's run
+(`dbt_phases`: parse, graph, select, cache, run nodes, artifacts, the rest), the worker's fork
+and reply, and the judging; the report prints the medians beside the totals. A 2,000-model
+project's builds take minutes, so a kept `--workdir` is reused by the next run of the same
+size: the project, its failing run and the snapshot are taken as they are.
+
 Then the wrapper's own cost on the example project (`patchit.bench.perf_wrapper`): a green
 `patchit dbt -- build` against `dbt build`, and the idle tail of a failure with nothing to
 verify (report line -> exit).
