@@ -7,6 +7,8 @@ None of it changes what a run builds or how it is judged:
   node serialised again, and a diagnostic summary of the graph; on a 200-model project that
   was a third of a warm run. The worker writes the run's own nodes instead
   (`dbt_worker._write_run_nodes`).
+- A run's part of the graph is made from its selection (`dbt_subset`), not by copying the
+  project's whole graph and removing the rest; the same graph either way.
 - The graph's cycle check asks networkx whether the graph is acyclic first (a topological
   sort), and only walks it for the cycle's path when it is not: the same answer, for a
   fraction of the walk.
@@ -37,6 +39,7 @@ from typing import Any
 
 from patchit.harnesses import dbt_saved_parse
 from patchit.harnesses.dbt_flat_graph import lazy_build_flat_graph
+from patchit.harnesses.dbt_subset import subset_graph
 
 _parse_mode: str | None = None  # of this process's (this fork's) latest parse
 
@@ -59,6 +62,7 @@ def install() -> None:
     _recording_parse_mode()
     _plugins_found_once()
     _flat_graph_on_first_read()
+    _subset_from_selection()
     _flag_source_from_frames()
     dbt_saved_parse.install()
 
@@ -115,6 +119,22 @@ def _acyclic_first() -> None:
         return acyclic_first
 
     _replace_once(Linker, "find_cycles", make)
+
+
+def _subset_from_selection() -> None:
+    """`Graph.get_subset_graph` made from the selection (`dbt_subset`), not a whole copy."""
+    try:
+        from dbt.graph.graph import Graph
+    except ImportError:
+        return
+
+    def make(_dbt_s: Any) -> Any:
+        def get_subset_graph(self: Any, selected: Any) -> Any:
+            return Graph(subset_graph(self.graph, selected))
+
+        return get_subset_graph
+
+    _replace_once(Graph, "get_subset_graph", make)
 
 
 def _flat_graph_on_first_read() -> None:
@@ -202,8 +222,7 @@ def _test_edges_from_ancestors() -> None:
 
     def add_test_edges_1(self: Any, manifest: Any) -> None:
         graph = self.graph
-        for test, node in test_edges(graph, manifest):
-            graph.add_edge(test, node, edge_type="parent_test")
+        graph.add_edges_from(test_edges(graph, manifest), edge_type="parent_test")
 
     _replace_once(Linker, "add_test_edges_1", lambda _dbt_s: add_test_edges_1)
 
