@@ -14,8 +14,10 @@ None of it changes what a run builds or how it is judged:
   fraction of the walk.
 - The edges that make a node wait for the tests upstream of it (dbt's `add_test_edges_1`:
   a test -> node edge when everything the test depends on is upstream of the node) are the
-  same edges, found from each node's ancestors computed once in topological order (as bit
-  sets) instead of a breadth-first walk per node. dbt's own faster variant
+  same edges, found from each node's descendants computed once in topological order (as bit
+  sets): a test's edges are the common descendants of the nodes it depends on, as many steps
+  as edges (560,000 on a 2,000-model project), instead of a breadth-first walk per node.
+  dbt's own faster variant
   (`--use-fast-test-edges`) is not used: it gives other edges (a model fed by a source never
   waits for a relationships test upstream of it).
 - Each run records whether dbt parsed partially (`parse_mode`): warm runs do not write
@@ -34,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from patchit.harnesses import dbt_saved_parse
@@ -235,28 +237,46 @@ def test_edges(graph: Any, manifest: Any) -> list[tuple[str, str]]:
     from dbt.artifacts.resources.types import NodeType
 
     bit: dict[str, int] = {}
-    ancestors: dict[str, int] = {}  # node -> the bits of every node upstream of it
     for index, node in enumerate(networkx.topological_sort(graph)):
         bit[node] = 1 << index
-        upstream = 0
-        for parent in graph.predecessors(node):
-            upstream |= ancestors[parent] | bit[parent]
-        ancestors[node] = upstream
     tested: dict[str, int] = {}  # test -> the bits of the nodes it is a test of
     for parent, children in manifest.child_map.items():
         for child in children:
             if child.startswith("test.") and parent in bit:
                 tested[child] = tested.get(child, 0) | bit[parent]
-    tests: list[tuple[str, int, int]] = []  # (test, tested nodes, nodes it depends on)
-    for test, of in tested.items():
-        depends_on = list(manifest.nodes[test].depends_on_nodes)
-        if all(name in bit for name in depends_on):  # else never all upstream of a node
-            tests.append((test, of, sum(bit[name] for name in set(depends_on))))
-    edges: list[tuple[str, str]] = []
-    for node in graph:
+    order = list(bit)  # bit index -> node
+    descendants: dict[str, int] = {}  # node -> the bits of every node downstream of it
+    for node in reversed(order):
+        downstream = 0
+        for child in graph.successors(node):
+            downstream |= descendants[child] | bit[child]
+        descendants[node] = downstream
+    targets = 0  # the bits of the manifest's non-test nodes
+    for node in order:
         entry = manifest.nodes.get(node)
-        if entry is None or entry.resource_type == NodeType.Test:
-            continue
-        upstream = ancestors[node]
-        edges += [(t, node) for t, of, needs in tests if upstream & of and needs & ~upstream == 0]
+        if entry is not None and entry.resource_type != NodeType.Test:
+            targets |= bit[node]
+    # A node gets an edge from a test when one node the test is a test of, and every node it
+    # depends on, is upstream of it: the test's edges are those nodes' common descendants,
+    # found per test (as many steps as edges) rather than per node and test.
+    edges: list[tuple[str, str]] = []
+    for test, of in tested.items():
+        depends_on = set(manifest.nodes[test].depends_on_nodes)
+        if not all(name in bit for name in depends_on):
+            continue  # never all upstream of a node
+        reach = 0
+        for index in _set_bits(of):
+            reach |= descendants[order[index]]
+        reach &= targets
+        for name in depends_on:
+            reach &= descendants[name]
+        edges += [(test, order[index]) for index in _set_bits(reach)]
     return edges
+
+
+def _set_bits(bits: int) -> Iterator[int]:
+    """The indices of the bits set in `bits`, lowest first."""
+    while bits:
+        lowest = bits & -bits
+        yield lowest.bit_length() - 1
+        bits ^= lowest
