@@ -13,6 +13,13 @@ partial-parse file, as a user re-running dbt would. Each run's copy of the fix c
 distinct trailing comment, so every run re-parses one changed file, as a new candidate does.
 The warm worker's start is paid once, timed on its own and left out of warm_verify.
 
+Each verify also says where its time went (`DbtHarness.last_breakdown_ms`): patchit's
+preparing (the warehouse copy, the selection), dbt's phases inside the warm worker's run
+(`dbt_phases`: parse, graph, select, cache, run nodes, artifacts, the rest), the worker's fork
+and reply, and the judging; the report prints the medians beside the totals. A 2,000-model
+project's builds take minutes, so a kept `--workdir` is reused by the next run of the same
+size: the project, its failing run and the snapshot are taken as they are.
+
 Then the wrapper's own cost on the example project (`patchit.bench.perf_wrapper`): a green
 `patchit dbt -- build` against `dbt build`, and the idle tail of a failure with nothing to
 verify (report line -> exit).
@@ -44,7 +51,7 @@ from patchit.bench.genproject import GeneratedProject, break_model, generate_pro
 from patchit.bench.perf_heal import HealPerf, format_heal_lines, run_heal_perf
 from patchit.bench.perf_wrapper import format_lines, run_wrapper_perf
 from patchit.config import resolve_home
-from patchit.errors import HarnessError
+from patchit.errors import HarnessError, PatchitError
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.harnesses.base import Workspace
 from patchit.harnesses.dbt import DbtHarness
@@ -82,6 +89,8 @@ class PerfResult:
     samples_s: dict[str, list[float]] = field(default_factory=dict)
     # how each verify's dbt parsed ("partial" or "full: <reason>"), per verify measure
     parse_modes: dict[str, list[str]] = field(default_factory=dict)
+    # where each verify's time went, part by part (`DbtHarness.last_breakdown_ms`), per run
+    breakdowns_ms: dict[str, list[dict[str, float]]] = field(default_factory=dict)
     worker_start_s: float = 0.0
     initial_build_s: float = 0.0
     # the screen: ms per candidate (in run order), the first call (clone included), the
@@ -111,8 +120,15 @@ class PerfResult:
         """This measure's median over the full build's: 0.05 is 20x faster."""
         return self.median_s(measure) / self.median_s("full_build")
 
+    def breakdown_ms(self, measure: str) -> dict[str, float]:
+        """The median milliseconds of each part of `measure`'s runs, in the order they run."""
+        runs = self.breakdowns_ms.get(measure) or []
+        parts = dict.fromkeys(part for run in runs for part in run)
+        return {p: round(statistics.median(run.get(p, 0.0) for run in runs), 1) for p in parts}
+
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = asdict(self)
+        data["breakdown_median_ms"] = {m: self.breakdown_ms(m) for m in self.breakdowns_ms}
         data["median_s"] = {m: round(self.median_s(m), 3) for m in MEASURES}
         data["ratio_to_full_build"] = {m: round(self.ratio(m), 4) for m in MEASURES}
         data["speedup"] = {m: round(1 / self.ratio(m), 2) for m in MEASURES}
@@ -152,6 +168,7 @@ def format_report(result: PerfResult) -> str:
     lines.append(
         f"{'worker start:'.ljust(14)}{result.worker_start_s:7.2f} s (one-off, not in warm verify)"
     )
+    lines += format_breakdown(result)
     if result.screen_samples_ms:
         n = len(result.screen_samples_ms)
         per_verify = result.median_s("warm_verify") * 1000 / max(result.screen_median_ms, 1e-3)
@@ -172,6 +189,20 @@ def format_report(result: PerfResult) -> str:
     if result.heal:
         lines += format_heal_lines(HealPerf(**result.heal))
     return "\n".join(lines)
+
+
+def format_breakdown(result: PerfResult) -> list[str]:
+    """Where a verify's time goes: one row per part, warm and fresh side by side (medians)."""
+    warm, fresh = result.breakdown_ms("warm_verify"), result.breakdown_ms("fresh_verify")
+    if not warm and not fresh:
+        return []
+    lines = ["where a verify's time goes (median ms):     warm    fresh"]
+    for part in dict.fromkeys([*warm, *fresh]):
+        cells = [f"{by[part]:8.0f}" if part in by else f"{'-':>8}" for by in (warm, fresh)]
+        lines.append(f"  {part.ljust(38)}{''.join(cells)}")
+    totals = [f"{sum(by.values()):8.0f}" for by in (warm, fresh)]
+    lines.append(f"  {'total'.ljust(38)}{''.join(totals)}")
+    return lines
 
 
 def _dbt(project: Path, *args: str) -> tuple[int, str, float]:
@@ -212,8 +243,14 @@ class _Bench:
         self.model = self.project.middle_model()
         self.fix_path = self.project.model_path(self.model)
         self.count = 0
+        self.last_breakdown_ms: dict[str, float] = {}  # the last verify's, part by part
 
     def setup(self) -> float:
+        """Build, commit and break the project, run the user's failing build; or, when a kept
+        `--workdir` holds this project set up already, reuse it (a 2,000-model project's
+        builds take minutes): 0.0 then stands for the initial build."""
+        if self._reuse():
+            return 0.0
         say, repo = self.say, self.repo
         say(f"building the generated {self.project.n_tests}-test project once")
         code, out, initial_s = _dbt(repo, "build")
@@ -242,12 +279,43 @@ class _Bench:
             ),
         )  # fmt: skip
         self.snapshot = snapshot_database(repo / self.project.db_file, self.work / "snapshot")
-        self.baseline = create_worktree(repo, "HEAD", self.work / "baseline")
-        copy_for_candidate(self.snapshot, self.baseline)
-        rebase_partial_parse(
-            repo / "target" / PARTIAL_PARSE_FILE, self.baseline / "target", self.baseline
+        self._make_baseline()
+        self._ready_file.write_text(
+            json.dumps({"good": self.good, "event": self.event.model_dump(mode="json")}),
+            encoding="utf-8",
         )
         return initial_s
+
+    @property
+    def _ready_file(self) -> Path:
+        return self.work / f"ready-{len(self.project.models)}.json"
+
+    def _make_baseline(self) -> None:
+        self.baseline = create_worktree(self.repo, "HEAD", self.work / "baseline")
+        copy_for_candidate(self.snapshot, self.baseline)
+        rebase_partial_parse(
+            self.repo / "target" / PARTIAL_PARSE_FILE, self.baseline / "target", self.baseline
+        )
+
+    def _reuse(self) -> bool:
+        """Take the failing run of an earlier bench in this workdir, when the project it
+        generated is this one (same size) and its repo is still at the broken commit."""
+        try:
+            kept = json.loads(self._ready_file.read_text(encoding="utf-8"))
+            event = UniversalFailureEvent.model_validate(kept["event"])
+            head = run_git(self.repo, "rev-parse", "HEAD").strip()
+        except (OSError, ValueError, KeyError, PatchitError):
+            return False
+        snapshot = self.work / "snapshot" / self.project.db_file
+        if event.commit != head or not snapshot.is_file():
+            return False
+        self.say(f"reusing the generated project and its failing run in {self.work}")
+        run_git(self.repo, "checkout", "-q", "--", ".")  # generating again un-broke the model
+        self.event, self.good, self.snapshot = event, str(kept["good"]), snapshot
+        if (self.work / "baseline").exists():
+            remove_worktree(self.repo, self.work / "baseline")
+        self._make_baseline()
+        return True
 
     def _commit(self, message: str) -> None:
         run_git(self.repo, "add", "-A")
@@ -281,6 +349,7 @@ class _Bench:
             shutil.rmtree(scratch, ignore_errors=True)
         if not result.passed:
             raise HarnessError(f"the right fix did not verify:\n{result.output[-3000:]}")
+        self.last_breakdown_ms = dict(harness.last_breakdown_ms)
         return seconds, harness.last_parse_mode
 
     def screen(self, harness: DbtHarness, candidates: int, result: PerfResult) -> None:
@@ -361,6 +430,7 @@ def _measure(
         selected_models=1 + len(project.descendants(bench.model)),
         samples_s={m: [] for m in MEASURES},
         parse_modes={"warm_verify": [], "fresh_verify": []},
+        breakdowns_ms={"warm_verify": [], "fresh_verify": []},
         initial_build_s=round(initial_s, 3),
     )
     with DbtHarness(warm=True) as warm, DbtHarness(warm=False) as fresh:
@@ -379,6 +449,7 @@ def _measure(
                 seconds, parse_mode = bench.verify(harness)
                 samples[measure].append(round(seconds, 3))
                 result.parse_modes[measure].append(parse_mode)
+                result.breakdowns_ms[measure].append(bench.last_breakdown_ms)
         if screen_candidates:
             say(f"screening {screen_candidates} candidates")
             bench.screen(warm, screen_candidates, result)

@@ -58,7 +58,8 @@ from patchit.cli.context import say
                    '"airflow": ...}).')  # fmt: skip
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
               help="Keep the generated repos here (default: a temp dir, removed); with both "
-                   "parts, under dbt/ and airflow/.")  # fmt: skip
+                   "parts, under dbt/ and airflow/. --perf reuses the project and failing "
+                   "run an earlier --perf of the same size left there.")  # fmt: skip
 def bench(
     corpus_dir: Path | None,
     only: tuple[str, ...],

@@ -50,6 +50,7 @@ from patchit.harnesses.dbt_pg import (
     seed_incrementals,
     warehouse_note,
 )
+from patchit.harnesses.dbt_phases import breakdown_ms
 from patchit.harnesses.dbt_prepare import prepare, run_env, sandbox_paths
 from patchit.harnesses.dbt_prewarm import adopt
 from patchit.harnesses.dbt_sf import SfSchemas, clone_incrementals, sf_note, sf_outputs
@@ -102,6 +103,8 @@ class DbtHarness:
         self._pg = PgSchemas()  # a Postgres target's sandbox schemas, dropped by close()
         self._sf = SfSchemas()  # a Snowflake target's, likewise
         self.notices: list[str] = []  # what close() could not clean up
+        # where the last verify's time went, part by part (`dbt_phases.breakdown_ms`)
+        self.last_breakdown_ms: dict[str, float] = {}
 
     @property
     def last_parse_mode(self) -> str:
@@ -191,6 +194,7 @@ class DbtHarness:
         self._sf.role = self.sandbox.sf_role
         box = prepare(workspace, event, project_dir, cwd, self._pg, self._sf)
         env = run_env(event, project_dir, workspace.scratch.resolve()) | box.env
+        prepare_ms = (time.monotonic() - started) * 1000
         need = (workspace.root, workspace.scratch)
         if box.pg_schema is not None:
             self._allow_network_for({"type": "postgres"})
@@ -223,7 +227,9 @@ class DbtHarness:
                 box.pg_notes = seed_incrementals(
                     box, listed, self._pg.warehouse_of(box.pg_schema), copy_limit
                 )
+            running = time.monotonic()
             outcome = run(box.args, box.log_path)
+            run_ms = (time.monotonic() - running) * 1000
         finally:
             with self._lock:
                 self._in_flight -= worker is not None
@@ -245,6 +251,10 @@ class DbtHarness:
             limit = sandbox.limit_in(output, "\n".join([*errors, outcome.exception or ""]))
             if limit == "memory" and worker is not None:
                 self._drop_after_runs(worker)  # an allocation failed somewhere in it
+        total_ms = (time.monotonic() - started) * 1000
+        self.last_breakdown_ms = breakdown_ms(
+            box.spent_ms, prepare_ms, outcome.phases_ms, outcome.duration_ms, run_ms, total_ms
+        )
         return Verification(
             passed=passed,
             harness=self.name,
@@ -382,6 +392,8 @@ class DbtHarness:
             results=list(reply.get("results") or []),
             parse_mode=reply.get("parse"),
             saved_parse_kept=bool(reply.get("saved_parse_kept")),
+            phases_ms=dict(reply.get("phases_ms") or {}),
+            duration_ms=reply.get("duration_ms"),
         )
 
     def _run_fresh(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -104,6 +105,7 @@ def prepare(
 ) -> DbtSandbox:
     """Packages, DB copy, sandbox profile and state; returns what to run and where."""
     assert event.dbt is not None
+    spent_ms: dict[str, float] = {}
     scratch = workspace.scratch.resolve()
     scratch.mkdir(parents=True, exist_ok=True)
     carry_packages(Path(event.dbt.project_dir), project_dir)
@@ -146,20 +148,24 @@ def prepare(
                 relations = None
         elif target.db_path is not None:
             db_copy, path_text = sandbox_db_location(target, cwd, workspace.root)
+            copying = time.perf_counter()
             warehouse = place_database(workspace, target.db_path, db_copy)
             relations = _relations(workspace, target.db_path.name, warehouse)
+            spent_ms["warehouse copy"] = _ms_since(copying)
         write_sandbox_profile(target, db_copy, scratch, path_text=path_text, schema=pg_schema)
     except BadInputError as exc:
         raise HarnessError(f"cannot build the dbt sandbox: {exc}") from exc
 
     # What the candidate changed, by name, instead of dbt's state comparison (a third of a
     # warm run on a large project); dbt still judges what the failing run's parse cannot.
+    selecting = time.perf_counter()
     changed = _changed_by_name(event, project_dir) if with_state else None
     names = manifest_node_names(Path(str(manifest))) if changed is not None else None
     # the worktree's nodes: the failing run's and what the candidate added, else a scan
     all_names = [*names, *changed] if names is not None and changed is not None else None
     unbuilt = unbuilt_nodes(all_names or node_names(project_dir), relations)
     selectors = select_units(event, with_state and changed is None, unbuilt, changed or ())
+    spent_ms["selection"] = _ms_since(selecting)
     args = ["build"]
     if selectors:
         args += ["--select", *selectors]
@@ -211,7 +217,12 @@ def prepare(
         pg_clone=clone,
         snowflake=on_snowflake,
         state_manifest=state_manifest,
+        spent_ms=spent_ms,
     )
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def _changed_by_name(event: UniversalFailureEvent, project_dir: Path) -> tuple[str, ...] | None:

@@ -59,6 +59,7 @@ class DbtSandbox:
     pg_clone: Clone | None = None  # the incident's database (Postgres): a copy, or the user's
     snowflake: bool = False  # `pg_schema` is a Snowflake sandbox schema (`harnesses.dbt_sf`)
     state_manifest: Path | None = None  # the failing run's manifest, as `--state` reads it
+    spent_ms: dict[str, float] = field(default_factory=dict)  # parts of preparing it, timed
 
 
 @dataclass
@@ -71,6 +72,8 @@ class DbtOutcome:
     timed_out: bool = False
     parse_mode: str | None = None  # a warm run's "partial"/"full" (else read from dbt's log)
     saved_parse_kept: bool = False  # a warm run started from the worker's decoded parse
+    phases_ms: dict[str, float] = field(default_factory=dict)  # a warm run's (dbt_phases)
+    duration_ms: int | None = None  # a warm run's own, as its fork timed it
 
 
 def node_selector(unique_id: str) -> str | None:

@@ -12,6 +12,7 @@ Protocol (one JSON object per line):
              "results": [{"unique_id", "status", "message", "resource_type"}],
              "saved_parse_kept": bool (dbt read the worker's decoded parse),
              "parse": "partial" | "full" | "unknown" (how dbt parsed),
+             "phases_ms": {phase: ms} (where the run's time went, see dbt_phases),
              "id": the request's id (when it had one)}
 
 Requests run concurrently: the worker reads the next request while earlier ones run (each in
@@ -44,7 +45,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from patchit.harnesses import dbt_saved_parse, dbt_tuning
+from patchit.harnesses import dbt_phases, dbt_saved_parse, dbt_tuning
 from patchit.harnesses.dbt_serve import reply_line, serve
 from patchit.harnesses.dbt_units import RUN_NODES_FILE
 from patchit.harnesses.warm import WarmProcess
@@ -137,9 +138,11 @@ def run_request(request: dict[str, Any], stderr_fd: int, in_fork: bool = False) 
     os.dup2(log_fd, 2)
     dbt_saved_parse.arm(request)
     dbt_tuning.forget_parse_mode()
+    dbt_phases.reset()
     try:
         res = dbtRunner().invoke(list(request["args"]))
-        _write_run_nodes(list(request["args"]), res.result)
+        with dbt_phases.timed("artifacts"):
+            _write_run_nodes(list(request["args"]), res.result)
         exception = (
             None if res.exception is None else f"{type(res.exception).__name__}: {res.exception}"
         )
@@ -149,6 +152,7 @@ def run_request(request: dict[str, Any], stderr_fd: int, in_fork: bool = False) 
             "results": _collect_results(res.result),
             "saved_parse_kept": dbt_saved_parse.used(),
             "parse": dbt_tuning.parse_mode(),
+            "phases_ms": dbt_phases.phases_ms(),
         }
     except (Exception, SystemExit) as exc:  # report it and keep serving the next request
         traceback.print_exc()
@@ -246,6 +250,7 @@ def main() -> int:
             print(f"patchit dbt worker: cannot preload {module}: {exc}", file=sys.stderr)
 
     dbt_tuning.install()
+    dbt_phases.install()
     _warm_up(stderr_fd)
     # What the worker holds now (dbt's modules, the warm-up's caches) is never collected
     # again: each run's collections traverse only what the run itself allocated.

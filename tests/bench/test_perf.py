@@ -111,3 +111,38 @@ def test_bench_on_a_missing_or_empty_corpus_is_a_clear_error(tmp_path: Path) -> 
     (tmp_path / "empty").mkdir()
     empty = patchit("bench", "--corpus", str(tmp_path / "empty"))
     assert empty.returncode == 2 and "no scenario (*.toml) to run" in empty.stderr
+
+
+def test_a_kept_workdir_is_reused_by_the_next_run_of_the_same_size(tmp_path: Path) -> None:
+    from patchit.bench.perf import _Bench, _patchit_home
+
+    work = (tmp_path / "work").resolve()
+    said: list[str] = []
+    with _patchit_home(work / "home"):
+        first = _Bench(work, 12, said.append)
+        assert first.setup() > 0
+        head = subprocess.run(["git", "-C", str(first.repo), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+        again = _Bench(work, 12, said.append)
+        assert again.setup() == 0.0  # no build: the kept failing run is taken
+        assert said[-1].startswith("reusing the generated project")
+        assert again.event == first.event and again.good == first.good
+        # generating again wrote the good model back; the reuse restored the broken commit
+        broken = (again.repo / again.fix_path).read_text()
+        assert "a.amout" in broken and again.good != broken
+        status = subprocess.run(["git", "-C", str(again.repo), "status", "--porcelain"],
+                                capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert status == ""
+        assert subprocess.run(["git", "-C", str(again.repo), "rev-parse", "HEAD"],
+                              capture_output=True, text=True).stdout == head  # fmt: skip
+        with _warmless() as fresh:
+            seconds, mode = again.verify(fresh)
+        assert seconds > 0 and mode.startswith(("partial", "full"))
+        other = _Bench(work, 14, said.append)  # another size: built afresh
+        assert other._reuse() is False
+
+
+def _warmless() -> Any:
+    from patchit.harnesses.dbt import DbtHarness
+
+    return DbtHarness(warm=False)
