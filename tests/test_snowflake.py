@@ -196,6 +196,8 @@ def test_doctor_says_where_a_snowflake_target_is_verified(sf: SfServer, tmp_path
     [line] = check_warehouse(tmp_path / "up", SandboxConfig(sf_role=ROLE))
     assert line.status == "ok", line
     assert f"sandbox schemas PATCHIT_<incident>_<n> of database {database}" in line.detail
+    # the emulator has no grants to read (tests/sandbox/test_sf_grants.py: real Snowflake's)
+    assert "its grants not read: the emulator (fakesnow) has no access control" in line.detail
     assert sandbox_schemas(sf, database) == []  # nothing made
     import socket
 

@@ -23,11 +23,10 @@ from patchit.bench.corpus_model import (
     load_corpus,
     projects_dir,
 )
-from patchit.bench.corpus_pg import PgBench
 from patchit.bench.corpus_report import CorpusSummary, summarise, write_results
 from patchit.bench.corpus_run import run_scenario
 from patchit.bench.corpus_runtimes import migrate_airflow_template
-from patchit.bench.pg_server import pg_cluster
+from patchit.bench.corpus_wh import SchemaBench
 from patchit.errors import BadInputError
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -62,42 +61,63 @@ def run_corpus(
     warehouse: Warehouse = "duckdb",
 ) -> CorpusRun:
     """Run the scenarios (all, or those named in `only`); write results when asked. With
-    `warehouse="postgres"`, the dbt scenarios that make sense there run on a throw-away
-    PostgreSQL cluster (results `latest-postgres.*`)."""
+    `warehouse="postgres"` (or `"snowflake"`), the dbt scenarios that make sense there run on
+    a throw-away PostgreSQL cluster (a Snowflake emulator); results `latest-<warehouse>.*`."""
     corpus = corpus_dir or default_corpus()
     scenarios = load_corpus(corpus, only)
     projects = projects_dir(corpus)
     for scenario in scenarios:
         if not (projects / scenario.project).is_dir():
             raise BadInputError(f"{scenario.path}: no base project {projects / scenario.project}")
-    if warehouse == "postgres":
-        scenarios = [s for s in scenarios if s.kind == "dbt" and "postgres" in s.warehouses]
+    if warehouse != "duckdb":
+        scenarios = [s for s in scenarios if s.kind == "dbt" and warehouse in s.warehouses]
         if not scenarios:
             raise BadInputError(
-                "none of the chosen scenarios runs on Postgres (dbt scenarios whose "
-                "`warehouses` list postgres); pick others with --only"
+                f"none of the chosen scenarios runs on {_TITLES[warehouse]} (dbt scenarios "
+                f"whose `warehouses` list {warehouse}); pick others with --only"
             )
     base = workdir or Path(tempfile.mkdtemp(prefix="patchit-bench-"))
     base.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
-        pg = None
-        if warehouse == "postgres":
-            say("starting a throw-away PostgreSQL cluster for the dbt scenarios")
-            pg = PgBench(stack.enter_context(pg_cluster()))
-            projects = _retargeted(pg, projects, scenarios, base / "projects-postgres")
-        results = _run_all(scenarios, projects, base, workdir is None, say, pg)
+        shared = None
+        if warehouse != "duckdb":
+            shared = _start(warehouse, stack, say)
+            projects = _retargeted(shared, projects, scenarios, base / f"projects-{warehouse}")
+        results = _run_all(scenarios, projects, base, workdir is None, say, shared)
     summary = summarise(results)
     json_path = md_path = None
     if results_dir is not None:
-        stem = ("latest" if only is None else "subset") + ("" if pg is None else "-postgres")
+        where = "" if shared is None else f"-{warehouse}"
+        stem = ("latest" if only is None else "subset") + where
         json_path, md_path = write_results(results, summary, results_dir, stem)
     return CorpusRun(results, summary, json_path, md_path)
 
 
-def _retargeted(pg: PgBench, projects: Path, scenarios: list[Scenario], dest: Path) -> Path:
+_TITLES = {"duckdb": "DuckDB", "postgres": "Postgres", "snowflake": "Snowflake"}
+
+
+def _start(warehouse: Warehouse, stack: ExitStack, say: Say) -> SchemaBench:
+    """The throw-away server of a shared warehouse, stopped when `stack` closes."""
+    if warehouse == "snowflake":
+        from patchit.bench.corpus_sf import SfBench
+        from patchit.bench.sf_server import FakesnowMissing, sf_server
+
+        say("starting a throw-away Snowflake emulator (fakesnow) for the dbt scenarios")
+        try:
+            return SfBench(stack.enter_context(sf_server()))
+        except FakesnowMissing as exc:
+            raise BadInputError(str(exc)) from None
+    from patchit.bench.corpus_pg import PgBench
+    from patchit.bench.pg_server import pg_cluster
+
+    say("starting a throw-away PostgreSQL cluster for the dbt scenarios")
+    return PgBench(stack.enter_context(pg_cluster()))
+
+
+def _retargeted(shared: SchemaBench, projects: Path, scenarios: list[Scenario], dest: Path) -> Path:
     for name in sorted({s.project for s in scenarios}):
         if not (dest / name).is_dir():
-            pg.retarget(projects / name, dest / name)
+            shared.retarget(projects / name, dest / name)
     return dest
 
 
@@ -107,7 +127,7 @@ def _run_all(
     base: Path,
     throwaway: bool,
     say: Say,
-    pg: PgBench | None,
+    shared: SchemaBench | None,
 ) -> list[ScenarioResult]:
     try:
         template = _airflow_template(scenarios, base, say)
@@ -120,7 +140,7 @@ def _run_all(
                 shutil.rmtree(work)
             work.mkdir()
             result = judge(run_scenario(scenario, projects / scenario.project, work, template,
-                                       good_cache, pg))  # fmt: skip
+                                       good_cache, shared))  # fmt: skip
             say(f"    {result.outcome} {result.classification or '-'}: "
                 f"{'pass' if result.passed else 'FAIL'} ({result.reason})")  # fmt: skip
             results.append(result)

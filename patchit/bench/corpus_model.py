@@ -20,8 +20,8 @@ from patchit.errors import BadInputError
 
 Kind = Literal["dbt", "airflow_callback", "airflow_scan"]
 Expect = Literal["fixed", "escalated", "refused"]
-Warehouse = Literal["duckdb", "postgres"]
-WAREHOUSES: tuple[Warehouse, ...] = ("duckdb", "postgres")
+Warehouse = Literal["duckdb", "postgres", "snowflake"]
+WAREHOUSES: tuple[Warehouse, ...] = ("duckdb", "postgres", "snowflake")
 FailureClassName = Literal[
     "code_bug", "env_mismatch", "dependency_issue", "infra_issue", "data_issue", "unknown"
 ]
@@ -90,7 +90,7 @@ class Scenario(BaseModel):
     hold_db_lock: bool = False
     warehouses: list[Warehouse] = Field(
         default_factory=lambda: list(WAREHOUSES),
-        description="where a dbt scenario makes sense (`bench --warehouse postgres`)",
+        description="where a dbt scenario makes sense (`bench --warehouse postgres|snowflake`)",
     )
     edits: list[Edit]
     check: HiddenCheck

@@ -32,8 +32,8 @@ from patchit.bench.corpus_env import (
 )
 from patchit.bench.corpus_keeps import keeps_missing
 from patchit.bench.corpus_model import Scenario, apply_edits
-from patchit.bench.corpus_pg import PgBench
 from patchit.bench.corpus_runtimes import BenchRuntime
+from patchit.bench.corpus_wh import SchemaBench
 
 
 @dataclass
@@ -100,16 +100,16 @@ def run_scenario(
     work: Path,
     airflow_template: Path | None,
     good_cache: GoodCache | None = None,
-    pg: PgBench | None = None,
+    shared: SchemaBench | None = None,
 ) -> Observation:
     """Run `scenario` in `work` (a fresh directory); never raises for a scenario's failure.
 
     `good_cache` maps a good-run key to a good checkout already run (kept by the caller
-    for the whole corpus run); without it, the good run happens in `work`. With `pg`, a dbt
-    scenario runs on Postgres (`project` is then the copy `PgBench.retarget` made).
+    for the whole corpus run); without it, the good run happens in `work`. With `shared`, a
+    dbt scenario runs on that warehouse (`project` is then the copy its `retarget` made).
     """
     obs = Observation(scenario)
-    runtime = BenchRuntime(scenario, work, airflow_template, pg)
+    runtime = BenchRuntime(scenario, work, airflow_template, shared)
     try:
         project = base_project(project, work, scenario)
         _observe(obs, runtime, project, work, {} if good_cache is None else good_cache)
@@ -137,6 +137,7 @@ def _observe(
         obs.error = f"the good commit gave no hidden-check value {obs.good_value!r}: {tail}"
         return
     obs.good_ok = True
+    runtime.prepare_home(home)
     make_repo(project, reference, None)
     make_repo(project, user, None)
     with ThreadPoolExecutor(max_workers=1) as pool:  # each reference run beside the user's

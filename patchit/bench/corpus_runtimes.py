@@ -20,7 +20,7 @@ import yaml
 
 from patchit.bench.corpus_env import Proc, base_env, duckdb_lock, run, tool
 from patchit.bench.corpus_model import AIRFLOW_KINDS, Scenario
-from patchit.bench.corpus_pg import PgBench
+from patchit.bench.corpus_wh import SchemaBench
 
 
 class BenchRuntime:
@@ -31,12 +31,12 @@ class BenchRuntime:
         scenario: Scenario,
         work: Path,
         airflow_template: Path | None,
-        pg: PgBench | None = None,
+        shared: SchemaBench | None = None,
     ) -> None:
         self.scenario = scenario
         self.work = work
         self.airflow_template = airflow_template
-        self.pg = pg  # dbt on Postgres: each checkout builds into its own schema
+        self.shared = shared  # dbt on Postgres/Snowflake: a schema per checkout
         self._homes = itertools.count(1)
 
     # -- environments ------------------------------------------------------------------
@@ -45,8 +45,8 @@ class BenchRuntime:
         self, broken: bool, extra: dict[str, str] | None = None, repo: Path | None = None
     ) -> dict[str, str]:
         values = dict(self.scenario.env)
-        if self.pg is not None and repo is not None:
-            values.update(self.pg.env(repo))
+        if self.shared is not None and repo is not None:
+            values.update(self.shared.env(repo))
         if broken:
             values.update(self.scenario.broken_env)
         values.update(extra or {})
@@ -74,11 +74,18 @@ class BenchRuntime:
         """The user's database file (dbt) or output directory (Airflow)."""
         if self.scenario.kind in AIRFLOW_KINDS:
             return repo / "output"
-        if self.pg is not None:
+        if self.shared is not None:
             return repo  # the data is in the checkout's schema: `data_hash` reads it
         profiles = yaml.safe_load((repo / "profiles.yml").read_text())
         profile = next(iter(profiles.values()))
         return repo / str(profile["outputs"][profile["target"]]["path"])
+
+    def prepare_home(self, home: Path) -> None:
+        """The operator's settings every patchit run of the scenario needs (Snowflake's
+        `[sandbox] sf_role`)."""
+        if self.shared is not None and self.shared.operator_settings:
+            home.mkdir(parents=True, exist_ok=True)
+            (home / "patchit.toml").write_text(self.shared.operator_settings, encoding="utf-8")
 
     # -- runs --------------------------------------------------------------------------
 
@@ -124,8 +131,8 @@ class BenchRuntime:
     def run_from_scratch(self, checkout: Path, broken: bool) -> Proc:
         """Run a checkout with no earlier state (fresh DuckDB file or schema / AIRFLOW_HOME)."""
         if self.scenario.kind == "dbt":
-            if self.pg is not None:
-                self.pg.drop(checkout)
+            if self.shared is not None:
+                self.shared.drop(checkout)
             return run([tool("dbt"), "build"], self.env(broken, repo=checkout), checkout)
         return self._dags_test(checkout, broken, extra={"PATCHIT_CALLBACK_DISABLED": "1"})
 
@@ -138,15 +145,16 @@ class BenchRuntime:
 
     def query(self, checkout: Path, sql: str) -> Any:
         """The rows of `sql` over a dbt checkout's built data (None: nothing was built)."""
-        if self.pg is not None:
-            return self.pg.query(checkout, sql)
+        if self.shared is not None:
+            return self.shared.query(checkout, sql)
         db = self.user_data(checkout)
         return query_rows(db, sql) if db.exists() else None
 
     def data_hash(self, repo: Path) -> str | None:
-        """The user's data as "untouched" compares it, when it is not a file here (Postgres)."""
-        if self.pg is not None and self.scenario.kind == "dbt":
-            return self.pg.content_hash(repo)
+        """The user's data as "untouched" compares it, when it is not a file here (a shared
+        warehouse's schemas)."""
+        if self.shared is not None and self.scenario.kind == "dbt":
+            return self.shared.content_hash(repo)
         return None
 
     def migrate_needed(self) -> bool:

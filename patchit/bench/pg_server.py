@@ -71,7 +71,7 @@ class PgCluster:
             conn.close()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -131,7 +131,7 @@ def pg_cluster() -> Iterator[PgCluster]:
              "-E", "UTF8", "--no-locale", "--no-sync"],
             "initdb",
         )  # fmt: skip
-        port = _free_port()
+        port = free_port()
         options = f"-k {sock} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off"
         _run(
             [str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from patchit.bench.corpus_model import Warehouse
+from patchit.bench.corpus_model import WAREHOUSES, Warehouse
 from patchit.cli.context import say
 
 
@@ -23,11 +23,12 @@ from patchit.cli.context import say
 @click.option("--results", "results_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where the corpus run writes latest.json/.md (subset.* with --only); "
                    "default: benchmarks/results beside the corpus.")  # fmt: skip
-@click.option("--warehouse", type=click.Choice(["duckdb", "postgres"]), default="duckdb",
+@click.option("--warehouse", type=click.Choice(WAREHOUSES), default="duckdb",
               show_default=True,
-              help="Where the corpus's dbt scenarios run: postgres runs those that make sense "
-                   "there on a throw-away PostgreSQL cluster (results latest-postgres.*), "
-                   "beside DuckDB's outcomes from latest.json.")  # fmt: skip
+              help="Where the corpus's dbt scenarios run: postgres (snowflake) runs those that "
+                   "make sense there on a throw-away PostgreSQL cluster (Snowflake emulator, "
+                   "fakesnow); results latest-<warehouse>.*, beside DuckDB's outcomes from "
+                   "latest.json.")  # fmt: skip
 @click.option("--memory", "memory_perf", is_flag=True,
               help="Time the repeat-diff lookup with --attempts attempts stored.")  # fmt: skip
 @click.option("--attempts", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
@@ -135,13 +136,13 @@ def _corpus(
     names = [n.strip() for item in only for n in item.split(",") if n.strip()] or None
     source = corpus_dir or corpus.default_corpus()
     out = results_dir or source.parent / "results"
-    chosen: Warehouse = "postgres" if warehouse == "postgres" else "duckdb"
+    chosen: Warehouse = next(w for w in WAREHOUSES if w == warehouse)
     run = corpus.run_corpus(
         source, names, workdir=workdir, results_dir=out, say=say, warehouse=chosen
     )
     if as_json:
         click.echo(json.dumps(to_json(run.results, run.summary), indent=2))
-    elif chosen == "postgres":  # beside what DuckDB did with the same scenarios
+    elif chosen != "duckdb":  # beside what DuckDB did with the same scenarios
         click.echo(markdown(run.results, run.summary, outcomes_in(out / "latest.json")))
     else:
         click.echo(markdown(run.results, run.summary))

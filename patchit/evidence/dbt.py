@@ -16,10 +16,14 @@ from typing import Any
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.conversion import find_conversion
-from patchit.evidence.failing_rows import sample_failing_rows, sample_failing_rows_pg
+from patchit.evidence.failing_rows import (
+    sample_failing_rows,
+    sample_failing_rows_pg,
+    sample_failing_rows_sf,
+)
 from patchit.evidence.gitlog import breaking_diff_or_note, change_base, history_and_changes
 from patchit.evidence.model import Evidence, ProjectIndex, Relation
-from patchit.evidence.pg_columns import pg_upstream_columns, postgres_output
+from patchit.evidence.pg_columns import pg_upstream_columns, postgres_output, snowflake_output
 from patchit.evidence.project_index import index_project, load_yaml_text, read_project_config
 from patchit.evidence.redact import dbt_profile_secrets, environment_secrets, redact_model
 from patchit.evidence.type_drift import data_file_type_changes
@@ -398,6 +402,12 @@ def gather_dbt_evidence(
     elif event.status == "fail" and compiled and output is not None:
         evidence.failing_rows, note = sample_failing_rows_pg(
             compiled, output, column=evidence.tested_column
+        )
+        if note:
+            notes.append(note)
+    elif event.status == "fail" and compiled and (sf := snowflake_output(event)) is not None:
+        evidence.failing_rows, note = sample_failing_rows_sf(
+            compiled, sf, column=evidence.tested_column
         )
         if note:
             notes.append(note)

@@ -3,7 +3,9 @@
 The test's compiled SQL is run read-only against the incident's copy of the database (never the
 user's file), so a report on a `not_null`/`unique` failure shows the offending rows. On a
 Postgres target there is no copy: the query runs on the user's database in a read-only
-transaction with a `statement_timeout`, at most `limit` rows (`sample_failing_rows_pg`). A test
+transaction with a `statement_timeout`, at most `limit` rows (`sample_failing_rows_pg`); on
+Snowflake likewise, inside a select, with the session's statement timeout
+(`sample_failing_rows_sf`). A test
 that selects only the tested column from one relation (`not_null`, many singular tests) is
 widened to the whole row, and the sample keeps the row's key columns (`id`, `*_id`) first, so
 a reader can find the row: `| customer_id | country |`, not `| country |`.
@@ -11,6 +13,7 @@ a reader can find the row: `| customer_id | country |`, not `| country |`.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +58,28 @@ def sample_failing_rows_pg(
         return _widened(
             compiled_sql, column, "postgres",
             lambda sql: _sample_pg(sql, warehouse, limit, timeout_s),
+        )  # fmt: skip
+    finally:
+        warehouse.close()
+
+
+def sample_failing_rows_sf(
+    compiled_sql: str,
+    output: dict[str, Any],
+    limit: int = SAMPLE_ROWS,
+    timeout_s: float = SAMPLE_TIMEOUT_S,
+    column: str | None = None,
+) -> tuple[list[dict[str, str]], str | None]:
+    """`sample_failing_rows` on the Snowflake database of dbt profile `output`: the test's
+    query inside a select (which cannot write), at most `limit` rows, stopped after
+    `timeout_s` (the session's STATEMENT_TIMEOUT_IN_SECONDS)."""
+    from patchit.sandbox.snowflake import SfWarehouse
+
+    warehouse = SfWarehouse({**output, "login_timeout": CONNECT_TIMEOUT_S}, purpose="failing rows")
+    try:
+        return _widened(
+            compiled_sql, column, "snowflake",
+            lambda sql: _sample_sf(sql, warehouse, limit, timeout_s),
         )  # fmt: skip
     finally:
         warehouse.close()
@@ -145,6 +170,19 @@ def _strings(names: list[str], rows: list[tuple[Any, ...]]) -> list[dict[str, st
 def _sample_pg(sql: str, warehouse: Any, limit: int, timeout_s: float) -> Sample:
     try:
         names, rows = warehouse.sample(sql, limit, timeout_s)
+    except PatchitError as exc:
+        return [], f"failing rows not sampled: {exc}"
+    return _strings(names, rows), None
+
+
+def _sample_sf(sql: str, warehouse: Any, limit: int, timeout_s: float) -> Sample:
+    try:
+        with contextlib.suppress(PatchitError):  # the emulator knows no session parameters
+            warehouse.query(f"alter session set statement_timeout_in_seconds = "
+                            f"{max(1, int(timeout_s))}")  # fmt: skip
+        names, rows = warehouse.query_with_columns(
+            f"select * from ({sql}) as failing limit {int(limit)}"
+        )
     except PatchitError as exc:
         return [], f"failing rows not sampled: {exc}"
     return _strings(names, rows), None

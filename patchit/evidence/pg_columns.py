@@ -34,15 +34,27 @@ Lookup = tuple[str, dict[str, Any], str]
 def postgres_output(event: UniversalFailureEvent) -> dict[str, Any] | None:
     """The failing run's profile output when it is a Postgres target; None otherwise (and
     when the profile cannot be resolved: other evidence says what is wrong with it)."""
+    output = _target_output(event)
+    return output if output is not None and is_postgres(output) else None
+
+
+def snowflake_output(event: UniversalFailureEvent) -> dict[str, Any] | None:
+    """The failing run's profile output when it is a Snowflake target; None otherwise."""
+    from patchit.sandbox.snowflake import is_snowflake
+
+    output = _target_output(event)
+    return output if output is not None and is_snowflake(output) else None
+
+
+def _target_output(event: UniversalFailureEvent) -> dict[str, Any] | None:
     if event.dbt is None:
         return None
     from patchit.sandbox.dbt_profile import resolve_dbt_target
 
     try:
-        output = resolve_dbt_target(event).output
+        return resolve_dbt_target(event).output
     except PatchitError:
         return None
-    return output if is_postgres(output) else None
 
 
 def _place(node: dict[str, Any], table: str) -> tuple[str | None, str]:

@@ -262,7 +262,12 @@ class DbtHarness:
             output=output,
             failures=failures,
             duration_ms=int((time.monotonic() - started) * 1000),
-            isolation=sandbox.describe() + (sf_note(box) if box.snowflake else warehouse_note(box)),
+            isolation=sandbox.describe()
+            + (
+                sf_note(box, self._sf.role_notes.get(box.pg_schema or "", ""))
+                if box.snowflake
+                else warehouse_note(box)
+            ),
             fidelity="runtime",
             limit_hit=limit,
             outputs=sf_outputs(box) if box.snowflake else pg_outputs(box),

@@ -23,6 +23,7 @@ from patchit.harnesses.dbt_pg_schemas import deferred_schemas, manifest_relation
 from patchit.harnesses.dbt_units import DbtSandbox
 from patchit.sandbox.pg_orphans import MAX_AGE_S, Verdict, judge
 from patchit.sandbox.pg_role import CannotVerifySafely
+from patchit.sandbox.sf_grants import check_sf_role
 from patchit.sandbox.snowflake import SfWarehouse, ident, sandbox_schema
 
 
@@ -86,6 +87,20 @@ class SfSchemas:
         # the operator's `[sandbox] sf_role`; None: candidate SQL would run as the profile's
         # role, which may write the user's schemas (a hook's raw SQL): nothing runs
         self.role: str | None = None
+        self._role_checked: dict[str, str] = {}
+        self.role_notes: dict[str, str] = {}  # sandbox schema: what its role's check found
+
+    def _check_role(self, output: dict[str, Any], role: str) -> str:
+        """Once per database: CannotVerifySafely when the role may write the user's data
+        (`patchit.sandbox.sf_grants`); else what the isolation line says of its grants."""
+        key = json.dumps(output, sort_keys=True, default=str)
+        if key not in self._role_checked:
+            checker = SfWarehouse(output, purpose="the check of [sandbox] sf_role's grants")
+            try:
+                self._role_checked[key] = check_sf_role(checker, role)
+            finally:
+                checker.close()
+        return self._role_checked[key]
 
     def sweep_dead(self, output: dict[str, Any]) -> None:
         """Once per database: drop the sandbox schemas that killed runs left there."""
@@ -116,8 +131,10 @@ class SfSchemas:
                 f"{grants(output)}"
             )
         output = {**output, "role": self.role}
+        note = self._check_role(output, self.role)  # before anything runs as the role
         self.sweep_dead(output)
         schema = sandbox_schema(scratch)
+        self.role_notes[schema] = note
         with self._lock:
             known = [w for w, made, _ in self._made if made == schema]
         warehouse = known[0] if known else SfWarehouse(output)
@@ -200,8 +217,9 @@ def clone_incrementals(
     return notes
 
 
-def sf_note(box: DbtSandbox) -> str:
-    """What the isolation line adds for a Snowflake run: where it wrote and read, and why."""
+def sf_note(box: DbtSandbox, role_note: str = "") -> str:
+    """What the isolation line adds for a Snowflake run: where it wrote and read, and why;
+    `role_note`: what the check of its role's grants found."""
     if box.pg_schema is None:
         return ""
     seeded = "".join(f"; {note}" for note in box.pg_notes)
@@ -214,6 +232,7 @@ def sf_note(box: DbtSandbox) -> str:
         f"; Snowflake: built in schema {box.pg_schema} of the user's database, dropped "
         f"afterwards (no database of patchit's own yet); upstream {upstream}{seeded}; run as "
         "the operator's [sandbox] sf_role, which may write only the schemas it made"
+        + (f" ({role_note})" if role_note else "")
     )
 
 

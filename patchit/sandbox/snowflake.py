@@ -144,19 +144,26 @@ class SfWarehouse:
         return self._conn
 
     def query(self, sql: str, params: Iterable[Any] | None = None) -> list[tuple[Any, ...]]:
+        return self.query_with_columns(sql, params)[1]
+
+    def query_with_columns(
+        self, sql: str, params: Iterable[Any] | None = None
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The column names and rows of `sql` (a SHOW command's columns are read by name)."""
         with self._lock:
             try:
                 cur = self._connection().cursor()
                 try:
                     cur.execute(sql, tuple(params) if params is not None else None)
                     rows = cur.fetchall()
+                    columns = [str(d[0]) for d in cur.description or []]
                 finally:
                     cur.close()
             except HarnessError:
                 raise
             except Exception as exc:
                 raise HarnessError(f"{self.purpose}: {first_line(exc)}") from exc
-        return [tuple(r) for r in rows]
+        return columns, [tuple(r) for r in rows]
 
     def _info(self, view: str) -> str:
         return f"{quote(self.database)}.information_schema.{view}"

@@ -10,10 +10,12 @@ import yaml
 
 from patchit.bench.corpus import DEFAULT_CORPUS, run_corpus
 from patchit.bench.corpus_model import load_corpus
-from patchit.bench.corpus_pg import _ORDER_BY_ALL, SCHEMA_ENV, PgBench
+from patchit.bench.corpus_pg import PgBench
+from patchit.bench.corpus_wh import _ORDER_BY_ALL
 from patchit.bench.pg_server import PgCluster
 from patchit.errors import BadInputError
 
+SCHEMA_ENV = PgBench.SCHEMA_ENV
 CLUSTER = PgCluster("127.0.0.1", 6543, "postgres", Path("/nowhere"), Path("/nowhere"))
 
 

@@ -1,0 +1,92 @@
+"""End to end on the Snowflake emulator (fakesnow, tests/sf_server.py), through `patchit dbt
+-- build` as a user runs it: a ref typo is fixed on a verified branch with every relation of
+the user's schemas the same before and after; a failing test on bad data (after a green run, a
+loader wrote a customer without an email) is escalated as a data issue, the failing rows in
+the report with their key, read without writing anything. The column typo, the incremental
+model and the sweep of a killed heal's schema are tests/test_snowflake.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from patchit.examples import SHOP
+from tests.cli.helpers import incidents, patchit_dbt
+from tests.conftest import commit_all, git
+from tests.sf_server import (
+    SfServer,
+    database_state,
+    new_database,
+    sandbox_schemas,
+    sf_server,
+    shop_on_snowflake,
+)
+
+pytestmark = pytest.mark.slow
+
+SEGMENTS = "models/marts/customer_segments.sql"
+
+
+@pytest.fixture(autouse=True)
+def _operator_role(_patchit_home: Path) -> None:
+    _patchit_home.mkdir(parents=True, exist_ok=True)
+    (_patchit_home / "patchit.toml").write_text('[sandbox]\nsf_role = "PATCHIT_SANDBOX"\n')
+
+
+@pytest.fixture(scope="module")
+def sf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SfServer]:
+    with sf_server(tmp_path_factory.mktemp("fakesnow")) as server:
+        yield server
+
+
+def test_a_ref_typo_on_snowflake_is_fixed_and_the_users_schemas_are_untouched(
+    sf: SfServer, tmp_path: Path
+) -> None:
+    database = new_database()
+    repo = shop_on_snowflake(tmp_path, sf, database, SHOP)
+    segments = repo / SEGMENTS
+    segments.write_text(segments.read_text().replace("ref('customers')", "ref('customer')"))
+    commit_all(repo, "customer_segments: segments")
+    before = database_state(sf, database)
+    assert before["ANALYTICS.CUSTOMER_SEGMENTS"][0] > 0  # type: ignore[index]
+    res = patchit_dbt(repo, "build", "--select", "customer_segments")
+    assert res.returncode != 0, res.stderr  # dbt's own exit code
+    assert "Traceback" not in res.stderr
+    [incident] = incidents()
+    assert (incident["status"], incident["classification"]) == ("fixed", "code_bug"), res.stderr
+    assert "ref('customers')" in git(repo, "show", f"{incident['branch']}:{SEGMENTS}")
+    report = Path(incident["report_md"]).read_text()
+    assert "its grants not read: the emulator (fakesnow) has no access control" in report
+    assert database_state(sf, database) == before  # every relation's rows, hashed
+    assert sandbox_schemas(sf, database) == []
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_failing_test_on_bad_data_is_escalated_with_its_keyed_rows(
+    sf: SfServer, tmp_path: Path
+) -> None:
+    database = new_database()
+    repo = shop_on_snowflake(tmp_path, sf, database, SHOP)
+    (repo / "README.md").write_text("# shop\n")
+    commit_all(repo, "readme")  # the last change touches nothing the test reads
+    green = patchit_dbt(repo, "build", "--select", "stg_customers")  # yesterday's run
+    assert green.returncode == 0 and incidents() == [], green.stderr
+    sf.query(database, f"insert into {database}.analytics.raw_customers values "
+                       "(99, 'Eve', 'Nobody', null, '2024-02-01')")  # fmt: skip
+    before = database_state(sf, database)
+    res = patchit_dbt(repo, "build", "--select", "stg_customers")
+    assert res.returncode == 1, res.stderr
+    [incident] = incidents()
+    report = Path(incident["report_md"]).read_text()
+    assert (incident["status"], incident["classification"]) == ("escalated", "data_issue"), report
+    # the row, found by its key: the customer's id first, the tested column NULL
+    header = next(line for line in report.splitlines() if "| EMAIL |" in line.upper())
+    cells = [c.strip().upper() for c in header.strip("|").split("|")]
+    assert cells[:2] == ["CUSTOMER_ID", "EMAIL"], header
+    assert "| 99 | NULL |" in report, report
+    assert "not sampled" not in report
+    assert database_state(sf, database) == before
+    assert sandbox_schemas(sf, database) == []
+    assert git(repo, "branch", "--list", "patchit/*") == ""
