@@ -44,7 +44,7 @@ from patchit.evidence.intents_sql import SqlIntent, shown_name, sql_holds, sql_i
 from patchit.evidence.model import Evidence
 from patchit.evidence.name_renames import docs_blocks, docs_renames, project_vars, var_renames
 from patchit.memory.records import REVERTS
-from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
+from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git, show_file
 
 IntentKind = Literal[
     "column_renamed", "column_added", "column_removed", "cte_added", "cte_renamed",
@@ -236,11 +236,10 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def _text_at(repo: Path, commit: str, path: str) -> str | None:
-    try:
-        text = _git(repo, "show", f"{commit}:{path}")
-    except VcsError:
-        return None
-    return None if "\x00" in text or len(text) > MAX_FILE_CHARS else text
+    """`path`'s text at `commit`; None when absent, too large, or not text: a change that also
+    commits a binary file (a DuckDB file, an ERD image, a Latin-1 seed) has no intent in it."""
+    text = show_file(repo, commit, path)
+    return None if text is None or "\x00" in text or len(text) > MAX_FILE_CHARS else text
 
 
 def _commit(repo: Path, rev: str) -> str | None:

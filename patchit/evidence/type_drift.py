@@ -18,9 +18,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from patchit.errors import VcsError
 from patchit.evidence.model import Evidence, TypeChange
-from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
+from patchit.sandbox.git import show_file
 
 _READERS = {".csv": "read_csv", ".tsv": "read_csv", ".json": "read_json",
             ".jsonl": "read_json", ".ndjson": "read_json"}  # fmt: skip
@@ -68,11 +67,9 @@ def data_file_type_changes(
         suffix = Path(path).suffix.lower()
         if suffix not in _READERS or Path(path).stem in evidence.index.seeds:
             continue  # a seed is the project's own relation: its change is no upstream drift
-        try:
-            old_text = run_git(repo, "show", f"{base}:{path}", timeout_s=QUERY_TIMEOUT_S)
-            new_text = run_git(repo, "show", f"{head}:{path}", timeout_s=QUERY_TIMEOUT_S)
-        except VcsError:
-            continue  # added or deleted: no type to compare
+        old_text, new_text = show_file(repo, base, path), show_file(repo, head, path)
+        if old_text is None or new_text is None:
+            continue  # added, deleted or not UTF-8 text: no type to compare
         if max(len(old_text), len(new_text)) > _MAX_BYTES:
             notes.append(f"{path}: too large to type its columns")
             continue

@@ -8,6 +8,8 @@ The rule, per changed file:
   as many removed as added lines) goes with it; in an unbalanced hunk with a repaired line,
   only the added lines the patch kept count.
 - Every other changed line (added or removed) was *kept*: the breaking commit meant it.
+  So was a line the patch only re-punctuated (the comma a new select item left out, added to
+  that very line): the column it defines is what the change meant, and the fix keeps it.
 - dbt: the relation built from a changed model file may differ, per kept line (comments
   stripped): in the column a select item defines (`... as col` or a bare `alias.col`); in
   everything ("*") when the line changes which rows there are (it starts with `where`, `and`,
@@ -172,7 +174,10 @@ def breaking_diff(
     out = run_git(repo, *_DIFF, baseline, failing, timeout_s=QUERY_TIMEOUT_S)
     meant = Meant()
     for path, hunks in parse_diff(out).items():
-        repaired_text = removed_by_patch.get(path, set())
+        punctuated = {_unpunctuated(a) for a in (added_by_patch or {}).get(path, [])}
+        repaired_text = {
+            r for r in removed_by_patch.get(path, set()) if _unpunctuated(r) not in punctuated
+        }
         kept: list[str] = []
         for hunk in hunks:
             kept += _kept(hunk, repaired_text)
@@ -182,6 +187,12 @@ def breaking_diff(
     meant.patched = dict(added_by_patch or {})
     _read_renames(repo, baseline, failing, removed_by_patch, meant)
     return meant
+
+
+def _unpunctuated(line: str) -> str:
+    """A line without its trailing comma: a patch that only adds or drops it repaired nothing
+    the line means."""
+    return line.strip().rstrip(",").rstrip()
 
 
 def _read_renames(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from datetime import datetime
@@ -71,6 +72,27 @@ def yaml_error_file(text: str, project_dir: Path) -> str | None:
     found = _FILE_IN_MESSAGE.search(text)
     path = (found.group("path") or found.group("p2")) if found else None
     return path if path and path.endswith((".yml", ".yaml")) else None
+
+
+def tested_model_path(manifest_path: str | None, unit_test_id: str) -> str | None:
+    """The SQL file of the model a unit test tests, from the run's manifest. A unit test that
+    errors (not one whose rows disagree) failed on the model's SQL, compiled under the test's
+    fixtures; and `dbt build` runs it before the model, so the model never reports the error
+    itself: the model's file is the failing code, not the YAML the test is written in."""
+    if not manifest_path:
+        return None
+    try:
+        manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    manifest = as_dict(manifest)
+    test = as_dict(as_dict(manifest.get("unit_tests")).get(unit_test_id))
+    nodes = as_dict(manifest.get("nodes"))
+    for uid in as_list(as_dict(test.get("depends_on")).get("nodes")):
+        node = as_dict(nodes.get(uid))
+        if node.get("resource_type") == "model" and node.get("name") == test.get("model"):
+            return as_str(node.get("original_file_path"))
+    return None
 
 
 def _error_type(message: str, default: str) -> str:
@@ -173,6 +195,9 @@ def events_from_run(
         message = clean(str(result.get("message") or ""))
         is_test = str(result.get("unique_id", "")).startswith(("test.", "unit_test."))
         status = "fail" if is_test and result.get("status") == "fail" else "error"
+        path = result.get("original_file_path")
+        if status == "error" and str(result.get("unique_id", "")).startswith("unit_test."):
+            path = tested_model_path(artifacts.get("manifest"), str(result["unique_id"])) or path
         context = {
             k: clean(result[k]) if isinstance(result[k], str) else result[k]
             for k in ("compiled_code", "relation_name", "failures", "resource_type", "name")
@@ -182,7 +207,7 @@ def events_from_run(
             UniversalFailureEvent(
                 **common,
                 unit_id=str(result.get("unique_id")),
-                unit_path=repo_rel(result.get("original_file_path"), str(result.get("unique_id"))),
+                unit_path=repo_rel(path, str(result.get("unique_id"))),
                 status=status,
                 error_type="test_failure"
                 if status == "fail"

@@ -117,6 +117,19 @@ def test_a_staging_column_renamed_is_one_intent(tmp_path: Path) -> None:
     assert intent.path == "models/staging/stg_subscriptions.sql"
 
 
+def test_a_binary_file_committed_with_the_change_is_no_intent_and_no_crash(
+    tmp_path: Path,
+) -> None:
+    # a DuckDB file or an ERD image committed beside the rename: not UTF-8, never decoded
+    repo = project(tmp_path)
+    (repo / "jaffle_shop.duckdb").write_bytes(b"\xa2\xb3DUCK\xc4\xe2" * 64)
+    (repo / "etc").mkdir()
+    (repo / "etc/erd.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff")
+    change(repo, {STG_PATH: ("    plan_code,\n", "    plan_code as plan_id,\n")})
+    [intent] = change_intents(evidence(repo))
+    assert (intent.kind, intent.old, intent.new) == ("column_renamed", "plan_code", "plan_id")
+
+
 def test_an_alias_renamed_and_a_macro_expression_renamed(tmp_path: Path) -> None:
     repo = project(tmp_path)
     change(repo, {"models/marts/mrr.sql": ("count(*) as subscriptions", "count(*) as subs"),

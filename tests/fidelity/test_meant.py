@@ -9,6 +9,7 @@ from patchit.fidelity.meant import (
     breaking_diff,
     line_columns,
     parse_diff,
+    patch_added_lines,
     patch_removed_lines,
 )
 from tests.conftest import commit_all, git
@@ -73,6 +74,17 @@ def test_a_fix_of_the_only_changed_line_leaves_nothing_meant(tmp_path: Path) -> 
     tree = _patched(repo, failing, "p.amont, 0)", "p.card_amount, 0)", tmp_path)
     meant = breaking_diff(repo, base, failing, patch_removed_lines(tree))
     assert meant.columns(MODEL, COLUMNS) == []  # so a changed `amount` is unexpected
+
+
+def test_a_new_item_the_fix_only_gave_its_comma_is_still_meant(tmp_path: Path) -> None:
+    # jaffle-shop's stg_locations: a new item written without its trailing comma; the comma
+    # goes on that very line, and the column it adds is what the change meant
+    repo, base = _repo(tmp_path)
+    failing = _break(repo, ("    o.status\n", "    upper(o.status) as status_code\n    o.status\n"))
+    tree = _patched(repo, failing, "as status_code\n", "as status_code,\n", tmp_path)
+    meant = breaking_diff(repo, base, failing, patch_removed_lines(tree), patch_added_lines(tree))
+    assert meant.repaired[MODEL] == []
+    assert meant.columns(MODEL, COLUMNS | {"status_code"}) == ["status_code"]
 
 
 def test_a_change_to_which_rows_there_are_means_the_whole_relation(tmp_path: Path) -> None:

@@ -212,7 +212,17 @@ def test_a_unit_that_does_not_read_the_renamed_model_gets_nothing(tmp_path: Path
         ),
         ("select x, a from t", "select x, a, x as y from t", {}),  # added, not renamed
         ("select x, y from t", "select x as z, y from t", {"x": "z"}),
-        ("select *, x from t", "select *, x as y from t", None),  # a * hides outputs
+        # a `*` beside named outputs (the jaffle shop's `customers.*, ... as customer_type`):
+        # the named outputs' rename is read when the change left the star as it was
+        ("select *, x from t", "select *, x as y from t", {"x": "y"}),
+        (
+            "with j as (select c.*, case when n > 1 then 'r' else 'n' end as customer_type"
+            " from c) select * from j",
+            "with j as (select c.*, case when n > 1 then 'r' else 'n' end as customer_segment"
+            " from c) select * from j",
+            {"customer_type": "customer_segment"},
+        ),
+        ("select *, x from t", "select t.*, x as y from t", None),  # the star changed
         ("select x from t", 'select x as "Y" from t', None),  # quoted
         ("select {{ m('x') }} as x from t", "select {{ m('x') }} as y from t", None),  # Jinja
         ("select x as a, x as b from t", "select x as c from t", {}),  # two gone, one expr

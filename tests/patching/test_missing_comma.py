@@ -50,9 +50,28 @@ def test_a_new_item_written_in_jinja() -> None:
 
 
 @pytest.mark.parametrize(
+    ("item", "token"),
+    [
+        ("order_date >= '2018-03-01' as is_recent", ">="),
+        ("order_date as order_day", "as"),
+        ("amount * 100 as amount_cents", "*"),
+    ],
+)
+def test_a_new_item_whose_first_word_reads_as_an_alias_of_the_item_above(
+    item: str, token: str
+) -> None:
+    # `status order_date >= ...`: `order_date` aliases `status`, the parser stops one later
+    text = f"select\n    order_id,\n    status\n    {item}\nfrom source\n"
+    fixed = add_comma(text, token, frozenset({4}))
+    assert fixed == (text.replace("    status\n", "    status,\n"), 3)
+
+
+@pytest.mark.parametrize(
     ("text", "token", "written"),
     [
         (MART, "sum", frozenset({9})),  # neither line was written by the change
+        # the second token only when the first is a word: `(b` does not alias the item above
+        ("select\n    a\n    (b) as c\nfrom t\n", "b", frozenset({3})),
         (MART, "count", frozenset({6})),  # the parser stopped elsewhere
         ("select\n    a\n    from t\n", "from", frozenset({2})),  # a clause, not an item
         ("select\n    a +\n    b\nfrom t\n", "b", frozenset({3})),  # the line goes on

@@ -53,13 +53,28 @@ def test_a_new_column_joins_the_group_by_as_written() -> None:
     assert add_to_group_by(MRR, "plans.monthly_price_cents", frozenset({4})) == fixed
 
 
+def test_a_positional_group_by_takes_the_new_items_position() -> None:
+    # the jaffle shop groups by position: the new item's position is added
+    text = MRR.replace("group by plans.plan_code, plans.plan_name", "group by 1, 2")
+    fixed = add_to_group_by(text, "monthly_price_cents", frozenset({4}))
+    assert fixed is not None
+    assert "group by 1, 2, 3  -- one row a plan" in fixed[0]
+
+
+def test_an_aliased_bare_column_is_grouped_by_its_column() -> None:
+    text = MRR.replace("plans.monthly_price_cents,", "plans.monthly_price_cents as price,")
+    fixed = add_to_group_by(text, "monthly_price_cents", frozenset({4}))
+    assert fixed is not None
+    assert "group by plans.plan_code, plans.plan_name, plans.monthly_price_cents  --" in fixed[0]
+
+
 @pytest.mark.parametrize(
     ("text", "named", "written"),
     [
         (MRR, "monthly_price_cents", frozenset({3})),  # the change did not write that item
         (MRR, "other.monthly_price_cents", frozenset({4})),  # another relation's column
-        (MRR.replace("group by plans.plan_code, plans.plan_name", "group by 1, 2"),
-         "monthly_price_cents", frozenset({4})),  # positions: not read
+        (MRR.replace("group by plans.plan_code, plans.plan_name", "group by 1, plan_name"),
+         "monthly_price_cents", frozenset({4})),  # positions and names mixed: not read
         (MRR.replace("plans.monthly_price_cents", "plans.monthly_price_cents * 12 as y"),
          "monthly_price_cents", frozenset({4})),  # an expression: which column is a choice
         ("select a, b, count(*) from t group by a union all select a, b, count(*) from u "

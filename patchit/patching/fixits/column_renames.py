@@ -8,10 +8,12 @@ commit's parent: `change_base`) and after the change: an output name gone, and e
 new output name computed by the same expression.
 
 The outermost select is read through dbt's closing `select * from final` to the CTE it
-passes on (`_final_select`). Nothing is read with doubt: any other `*` (its outputs are not all
-in the text), an
-output whose expression holds Jinja or whose name is quoted, or two gone names computed by
-one expression give no rename.
+passes on (`_final_select`). Nothing is read with doubt: an output whose expression holds
+Jinja or whose name is quoted, or two gone names computed by one expression give no rename.
+A `*` beside named outputs (`customers.*, ... end as customer_type`, the jaffle shop's marts)
+leaves the outputs it brings unknown, so a rename is read there only between the named
+outputs, and only when the change left the stars as they were; `outputs` itself, which callers
+take as every output of a model, still gives None for it.
 """
 
 from __future__ import annotations
@@ -51,6 +53,13 @@ class _Output:
 def outputs(text: str) -> dict[str, _Output] | None:
     """{output name (lower case): what computes it} of a model's outermost select; None when
     it does not parse, is not a plain select, or has a `*`."""
+    named = _named_outputs(text)
+    return named[0] if named is not None and not named[1] else None
+
+
+def _named_outputs(text: str) -> tuple[dict[str, _Output], tuple[str, ...]] | None:
+    """(the named outputs of a model's outermost select, its `*` projections as written); None
+    when it does not parse or is not a plain select."""
     reading = read_sql(text)
     if reading is None or not isinstance(reading.tree, exp.Select):
         return None
@@ -58,9 +67,11 @@ def outputs(text: str) -> dict[str, _Output] | None:
     if select is None:
         return None
     found: dict[str, _Output] = {}
+    stars: list[str] = []
     for projection in select.selects:
         if is_star(projection):
-            return None
+            stars.append(projection.sql(dialect="duckdb").lower())
+            continue
         inner = projection.this if isinstance(projection, exp.Alias) else projection
         names = [i for i in projection.find_all(exp.Identifier)]
         doubtful = any(i.quoted for i in names) or any(
@@ -70,7 +81,7 @@ def outputs(text: str) -> dict[str, _Output] | None:
         if name in found:
             return None  # two outputs of one name: not a model dbt builds
         found[name] = _Output(inner.sql(dialect="duckdb").lower(), doubtful)
-    return found
+    return found, tuple(stars)
 
 
 def _final_select(tree: exp.Select) -> exp.Select | None:
@@ -106,9 +117,10 @@ def _final_select(tree: exp.Select) -> exp.Select | None:
 def column_renames(before: str, after: str) -> dict[str, str] | None:
     """{old: new} output columns renamed between two versions of a model; None when either
     side cannot be read with confidence (see the module docstring)."""
-    was, now = outputs(before), outputs(after)
-    if was is None or now is None:
-        return None
+    read_before, read_after = _named_outputs(before), _named_outputs(after)
+    if read_before is None or read_after is None or read_before[1] != read_after[1]:
+        return None  # the stars changed: what they bring is not known on either side
+    was, now = read_before[0], read_after[0]
     gone = [name for name in was if name not in now]
     came = [name for name in now if name not in was]
     found: dict[str, str] = {}
@@ -147,8 +159,8 @@ def breaking_column_renames(evidence: Evidence) -> list[ColumnRename]:
         if model is None or changed.before is None or changed.after is None:
             continue
         renamed = column_renames(changed.before, changed.after)
-        was = outputs(changed.before)
+        was = _named_outputs(changed.before)
         for old, new in sorted((renamed or {}).items()):
             assert was is not None
-            renames.append(ColumnRename(model, changed.path, old, new, frozenset(was)))
+            renames.append(ColumnRename(model, changed.path, old, new, frozenset(was[0])))
     return renames

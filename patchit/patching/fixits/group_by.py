@@ -6,10 +6,11 @@ must be part of an aggregate function`), Postgres alike (`column "plans.monthly_
 must appear in the GROUP BY clause or be used in an aggregate function`). The change meant a
 new column per group: the fix lists it in the GROUP BY, as written in the select.
 
-Only when the change wrote the select item, the item is the bare column (aggregated it would
-not fail; inside an expression, which of its columns to group by is a choice), exactly one
-select of the file has it unaggregated beside a GROUP BY of expressions (not positions, not
-ALL), and the column is not quoted.
+Only when the change wrote the select item, the item is the bare column, aliased or not
+(aggregated it would not fail; inside an expression, which of its columns to group by is a
+choice), exactly one select of the file has it unaggregated beside a GROUP BY of expressions
+or of positions only (`group by 1`, the jaffle shop's style: the item's position is added),
+not ALL, and the column is not quoted.
 """
 
 from __future__ import annotations
@@ -66,12 +67,16 @@ def add_to_group_by(text: str, named: str, written: frozenset[int]) -> tuple[str
         group = select.args.get("group")
         if group is None or not group.expressions:
             continue
-        for item in select.selects:
+        literals = [isinstance(g, exp.Literal) for g in group.expressions]
+        positional = all(literals) and all(g.is_int for g in group.expressions)
+        for position, item in enumerate(select.selects, 1):
+            if isinstance(item, exp.Alias) and isinstance(item.this, exp.Column):
+                item = item.this  # `status as latest_status`: the column is still bare
             if not (isinstance(item, exp.Column) and item.name.lower() == col.lower()):
                 continue
             if qual and item.table.lower() != qual.lower():
                 continue
-            if item.this.quoted or any(isinstance(g, exp.Literal) for g in group.expressions):
+            if item.this.quoted or (any(literals) and not positional):
                 return None
             start = (item.args["table"] if item.table else item.this).meta.get("start")
             end = item.this.meta.get("end")
@@ -79,18 +84,19 @@ def add_to_group_by(text: str, named: str, written: frozenset[int]) -> tuple[str
                 return None
             if text.count("\n", 0, start) + 1 not in written:
                 continue
-            fits.append((group, text[start : end + 1]))
+            column = text[start : end + 1]
+            fits.append((group, column, str(position) if positional else column))
     if len(fits) != 1:
         return None
-    group, column = fits[0]
-    last = [i.meta["start"] for i in group.expressions[-1].find_all(exp.Identifier)
-            if "start" in i.meta]  # fmt: skip
+    group, column, entry = fits[0]
+    tail = group.expressions[-1]
+    last = [i.meta["start"] for i in [tail, *tail.find_all(exp.Identifier)] if "start" in i.meta]
     if not last:
         return None
     at = _clause_end(blank_regions(text), max(last))
     if at is None:
         return None
-    return text[:at] + f", {column}" + text[at:], column
+    return text[:at] + f", {entry}" + text[at:], column
 
 
 def _clause_end(masked: str, pos: int) -> int | None:

@@ -10,6 +10,10 @@ The comma goes at the end of the code of a line (before a trailing comment) when
 code line starts with the token the parser stopped at (or with a Jinja expression, whose
 compiled text the error shows); one of the two lines was written by the change; and with the
 comma the file parses (sqlglot, Jinja masked). Exactly one such line, or no candidate.
+
+Without the comma a new item's first word can read as an alias of the item above (`status`
+then `order_date >= '2018-03-01' as is_recent` is `status order_date >= ...`), so the parser
+stops at the item's second token: that is the token looked for when the first is a word.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from patchit.patching.fixits._change import rewrite_candidate, sql_unit_change
 from patchit.patching.fixits._common import blank_regions, error_text
 
 _NEAR = re.compile(r'syntax error at or near "(?P<token>[^"]+)"')
-_FIRST = re.compile(r"\s*(?P<token>\w+|\S)")
+_TOKEN = re.compile(r"\w+|[<>!=]=|<>|\|\||::|\S")
 # a line ending so cannot take a comma: the statement goes on (or the line is a clause)
 _OPEN_END = re.compile(
     r"(?:[,(+\-*/=<>|]|\b(?:select|distinct|and|or|not|as|on|by|from|where|when|then|else|"
@@ -78,9 +82,8 @@ def add_comma(text: str, token: str, written: frozenset[int]) -> tuple[str, int]
             continue
         if _CLAUSE.match(following):
             continue
-        first = _FIRST.match(following)
         starts_jinja = following.lstrip().startswith("{{")
-        if not starts_jinja and (first is None or first.group("token").lower() != token.lower()):
+        if not starts_jinja and token.lower() not in _stop_tokens(following):
             continue
         end = len(line)
         candidate = "".join(raw[:here]) + raw[here][:end] + "," + raw[here][end:]
@@ -89,6 +92,15 @@ def add_comma(text: str, token: str, written: frozenset[int]) -> tuple[str, int]
             continue
         fits.append((candidate, here + 1))
     return fits[0] if len(fits) == 1 else None
+
+
+def _stop_tokens(line: str) -> list[str]:
+    """Where a parser stops on `line` when the item above lacks its comma: its first token, or
+    its second when the first is a word (read as the alias of the item above)."""
+    tokens = [t.lower() for t in _TOKEN.findall(line)[:2]]
+    if len(tokens) == 2 and not re.fullmatch(r"\w+", tokens[0]):
+        return tokens[:1]
+    return tokens
 
 
 def _blank_comments_and_strings(text: str) -> str:
