@@ -390,7 +390,12 @@ def _is_value(item: Any) -> bool:
     )
 
 
+_SCALARS = frozenset({int, float, bool, type(None)})  # kept as they are, told by type alone
+
+
 def _scrub(value: Any, text: Callable[[str], str], depth: int) -> Any:
+    if type(value) in _SCALARS:  # before the ABC checks below, which cost more than the rest
+        return value
     if isinstance(value, str):
         return text(value) if value else value
     if isinstance(value, Mapping | list | tuple) and depth >= MAX_DEPTH:
