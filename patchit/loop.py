@@ -8,7 +8,7 @@ reason that ends in the Root Cause Report. Nothing below this module imports it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,11 +136,15 @@ def heal(
 
 
 def heal_group(
-    events: list[UniversalFailureEvent], ctx: Context, key: str | None = None
+    events: list[UniversalFailureEvent],
+    ctx: Context,
+    key: str | None = None,
+    refresh: Callable[[str], object] | None = None,
 ) -> HealOutcome:
     """Heal the failed units of one incident (`group_by_change`, whose key is `key`) together:
     the first is classified, every candidate is verified on all of them (`related_units`),
-    and the others are attached to it."""
+    and the others are attached to it. `refresh(incident_id)` re-renders its report once they
+    are (default: at once; the worker renders a storm's report once, not at each batch)."""
     primary = events[0]
     related = [u for u in dict.fromkeys(e.unit_id for e in events[1:]) if u != primary.unit_id]
     if related:
@@ -151,7 +155,10 @@ def heal_group(
     outcome = heal(primary, ctx, key, attaching=bool(attached))
     if attached:
         ctx.memory.attach_events(outcome.incident.id, attached, outcome.incident.cause_key)
-        refresh_report(ctx.memory, outcome.incident.id)
+        if refresh is None:
+            refresh_report(ctx.memory, outcome.incident.id)
+        else:
+            refresh(outcome.incident.id)
     return outcome
 
 

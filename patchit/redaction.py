@@ -298,20 +298,35 @@ def _redact(
     return text
 
 
+# A storm's 10,000 events repeat the same short texts (its message, dag and task ids, host
+# names, field values): each is redacted once per process. Only short texts, so the cache
+# stays small (its keys hold the texts as given, as the events being redacted do).
+_CACHED_CHARS = 512
+
+
+@functools.lru_cache(maxsize=8192)
+def _redact_short(text: str, named: tuple[str, ...], max_chars: int) -> str:
+    return _redact(text, _literal_forms(named), max_chars, _split_forms(named))
+
+
 class Redactor:
     """The one redactor for a set of named secrets (profile passwords, secret-named
     environment values, configured tokens): their encoded forms are computed once, here,
     and every text or structure it is given is masked with them and with the patterns."""
 
     def __init__(self, secrets: Iterable[str] = (), max_chars: int = MAX_TEXT_CHARS) -> None:
-        named = _literal_secrets(secrets)
-        self.literals = _literal_forms(named)
-        self.splits = _split_forms(named)
+        self.named = _literal_secrets(secrets)
+        self.literals = _literal_forms(self.named)
+        self.splits = _split_forms(self.named)
         self.max_chars = max_chars
 
     def redact(self, text: str) -> str:
         """`text` with every secret masked (see the module docstring); capped, UTF-8 safe."""
-        return _redact(text, self.literals, self.max_chars, self.splits) if text else text
+        if not text:
+            return text
+        if len(text) <= _CACHED_CHARS:
+            return _redact_short(text, self.named, self.max_chars)
+        return _redact(text, self.literals, self.max_chars, self.splits)
 
     def mask_named(self, text: str) -> str:
         """`text` with only the named secrets and their forms masked, for code (a diff) that
@@ -350,6 +365,15 @@ def is_secret_name(name: str) -> bool:
     return len(name) <= 200 and _SECRET_KEY.fullmatch(name) is not None
 
 
+def _safe_key(key: str) -> tuple[str, bool]:
+    """A key made safe, and whether it names a secret."""
+    safe = clean_text(cap_text(key, MAX_KEY_CHARS))
+    return safe, is_secret_name(safe)
+
+
+_safe_short_key = functools.lru_cache(maxsize=4096)(_safe_key)  # an event's keys, every event
+
+
 def scrub(value: Any, extra_secrets: Iterable[str] = (), max_chars: int = MAX_TEXT_CHARS) -> Any:
     """A JSON-like structure with every string redacted, every key made safe, the values of
     secret-named keys masked whole, and sizes capped (depth, items, characters).
@@ -366,7 +390,12 @@ def _is_value(item: Any) -> bool:
     )
 
 
+_SCALARS = frozenset({int, float, bool, type(None)})  # kept as they are, told by type alone
+
+
 def _scrub(value: Any, text: Callable[[str], str], depth: int) -> Any:
+    if type(value) in _SCALARS:  # before the ABC checks below, which cost more than the rest
+        return value
     if isinstance(value, str):
         return text(value) if value else value
     if isinstance(value, Mapping | list | tuple) and depth >= MAX_DEPTH:
@@ -378,8 +407,8 @@ def _scrub(value: Any, text: Callable[[str], str], depth: int) -> Any:
                 out["patchit_items_left_out"] = len(value) - MAX_ITEMS
                 break
             if isinstance(key, str):
-                key = clean_text(cap_text(key, MAX_KEY_CHARS))
-                if is_secret_name(key) and _is_value(item):
+                key, secret = (_safe_short_key if len(key) <= 200 else _safe_key)(key)
+                if secret and _is_value(item):
                     item = MASK
             out[key] = _scrub(item, text, depth + 1)
         return out

@@ -16,6 +16,9 @@ to `pending` and the worker stops with that error; except a memory write cut off
 transaction by a lost connection to a Postgres state that is back (the transaction known
 rolled back): the batch goes back to `pending` and is healed again, `CUT_WRITE_RETRIES` times
 in a row at most (every transaction that ended stays recorded once: nothing is recorded twice).
+A storm is paid per batch, not per event: claims grow while batches are fast (`next_claim`),
+rows are marked done a batch at a time, and the reports of incidents that events were attached
+to are re-rendered once the spool is empty (or every `REPORT_EVERY_S`), not at each batch.
 
 At its start a worker opens the spool and the memory with their integrity checks (a damaged
 file is moved aside and reported), imports what producers appended to the fallback file,
@@ -64,6 +67,15 @@ MakeContext = Callable[..., Context]
 SWEEP_EVERY_S = 60.0
 TRACK_EVERY_S = 600.0  # outcome tracking of merged fixes (`patchit track`) while idle
 CUT_WRITE_RETRIES = 3  # a batch healed again after a memory write cut off (in a row)
+# the reports of incidents that events were attached to are re-rendered once the spool is
+# empty, and at most this often while it is not (a storm's: once, not at each of its batches)
+REPORT_EVERY_S = 10.0
+# a batch processed in less than this a row doubles the next claim, up to GROW_UP_TO times the
+# batch size: a storm's rows, which only attach to its incident, are taken a thousand at a time
+# (a commit and a report a batch, not a row); a batch that heals (seconds a row) sets the claim
+# back, so slow rows do not pile up under one lease
+GROW_BELOW_S_A_ROW = 0.02
+GROW_UP_TO = 20
 
 
 @dataclass
@@ -108,6 +120,14 @@ class _Batch:
         finally:
             if self.spool and rows:
                 self.spool.refund(rows)
+
+
+def next_claim(claim: int, batch_size: int, elapsed_s: float, rows: int) -> int:
+    """How many rows the next claim takes after a batch of `rows` took `elapsed_s`: twice
+    `claim` (at most `GROW_UP_TO` batch sizes) when it was fast a row, else `batch_size`."""
+    if rows and elapsed_s < GROW_BELOW_S_A_ROW * rows:
+        return min(claim * 2, batch_size * GROW_UP_TO)
+    return batch_size
 
 
 def _internal(exc: Exception) -> str:
@@ -160,6 +180,7 @@ class Worker:
         self.max_crashes = max_crashes or load_deployment(home).worker.max_crashes
         self.say = say
         self.batch_size = batch_size
+        self._claim = batch_size  # rows the next claim takes (grows while batches are fast)
         self.lease_s = lease_s
         self.make_context = make_context
         self.owner = claim_owner()
@@ -172,6 +193,8 @@ class Worker:
         self._tracked_at = 0.0
         self._cut_writes = 0  # memory writes cut off in a row (see CUT_WRITE_RETRIES)
         self._commits: set[tuple[Path, str]] = set()  # (repo, commit) found there
+        self._stale: set[str] = set()  # incidents whose reports miss events attached since
+        self._reported_at = time.monotonic()
 
     def run(
         self, once: bool, poll_s: float = 2.0, stop: Callable[[], bool] = lambda: False
@@ -220,6 +243,7 @@ class Worker:
                             raise
                         self.say(f"a memory write was cut off ({exc}): healing the "
                                  f"{len(rows)} event(s) again")  # fmt: skip
+                self._refresh_reports(memory)
             finally:
                 self._close_contexts()
         self.stats.processed += len(payloads) - len(batch.failed)
@@ -286,6 +310,7 @@ class Worker:
         while not stop():
             if self.run_batch(spool, memory):
                 continue
+            self._refresh_reports(memory)
             if once:
                 self.track(memory)
                 break
@@ -296,12 +321,23 @@ class Worker:
             deadline = time.monotonic() + poll_s
             while not stop() and time.monotonic() < deadline:
                 time.sleep(min(0.2, poll_s))
+        self._refresh_reports(memory)
+
+    def _refresh_reports(self, memory: Memory, every_s: float = 0.0) -> None:
+        """Re-render the reports events were attached to since the last time (`REPORT_EVERY_S`)."""
+        if not self._stale or time.monotonic() - self._reported_at < every_s:
+            return
+        stale, self._stale = sorted(self._stale), set()
+        self._reported_at = time.monotonic()
+        for incident_id in stale:
+            refresh_report(memory, incident_id)
 
     def run_batch(self, spool: Spool, memory: Memory) -> int:
         """Claim, group and process one batch; the number of spool rows it claimed."""
         if imported := spool.import_fallback():
             self.say(f"imported {imported} event(s) that producers wrote to the fallback file")
-        rows = spool.claim(self.owner, self.batch_size, self.lease_s)
+        started = time.monotonic()
+        rows = spool.claim(self.owner, self._claim, self.lease_s)
         try:
             batch = self._heal_rows(rows, memory, spool=spool)
         except MemoryStoreError as exc:
@@ -312,15 +348,16 @@ class Worker:
                      "to the spool, healed again")  # fmt: skip
             return len(rows)
         self._cut_writes = 0
-        for row in rows:
-            reason = batch.failed.get(row.id)
-            if reason is None:
-                spool.mark_done(row.id)
-                self.stats.processed += 1
-            else:
-                spool.mark_bad(row.id, reason)
-                self.stats.bad += 1
-                self.say(f"could not process spool row {row.id} (kept as bad): {reason}")
+        done = [row.id for row in rows if row.id not in batch.failed]
+        spool.mark_all_done(done)
+        self.stats.processed += len(done)
+        for row_id, reason in batch.failed.items():
+            spool.mark_bad(row_id, reason)
+            self.stats.bad += 1
+            self.say(f"could not process spool row {row_id} (kept as bad): {reason}")
+        self._refresh_reports(memory, REPORT_EVERY_S)
+        took = time.monotonic() - started
+        self._claim = next_claim(self._claim, self.batch_size, took, len(rows))
         return len(rows)
 
     def _may_retry(self, exc: MemoryStoreError) -> bool:
@@ -449,7 +486,7 @@ class Worker:
         incident, created = memory.open_or_attach(first, error_fingerprint(first), key)
         memory.attach_events(incident.id, [(e, error_fingerprint(e)) for e in events[1:]], key)
         if not created:
-            refresh_report(memory, incident.id)  # its events, the latest commit
+            self._stale.add(incident.id)  # its report: its events, the latest commit
         self.stats.incidents.add(incident.id)
         cls = storm_class(first)
         if incident.status == "open":
@@ -510,7 +547,7 @@ class Worker:
     ) -> str:
         """Heal one group; "" or why it could not be processed."""
         try:
-            outcome = heal_group(group, ctx, key)
+            outcome = heal_group(group, ctx, key, refresh=self._stale.add)
         except MemoryStoreError:
             raise
         except PatchitError as exc:

@@ -50,6 +50,7 @@ from patchit.harnesses.dbt_serve import reply_line, serve
 from patchit.harnesses.dbt_units import RUN_NODES_FILE
 from patchit.harnesses.warm import WarmProcess
 from patchit.intake.dbt_child import release_duckdb
+from patchit.liveness import run_owner
 from patchit.sandbox.isolation import (
     PRIVATE_TMP,
     Sandbox,
@@ -57,6 +58,7 @@ from patchit.sandbox.isolation import (
     patchit_areas,
     shared_cache,
 )
+from patchit.sandbox.private_dirs import WARM_UP_PARSES
 from patchit.sandbox.snapshot import PARTIAL_PARSE_FILE, rebase_partial_parse
 
 STARTUP_TIMEOUT_S = 120.0
@@ -318,7 +320,9 @@ class WarmDbtWorker(WarmProcess):
         # of its environment stay out; each request brings what its run needs.
         env = allowed_env(os.environ) | {"HOME": str(PRIVATE_TMP)}
         cached = shared_cache() / WARM_UP_PARSE
-        save = patchit_areas()[1] / f"dbt-warm-up-{os.getpid()}-{uuid.uuid4().hex[:8]}.msgpack"
+        # named after this process: one left by a parent killed before it moved it is swept
+        name = f"{WARM_UP_PARSES[1]}{run_owner()}-{uuid.uuid4().hex[:8]}.msgpack"
+        save = patchit_areas()[1] / name
         env |= {WARM_UP_PARSE_ENV: str(cached), WARM_UP_SAVE_ENV: str(save)}
         with contextlib.suppress(OSError):
             save.parent.mkdir(parents=True, exist_ok=True)

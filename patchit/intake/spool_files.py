@@ -55,6 +55,9 @@ create table if not exists spool (
     reason text
 );
 create index if not exists spool_state on spool (state, id);
+-- the rows workers died processing, few: a claim's check for poison reads these, not the
+-- thousands pending in a storm
+create index if not exists spool_charged on spool (state, id) where claims > 0;
 create table if not exists spool_imports (
     name text primary key,
     imported_utc text not null,

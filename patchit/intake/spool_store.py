@@ -235,17 +235,13 @@ class Spool:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             self._requeue_dead(owner, is_dead)
-            self.conn.execute(
-                "update spool set state = 'bad', reason = ? where claims >= ?"
+            self.conn.execute(  # `claims > 0`: read by the index of charged rows only
+                "update spool set state = 'bad', reason = ? where claims > 0 and claims >= ?"
                 " and (state = 'pending' or (state = 'taken' and taken_utc < ?))"
                 " and owner is not null",
                 (BAD_AFTER_CLAIMS, MAX_CLAIMS, expired),
             )
-            rows = self.conn.execute(
-                "select id, payload, claims from spool where state = 'pending'"
-                " or (state = 'taken' and taken_utc < ?) order by id limit ?",
-                (expired, limit),
-            ).fetchall()
+            rows = self._claimable(expired, limit)
             self.conn.executemany(
                 "update spool set state = 'taken', owner = ?, taken_utc = ? where id = ?",
                 [(owner, now_iso(), row[0]) for row in rows],
@@ -255,6 +251,31 @@ class Spool:
             raise
         self.conn.execute("COMMIT")
         return [SpooledEvent(id=r[0], payload=r[1], claims=r[2]) for r in rows]
+
+    def _claimable(self, expired: str, limit: int) -> list[tuple[int, str, int]]:
+        """The oldest `limit` rows pending or with a lease older than `expired`: each state
+        read in id order from its index, then merged (one query with an OR sorted every
+        pending row and read its payload, at each batch of a storm)."""
+        ids = [
+            row[0]
+            for query, args in (
+                ("select id from spool where state = 'pending' order by id limit ?", (limit,)),
+                (
+                    "select id from spool where state = 'taken' and taken_utc < ?"
+                    " order by id limit ?",
+                    (expired, limit),
+                ),
+            )
+            for row in self.conn.execute(query, args).fetchall()
+        ]
+        taken = sorted(ids)[:limit]
+        if not taken:
+            return []
+        marks = ", ".join("?" * len(taken))
+        rows = self.conn.execute(
+            f"select id, payload, claims from spool where id in ({marks}) order by id", taken
+        ).fetchall()
+        return [(int(i), str(payload), int(claims)) for i, payload, claims in rows]
 
     def _held_by_others(self, owner: str) -> bool:
         """Whether any row is taken by a run other than `owner` (read without a lock: a run
@@ -307,7 +328,16 @@ class Spool:
             self.conn.execute(f"update spool set claims = {claims} where id in ({marks})", chunk)
 
     def mark_done(self, row_id: int) -> None:
-        self.conn.execute("update spool set state = 'done', reason = null where id = ?", (row_id,))
+        self.mark_all_done([row_id])
+
+    def mark_all_done(self, row_ids: list[int]) -> None:
+        """Mark rows processed, 500 to a statement (a storm's batch is not a commit a row)."""
+        for start in range(0, len(row_ids), 500):
+            chunk = row_ids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            self.conn.execute(
+                f"update spool set state = 'done', reason = null where id in ({marks})", chunk
+            )
 
     def mark_bad(self, row_id: int, reason: str) -> None:
         """Keep the row for inspection with why it could not be processed."""

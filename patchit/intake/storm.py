@@ -8,6 +8,7 @@ the attempt fingerprint (`error_fingerprint`) stays per unit.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -45,11 +46,19 @@ def storm_class(event: UniversalFailureEvent) -> str | None:
     if event.status == "import_error":
         return None
     text = f"{event.error_type}: {event.error_message}"
+    return (_class_of_short if len(text) <= 4096 else _class_of)(text)
+
+
+def _class_of(text: str) -> str | None:
     if _ENV.search(text):
         return ENV
     if _INFRA.search(text):
         return INFRA
     return None
+
+
+# a storm's thousands of events carry one message: each is read once per process
+_class_of_short = functools.lru_cache(maxsize=1024)(_class_of)
 
 
 def storm_key(event: UniversalFailureEvent) -> str | None:

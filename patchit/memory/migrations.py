@@ -214,10 +214,16 @@ def m010_last_good_runtime(db: Database) -> None:
     db.table("last_good").add_column("runtime", str)
 
 
+def m011_events_latest(db: Database) -> None:
+    """An incident's newest event is read by index: `latest_event` sorted every event of the
+    incident, and a storm's incident re-read its thousands of events at each batch."""
+    db.table("events").create_index(["incident_id", "created_utc"])
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial, m002_llm_calls, m003_landing, m004_deliveries, m005_reviews,
     m006_notifications, m007_outcomes, m008_repo_url, m009_lease_crashes,
-    m010_last_good_runtime,
+    m010_last_good_runtime, m011_events_latest,
 ]  # fmt: skip
 
 
