@@ -127,3 +127,18 @@ def build_with(
     apply_edits(project, candidate.edits)
     res = run_dbt(project, "build", "--select", select)
     return res.returncode, res.stdout[-3000:]
+
+
+def repo_evidence(repo: Path, path: str, message: str, unit_id: str) -> Evidence:
+    """The Evidence of dbt node `unit_id` (file `path`) failing with `message` at the HEAD of
+    the git repo `repo` (the dbt project at its root): what a strategy sees of a commit."""
+    from tests.conftest import git
+
+    event = UniversalFailureEvent(
+        source=FailureSource.DBT, pipeline_id=unit_id.split(".")[1], unit_id=unit_id,
+        unit_path=path, status="error", error_type="Runtime Error", error_message=message,
+        repo_path=str(repo), commit=git(repo, "rev-parse", "HEAD"),
+        dbt=DbtInvocation(command="build", project_dir=str(repo), cwd=str(repo)),
+    )  # fmt: skip
+    return Evidence(event=event, repo_root=str(repo), project_dir="", unit_path=path,
+                    error=message)  # fmt: skip

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import apply_edits
 from patchit.patching.base import Strategy
@@ -15,6 +14,7 @@ from patchit.patching.fixits.cte_names import FixCteNameStrategy, read_cte
 from tests.conftest import commit_all, git
 from tests.evidence.airflow_failures import init_repo
 from tests.patching.contract import StrategyContract
+from tests.patching.scenarios import repo_evidence
 
 GOOD = (
     "with payments as (\n"
@@ -66,14 +66,7 @@ def test_no_rewrite_where_the_cte_is_not_known(
 
 
 def _evidence(repo: Path, path: str, message: str) -> Evidence:
-    event = UniversalFailureEvent(
-        source=FailureSource.DBT, pipeline_id="shop", unit_id="model.shop.customers",
-        unit_path=path, status="error", error_type="Runtime Error", error_message=message,
-        repo_path=str(repo), commit=git(repo, "rev-parse", "HEAD"),
-        dbt=DbtInvocation(command="build", project_dir=str(repo), cwd=str(repo)),
-    )  # fmt: skip
-    return Evidence(event=event, repo_root=str(repo), project_dir="", unit_path=path,
-                    error=message)  # fmt: skip
+    return repo_evidence(repo, path, message, "model.shop.customers")
 
 
 def _cte_repo(tmp_path: Path) -> tuple[Path, str]:

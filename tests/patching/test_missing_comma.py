@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import apply_edits
 from patchit.patching.base import Strategy
@@ -15,6 +14,7 @@ from patchit.patching.fixits.missing_comma import MissingCommaStrategy, add_comm
 from tests.conftest import commit_all, git
 from tests.evidence.airflow_failures import init_repo
 from tests.patching.contract import StrategyContract
+from tests.patching.scenarios import repo_evidence
 
 MART = (
     "-- Paid net revenue per country and month.\n"
@@ -88,14 +88,7 @@ def test_no_comma_where_it_does_not_fit_with_confidence(
 
 
 def _evidence(repo: Path, path: str, message: str) -> Evidence:
-    event = UniversalFailureEvent(
-        source=FailureSource.DBT, pipeline_id="billing", unit_id="model.billing.rev",
-        unit_path=path, status="error", error_type="Runtime Error", error_message=message,
-        repo_path=str(repo), commit=git(repo, "rev-parse", "HEAD"),
-        dbt=DbtInvocation(command="build", project_dir=str(repo), cwd=str(repo)),
-    )  # fmt: skip
-    return Evidence(event=event, repo_root=str(repo), project_dir="", unit_path=path,
-                    error=message)  # fmt: skip
+    return repo_evidence(repo, path, message, "model.billing.rev")
 
 
 def test_the_strategy_reads_the_change_and_keeps_the_new_column(tmp_path: Path) -> None:

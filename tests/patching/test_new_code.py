@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import apply_edits
 from patchit.patching.base import Strategy
@@ -16,6 +15,7 @@ from patchit.patching.fixits.group_by import GroupByNewColumnStrategy, add_to_gr
 from tests.conftest import commit_all, git
 from tests.evidence.airflow_failures import init_repo
 from tests.patching.contract import StrategyContract
+from tests.patching.scenarios import repo_evidence
 
 MRR = (
     "select\n"
@@ -108,14 +108,7 @@ def test_no_qualifier_without_confidence() -> None:
 
 
 def _evidence(repo: Path, path: str, message: str) -> Evidence:
-    event = UniversalFailureEvent(
-        source=FailureSource.DBT, pipeline_id="billing", unit_id="model.billing.m",
-        unit_path=path, status="error", error_type="Runtime Error", error_message=message,
-        repo_path=str(repo), commit=git(repo, "rev-parse", "HEAD"),
-        dbt=DbtInvocation(command="build", project_dir=str(repo), cwd=str(repo)),
-    )  # fmt: skip
-    return Evidence(event=event, repo_root=str(repo), project_dir="", unit_path=path,
-                    error=message)  # fmt: skip
+    return repo_evidence(repo, path, message, "model.billing.m")
 
 
 def _changed(tmp_path: Path, before: str, after: str) -> tuple[Path, str]:
