@@ -46,7 +46,7 @@ from patchit.evidence.airflow import (
     read_repo_text,
 )
 from patchit.evidence.dbt import locate_project
-from patchit.evidence.gitlog import change_base, changed_files
+from patchit.evidence.gitlog import change_base, changed_files, last_good_on_line
 from patchit.evidence.model import Evidence
 from patchit.evidence.pylog import parse_frames, repo_frames
 from patchit.evidence.unit_files import dependency_files
@@ -204,7 +204,8 @@ class _Changes:
         try:
             good = (str(repo), self.last_good(event), event.commit)
             if good not in self._base:
-                self._base[good] = change_base(repo, good[1], event.commit)
+                on_line = last_good_on_line(repo, good[1], event.commit)  # not another branch's
+                self._base[good] = change_base(repo, on_line, event.commit)
             base = self._base[good]
             if base is None:  # a root commit: its change is the whole tree, no grouping by it
                 return None

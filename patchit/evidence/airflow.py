@@ -16,7 +16,12 @@ from pathlib import Path
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.conversion import find_conversion
-from patchit.evidence.gitlog import breaking_diff_or_note, change_base, history_and_changes
+from patchit.evidence.gitlog import (
+    breaking_diff_or_note,
+    change_base,
+    history_and_changes,
+    on_this_line,
+)
 from patchit.evidence.model import Evidence
 from patchit.evidence.pylog import (
     exception_chain,
@@ -209,6 +214,7 @@ def gather_airflow_evidence(
     if not repo_root.is_dir():
         raise BadInputError(f"{repo_root}: repository root is not a directory; pass the git root")
     notes: list[str] = []
+    last_good_commit = on_this_line(repo_root, last_good_commit, event, notes)
     dag_rel = _dag_rel(event)
     dag_text = read_repo_text(repo_root, dag_rel) if dag_rel else None
     if dag_rel is None:

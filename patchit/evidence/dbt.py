@@ -21,7 +21,12 @@ from patchit.evidence.failing_rows import (
     sample_failing_rows_pg,
     sample_failing_rows_sf,
 )
-from patchit.evidence.gitlog import breaking_diff_or_note, change_base, history_and_changes
+from patchit.evidence.gitlog import (
+    breaking_diff_or_note,
+    change_base,
+    history_and_changes,
+    on_this_line,
+)
 from patchit.evidence.model import Evidence, ProjectIndex, Relation
 from patchit.evidence.pg_columns import pg_upstream_columns, postgres_output, snowflake_output
 from patchit.evidence.project_index import index_project, load_yaml_text, read_project_config
@@ -330,6 +335,7 @@ def gather_dbt_evidence(
     if not repo_root.is_dir():
         raise BadInputError(f"{repo_root}: repository root is not a directory; pass the git root")
     notes: list[str] = []
+    last_good_commit = on_this_line(repo_root, last_good_commit, event, notes)
     project = locate_project(event, repo_root)
     manifest = _load_json(event.artifacts.get("manifest"))
     catalog = _load_json(event.artifacts.get("catalog"))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from patchit.errors import VcsError
+from patchit.events.model import UniversalFailureEvent
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
 
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's well-known empty tree id
@@ -186,6 +187,40 @@ def resolve_commit(repo: Path, rev: str) -> str | None:
         return None
 
 
+def last_good_on_line(repo: Path, last_good: str | None, failing: str) -> str | None:
+    """`last_good` when it is the failing commit or one of its ancestors, else None. A green
+    run on another branch (or before a history rewrite) is not where this line's change
+    started: diffing from it would show that branch's own work, reversed, as the change."""
+    if not last_good:
+        return None
+    sha, failing_sha = resolve_commit(repo, last_good), resolve_commit(repo, failing)
+    if sha is None or failing_sha is None:
+        return last_good  # not resolvable here: the callers' own fallbacks apply
+    return last_good if sha == failing_sha or _is_ancestor(repo, sha, failing_sha) else None
+
+
+def on_this_line(
+    repo: Path, last_good: str | None, event: UniversalFailureEvent, notes: list[str]
+) -> str | None:
+    """`last_good_on_line` for the event's failing commit, saying in `notes` when memory's
+    last good commit was set aside."""
+    kept = last_good_on_line(repo, last_good, event.commit or "HEAD")
+    if last_good and kept is None:
+        notes.append(
+            f"the last good commit {last_good[:12]} is not an ancestor of the failing one "
+            "(a green run on another branch): the change is read from its parent"
+        )
+    return kept
+
+
+def _is_ancestor(repo: Path, commit: str, of: str) -> bool:
+    try:
+        run_git(repo, "merge-base", "--is-ancestor", commit, of, timeout_s=QUERY_TIMEOUT_S)
+    except VcsError:
+        return False
+    return True
+
+
 def breaking_base(repo: Path, failing: str, last_good: str | None) -> tuple[str, str] | None:
     """(commit, where it came from): memory's last good commit when it is an ancestor of the
     failing one, else the failing commit's parent; None when neither exists. The one base of
@@ -193,12 +228,9 @@ def breaking_base(repo: Path, failing: str, last_good: str | None) -> tuple[str,
     failing_sha = resolve_commit(repo, failing)
     if failing_sha is None:
         return None
-    if last_good and (sha := resolve_commit(repo, last_good)) and sha != failing_sha:
-        try:
-            run_git(repo, "merge-base", "--is-ancestor", sha, failing_sha,
-                    timeout_s=QUERY_TIMEOUT_S)  # fmt: skip
-            return sha, "last good commit"
-        except VcsError:
-            pass  # not an ancestor (another branch, rewritten history): the parent instead
+    sha = resolve_commit(repo, last_good) if last_good else None
+    # not an ancestor (another branch, rewritten history): the parent instead
+    if sha and sha != failing_sha and _is_ancestor(repo, sha, failing_sha):
+        return sha, "last good commit"
     parent = resolve_commit(repo, f"{failing_sha}^1")
     return (parent, "parent commit") if parent else None

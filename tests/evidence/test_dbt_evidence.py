@@ -104,6 +104,32 @@ def test_changed_files_since_last_good_commit(broken_repo: tuple[Path, Path, str
     assert ev.changed_files == ["models/marts/orders.sql"]
 
 
+def test_a_last_good_commit_on_another_branch_is_not_the_changes_base(
+    broken_repo: tuple[Path, Path, str],
+) -> None:
+    """A green run on a feature branch is memory's last good commit; the failing commit on
+    main does not descend from it, so diffing from it would show the branch's own work,
+    reversed, as the breaking change (and the data check's baseline would be the branch's)."""
+    repo, _snapshot, good = broken_repo
+    failing = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "-b", "feature", good)
+    (repo / "models" / "marts" / "feature_only.sql").write_text("select 1 as id\n")
+    elsewhere = commit_all(repo, "feature: a model of its own")
+    git(repo, "checkout", "-q", "main")
+    event = _event(repo, "model.shop.orders", "models/marts/orders.sql", error_message=BINDER)
+    assert event.commit == failing
+
+    ev = gather_dbt_evidence(event, repo, last_good_commit=elsewhere)
+
+    assert ev.last_good_commit is None
+    assert ev.change_base == good  # the failing commit's parent
+    assert ev.changed_files == ["models/marts/orders.sql"]
+    assert "feature_only" not in ev.breaking_diff
+    assert any("not an ancestor" in note and elsewhere[:12] in note for note in ev.notes)
+    on_line = gather_dbt_evidence(event, repo, last_good_commit=good)
+    assert on_line.last_good_commit == good and not any("ancestor" in n for n in on_line.notes)
+
+
 def test_data_test_evidence_names_kind_model_column(broken_repo: tuple[Path, Path, str]) -> None:
     repo, snapshot, _ = broken_repo
     event = _event(

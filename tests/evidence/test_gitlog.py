@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from patchit.errors import VcsError
-from patchit.evidence.gitlog import changed_files, recent_history
+from patchit.evidence.gitlog import changed_files, last_good_on_line, recent_history
 from tests.conftest import commit_all, git
 
 
@@ -64,3 +64,17 @@ def test_git_queries_do_not_modify_the_repo_or_run_hooks(repo: Path) -> None:
 def test_unknown_revision_is_a_vcs_error(repo: Path) -> None:
     with pytest.raises(VcsError, match="no-such-rev"):
         changed_files(repo, "no-such-rev", "HEAD")
+
+
+def test_a_last_good_commit_is_kept_only_on_the_failing_commits_line(repo: Path) -> None:
+    good = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "models" / "f.sql").write_text("select 9 as id\n")
+    elsewhere = commit_all(repo, "feature")
+    git(repo, "checkout", "-q", "main")
+    (repo / "models" / "a.sql").write_text("select 2 as id\n")
+    failing = commit_all(repo, "a: two")
+    assert last_good_on_line(repo, good, failing) == good
+    assert last_good_on_line(repo, failing, failing) == failing
+    assert last_good_on_line(repo, elsewhere, failing) is None  # another branch's green run
+    assert last_good_on_line(repo, None, failing) is None
