@@ -3,9 +3,9 @@
 `PATCHIT_FUZZ_EXAMPLES` sets how many inputs each parser gets (`make fuzz`: 10,000); without
 it each fuzz test runs its own small default so `make test` stays fast (and derandomized, so
 CI is repeatable). A parser call that raises anything but its documented error is a
-traceback; one that runs longer than `PATCHIT_FUZZ_HANG_S` (10 s) is a hang. Both are
-collected rather than raised at once, so a run reports how many of its inputs went wrong, and
-the test fails at the end if any did. `make fuzz` prints the tallies.
+traceback; one that uses more than `PATCHIT_FUZZ_HANG_S` (10 s) of CPU, or six times that of
+wall time, is a hang. Both are collected rather than raised at once, so a run reports how many
+of its inputs went wrong, and the test fails at the end if any did. `make fuzz` prints the tallies.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 EXAMPLES_ENV = "PATCHIT_FUZZ_EXAMPLES"
 HANG_S = float(os.environ.get("PATCHIT_FUZZ_HANG_S", "10"))
+WALL_FACTOR = 6  # a call blocked (not computing) this many times HANG_S is a hang too
 T = TypeVar("T")
 
 
@@ -50,18 +51,24 @@ class Hang(Exception):
 
 @contextmanager
 def hang_guard(seconds: float = HANG_S) -> Iterator[None]:
-    """Raise Hang in the main thread after `seconds` (regular expressions check signals too)."""
+    """Raise Hang in the main thread once the call used `seconds` of CPU, or waited
+    `WALL_FACTOR` times that (a blocked call); regular expressions check signals too. CPU,
+    not the clock: on a shared machine (or under `nice`) a call that needs 0.2 s of CPU can
+    take a minute of wall time, and that is no hang."""
 
     def alarm(_signum: int, _frame: object) -> None:
-        raise Hang(f"still running after {seconds:g} s")
+        raise Hang(f"still running after {seconds:g} s of CPU or {seconds * WALL_FACTOR:g} s")
 
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = {sig: signal.signal(sig, alarm) for sig in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds * WALL_FACTOR)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @dataclass
