@@ -13,13 +13,16 @@ None of it changes what a run builds or how it is judged:
   sort), and only walks it for the cycle's path when it is not: the same answer, for a
   fraction of the walk.
 - The edges that make a node wait for the tests upstream of it (dbt's `add_test_edges_1`:
-  a test -> node edge when everything the test depends on is upstream of the node) are the
-  same edges, found from each node's descendants computed once in topological order (as bit
-  sets): a test's edges are the common descendants of the nodes it depends on, as many steps
-  as edges (560,000 on a 2,000-model project), instead of a breadth-first walk per node.
-  dbt's own faster variant
-  (`--use-fast-test-edges`) is not used: it gives other edges (a model fed by a source never
-  waits for a relationships test upstream of it).
+  a test -> node edge when everything the test depends on is upstream of the node) are added
+  only for the tests the run selected (`dbt_subset.selected_test_edges`), when the selection
+  is known, instead of for every test of the project (560,000 edges on a 2,000-model
+  project, for a run of a few dozen nodes). The others change nothing a run does: a test
+  edge leads only where dependencies lead already, so an unselected test's edges add no
+  order between selected nodes, and only a test that runs can fail and skip the nodes that
+  wait for it (dbt's `_mark_dependent_errors`, which walks the whole graph: a selected test
+  gets all its edges, to selected nodes or not). dbt's node selection ignores test edges.
+  dbt's own faster variant (`--use-fast-test-edges`) is not used: it gives other edges (a
+  model fed by a source never waits for a relationships test upstream of it).
 - Each run records whether dbt parsed partially (`parse_mode`): warm runs do not write
   dbt's debug log, where the harness used to look for it.
 - The failing run's saved parse is decoded once per worker (`dbt_saved_parse`).
@@ -36,14 +39,17 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from patchit.harnesses import dbt_saved_parse
 from patchit.harnesses.dbt_flat_graph import lazy_build_flat_graph
-from patchit.harnesses.dbt_subset import subset_graph
+from patchit.harnesses.dbt_subset import selected_test_edges, subset_graph
 
 _parse_mode: str | None = None  # of this process's (this fork's) latest parse
+# On a build's graph (the networkx graph object): the manifest whose test edges are not added
+# yet; `get_subset_graph` adds those of the selected tests.
+PENDING_TEST_EDGES = "_patchit_pending_test_edges"
 
 
 def forget_parse_mode() -> None:
@@ -60,7 +66,7 @@ def parse_mode() -> str:
 def install() -> None:
     _without_unread_artifacts()
     _acyclic_first()
-    _test_edges_from_ancestors()
+    _test_edges_of_the_selection()
     _recording_parse_mode()
     _plugins_found_once()
     _flat_graph_on_first_read()
@@ -124,7 +130,8 @@ def _acyclic_first() -> None:
 
 
 def _subset_from_selection() -> None:
-    """`Graph.get_subset_graph` made from the selection (`dbt_subset`), not a whole copy."""
+    """`Graph.get_subset_graph` made from the selection (`dbt_subset`), not a whole copy,
+    after the selected tests' edges are added to a build's graph."""
     try:
         from dbt.graph.graph import Graph
     except ImportError:
@@ -132,6 +139,11 @@ def _subset_from_selection() -> None:
 
     def make(_dbt_s: Any) -> Any:
         def get_subset_graph(self: Any, selected: Any) -> Any:
+            selected = set(selected)
+            manifest = getattr(self.graph, PENDING_TEST_EDGES, None)
+            if manifest is not None:
+                edges = selected_test_edges(self.graph, manifest, selected)
+                self.graph.add_edges_from(edges, edge_type="parent_test")
             return Graph(subset_graph(self.graph, selected))
 
         return get_subset_graph
@@ -216,67 +228,16 @@ def _recording_parse_mode() -> None:
     _replace_once(ManifestLoader, "load", make)
 
 
-def _test_edges_from_ancestors() -> None:
+def _test_edges_of_the_selection() -> None:
+    """`Linker.add_test_edges_1` leaves the test edges to the run's selection: it marks the
+    graph (`PENDING_TEST_EDGES`), and `get_subset_graph` (`_subset_from_selection`) adds the
+    edges of the selected tests before cutting the graph down."""
     try:
         from dbt.compilation import Linker
     except ImportError:
         return
 
     def add_test_edges_1(self: Any, manifest: Any) -> None:
-        graph = self.graph
-        graph.add_edges_from(test_edges(graph, manifest), edge_type="parent_test")
+        setattr(self.graph, PENDING_TEST_EDGES, manifest)
 
     _replace_once(Linker, "add_test_edges_1", lambda _dbt_s: add_test_edges_1)
-
-
-def test_edges(graph: Any, manifest: Any) -> list[tuple[str, str]]:
-    """The (test, node) edges dbt's `Linker.add_test_edges_1` adds to `graph`: for every
-    non-test node of the manifest, each test of one of its ancestors (a `test.` child in
-    `manifest.child_map`) whose `depends_on` nodes are all its ancestors."""
-    import networkx
-    from dbt.artifacts.resources.types import NodeType
-
-    bit: dict[str, int] = {}
-    for index, node in enumerate(networkx.topological_sort(graph)):
-        bit[node] = 1 << index
-    tested: dict[str, int] = {}  # test -> the bits of the nodes it is a test of
-    for parent, children in manifest.child_map.items():
-        for child in children:
-            if child.startswith("test.") and parent in bit:
-                tested[child] = tested.get(child, 0) | bit[parent]
-    order = list(bit)  # bit index -> node
-    descendants: dict[str, int] = {}  # node -> the bits of every node downstream of it
-    for node in reversed(order):
-        downstream = 0
-        for child in graph.successors(node):
-            downstream |= descendants[child] | bit[child]
-        descendants[node] = downstream
-    targets = 0  # the bits of the manifest's non-test nodes
-    for node in order:
-        entry = manifest.nodes.get(node)
-        if entry is not None and entry.resource_type != NodeType.Test:
-            targets |= bit[node]
-    # A node gets an edge from a test when one node the test is a test of, and every node it
-    # depends on, is upstream of it: the test's edges are those nodes' common descendants,
-    # found per test (as many steps as edges) rather than per node and test.
-    edges: list[tuple[str, str]] = []
-    for test, of in tested.items():
-        depends_on = set(manifest.nodes[test].depends_on_nodes)
-        if not all(name in bit for name in depends_on):
-            continue  # never all upstream of a node
-        reach = 0
-        for index in _set_bits(of):
-            reach |= descendants[order[index]]
-        reach &= targets
-        for name in depends_on:
-            reach &= descendants[name]
-        edges += [(test, order[index]) for index in _set_bits(reach)]
-    return edges
-
-
-def _set_bits(bits: int) -> Iterator[int]:
-    """The indices of the bits set in `bits`, lowest first."""
-    while bits:
-        lowest = bits & -bits
-        yield lowest.bit_length() - 1
-        bits ^= lowest
