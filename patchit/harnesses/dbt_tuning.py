@@ -23,6 +23,11 @@ None of it changes what a run builds or how it is judged:
   gets all its edges, to selected nodes or not). dbt's node selection ignores test edges.
   dbt's own faster variant (`--use-fast-test-edges`) is not used: it gives other edges (a
   model fed by a source never waits for a relationships test upstream of it).
+- An event at debug level that nothing would take (every logger above debug, no callback but
+  dbt's own tracker of behaviour-change warnings) is not built: dbt builds every event's
+  protobuf message before its loggers drop it, and filling the relation cache fires one per
+  relation in the warehouse (2,000 messages on a 2,000-model project, most of the cache's
+  time). With `--debug` or a debug log file, every event is built as before.
 - Each run records whether dbt parsed partially (`parse_mode`): warm runs do not write
   dbt's debug log, where the harness used to look for it.
 - The failing run's saved parse is decoded once per worker (`dbt_saved_parse`).
@@ -72,6 +77,7 @@ def install() -> None:
     _flat_graph_on_first_read()
     _subset_from_selection()
     _flag_source_from_frames()
+    _debug_events_only_when_taken()
     dbt_saved_parse.install()
 
 
@@ -241,3 +247,40 @@ def _test_edges_of_the_selection() -> None:
         setattr(self.graph, PENDING_TEST_EDGES, manifest)
 
     _replace_once(Linker, "add_test_edges_1", lambda _dbt_s: add_test_edges_1)
+
+
+def _debug_events_only_when_taken() -> None:
+    """`EventManager.fire_event` returns at once for a debug event nothing would take."""
+    try:
+        from dbt_common.events.base_types import EventLevel
+        from dbt_common.events.event_manager import EventManager
+        from dbt_common.events.logger import _log_level_map
+    except ImportError:
+        return
+    ignoring: set[Any] = set()  # callbacks known to take no debug event
+    with contextlib.suppress(ImportError):
+        from dbt.tracking import track_behavior_change_warn  # warnings only
+
+        ignoring.add(track_behavior_change_warn)
+    debug = _log_level_map[EventLevel.DEBUG]
+
+    def make(fire_event: Any) -> Any:
+        def fire_event_taken(
+            self: Any,
+            e: Any,
+            level: Any = None,
+            node: Any = None,
+            force_warn_or_error_handling: bool = False,
+        ) -> None:
+            if (
+                not force_warn_or_error_handling
+                and (level or e.level_tag()) == EventLevel.DEBUG
+                and all(callback in ignoring for callback in self.callbacks)
+                and all(_log_level_map.get(lg.level, debug) > debug for lg in self.loggers)
+            ):
+                return
+            fire_event(self, e, level, node, force_warn_or_error_handling)
+
+        return fire_event_taken
+
+    _replace_once(EventManager, "fire_event", make)

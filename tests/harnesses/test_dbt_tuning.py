@@ -103,3 +103,51 @@ def test_a_subset_graph_is_dbt_s(seed: int) -> None:
         assert got.graph == expected.graph
     with pytest.raises(ValueError, match=r"Couldn't find model 'model\.p\.nope'"):
         subset_graph(graph, {"model.p.nope"})
+
+
+def test_a_debug_event_is_built_only_when_a_logger_or_callback_takes_it() -> None:
+    import io
+
+    from dbt.adapters.events.types import CacheAction
+    from dbt.tracking import track_behavior_change_warn
+    from dbt_common.events.base_types import EventLevel
+    from dbt_common.events.event_manager import EventManager
+    from dbt_common.events.logger import LoggerConfig
+
+    built: list[str] = []
+    event_cls = type("CountedCacheAction", (CacheAction,), {})
+
+    def message(self: Any) -> str:
+        built.append(self.action)
+        return CacheAction.message(self)
+
+    event_cls.message = message  # type: ignore[attr-defined]
+    event_cls.__name__ = "CacheAction"  # its protobuf message is CacheAction's
+
+    def fire(manager: EventManager, level: EventLevel | None = None) -> None:
+        manager.fire_event(event_cls(action="add_relation", ref_key={}), level=level)
+
+    def manager_with(*levels: EventLevel) -> tuple[EventManager, io.StringIO]:
+        manager, out = EventManager(), io.StringIO()
+        manager.add_callback(track_behavior_change_warn)
+        for number, level in enumerate(levels):
+            manager.add_logger(LoggerConfig(name=f"t{number}", level=level, output_stream=out))
+        return manager, out
+
+    original = EventManager.__dict__["fire_event"]
+    dbt_tuning._debug_events_only_when_taken()
+    try:
+        info, out = manager_with(EventLevel.INFO, EventLevel.WARN)
+        fire(info)
+        assert built == [] and out.getvalue() == ""  # nothing takes it: not built
+        fire(info, EventLevel.INFO)  # fired at info: built and written
+        assert built == ["add_relation"] and "adding relation" in out.getvalue()
+        debug, out = manager_with(EventLevel.INFO, EventLevel.DEBUG)  # `--debug`, a debug file
+        fire(debug)
+        assert len(built) == 2 and "adding relation" in out.getvalue()
+        taken: list[str] = []
+        info.add_callback(lambda msg: taken.append(msg.info.name))  # a caller's callback
+        fire(info)
+        assert len(built) == 3 and taken == ["CacheAction"]
+    finally:
+        EventManager.fire_event = original  # type: ignore[method-assign]
