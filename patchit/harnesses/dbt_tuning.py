@@ -249,20 +249,42 @@ def _test_edges_of_the_selection() -> None:
     _replace_once(Linker, "add_test_edges_1", lambda _dbt_s: add_test_edges_1)
 
 
-def _debug_events_only_when_taken() -> None:
-    """`EventManager.fire_event` returns at once for a debug event nothing would take."""
+def _debug_taken() -> Callable[[Any], bool] | None:
+    """Whether an event manager would take a debug event: a logger at debug level, or a
+    callback other than dbt's tracker of behaviour-change warnings (it reads only those)."""
     try:
         from dbt_common.events.base_types import EventLevel
-        from dbt_common.events.event_manager import EventManager
         from dbt_common.events.logger import _log_level_map
     except ImportError:
-        return
-    ignoring: set[Any] = set()  # callbacks known to take no debug event
+        return None
+    ignoring: set[Any] = set()
     with contextlib.suppress(ImportError):
-        from dbt.tracking import track_behavior_change_warn  # warnings only
+        from dbt.tracking import track_behavior_change_warn
 
         ignoring.add(track_behavior_change_warn)
     debug = _log_level_map[EventLevel.DEBUG]
+
+    def taken(manager: Any) -> bool:
+        return any(callback not in ignoring for callback in manager.callbacks) or any(
+            _log_level_map.get(logger.level, debug) <= debug for logger in manager.loggers
+        )
+
+    return taken
+
+
+def _debug_events_only_when_taken() -> None:
+    """`EventManager.fire_event` returns at once for a debug event nothing would take, and
+    the relation cache adds a relation without building the debug event that says so."""
+    taken = _debug_taken()
+    try:
+        from dbt.adapters.cache import RelationsCache, _CachedRelation
+        from dbt_common.events.base_types import EventLevel
+        from dbt_common.events.event_manager import EventManager
+        from dbt_common.events.event_manager_client import get_event_manager
+    except ImportError:
+        return
+    if taken is None:
+        return
 
     def make(fire_event: Any) -> Any:
         def fire_event_taken(
@@ -275,8 +297,7 @@ def _debug_events_only_when_taken() -> None:
             if (
                 not force_warn_or_error_handling
                 and (level or e.level_tag()) == EventLevel.DEBUG
-                and all(callback in ignoring for callback in self.callbacks)
-                and all(_log_level_map.get(lg.level, debug) > debug for lg in self.loggers)
+                and not taken(self)
             ):
                 return
             fire_event(self, e, level, node, force_warn_or_error_handling)
@@ -284,3 +305,17 @@ def _debug_events_only_when_taken() -> None:
         return fire_event_taken
 
     _replace_once(EventManager, "fire_event", make)
+
+    def make_add(add: Any) -> Any:
+        def add_quietly(self: Any, relation: Any) -> Any:
+            # dbt's own add, less its `CacheAction` debug event (built before it is fired)
+            if self.log_cache_events or taken(get_event_manager()):
+                return add(self, relation)
+            cached = _CachedRelation(relation)
+            with self.lock:
+                self._setdefault(cached)
+            return None
+
+        return add_quietly
+
+    _replace_once(RelationsCache, "add", make_add)

@@ -151,3 +151,48 @@ def test_a_debug_event_is_built_only_when_a_logger_or_callback_takes_it() -> Non
         assert len(built) == 3 and taken == ["CacheAction"]
     finally:
         EventManager.fire_event = original  # type: ignore[method-assign]
+
+
+def test_the_relation_cache_adds_as_dbt_does_and_says_so_when_asked() -> None:
+    from dbt.adapters.base.relation import BaseRelation
+    from dbt.adapters.cache import RelationsCache
+    from dbt_common.events.base_types import EventLevel
+    from dbt_common.events.event_manager import EventManager
+    from dbt_common.events.event_manager_client import get_event_manager
+    from dbt_common.events.logger import LoggerConfig
+
+    def relations() -> list[Any]:
+        return [
+            BaseRelation.create(database="d", schema=schema, identifier=f"m{i}", type="table")
+            for schema in ("Main", "other")
+            for i in range(3)
+        ]
+
+    def filled() -> RelationsCache:
+        cache = RelationsCache()
+        for relation in relations():
+            cache.add(relation)
+        cache.add(relations()[0])  # again: kept once
+        return cache
+
+    dbt_s = filled()
+    manager = get_event_manager()
+    saved = (list(manager.loggers), list(manager.callbacks))
+    originals = (EventManager.__dict__["fire_event"], RelationsCache.__dict__["add"])
+    seen: list[str] = []
+    dbt_tuning._debug_events_only_when_taken()
+    try:
+        assert getattr(RelationsCache.add, "_patchit", False)
+        manager.loggers, manager.callbacks = [], []
+        manager.add_logger(LoggerConfig(name="info", level=EventLevel.INFO))
+        quiet = filled()
+        manager.add_callback(lambda msg: seen.append(msg.info.name))  # someone listens
+        told = filled()
+    finally:
+        EventManager.fire_event, RelationsCache.add = originals  # type: ignore[method-assign]
+        manager.loggers, manager.callbacks = saved
+    for cache in (quiet, told):
+        assert cache.dump_graph() == dbt_s.dump_graph()
+        assert cache.schemas == dbt_s.schemas == {("d", "main"), ("d", "other")}
+        assert cache.get_relations("d", "MAIN") == dbt_s.get_relations("d", "main")
+    assert seen.count("CacheAction") == 7  # only while someone listened
