@@ -28,6 +28,11 @@ None of it changes what a run builds or how it is judged:
   protobuf message before its loggers drop it, and filling the relation cache fires one per
   relation in the warehouse (2,000 messages on a 2,000-model project, most of the cache's
   time). With `--debug` or a debug log file, every event is built as before.
+- The schemas whose relations fill the cache are found from one node per schema, not by
+  making every node's relation (2,000 on a 2,000-model project) to drop its name: where the
+  adapter makes relations as dbt's base class or dbt-duckdb's does, a node's schema relation
+  depends only on its database, schema, catalog, quoting and kind, so nodes alike in those give
+  the same one.
 - Each run records whether dbt parsed partially (`parse_mode`): warm runs do not write
   dbt's debug log, where the harness used to look for it.
 - The failing run's saved parse is decoded once per worker (`dbt_saved_parse`).
@@ -78,6 +83,7 @@ def install() -> None:
     _subset_from_selection()
     _flag_source_from_frames()
     _debug_events_only_when_taken()
+    _cache_schemas_once_per_schema()
     dbt_saved_parse.install()
 
 
@@ -319,3 +325,56 @@ def _debug_events_only_when_taken() -> None:
         return add_quietly
 
     _replace_once(RelationsCache, "add", make_add)
+
+
+def _cache_schemas_once_per_schema() -> None:
+    """`BaseAdapter._get_cache_schemas` makes one relation per distinct schema key."""
+    try:
+        from dbt.adapters.base.impl import BaseAdapter
+        from dbt.adapters.base.relation import BaseRelation
+    except ImportError:
+        return
+    known = {BaseRelation.create_from.__func__}  # type: ignore[attr-defined]
+    with contextlib.suppress(ImportError):
+        from dbt.adapters.duckdb.relation import DuckDBRelation
+
+        known.add(DuckDBRelation.create_from.__func__)  # type: ignore[attr-defined]
+
+    def make(get_cache_schemas: Any) -> Any:
+        def get_cache_schemas_by_key(self: Any, relation_configs: Any) -> Any:
+            if getattr(self.Relation.create_from, "__func__", None) not in known:
+                return get_cache_schemas(self, relation_configs)
+            schemas = set()
+            seen: set[tuple[Any, ...]] = set()
+            for config in relation_configs:
+                key = _schema_key(config)
+                if key is None or key not in seen:
+                    relation = self.Relation.create_from(
+                        quoting=self.config, relation_config=config
+                    )
+                    schemas.add(relation.without_identifier())
+                if key is not None:
+                    seen.add(key)
+            return schemas
+
+        return get_cache_schemas_by_key
+
+    _replace_once(BaseAdapter, "_get_cache_schemas", make)
+
+
+def _schema_key(config: Any) -> tuple[Any, ...] | None:
+    """What `create_from(...).without_identifier()` reads of a node, for the base class's and
+    dbt-duckdb's `create_from`; None for a source (dbt-duckdb reads its external location and
+    plugin) or anything unhashable."""
+    if config.resource_type == "source":
+        return None
+    catalog = (
+        config.catalog_name if hasattr(config, "catalog_name") else config.config.get("catalog")
+    )
+    quoting = tuple(sorted(config.quoting_dict.items()))
+    key = (config.database, config.schema, catalog, quoting, str(config.resource_type))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key

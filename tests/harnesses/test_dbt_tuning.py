@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -196,3 +201,58 @@ def test_the_relation_cache_adds_as_dbt_does_and_says_so_when_asked() -> None:
         assert cache.schemas == dbt_s.schemas == {("d", "main"), ("d", "other")}
         assert cache.get_relations("d", "MAIN") == dbt_s.get_relations("d", "main")
     assert seen.count("CacheAction") == 7  # only while someone listened
+
+
+_CACHE_SCHEMAS = """
+import json, sys
+from types import SimpleNamespace
+from dbt.adapters.base.impl import BaseAdapter
+from dbt.adapters.duckdb.relation import DuckDBRelation
+from dbt.cli.main import dbtRunner
+from patchit.harnesses import dbt_tuning
+manifest = dbtRunner().invoke(sys.argv[1:]).result
+nodes = [*manifest.nodes.values(), *manifest.sources.values()]
+adapter = SimpleNamespace(Relation=DuckDBRelation, config=SimpleNamespace(quoting={}))
+def schemas():
+    return sorted(str(r) for r in BaseAdapter._get_cache_schemas(adapter, nodes))
+before = schemas()
+dbt_tuning._cache_schemas_once_per_schema()
+assert getattr(BaseAdapter._get_cache_schemas, "_patchit", False)
+print(json.dumps([before, schemas()]))
+"""
+
+
+def test_the_schemas_to_cache_are_dbt_s(tmp_path: Path) -> None:
+    """Nodes in several schemas and databases, aliased, quoted, and sources: the schemas the
+    cache lists are the ones dbt's `_get_cache_schemas` finds."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "dbt_project.yml").write_text(
+        "name: p\nprofile: p\nconfig-version: 2\n"
+        "models:\n  p:\n    +materialized: table\n    marts:\n      +schema: marts\n"
+    )
+    (tmp_path / "profiles.yml").write_text(
+        "p:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: p.duckdb\n"
+    )
+    (tmp_path / "models" / "marts").mkdir()
+    files = {
+        "a.sql": "select 1 as id",
+        "b.sql": "{{ config(alias='bee') }} select * from {{ ref('a') }}",
+        "c.sql": "{{ config(database='other', schema='Side') }} select 1 as id",
+        "d.sql": "{{ config(materialized='view') }} select * from {{ source('raw', 't') }}",
+        "e.sql": "{{ config(materialized='ephemeral') }} select 1 as id",
+        "marts/f.sql": "select * from {{ ref('b') }}",
+        "marts/g.sql": "select * from {{ ref('f') }}",
+        "src.yml": "version: 2\nsources:\n  - name: raw\n    schema: Raw\n"
+        "    quoting: {identifier: true}\n    tables: [{name: t}]\n",
+    }
+    for name, text in files.items():
+        (tmp_path / "models" / name).write_text(text + "\n")
+    args = ["parse", "--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
+    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    done = subprocess.run(
+        [sys.executable, "-c", _CACHE_SCHEMAS, *args],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    dbt_s, ours = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ours == dbt_s
+    assert len(dbt_s) >= 4  # main, main_marts, other.Side, Raw
