@@ -11,7 +11,8 @@ methods (once, in the worker, beside `dbt_tuning`); each run's fork starts with 
     read parse     of which: reading the saved parse (`read_manifest_for_partial_parse`)
     write parse    of which: writing the new one back (`write_manifest_for_partial_parse`)
     graph          the dependency graph compiled from the manifest (`compile_manifest`)
-    select         the selection resolved into the run's queue (`get_graph_queue`)
+    select         the selection resolved into the run's queue (`get_graph_queue`), with
+                   the selected tests' edges (added there, not in `graph`: `dbt_tuning`)
     cache          the adapter's relation cache filled (`populate_adapter_cache`)
     run nodes      the selected models built and tests run (`execute_nodes`)
     artifacts      run_results.json and the run's nodes written

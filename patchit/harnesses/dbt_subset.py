@@ -11,6 +11,10 @@ in the graph's order), every edge between two of them (with its data), and an ed
 data) from a selected node to each selected node it reaches through unselected nodes only
 (what removing those nodes one by one leaves), never from a node to itself. The nodes a
 search passes through are remembered, so each unselected node is searched once.
+
+The graph a warm build compiles has no test edges yet (`dbt_tuning`): `selected_test_edges`
+gives the selected tests theirs, the same dbt's `add_test_edges_1` gives them, from each
+test's few upstream nodes rather than from every node's ancestors.
 """
 
 from __future__ import annotations
@@ -69,3 +73,56 @@ def _reaches(
             if child not in include and child not in reached
         )
     return reached[start]
+
+
+def selected_test_edges(
+    graph: Any, manifest: Any, selected: Iterable[str]
+) -> list[tuple[str, str]]:
+    """The (test, node) edges dbt's `Linker.add_test_edges_1` gives the tests among
+    `selected`, to every node of the graph (not only the selected ones): a test -> node edge
+    when the node (a non-test node of the manifest) is downstream of a node the test is a
+    test of (the test is in its `manifest.child_map`) and of every node the test depends on.
+
+    `graph` holds the project's dependencies without test edges (or with some: a test edge
+    leads only where dependencies lead already, so descendants are the same either way)."""
+    from dbt.artifacts.resources.types import NodeType
+
+    descendants: dict[str, set[str]] = {}
+
+    def below(node: str) -> set[str]:
+        if node not in descendants:
+            descendants[node] = _descendants(graph, node)
+        return descendants[node]
+
+    edges: list[tuple[str, str]] = []
+    for test in sorted(set(selected)):
+        entry = manifest.nodes.get(test)
+        if entry is None or entry.resource_type != NodeType.Test:
+            continue
+        depends_on = set(entry.depends_on_nodes)
+        if not depends_on or not all(name in graph for name in depends_on):
+            continue  # never all upstream of a node
+        of = [name for name in depends_on if test in manifest.child_map.get(name, ())]
+        if not of:
+            continue
+        reach = set().union(*(below(name) for name in of))
+        for name in depends_on:
+            reach &= below(name)
+        for node in sorted(reach):
+            target = manifest.nodes.get(node)
+            if target is not None and target.resource_type != NodeType.Test:
+                edges.append((test, node))
+    return edges
+
+
+def _descendants(graph: Any, start: str) -> set[str]:
+    """Every node reachable from `start` in `graph`, `start` left out."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for child in graph.successors(stack.pop()):
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    seen.discard(start)
+    return seen

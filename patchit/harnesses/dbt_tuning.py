@@ -13,13 +13,26 @@ None of it changes what a run builds or how it is judged:
   sort), and only walks it for the cycle's path when it is not: the same answer, for a
   fraction of the walk.
 - The edges that make a node wait for the tests upstream of it (dbt's `add_test_edges_1`:
-  a test -> node edge when everything the test depends on is upstream of the node) are the
-  same edges, found from each node's descendants computed once in topological order (as bit
-  sets): a test's edges are the common descendants of the nodes it depends on, as many steps
-  as edges (560,000 on a 2,000-model project), instead of a breadth-first walk per node.
-  dbt's own faster variant
-  (`--use-fast-test-edges`) is not used: it gives other edges (a model fed by a source never
-  waits for a relationships test upstream of it).
+  a test -> node edge when everything the test depends on is upstream of the node) are added
+  only for the tests the run selected (`dbt_subset.selected_test_edges`), when the selection
+  is known, instead of for every test of the project (560,000 edges on a 2,000-model
+  project, for a run of a few dozen nodes). The others change nothing a run does: a test
+  edge leads only where dependencies lead already, so an unselected test's edges add no
+  order between selected nodes, and only a test that runs can fail and skip the nodes that
+  wait for it (dbt's `_mark_dependent_errors`, which walks the whole graph: a selected test
+  gets all its edges, to selected nodes or not). dbt's node selection ignores test edges.
+  dbt's own faster variant (`--use-fast-test-edges`) is not used: it gives other edges (a
+  model fed by a source never waits for a relationships test upstream of it).
+- An event at debug level that nothing would take (every logger above debug, no callback but
+  dbt's own tracker of behaviour-change warnings) is not built: dbt builds every event's
+  protobuf message before its loggers drop it, and filling the relation cache fires one per
+  relation in the warehouse (2,000 messages on a 2,000-model project, most of the cache's
+  time). With `--debug` or a debug log file, every event is built as before.
+- The schemas whose relations fill the cache are found from one node per schema, not by
+  making every node's relation (2,000 on a 2,000-model project) to drop its name: where the
+  adapter makes relations as dbt's base class or dbt-duckdb's does, a node's schema relation
+  depends only on its database, schema, catalog, quoting and kind, so nodes alike in those give
+  the same one.
 - Each run records whether dbt parsed partially (`parse_mode`): warm runs do not write
   dbt's debug log, where the harness used to look for it.
 - The failing run's saved parse is decoded once per worker (`dbt_saved_parse`).
@@ -36,14 +49,17 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from patchit.harnesses import dbt_saved_parse
 from patchit.harnesses.dbt_flat_graph import lazy_build_flat_graph
-from patchit.harnesses.dbt_subset import subset_graph
+from patchit.harnesses.dbt_subset import selected_test_edges, subset_graph
 
 _parse_mode: str | None = None  # of this process's (this fork's) latest parse
+# On a build's graph (the networkx graph object): the manifest whose test edges are not added
+# yet; `get_subset_graph` adds those of the selected tests.
+PENDING_TEST_EDGES = "_patchit_pending_test_edges"
 
 
 def forget_parse_mode() -> None:
@@ -60,12 +76,14 @@ def parse_mode() -> str:
 def install() -> None:
     _without_unread_artifacts()
     _acyclic_first()
-    _test_edges_from_ancestors()
+    _test_edges_of_the_selection()
     _recording_parse_mode()
     _plugins_found_once()
     _flat_graph_on_first_read()
     _subset_from_selection()
     _flag_source_from_frames()
+    _debug_events_only_when_taken()
+    _cache_schemas_once_per_schema()
     dbt_saved_parse.install()
 
 
@@ -124,7 +142,8 @@ def _acyclic_first() -> None:
 
 
 def _subset_from_selection() -> None:
-    """`Graph.get_subset_graph` made from the selection (`dbt_subset`), not a whole copy."""
+    """`Graph.get_subset_graph` made from the selection (`dbt_subset`), not a whole copy,
+    after the selected tests' edges are added to a build's graph."""
     try:
         from dbt.graph.graph import Graph
     except ImportError:
@@ -132,6 +151,11 @@ def _subset_from_selection() -> None:
 
     def make(_dbt_s: Any) -> Any:
         def get_subset_graph(self: Any, selected: Any) -> Any:
+            selected = set(selected)
+            manifest = getattr(self.graph, PENDING_TEST_EDGES, None)
+            if manifest is not None:
+                edges = selected_test_edges(self.graph, manifest, selected)
+                self.graph.add_edges_from(edges, edge_type="parent_test")
             return Graph(subset_graph(self.graph, selected))
 
         return get_subset_graph
@@ -216,67 +240,141 @@ def _recording_parse_mode() -> None:
     _replace_once(ManifestLoader, "load", make)
 
 
-def _test_edges_from_ancestors() -> None:
+def _test_edges_of_the_selection() -> None:
+    """`Linker.add_test_edges_1` leaves the test edges to the run's selection: it marks the
+    graph (`PENDING_TEST_EDGES`), and `get_subset_graph` (`_subset_from_selection`) adds the
+    edges of the selected tests before cutting the graph down."""
     try:
         from dbt.compilation import Linker
     except ImportError:
         return
 
     def add_test_edges_1(self: Any, manifest: Any) -> None:
-        graph = self.graph
-        graph.add_edges_from(test_edges(graph, manifest), edge_type="parent_test")
+        setattr(self.graph, PENDING_TEST_EDGES, manifest)
 
     _replace_once(Linker, "add_test_edges_1", lambda _dbt_s: add_test_edges_1)
 
 
-def test_edges(graph: Any, manifest: Any) -> list[tuple[str, str]]:
-    """The (test, node) edges dbt's `Linker.add_test_edges_1` adds to `graph`: for every
-    non-test node of the manifest, each test of one of its ancestors (a `test.` child in
-    `manifest.child_map`) whose `depends_on` nodes are all its ancestors."""
-    import networkx
-    from dbt.artifacts.resources.types import NodeType
+def _debug_taken() -> Callable[[Any], bool] | None:
+    """Whether an event manager would take a debug event: a logger at debug level, or a
+    callback other than dbt's tracker of behaviour-change warnings (it reads only those)."""
+    try:
+        from dbt_common.events.base_types import EventLevel
+        from dbt_common.events.logger import _log_level_map
+    except ImportError:
+        return None
+    ignoring: set[Any] = set()
+    with contextlib.suppress(ImportError):
+        from dbt.tracking import track_behavior_change_warn
 
-    bit: dict[str, int] = {}
-    for index, node in enumerate(networkx.topological_sort(graph)):
-        bit[node] = 1 << index
-    tested: dict[str, int] = {}  # test -> the bits of the nodes it is a test of
-    for parent, children in manifest.child_map.items():
-        for child in children:
-            if child.startswith("test.") and parent in bit:
-                tested[child] = tested.get(child, 0) | bit[parent]
-    order = list(bit)  # bit index -> node
-    descendants: dict[str, int] = {}  # node -> the bits of every node downstream of it
-    for node in reversed(order):
-        downstream = 0
-        for child in graph.successors(node):
-            downstream |= descendants[child] | bit[child]
-        descendants[node] = downstream
-    targets = 0  # the bits of the manifest's non-test nodes
-    for node in order:
-        entry = manifest.nodes.get(node)
-        if entry is not None and entry.resource_type != NodeType.Test:
-            targets |= bit[node]
-    # A node gets an edge from a test when one node the test is a test of, and every node it
-    # depends on, is upstream of it: the test's edges are those nodes' common descendants,
-    # found per test (as many steps as edges) rather than per node and test.
-    edges: list[tuple[str, str]] = []
-    for test, of in tested.items():
-        depends_on = set(manifest.nodes[test].depends_on_nodes)
-        if not all(name in bit for name in depends_on):
-            continue  # never all upstream of a node
-        reach = 0
-        for index in _set_bits(of):
-            reach |= descendants[order[index]]
-        reach &= targets
-        for name in depends_on:
-            reach &= descendants[name]
-        edges += [(test, order[index]) for index in _set_bits(reach)]
-    return edges
+        ignoring.add(track_behavior_change_warn)
+    debug = _log_level_map[EventLevel.DEBUG]
+
+    def taken(manager: Any) -> bool:
+        return any(callback not in ignoring for callback in manager.callbacks) or any(
+            _log_level_map.get(logger.level, debug) <= debug for logger in manager.loggers
+        )
+
+    return taken
 
 
-def _set_bits(bits: int) -> Iterator[int]:
-    """The indices of the bits set in `bits`, lowest first."""
-    while bits:
-        lowest = bits & -bits
-        yield lowest.bit_length() - 1
-        bits ^= lowest
+def _debug_events_only_when_taken() -> None:
+    """`EventManager.fire_event` returns at once for a debug event nothing would take, and
+    the relation cache adds a relation without building the debug event that says so."""
+    taken = _debug_taken()
+    try:
+        from dbt.adapters.cache import RelationsCache, _CachedRelation
+        from dbt_common.events.base_types import EventLevel
+        from dbt_common.events.event_manager import EventManager
+        from dbt_common.events.event_manager_client import get_event_manager
+    except ImportError:
+        return
+    if taken is None:
+        return
+
+    def make(fire_event: Any) -> Any:
+        def fire_event_taken(
+            self: Any,
+            e: Any,
+            level: Any = None,
+            node: Any = None,
+            force_warn_or_error_handling: bool = False,
+        ) -> None:
+            if (
+                not force_warn_or_error_handling
+                and (level or e.level_tag()) == EventLevel.DEBUG
+                and not taken(self)
+            ):
+                return
+            fire_event(self, e, level, node, force_warn_or_error_handling)
+
+        return fire_event_taken
+
+    _replace_once(EventManager, "fire_event", make)
+
+    def make_add(add: Any) -> Any:
+        def add_quietly(self: Any, relation: Any) -> Any:
+            # dbt's own add, less its `CacheAction` debug event (built before it is fired)
+            if self.log_cache_events or taken(get_event_manager()):
+                return add(self, relation)
+            cached = _CachedRelation(relation)
+            with self.lock:
+                self._setdefault(cached)
+            return None
+
+        return add_quietly
+
+    _replace_once(RelationsCache, "add", make_add)
+
+
+def _cache_schemas_once_per_schema() -> None:
+    """`BaseAdapter._get_cache_schemas` makes one relation per distinct schema key."""
+    try:
+        from dbt.adapters.base.impl import BaseAdapter
+        from dbt.adapters.base.relation import BaseRelation
+    except ImportError:
+        return
+    known = {BaseRelation.create_from.__func__}  # type: ignore[attr-defined]
+    with contextlib.suppress(ImportError):
+        from dbt.adapters.duckdb.relation import DuckDBRelation
+
+        known.add(DuckDBRelation.create_from.__func__)  # type: ignore[attr-defined]
+
+    def make(get_cache_schemas: Any) -> Any:
+        def get_cache_schemas_by_key(self: Any, relation_configs: Any) -> Any:
+            if getattr(self.Relation.create_from, "__func__", None) not in known:
+                return get_cache_schemas(self, relation_configs)
+            schemas = set()
+            seen: set[tuple[Any, ...]] = set()
+            for config in relation_configs:
+                key = _schema_key(config)
+                if key is None or key not in seen:
+                    relation = self.Relation.create_from(
+                        quoting=self.config, relation_config=config
+                    )
+                    schemas.add(relation.without_identifier())
+                if key is not None:
+                    seen.add(key)
+            return schemas
+
+        return get_cache_schemas_by_key
+
+    _replace_once(BaseAdapter, "_get_cache_schemas", make)
+
+
+def _schema_key(config: Any) -> tuple[Any, ...] | None:
+    """What `create_from(...).without_identifier()` reads of a node, for the base class's and
+    dbt-duckdb's `create_from`; None for a source (dbt-duckdb reads its external location and
+    plugin) or anything unhashable."""
+    if config.resource_type == "source":
+        return None
+    catalog = (
+        config.catalog_name if hasattr(config, "catalog_name") else config.config.get("catalog")
+    )
+    quoting = tuple(sorted(config.quoting_dict.items()))
+    key = (config.database, config.schema, catalog, quoting, str(config.resource_type))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -103,3 +108,151 @@ def test_a_subset_graph_is_dbt_s(seed: int) -> None:
         assert got.graph == expected.graph
     with pytest.raises(ValueError, match=r"Couldn't find model 'model\.p\.nope'"):
         subset_graph(graph, {"model.p.nope"})
+
+
+def test_a_debug_event_is_built_only_when_a_logger_or_callback_takes_it() -> None:
+    import io
+
+    from dbt.adapters.events.types import CacheAction
+    from dbt.tracking import track_behavior_change_warn
+    from dbt_common.events.base_types import EventLevel
+    from dbt_common.events.event_manager import EventManager
+    from dbt_common.events.logger import LoggerConfig
+
+    built: list[str] = []
+    event_cls = type("CountedCacheAction", (CacheAction,), {})
+
+    def message(self: Any) -> str:
+        built.append(self.action)
+        return CacheAction.message(self)
+
+    event_cls.message = message  # type: ignore[attr-defined]
+    event_cls.__name__ = "CacheAction"  # its protobuf message is CacheAction's
+
+    def fire(manager: EventManager, level: EventLevel | None = None) -> None:
+        manager.fire_event(event_cls(action="add_relation", ref_key={}), level=level)
+
+    def manager_with(*levels: EventLevel) -> tuple[EventManager, io.StringIO]:
+        manager, out = EventManager(), io.StringIO()
+        manager.add_callback(track_behavior_change_warn)
+        for number, level in enumerate(levels):
+            manager.add_logger(LoggerConfig(name=f"t{number}", level=level, output_stream=out))
+        return manager, out
+
+    original = EventManager.__dict__["fire_event"]
+    dbt_tuning._debug_events_only_when_taken()
+    try:
+        info, out = manager_with(EventLevel.INFO, EventLevel.WARN)
+        fire(info)
+        assert built == [] and out.getvalue() == ""  # nothing takes it: not built
+        fire(info, EventLevel.INFO)  # fired at info: built and written
+        assert built == ["add_relation"] and "adding relation" in out.getvalue()
+        debug, out = manager_with(EventLevel.INFO, EventLevel.DEBUG)  # `--debug`, a debug file
+        fire(debug)
+        assert len(built) == 2 and "adding relation" in out.getvalue()
+        taken: list[str] = []
+        info.add_callback(lambda msg: taken.append(msg.info.name))  # a caller's callback
+        fire(info)
+        assert len(built) == 3 and taken == ["CacheAction"]
+    finally:
+        EventManager.fire_event = original  # type: ignore[method-assign]
+
+
+def test_the_relation_cache_adds_as_dbt_does_and_says_so_when_asked() -> None:
+    from dbt.adapters.base.relation import BaseRelation
+    from dbt.adapters.cache import RelationsCache
+    from dbt_common.events.base_types import EventLevel
+    from dbt_common.events.event_manager import EventManager
+    from dbt_common.events.event_manager_client import get_event_manager
+    from dbt_common.events.logger import LoggerConfig
+
+    def relations() -> list[Any]:
+        return [
+            BaseRelation.create(database="d", schema=schema, identifier=f"m{i}", type="table")
+            for schema in ("Main", "other")
+            for i in range(3)
+        ]
+
+    def filled() -> RelationsCache:
+        cache = RelationsCache()
+        for relation in relations():
+            cache.add(relation)
+        cache.add(relations()[0])  # again: kept once
+        return cache
+
+    dbt_s = filled()
+    manager = get_event_manager()
+    saved = (list(manager.loggers), list(manager.callbacks))
+    originals = (EventManager.__dict__["fire_event"], RelationsCache.__dict__["add"])
+    seen: list[str] = []
+    dbt_tuning._debug_events_only_when_taken()
+    try:
+        assert getattr(RelationsCache.add, "_patchit", False)
+        manager.loggers, manager.callbacks = [], []
+        manager.add_logger(LoggerConfig(name="info", level=EventLevel.INFO))
+        quiet = filled()
+        manager.add_callback(lambda msg: seen.append(msg.info.name))  # someone listens
+        told = filled()
+    finally:
+        EventManager.fire_event, RelationsCache.add = originals  # type: ignore[method-assign]
+        manager.loggers, manager.callbacks = saved
+    for cache in (quiet, told):
+        assert cache.dump_graph() == dbt_s.dump_graph()
+        assert cache.schemas == dbt_s.schemas == {("d", "main"), ("d", "other")}
+        assert cache.get_relations("d", "MAIN") == dbt_s.get_relations("d", "main")
+    assert seen.count("CacheAction") == 7  # only while someone listened
+
+
+_CACHE_SCHEMAS = """
+import json, sys
+from types import SimpleNamespace
+from dbt.adapters.base.impl import BaseAdapter
+from dbt.adapters.duckdb.relation import DuckDBRelation
+from dbt.cli.main import dbtRunner
+from patchit.harnesses import dbt_tuning
+manifest = dbtRunner().invoke(sys.argv[1:]).result
+nodes = [*manifest.nodes.values(), *manifest.sources.values()]
+adapter = SimpleNamespace(Relation=DuckDBRelation, config=SimpleNamespace(quoting={}))
+def schemas():
+    return sorted(str(r) for r in BaseAdapter._get_cache_schemas(adapter, nodes))
+before = schemas()
+dbt_tuning._cache_schemas_once_per_schema()
+assert getattr(BaseAdapter._get_cache_schemas, "_patchit", False)
+print(json.dumps([before, schemas()]))
+"""
+
+
+def test_the_schemas_to_cache_are_dbt_s(tmp_path: Path) -> None:
+    """Nodes in several schemas and databases, aliased, quoted, and sources: the schemas the
+    cache lists are the ones dbt's `_get_cache_schemas` finds."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "dbt_project.yml").write_text(
+        "name: p\nprofile: p\nconfig-version: 2\n"
+        "models:\n  p:\n    +materialized: table\n    marts:\n      +schema: marts\n"
+    )
+    (tmp_path / "profiles.yml").write_text(
+        "p:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: p.duckdb\n"
+    )
+    (tmp_path / "models" / "marts").mkdir()
+    files = {
+        "a.sql": "select 1 as id",
+        "b.sql": "{{ config(alias='bee') }} select * from {{ ref('a') }}",
+        "c.sql": "{{ config(database='other', schema='Side') }} select 1 as id",
+        "d.sql": "{{ config(materialized='view') }} select * from {{ source('raw', 't') }}",
+        "e.sql": "{{ config(materialized='ephemeral') }} select 1 as id",
+        "marts/f.sql": "select * from {{ ref('b') }}",
+        "marts/g.sql": "select * from {{ ref('f') }}",
+        "src.yml": "version: 2\nsources:\n  - name: raw\n    schema: Raw\n"
+        "    quoting: {identifier: true}\n    tables: [{name: t}]\n",
+    }
+    for name, text in files.items():
+        (tmp_path / "models" / name).write_text(text + "\n")
+    args = ["parse", "--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
+    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    done = subprocess.run(
+        [sys.executable, "-c", _CACHE_SCHEMAS, *args],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    dbt_s, ours = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ours == dbt_s
+    assert len(dbt_s) >= 4  # main, main_marts, other.Side, Raw
