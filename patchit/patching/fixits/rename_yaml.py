@@ -1,6 +1,7 @@
 """A renamed column followed into dbt's YAML properties: the model's `columns:` entry (its tests
 and description move with it) and every `relationships` test that points at the column
-(`to: ref('model')`, `field: old`).
+(`to: ref('model')`, `field: old`), and the SQL arguments of the model's tests
+(`expression: "order_total - tax_paid = subtotal"`), the old name renamed as a whole name.
 
 The file is read with ruamel (round trip, for the line and column of each scalar) and edited
 as text at those spots, so comments, order and quoting stay as the author wrote them. It
@@ -24,6 +25,9 @@ from ruamel.yaml.error import YAMLError
 from patchit.patching.fixits.rename_sites import Refusal
 
 _REFS = ("ref('{m}')", 'ref("{m}")')
+# generic tests' arguments that are SQL over the model (dbt_utils.expression_is_true's
+# `expression`, a `where` config, ...): a renamed column in them is renamed as a whole name
+_SQL_ARGS = frozenset({"expression", "condition", "where", "row_condition"})
 
 
 def _load(text: str) -> object:
@@ -78,7 +82,13 @@ def follow_in_yaml(text: str, model: str, renames: dict[str, str]) -> str | Refu
                 seen.add(name.lower())
                 line, col = column.lc.value("name")
                 spots.append((line, col, name, lowered[name.lower()]))
-        named = [(k, s) for k, s in _scalars(entry) if s.lower() in lowered]
+        for mapping, key, value in _walk(entry):  # a test's SQL arguments read it too
+            if key in _SQL_ARGS and isinstance(value, str):
+                renamed = _renamed_expr(value, lowered)
+                if renamed != value:
+                    line, col = mapping.lc.value(key)
+                    spots.append((line, col, value, renamed))
+        named = [(k, s) for k, s in _scalars(entry) if s.lower() in lowered and k not in _SQL_ARGS]
         if len(named) > len(seen) or any(k != "name" for k, _ in named):
             return Refusal(f"{model}'s properties name a renamed column outside `columns:`")
     refs = {r.format(m=model) for r in _REFS}

@@ -1,5 +1,6 @@
-"""A column rename followed into the semantic models built on the model (jaffle-shop's shape:
-`semantic_models:` with entities, dimensions and measures read by `expr` or by their name)."""
+"""A column rename followed further into YAML (jaffle-shop's shapes): the semantic models built
+on the model (`semantic_models:` with entities, dimensions and measures read by `expr` or by
+their name), and the SQL arguments of the model's generic tests."""
 
 from __future__ import annotations
 
@@ -73,3 +74,29 @@ def test_the_rename_reaches_the_semantic_model_and_keeps_its_names() -> None:
     # the rest of the text is as the author wrote it
     assert "        description: The total amount for each order including taxes.\n" in out
     assert out.count("\n") == ORDERS.count("\n") + 1  # one line added: the measure's expr
+
+
+STG = """\
+models:
+  - name: stg_orders
+    data_tests:
+      - dbt_utils.expression_is_true:
+          arguments:
+            expression: "order_total - tax_paid = subtotal"
+    columns:
+      - name: order_id
+        data_tests:
+          - not_null:
+              config:
+                where: "order_total > 0"
+"""
+
+
+def test_the_rename_reaches_a_test_expression_as_a_whole_name() -> None:
+    out = follow_in_yaml(STG, "stg_orders", {"order_total": "order_total_usd",
+                                             "subtotal": "subtotal_usd"})  # fmt: skip
+    assert out == STG.replace("order_total - tax_paid = subtotal",
+                              "order_total_usd - tax_paid = subtotal_usd").replace(
+        "order_total > 0", "order_total_usd > 0")  # fmt: skip
+    # `tax` is no whole name in the expression: nothing changes
+    assert follow_in_yaml(STG, "stg_orders", {"tax": "vat"}) == STG
