@@ -142,7 +142,10 @@ def followed_event(
     related = [
         followed_unit(str(u), follows, tests) for u in event.context.get("related_units") or []
     ]
-    update: dict[str, object] = {"unit_id": followed_unit(event.unit_id, follows, tests)}
-    if related:
-        update["context"] = {**event.context, "related_units": related}
+    unit_id = followed_unit(event.unit_id, follows, tests)
+    update: dict[str, object] = {"unit_id": unit_id}
+    before = [u for u, f in zip(units, [unit_id, *related], strict=True) if u != f]
+    if related or before:  # the harness selects a renamed test's model by its old id
+        update["context"] = {**event.context, "related_units": related,
+                             "units_before_renames": before}  # fmt: skip
     return event.model_copy(update=update)
