@@ -212,7 +212,7 @@ def manifest_node_names(manifest_file: Path) -> frozenset[str] | None:
     return None if read is None else read.names
 
 
-def tested_model_names(manifest_file: Path) -> dict[str, str]:
+def models_of_tests(manifest_file: Path) -> dict[str, str]:
     """Each generic test of a manifest.json, by unique id and by name, -> the model it tests."""
     try:
         stat = manifest_file.stat()
