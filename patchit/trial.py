@@ -31,7 +31,7 @@ from patchit.memory.records import AttemptRecord
 from patchit.patching.apply import EditError, apply_edits, preview_edits
 from patchit.patching.base import PatchCandidate
 from patchit.patching.diffs import unified_diff
-from patchit.patching.renamed_units import followed_event
+from patchit.patching.renamed_units import candidate_renames, followed_event
 from patchit.policy.intents import intent_review
 from patchit.policy.precheck import precheck
 from patchit.redaction import Redactor, environment_secrets
@@ -187,7 +187,8 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
     started = time.monotonic()
     with ctx.long_step(f"  verifying with the {bench.harness.name} harness"):
         # a test named after a column the candidate renames runs under its new name
-        verified = bench.harness.verify(workspace, followed_event(bench.event, candidate.follows))
+        followed = followed_event(bench.event, candidate_renames(candidate))
+        verified = bench.harness.verify(workspace, followed)
     trial.result = _redacted(bench.event, verified)
     if trial.result.passed:
         trial.data = _data_check(bench, workspace, trial.result)

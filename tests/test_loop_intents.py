@@ -123,3 +123,25 @@ def test_real_dbt_a_renamed_staging_column_is_not_reverted_onto_a_branch(
     memory.close()
     [row] = incidents()
     assert (row["status"], row["needs_review"], row["review_label"]) == ("escalated", True, label)
+
+
+def test_a_revert_held_for_review_is_verified_again_once_the_policy_allows_it(
+    tmp_path: Path, _patchit_home: Path
+) -> None:
+    """A diff that ended needs_review passed: it is no repeated failure. After the operator
+    allows reverts, `patchit heal ID` heals with it instead of refusing it from memory."""
+    repo, event = renamed_parameter(tmp_path)
+    held, memory = heal_with(_patchit_home, event, script_harness())
+    assert held.incident.status == "escalated"
+    memory.transition(held.incident.id, "retry")  # `patchit heal ID`, the policy relaxed
+    memory.close()
+    config = PatchitConfig(policy=PolicyConfig(revert="allow"))
+    again = event.model_copy(update={"event_id": "after-the-policy-changed"})
+    outcome, memory = heal_with(_patchit_home, again, script_harness(), config)
+    assert outcome.incident.id == held.incident.id
+    attempts = memory.attempts_for(outcome.incident.id)
+    assert not any(a.reason.startswith("repeated diff") for a in attempts)
+    assert attempts[-1].outcome == "verified"
+    assert outcome.incident.status == "fixed" and outcome.incident.branch
+    assert "def total(rows, scale=1):" in git(repo, "show", f"{outcome.incident.branch}:{JOB}")
+    memory.close()

@@ -107,6 +107,11 @@ class Scenario(BaseModel):
         default_factory=list,
         description="base files written with CRLF line ends; a fixed branch must keep them",
     )
+    operator: str = Field(
+        default="",
+        description="the operator's `$PATCHIT_HOME/patchit.toml` for the scenario's patchit "
+        'runs (TOML), e.g. `[policy] revert = "allow"` on two lines',
+    )
     fresh_checkout: bool = Field(
         default=False, description="no earlier build: the broken commit's run is the first"
     )

@@ -82,10 +82,12 @@ class BenchRuntime:
 
     def prepare_home(self, home: Path) -> None:
         """The operator's settings every patchit run of the scenario needs (Snowflake's
-        `[sandbox] sf_role`)."""
-        if self.shared is not None and self.shared.operator_settings:
+        `[sandbox] sf_role`), then the scenario's own (`operator`, e.g. a policy relaxed)."""
+        shared = self.shared.operator_settings if self.shared is not None else ""
+        settings = "\n".join(s for s in (shared, self.scenario.operator) if s)
+        if settings:
             home.mkdir(parents=True, exist_ok=True)
-            (home / "patchit.toml").write_text(self.shared.operator_settings, encoding="utf-8")
+            (home / "patchit.toml").write_text(settings, encoding="utf-8")
 
     # -- runs --------------------------------------------------------------------------
 

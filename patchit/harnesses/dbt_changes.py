@@ -212,12 +212,23 @@ def manifest_node_names(manifest_file: Path) -> frozenset[str] | None:
     return None if read is None else read.names
 
 
+def models_of_tests(manifest_file: Path) -> dict[str, str]:
+    """Each generic test of a manifest.json, by unique id and by name, -> the model it tests."""
+    try:
+        stat = manifest_file.stat()
+    except OSError:
+        return {}
+    read = _read_manifest(str(manifest_file), stat.st_mtime_ns, stat.st_size)
+    return {} if read is None else read.tested
+
+
 @dataclass(frozen=True)
 class _Manifest:
     checksums: dict[str, str]  # the root project's node files -> their checksums
     names: frozenset[str]  # the nodes that are relations
     invocation_id: str | None
     facts: dict[str, str]
+    tested: dict[str, str]  # a test's unique id, and its name -> the model it tests
 
 
 @lru_cache(maxsize=4)
@@ -228,9 +239,14 @@ def _read_manifest(path: str, _mtime_ns: int, _size: int) -> _Manifest | None:
         project = data["metadata"]["project_name"]
         found: dict[str, str] = {}
         names: set[str] = set()
-        for node in (data.get("nodes") or {}).values():
+        nodes = data.get("nodes") or {}
+        tested: dict[str, str] = {}
+        for uid, node in nodes.items():
             if node.get("resource_type") in ("model", "seed", "snapshot"):
                 names.add(str(node["name"]))
+            model = nodes.get(str(node.get("attached_node") or "")) or {}
+            if node.get("resource_type") == "test" and model.get("resource_type") == "model":
+                tested[str(uid)] = tested[str(node["name"])] = str(model["name"])
             checksum = node.get("checksum") or {}
             if node.get("package_name") != project or checksum.get("name") != "sha256":
                 continue
@@ -239,7 +255,7 @@ def _read_manifest(path: str, _mtime_ns: int, _size: int) -> _Manifest | None:
         invocation = data["metadata"].get("invocation_id")
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
-    return _Manifest(found, frozenset(names), invocation, facts)
+    return _Manifest(found, frozenset(names), invocation, facts, tested)
 
 
 def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...] | None:

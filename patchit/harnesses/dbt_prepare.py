@@ -21,6 +21,7 @@ from patchit.harnesses.dbt_changes import (
     agrees_with_manifest,
     changed_node_names,
     manifest_node_names,
+    models_of_tests,
     read_failing_parse,
 )
 from patchit.harnesses.dbt_pg import PgSchemas
@@ -164,7 +165,8 @@ def prepare(
     # the worktree's nodes: the failing run's and what the candidate added, else a scan
     all_names = [*names, *changed] if names is not None and changed is not None else None
     unbuilt = unbuilt_nodes(all_names or node_names(project_dir), relations)
-    selectors = select_units(event, with_state and changed is None, unbuilt, changed or ())
+    tested = models_of_tests(Path(str(manifest))) if with_state else None
+    selectors = select_units(event, with_state and changed is None, unbuilt, changed or (), tested)
     spent_ms["selection"] = _ms_since(selecting)
     args = ["build"]
     if selectors:

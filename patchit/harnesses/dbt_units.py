@@ -4,7 +4,7 @@ run results, apart from the harness's process handling (`harnesses/dbt.py`)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -104,14 +104,19 @@ def select_units(
     with_state: bool,
     unbuilt: Unbuilt = (),
     changed: tuple[str, ...] = (),
+    tested: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The failed unit and the incident's related units, each with its descendants (a YAML
     file's: the nodes it describes and their tests, `path:<file>+`); and the
     ancestors of those that the sandbox's warehouse lacks (`unbuilt`: their names, or `FRESH`
     when there is no warehouse at all), which dbt builds first in the same run. What the
     candidate changed is added with its descendants: by name (`changed`, see dbt_changes),
-    or with `with_state` by dbt's `state:modified+`."""
+    or with `with_state` by dbt's `state:modified+`. A failed test's model (`tested`: a test's
+    unique id or name -> its model, from the failing run's manifest) is selected with its
+    descendants: the failing run skipped them, and a candidate must not pass unseen by them
+    (a rename completed in the test but not in the models that read the column)."""
     unit_ids = [event.unit_id, *(event.context.get("related_units") or [])]
+    unit_ids += list(event.context.get("units_before_renames") or [])
     selectors: list[str] = []
 
     def add(selector: str) -> None:
@@ -119,6 +124,12 @@ def select_units(
             selectors.append(selector)
 
     for unit_id in unit_ids:
+        model = (tested or {}).get(str(unit_id)) or (tested or {}).get(
+            str(node_selector(str(unit_id))))  # fmt: skip
+        if model is not None and str(unit_id).startswith("test."):
+            add(f"{model}+")
+        if str(unit_id) in (event.context.get("units_before_renames") or []):
+            continue  # only its model: under its old name the test is no node any more
         selector = node_selector(str(unit_id))
         if not selector:
             yaml = yaml_unit_path(str(unit_id))
@@ -182,10 +193,14 @@ def unit_verdicts(outcome: DbtOutcome, units: Iterable[str], passed: bool) -> di
     """Each unit of the incident and how it ended in this run: dbt's status, `not run`; a unit
     that is no node (a YAML file that failed to parse) by the run as a whole."""
     status = {str(r.get("unique_id")): str(r.get("status")) for r in outcome.results}
+    # a test is known by its name: a candidate that renames its column gives it a new hash
+    by_name = {node_selector(u): s for u, s in status.items() if u.startswith("test.")}
     verdicts = {}
     for unit in units:
         if node_selector(unit):
-            verdicts[unit] = status.get(unit, "not run")
+            verdicts[unit] = status.get(unit) or (
+                by_name.get(node_selector(unit), "not run") if unit.startswith("test.")
+                else "not run")  # fmt: skip
         else:
             verdicts[unit] = "pass" if passed else "error"
     return verdicts

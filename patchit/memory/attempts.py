@@ -14,8 +14,10 @@ from patchit.redaction import Redactor, environment_secrets
 
 TRIED_OUTCOMES = ("verified", "failed", "needs_review")
 _TRIED = ", ".join("?" * len(TRIED_OUTCOMES))
-# a diff the screen rejected is known to fail just as well: it is never tried again
-SEEN_OUTCOMES = (*TRIED_OUTCOMES, "screened_out")
+# a repeat is a diff known to fail (verification failed, or the screen rejected it: it fails
+# just as well) or one that landed; a diff that passed but was held for review is not: the
+# human may relax the policy (`revert = "allow"`), and the next run must verify it again
+SEEN_OUTCOMES = ("verified", "failed", "screened_out")
 _SEEN = ", ".join("?" * len(SEEN_OUTCOMES))
 
 
@@ -144,11 +146,12 @@ class AttemptStore(SqliteStore):
         return [PriorAttempt.model_validate(r) for r in rows]
 
     def seen_diff(self, fingerprint: str, diff_hash: str) -> bool:
-        """Whether this normalised diff already went to verification, or was screened out,
-        for this fingerprint.
+        """Whether this normalised diff already failed verification, was screened out, or
+        landed, for this fingerprint.
 
         A diff that verified but never landed (its run died first) is not a repeat: it may
-        be verified again and land."""
+        be verified again and land. Nor is one held for review (`needs_review`): it passed,
+        and what held it (the policy, the data check's baseline) may have changed since."""
         rows = self._rows(
             "select 1 from attempts where fingerprint = ? and diff_hash = ?"
             f" and outcome in ({_SEEN})"

@@ -11,7 +11,8 @@ hash, made exactly as the trial makes it).
 
 Budget: at most `MAX_RUNS` harness runs of its own (a candidate the harness's screen rejects
 costs none, and counts as failed for the search), and never past the fingerprint's
-`loop.max_attempts`; a diff already in the history is never proposed again. Each candidate's
+`loop.max_attempts`; a diff already in the history is never proposed again (but one held for
+review because it reverted an intent is, once `[policy] revert = "allow"`). Each candidate's
 tag is a sub-bucket `partial_revert:<hash>`: memory refuses a tag that failed once, and each
 reverted set is a new experiment, not a variant (a set reverting less than one that failed,
 the variant that cannot help, is pruned here).
@@ -34,6 +35,7 @@ from patchit.evidence.gitlog import breaking_base, changed_files
 from patchit.evidence.model import Evidence
 from patchit.evidence.unit_files import dependency_files
 from patchit.memory.diffs import diff_hash
+from patchit.memory.records import REVERTS
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import PatchCandidate, PriorAttempt, Proposal, ProposalRequest
 from patchit.patching.delta import (
@@ -105,6 +107,9 @@ class PartialRevertStrategy:
         words = _error_words(request.evidence)
         plan = build_plan(change.files, _named(request.evidence, change.files), words)
         plan = [s for s in plan[:MAX_PLAN] if _files(s) <= request.config.policy.max_files]
+        if request.config.policy.revert == "allow":  # what review held for undoing an intent
+            history = [h for h in history if not (h.outcome == "needs_review"  # may land now
+                                                  and REVERTS in h.reason)]  # fmt: skip
         outcomes, progress = _outcomes(change, plan, history, words)
         if progress is not None:  # keep what moved the failure on, and add to it
             plan = list(dict.fromkeys([progress | s for s in plan if not s <= progress] + plan))

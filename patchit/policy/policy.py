@@ -4,19 +4,25 @@ A candidate is refused, with a one-line reason, when an edit would touch a prote
 configuration, patchit's own config, hooks, install-time code), denied or not-allowed path,
 too many files or lines (the sites of a rename it follows count as one file, see
 `patchit.policy.renames`), anything outside the repository (absolute paths, `..`, symlinks), a
-binary or missing file, or when its search text does not occur exactly once.
+binary or missing file, or when its search text does not occur exactly once. An edit with no
+search text creates a file where nothing is (a deleted model restored, `restore_deleted`);
+a file restored byte for byte as the repository held it before a commit deleted it is not
+new code, and its lines do not count against `max_lines`.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 from pathlib import Path, PurePosixPath
 
 from patchit.config import PolicyConfig
-from patchit.patching.base import PatchCandidate
+from patchit.errors import VcsError
+from patchit.patching.base import Edit, PatchCandidate
 from patchit.patching.diffs import unified_diff
 from patchit.patching.lineends import match_edit
 from patchit.policy.renames import count_files
+from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git, show_file
 
 BINARY_SNIFF_BYTES = 8192
 
@@ -73,8 +79,9 @@ def _check_globs(rel: str, policy: PolicyConfig) -> str | None:
     return None
 
 
-def _check_location(rel: str, repo_root: Path) -> str | None:
-    """Inside the repository, not through or at a symlink, an existing text file."""
+def _check_location(rel: str, repo_root: Path, create: bool = False) -> str | None:
+    """Inside the repository, not through or at a symlink, an existing text file (with
+    `create`: nothing at all there yet)."""
     root = repo_root.resolve()
     target = root / rel
     resolved = target.resolve()
@@ -86,12 +93,32 @@ def _check_location(rel: str, repo_root: Path) -> str | None:
         if current.is_symlink():
             what = "is a symlink" if current == target else f"goes through symlink {current}"
             return f"{rel}: {what}; patchit edits regular files only"
+    if create:
+        return f"{rel}: already exists; a new file's edit must find nothing there" if (
+            os.path.lexists(target)) else None  # fmt: skip
     if not target.is_file():
         return f"{rel}: no such file in the repository"
     with target.open("rb") as fh:
         if b"\x00" in fh.read(BINARY_SNIFF_BYTES):
             return f"{rel}: binary file (NUL bytes); patchit edits text files only"
     return None
+
+
+def _first_edit(candidate: PatchCandidate, rel: str) -> Edit:
+    return next(e for e in candidate.edits if PurePosixPath(e.path).as_posix() == rel)
+
+
+def restored_verbatim(repo_root: Path, rel: str, text: str) -> bool:
+    """Whether `text` is `rel` byte for byte as the repository held it before the last commit
+    that deleted it: lines its authors wrote and reviewed, which the line limit (a limit on
+    new code to review) does not count. The candidate is still judged as undoing the deletion
+    (`patchit.policy.intents`)."""
+    try:
+        found = run_git(repo_root, "log", "-1", "--format=%H", "--diff-filter=D", "--", rel,
+                        timeout_s=QUERY_TIMEOUT_S).strip()  # fmt: skip
+    except VcsError:
+        return False
+    return bool(found) and show_file(repo_root, f"{found}^", rel) == text
 
 
 def _read_text(path: Path) -> str | None:
@@ -116,8 +143,11 @@ def check_policy(candidate: PatchCandidate, repo_root: Path, policy: PolicyConfi
         if reason:
             return reason
     rels = [PurePosixPath(p).as_posix() for p in paths]
+    # a file the candidate creates: its first edit has no search text and nothing is there
+    created = {rel for rel in rels if _first_edit(candidate, rel).search == ""
+               and not os.path.lexists(repo_root / rel)}  # fmt: skip
     for rel in rels:
-        reason = _check_globs(rel, policy) or _check_location(rel, repo_root)
+        reason = _check_globs(rel, policy) or _check_location(rel, repo_root, rel in created)
         if reason:
             return reason
     if not candidate.follows and len(set(rels)) > policy.max_files:
@@ -125,6 +155,11 @@ def check_policy(candidate: PatchCandidate, repo_root: Path, policy: PolicyConfi
     contents: dict[str, tuple[str, str]] = {}
     for edit in candidate.edits:
         rel = PurePosixPath(edit.path).as_posix()
+        if rel not in contents and rel in created:
+            if "\x00" in edit.replace:
+                return f"{rel}: binary content (NUL bytes); patchit writes text files only"
+            contents[rel] = ("", edit.replace)
+            continue
         if rel not in contents:
             text = _read_text(repo_root / rel)
             if text is None:
@@ -139,9 +174,10 @@ def check_policy(candidate: PatchCandidate, repo_root: Path, policy: PolicyConfi
             return f"{rel}: search text {found} in the file (it must occur exactly once)"
         contents[rel] = (before, current.replace(match.search, match.replace, 1))
     lines = {
-        rel: _changed_lines(unified_diff(rel, before, after, context_lines=0))
+        rel: 0 if rel in created and restored_verbatim(repo_root, rel, after)
+        else _changed_lines(unified_diff(rel, before, after, context_lines=0))
         for rel, (before, after) in contents.items()
-    }
+    }  # fmt: skip
     sites, too_many = count_files(
         contents, candidate.follows, policy.max_files, policy.max_rename_sites
     )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.evidence.redact import MASK
+from patchit.harnesses.dbt_changes import models_of_tests
 from patchit.harnesses.dbt_pg import PgSchemas
 from patchit.harnesses.dbt_prepare import prepare
 from patchit.harnesses.dbt_units import (
@@ -49,6 +51,37 @@ def test_select_units_adds_related_units_and_state() -> None:
     )
     assert select_units(event, with_state=False) == ["orders+", "customers+"]
     assert select_units(event, with_state=True)[-1] == "state:modified+"
+
+
+def test_a_failed_tests_model_is_selected_with_its_descendants(tmp_path: Path) -> None:
+    """The failing run skipped what is downstream of a failed test's model; a candidate is
+    verified on it too (jaffle-shop: a rename completed in stg_orders' test expression while
+    orders and its own test still read the old column)."""
+    old = "test.shop.dbt_utils_expression_is_true_stg_orders_order_total_tax_paid_subtotal.bf"
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"metadata": {"project_name": "shop"}, "nodes": {
+        "model.shop.stg_orders": {"resource_type": "model", "name": "stg_orders"},
+        old: {"resource_type": "test", "attached_node": "model.shop.stg_orders",
+              "name": old.split(".")[2]},
+    }}))  # fmt: skip
+    tested = models_of_tests(manifest)
+    assert tested[old] == tested[old.split(".")[2]] == "stg_orders"
+    event = UniversalFailureEvent(source="dbt", pipeline_id="shop", unit_id=old)
+    assert select_units(event, with_state=False, tested=tested) == [
+        "stg_orders+",
+        "dbt_utils_expression_is_true_stg_orders_order_total_tax_paid_subtotal+",
+    ]
+    # renamed by the candidate: the new test by its new name, the model by the old id
+    new = "test.shop.dbt_utils_expression_is_true_stg_orders_order_total_usd_tax_paid_subtotal"
+    followed = event.model_copy(update={"unit_id": new,
+                                        "context": {"units_before_renames": [old]}})  # fmt: skip
+    assert select_units(followed, with_state=False, tested=tested) == [
+        "dbt_utils_expression_is_true_stg_orders_order_total_usd_tax_paid_subtotal+",
+        "stg_orders+",
+    ]
+    # its verdict is read by name, whatever hash dbt gives the renamed test
+    ran = DbtOutcome(success=True, results=[{"unique_id": f"{new}.0c1d", "status": "pass"}])
+    assert unit_verdicts(ran, [new], True) == {new: "pass"}
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from patchit.config import PolicyConfig
 from patchit.dbfiles import quarantined
 from patchit.errors import BadInputError, MemoryStoreError
 from patchit.events.model import UniversalFailureEvent
@@ -22,6 +23,7 @@ from patchit.memory import MIGRATIONS, AttemptOutcome, IncidentStatus, Memory
 from patchit.memory.diffs import diff_hash
 from patchit.patching.base import Edit, PatchCandidate
 from patchit.patching.diffs import unified_diff
+from patchit.policy.precheck import precheck
 
 
 def event(
@@ -300,6 +302,29 @@ def test_a_screened_out_diff_is_seen_but_spends_no_attempt_and_bars_no_bucket(
         ("screened_out", "screen: Binder Error")
     ]
     assert memory.attempts_for(inc.id)[0].outcome is AttemptOutcome.SCREENED_OUT
+
+
+def test_a_diff_held_for_review_is_no_repeat_a_failed_one_is(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """A revert sent to review passed: once the human lets reverts land (`revert = "allow"`),
+    or a later incident meets the same failure, it must be verified again, not refused as a
+    repeated failure. Only a diff that failed stays barred."""
+    inc = memory.create_incident(event(), "fp", "ck")
+    held = unified_diff("models/orders.sql", "select nme\n", "select name\n")
+    memory.record_attempt(
+        inc.id, "fp", candidate("partial_revert:ab12"), held, AttemptOutcome.NEEDS_REVIEW,
+        reason="needs review: reverts your change: renamed column name to nme",
+    )  # fmt: skip
+    assert not memory.seen_diff("fp", diff_hash(held))
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "orders.sql").write_text("select nme\n")
+    assert precheck(candidate("partial_revert:ab12"), held, "fp", tmp_path, PolicyConfig(),
+                    memory) is None  # fmt: skip
+    failed = unified_diff("models/orders.sql", "select nme\n", "select nm\n")
+    memory.record_attempt(inc.id, "fp", candidate("fix_ref", "nm"), failed, "failed")
+    assert memory.seen_diff("fp", diff_hash(failed))
+    assert memory.attempt_count("fp") == 2  # both reached a verdict
 
 
 def test_last_good_commit(memory: Memory) -> None:

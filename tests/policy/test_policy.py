@@ -10,6 +10,7 @@ import pytest
 from patchit.config import PatchitConfig, PolicyConfig
 from patchit.patching.base import Edit, PatchCandidate
 from patchit.policy import check_policy
+from tests.conftest import commit_all, git
 
 ORDERS = "select\n    id,\n    nme\nfrom {{ ref('stg_orders') }}\n"
 
@@ -213,3 +214,42 @@ def test_protected_paths_from_the_operators_file(repo: Path, _patchit_home: Path
     dropped = {"policy": {"protected": ["setup.py"]}}
     narrowed = merge_settings(PatchitConfig(), dropped, ".patchit.toml").config.policy
     assert "protected path" in (check_policy(one(".github/workflows/ci.yml"), repo, narrowed) or "")
+
+
+# -- a file the candidate creates (a deleted model restored) --------------------------------
+
+BIG = "".join(f"select {n} as c{n}\nunion all\n" for n in range(30)) + "select 0 as c\n"
+
+
+def test_a_new_file_may_be_created_where_nothing_is(repo: Path) -> None:
+    new = edits(("models/staging/stg_new.sql", "", "select 1 as id\n"))
+    assert check_policy(new, repo, PolicyConfig()) is None
+    # never over something: a file, or a symlink (even a dangling one)
+    over = check_policy(edits(("models/orders.sql", "", "x\n")), repo, PolicyConfig())
+    assert over == "models/orders.sql: an edit has empty search text"
+    (repo / "models" / "dangling.sql").symlink_to(repo / "nowhere.sql")
+    assert "symlink" in (check_policy(edits(("models/dangling.sql", "", "x\n")), repo,
+                                      PolicyConfig()) or "")  # fmt: skip
+    (repo / "linked").symlink_to(repo / "models")
+    assert "goes through symlink" in (check_policy(edits(("linked/n.sql", "", "x\n")), repo,
+                                                   PolicyConfig()) or "")  # fmt: skip
+    # the globs bite as for any edit, and the content is text
+    assert "protected path" in (check_policy(edits((".github/workflows/ci.yml", "", "on: push\n")),
+                                             repo, PolicyConfig()) or "")  # fmt: skip
+    assert "binary" in (check_policy(edits(("models/b.bin", "", "a\x00b")), repo,
+                                     PolicyConfig()) or "")  # fmt: skip
+    # its lines are new code: they count
+    assert "more than max_lines=40" in (check_policy(edits(("models/big.sql", "", BIG)), repo,
+                                                     PolicyConfig()) or "")  # fmt: skip
+
+
+def test_a_file_restored_as_the_repository_had_it_is_not_new_lines(repo: Path) -> None:
+    git(repo, "init", "-q")
+    (repo / "models" / "big.sql").write_text(BIG)
+    commit_all(repo, "big model")
+    (repo / "models" / "big.sql").unlink()
+    commit_all(repo, "drop the big model")
+    restored = edits(("models/big.sql", "", BIG))
+    assert check_policy(restored, repo, PolicyConfig()) is None
+    other = edits(("models/big.sql", "", BIG.replace("select 0", "select 9")))
+    assert "more than max_lines=40" in (check_policy(other, repo, PolicyConfig()) or "")

@@ -11,6 +11,10 @@ Restoring the file undoes the deletion (an intent: never `fixed`). This complete
 the breaking diff, as a subquery under the old name (without its blank and comment lines).
 The consumers compute what they did at the last good commit (the data check compares them);
 the deletion, and whatever the change did to the mart that took the logic over, stay.
+
+Where inlining cannot complete the deletion (a unit test gives `input: ref('<deleted>')`, the
+diff of the model was cut), a second candidate, ranked last, restores the deleted file with
+its YAML entry (`restore_deleted`): a revert of the intent, so it ends `needs_review`.
 """
 
 from __future__ import annotations
@@ -23,12 +27,14 @@ from patchit.evidence.model import Evidence
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import error_text, project_files, read_repo_file
+from patchit.patching.fixits.restore_deleted import restore_candidate
 
 _MISSING = re.compile(r"depends on a node named '(?P<name>\w+)'(?: in package '[^']*')? which was")
 # `ref('x')` in its `{{ }}`, and an alias that already follows it (kept, not doubled)
 _ALIAS_STOP = (r"where|group|order|left|right|inner|outer|full|cross|join|on|using|limit"
                r"|union|having|qualify|window|natural|lateral|except|intersect")  # fmt: skip
 _REF_CALL = r"\{{\{{-?\s*ref\(\s*['\"]{name}['\"]\s*\)\s*-?\}}\}}"
+_READS = r"ref\(\s*['\"]{name}['\"]\s*\)"  # in SQL, or a unit test's `input:` in YAML
 _ALIAS = re.compile(rf"\s+(?:as\s+)?(?!(?:{_ALIAS_STOP})\b)[A-Za-z_]\w*", re.IGNORECASE)
 
 
@@ -73,25 +79,28 @@ class InlineDeletedModelStrategy(FixIt):
         if found is None:
             return []
         missing = found.group("name")
+        reads = re.compile(_READS.format(name=re.escape(missing)))
         deleted = deleted_sql(evidence, missing)
-        if deleted is None:
-            return []
-        path, sql = deleted
-        edits = []
-        for rel in project_files(evidence, (".sql",)):
+        candidates, readers, edits = [], [], []
+        for rel in project_files(evidence, (".sql", ".yml", ".yaml")):
             text = read_repo_file(evidence, rel)
-            if text is None or missing not in text:
+            if text is None or not reads.search(text):
                 continue
-            after = inline_ref(text, missing, sql, path)
-            if after != text:
-                edits.append(derive_edit(rel, text, after))
-        if not edits:
-            return []
-        files = ", ".join(e.path for e in edits)
-        why = (
-            f"the change deleted {path} while {files} still ref('{missing}'): its SQL is "
-            "inlined where it is read, so the deletion stays and those models compute what "
-            "they did"
-        )
-        return [PatchCandidate(strategy=self.name, tag=self.tag, tier=self.tier, edits=edits,
-                               rationale=why, confidence=0.8)]  # fmt: skip
+            readers.append(rel)
+            if deleted is not None and rel.endswith(".sql"):
+                after = inline_ref(text, missing, deleted[1], deleted[0])
+                if after != text:
+                    edits.append(derive_edit(rel, text, after))
+        if edits and deleted is not None:
+            files = ", ".join(e.path for e in edits)
+            why = (
+                f"the change deleted {deleted[0]} while {files} still ref('{missing}'): its SQL "
+                "is inlined where it is read, so the deletion stays and those models compute "
+                "what they did"
+            )
+            candidates.append(PatchCandidate(strategy=self.name, tag=self.tag, tier=self.tier,
+                                             edits=edits, rationale=why,
+                                             confidence=0.8))  # fmt: skip
+        # ranked last: it re-creates what the change deleted (`restore_deleted`)
+        restore = restore_candidate(evidence, missing, readers, self.name, self.tier)
+        return candidates + ([restore] if restore is not None else [])
