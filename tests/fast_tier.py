@@ -31,7 +31,7 @@ NAMESPACE_ONLY = frozenset({"dbt", "dbt.include"})
 def slow_program(args: Any) -> str | None:
     """The slow program `args` (Popen's first argument) would start, or None.
 
-    Looks through interpreters (`python -m airflow`, `python -m patchit.harnesses.dbt_worker`,
+    Looks through interpreters (`python -m airflow`, `python -m patchit.harnesses.dbt.worker`,
     `python .venv/bin/dbt`) and launchers (`bwrap ... -- dbt`): whatever the program is
     spelled as, what runs is what counts."""
     if isinstance(args, str):

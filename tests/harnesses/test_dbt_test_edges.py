@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from patchit.harnesses.dbt_tuning import test_edges as worker_test_edges
+from patchit.harnesses.dbt.tuning import test_edges as worker_test_edges
 
 pytestmark = pytest.mark.slow  # imports dbt
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from patchit.harnesses import dbt_tuning
+from patchit.harnesses.dbt import tuning as dbt_tuning
 
 pytestmark = pytest.mark.slow  # imports dbt
 
@@ -89,7 +89,7 @@ def test_a_subset_graph_is_dbt_s(seed: int) -> None:
 
     from dbt.graph.graph import Graph
 
-    from patchit.harnesses.dbt_subset import subset_graph
+    from patchit.harnesses.dbt.subset import subset_graph
 
     graph = _random_dag(seed)
     rng = random.Random(seed)

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from patchit.dbfiles import quarantined
 from patchit.errors import BadInputError, MemoryStoreError
 from patchit.events.model import UniversalFailureEvent
 from patchit.memory import MIGRATIONS, AttemptOutcome, IncidentStatus, Memory
 from patchit.memory.diffs import diff_hash
 from patchit.patching.base import Edit, PatchCandidate
 from patchit.patching.diffs import unified_diff
+from patchit.state.dbfiles import quarantined
 
 
 def event(
@@ -369,7 +369,7 @@ def test_a_lease_of_a_dead_process_on_this_host_is_taken_over(tmp_path: Path) ->
     import socket
     import subprocess
 
-    from patchit.liveness import claim_owner, process_start, this_place
+    from patchit.state.liveness import claim_owner, process_start, this_place
 
     memory = Memory.open(tmp_path)
     inc = memory.create_incident(event(), "fp", "ck")

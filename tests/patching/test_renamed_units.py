@@ -4,7 +4,7 @@ under its new name; a test that merely disappeared is still not a pass."""
 from __future__ import annotations
 
 from patchit.events.model import FailureSource, UniversalFailureEvent
-from patchit.harnesses.dbt_units import DbtOutcome, judge_outcome
+from patchit.harnesses.dbt.units import DbtOutcome, judge_outcome
 from patchit.patching.renamed_units import followed_event, followed_unit
 
 OLD = "test.shop.accepted_values_stg_orders_status__placed__returned.6d5f3a1b2c"
