@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from patchit.cli.demo_airflow import run_airflow_demo
 from patchit.errors import BadInputError
 from patchit.examples import SHOP
 from patchit.sandbox.git import run_git
+from patchit.state.home import default_home
 
 GIT_ID = {
     "GIT_AUTHOR_NAME": "Dana Engineer",
@@ -33,6 +35,14 @@ GIT_ID = {
     "GIT_COMMITTER_NAME": "Dana Engineer",
     "GIT_COMMITTER_EMAIL": "dana@example.com",
 }
+
+
+def look_again(home: Path) -> str:
+    """The command that lists the demo's incidents later, from any shell: the demo's state dir
+    (`make demo`'s is `var/` in patchit's checkout) named unless patchit finds it untold."""
+    if home.resolve() == default_home():
+        return "patchit incidents"
+    return f"patchit --home {shlex.quote(str(home.resolve()))} incidents"
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -186,7 +196,8 @@ def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
             markup=False,
         )
         console.print(f"      report: {incident['report_md']}", markup=False)
-    console.print(f"\ndemo repository: {repo}\nfull log: {log}\nstate: {home}")
+    console.print(f"\ndemo repository: {repo}\nfull log: {log}\nstate: {home}", markup=False)
+    console.print(f"look at it again, from any directory: {look_again(home)}", markup=False)
     outcome = sorted((str(i["status"]), str(i["classification"])) for i in final)
     expected = [("escalated", "data_issue"), ("fixed", "code_bug")]
     if llm_replay:

@@ -14,5 +14,10 @@ def resolve_home(cli_home: str | os.PathLike[str] | None = None) -> Path:
     env = os.environ.get("PATCHIT_HOME")
     if env:
         return Path(env).expanduser().resolve()
+    return default_home()
+
+
+def default_home() -> Path:
+    """The state dir patchit finds when neither `--home` nor `PATCHIT_HOME` names one."""
     xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return (Path(xdg).expanduser() / "patchit").resolve()
