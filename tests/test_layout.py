@@ -11,6 +11,8 @@ together: a `dbt_*` or `airflow_*` file beside the harnesses belongs in `harness
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "patchit"
@@ -76,3 +78,25 @@ def test_each_runtime_harness_is_one_package() -> None:
 def test_every_package_says_what_it_owns() -> None:
     missing = packages_without_docstring(PACKAGE_ROOT)
     assert not missing, f"packages without a docstring in __init__.py: {', '.join(missing)}"
+
+
+def test_the_harness_classes_keep_their_old_paths() -> None:
+    """`patchit.harnesses.dbt:DbtHarness` (the entry point before the package) still loads, and
+    a module of the package does not load the harness with it."""
+    from importlib.metadata import EntryPoint
+
+    from patchit.harnesses.airflow.harness import AirflowHarness
+    from patchit.harnesses.dbt.harness import DbtHarness
+
+    old = EntryPoint("dbt", "patchit.harnesses.dbt:DbtHarness", "patchit.harnesses")
+    assert old.load() is DbtHarness
+    old = EntryPoint("airflow", "patchit.harnesses.airflow:AirflowHarness", "patchit.harnesses")
+    assert old.load() is AirflowHarness
+    probe = (
+        "import sys, patchit.harnesses.dbt.units, patchit.harnesses.airflow.home;"
+        "print(sorted(m for m in sys.modules if m.endswith('.harness')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"
