@@ -45,10 +45,11 @@ def slow_program(args: Any) -> str | None:
             return arg
         if arg == "-m" and i + 1 < len(argv):
             module = argv[i + 1]
-            # dbt or Airflow itself, or patchit's own runners of them (dbt_worker, airflow_fork)
-            if module.split(".")[0] in SLOW_PACKAGES or module.rsplit(".", 1)[-1].startswith(
-                SLOW_PACKAGES
-            ):
+            # dbt or Airflow itself, or patchit's own runners of them: a module of a runtime's
+            # package (`patchit.harnesses.dbt.worker`, `patchit.harnesses.airflow.fork`) or
+            # named after one (`patchit.intake.dbt_child`)
+            parts = module.split(".")
+            if parts[0] in SLOW_PACKAGES or any(p.startswith(SLOW_PACKAGES) for p in parts[1:]):
                 return f"-m {module}"
     return None
 

@@ -81,17 +81,18 @@ def test_every_package_says_what_it_owns() -> None:
 
 
 def test_the_harness_classes_keep_their_old_paths() -> None:
-    """`patchit.harnesses.dbt:DbtHarness` (the entry point before the package) still loads, and
-    a module of the package does not load the harness with it."""
+    """The entry points of the harness modules before their packages (`dbt = "<the dbt
+    package>:DbtHarness"`) still load, and a module of the package does not load the harness
+    with it. (The old paths are spelled in two pieces: the layout's rewrite script must not
+    update them.)"""
     from importlib.metadata import EntryPoint
 
     from patchit.harnesses.airflow.harness import AirflowHarness
     from patchit.harnesses.dbt.harness import DbtHarness
 
-    old = EntryPoint("dbt", "patchit.harnesses.dbt:DbtHarness", "patchit.harnesses")
-    assert old.load() is DbtHarness
-    old = EntryPoint("airflow", "patchit.harnesses.airflow:AirflowHarness", "patchit.harnesses")
-    assert old.load() is AirflowHarness
+    group = "patchit.harnesses"
+    assert EntryPoint("dbt", group + ".dbt:DbtHarness", group).load() is DbtHarness
+    assert EntryPoint("airflow", group + ".airflow:AirflowHarness", group).load() is AirflowHarness
     probe = (
         "import sys, patchit.harnesses.dbt.units, patchit.harnesses.airflow.home;"
         "print(sorted(m for m in sys.modules if m.endswith('.harness')))"

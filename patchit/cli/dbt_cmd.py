@@ -159,9 +159,10 @@ def _settle(home: Path, run: DbtRun, healed: bool) -> None:
 
 def _prewarm_dbt(home: Path, repo: Path) -> None:
     """A node errored and dbt goes on: start the dbt worker the heal will verify with (it
-    imports dbt for seconds) now, in this thread, which heals later (see dbt_prewarm). Its
-    sandbox settings are those of HEAD's parent, never the breaking commit's (the heal adopts
-    the worker only when its own, at the last good commit, are the same)."""
+    imports dbt for seconds) now, in this thread, which heals later (see
+    `patchit.harnesses.dbt.prewarm`). Its sandbox settings are those of HEAD's parent, never
+    the breaking commit's (the heal adopts the worker only when its own, at the last good
+    commit, are the same)."""
     # what spooling the failures needs first thing after dbt's exit, loaded now: the window
     # in which a killed wrapper loses them is as short as can be
     import patchit.intake.dbt

@@ -98,7 +98,7 @@ class DbtHarness:
         self._idle = threading.Condition(self._lock)  # notified as a run in the worker ends
         self._in_flight = 0  # verify() calls running dbt in the worker now
         self._cancel = threading.Event()  # set by close(): a background start gives up
-        self._parses = ParseSeeds()  # the saved parse each run starts from (dbt_parses)
+        self._parses = ParseSeeds()  # the saved parse each run starts from (parses)
         self.screener = DbtScreen()  # one incident's schema-only clone, kept until close()
         self._pg = PgSchemas()  # a Postgres target's sandbox schemas, dropped by close()
         self._sf = SfSchemas()  # a Snowflake target's, likewise

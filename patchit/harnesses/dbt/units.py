@@ -72,7 +72,7 @@ class DbtOutcome:
     timed_out: bool = False
     parse_mode: str | None = None  # a warm run's "partial"/"full" (else read from dbt's log)
     saved_parse_kept: bool = False  # a warm run started from the worker's decoded parse
-    phases_ms: dict[str, float] = field(default_factory=dict)  # a warm run's (dbt_phases)
+    phases_ms: dict[str, float] = field(default_factory=dict)  # a warm run's (phases)
     duration_ms: int | None = None  # a warm run's own, as its fork timed it
 
 
@@ -109,7 +109,7 @@ def select_units(
     file's: the nodes it describes and their tests, `path:<file>+`); and the
     ancestors of those that the sandbox's warehouse lacks (`unbuilt`: their names, or `FRESH`
     when there is no warehouse at all), which dbt builds first in the same run. What the
-    candidate changed is added with its descendants: by name (`changed`, see dbt_changes),
+    candidate changed is added with its descendants: by name (`changed`, see `changes`),
     or with `with_state` by dbt's `state:modified+`."""
     unit_ids = [event.unit_id, *(event.context.get("related_units") or [])]
     selectors: list[str] = []

@@ -7,12 +7,12 @@ Protocol (one JSON object per line):
 
     stdin   {"args": [...], "cwd": "...", "env": {...}, "log_path": "...",
              "writable": [dir, ...] (optional), "id": int (optional),
-             "saved_parse": {"source", "root", "file"} (optional, see dbt_saved_parse)}
+             "saved_parse": {"source", "root", "file"} (optional, see saved_parse)}
     reply   {"success": bool, "exception": str | null, "duration_ms": int,
              "results": [{"unique_id", "status", "message", "resource_type"}],
              "saved_parse_kept": bool (dbt read the worker's decoded parse),
              "parse": "partial" | "full" | "unknown" (how dbt parsed),
-             "phases_ms": {phase: ms} (where the run's time went, see dbt_phases),
+             "phases_ms": {phase: ms} (where the run's time went, see phases),
              "id": the request's id (when it had one)}
 
 Requests run concurrently: the worker reads the next request while earlier ones run (each in
