@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.rule import Rule
@@ -69,6 +70,12 @@ def _patchit(home: Path, repo: Path, log: Path, *args: str) -> tuple[int, list[s
         fh.write(f"$ patchit {' '.join(args)}\n{proc.stdout}{proc.stderr}\n")
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     return proc.returncode, lines
+
+
+def show_report(out: Console, markdown: str, title: str) -> None:
+    """The report's head in a panel, wrapped to fit it: patchit's console never wraps its own
+    lines (`soft_wrap`), and a panel crops a line it does not wrap, mid-word."""
+    out.print(Panel(Markdown(markdown), title=title), soft_wrap=False)
 
 
 def _step(title: str) -> None:
@@ -138,9 +145,7 @@ def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
         )
         console.print(f"  your branch is still: {_git(repo, 'branch', '--show-current')}")
         report = Path(str(fixed["report_md"])).read_text(encoding="utf-8")
-        console.print(
-            Panel(Markdown(report.split("## Attempts")[0]), title=str(fixed["report_md"]))
-        )
+        show_report(console, report.split("## Attempts")[0], str(fixed["report_md"]))
 
     to_merge = [str(fixed["branch"])] if fixed else []
     if llm_replay:
