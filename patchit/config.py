@@ -4,7 +4,7 @@ Read from `.patchit.toml` at the repository root when present; every key is opti
 A deployment's own settings, chosen before any repository is known (where the shared state
 lives, where each repository is checked out on this host), are in `$PATCHIT_HOME/patchit.toml`
 (`DeploymentConfig`, read with the standard library by `patchit.state.url`), with the operator's
-own `.patchit.toml` sections: `patchit.settings` decides which of a repository's settings may
+own `.patchit.toml` sections: `patchit.policy.settings` decides which of a repository's settings may
 change them.
 """
 
@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from patchit.errors import BadInputError
-from patchit.home import resolve_home as resolve_home  # re-exported
+from patchit.state.home import resolve_home as resolve_home  # re-exported
 from patchit.state.url import deployment_file, read_deployment
 
 DEFAULT_DENY = [
@@ -276,7 +276,7 @@ class PatchitConfig(BaseModel):
 
 def load_config(repo_root: Path | None) -> PatchitConfig:
     """The working tree's `.patchit.toml` alone, checked. Not what a heal obeys: that is the
-    operator's settings narrowed by the file at the last good commit (`patchit.settings`)."""
+    operator's settings narrowed by the file at the last good commit (`patchit.policy.settings`)."""
     if repo_root is None:
         return PatchitConfig()
     path = repo_root / ".patchit.toml"
@@ -360,7 +360,7 @@ class DeploymentConfig(PatchitConfig):
     """`$PATCHIT_HOME/patchit.toml`: the state, this host's checkout of each repository named
     by its remote URL (`"github.com/acme/dags" = "/srv/dags"`), the worker's limits, and the
     operator's settings: any section of `.patchit.toml`, the only place for those with
-    authority (`patchit.settings`)."""
+    authority (`patchit.policy.settings`)."""
 
     state: StateConfig = Field(default_factory=StateConfig)
     repos: dict[str, str] = Field(

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from patchit.examples import SHOP
-from patchit.harnesses import airflow_home
+from patchit.harnesses.airflow import home as airflow_home
 from tests import fast_tier as fast_tier_checks
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ NAMESPACE_ONLY = frozenset({"dbt", "dbt.include"})
 def slow_program(args: Any) -> str | None:
     """The slow program `args` (Popen's first argument) would start, or None.
 
-    Looks through interpreters (`python -m airflow`, `python -m patchit.harnesses.dbt_worker`,
+    Looks through interpreters (`python -m airflow`, `python -m patchit.harnesses.dbt.worker`,
     `python .venv/bin/dbt`) and launchers (`bwrap ... -- dbt`): whatever the program is
     spelled as, what runs is what counts."""
     if isinstance(args, str):
@@ -45,10 +45,11 @@ def slow_program(args: Any) -> str | None:
             return arg
         if arg == "-m" and i + 1 < len(argv):
             module = argv[i + 1]
-            # dbt or Airflow itself, or patchit's own runners of them (dbt_worker, airflow_fork)
-            if module.split(".")[0] in SLOW_PACKAGES or module.rsplit(".", 1)[-1].startswith(
-                SLOW_PACKAGES
-            ):
+            # dbt or Airflow itself, or patchit's own runners of them: a module of a runtime's
+            # package (`patchit.harnesses.dbt.worker`, `patchit.harnesses.airflow.fork`) or
+            # named after one (`patchit.intake.dbt_child`)
+            parts = module.split(".")
+            if parts[0] in SLOW_PACKAGES or any(p.startswith(SLOW_PACKAGES) for p in parts[1:]):
                 return f"-m {module}"
     return None
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from patchit.change_groups import FailureGroup, group_failures, incident_key
 from patchit.config import PatchitConfig
-from patchit.context import Context
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.harnesses.fake import FakeHarness
-from patchit.loop import group_by_change, heal_group
+from patchit.loop.change_groups import FailureGroup, group_failures, incident_key
+from patchit.loop.context import Context
+from patchit.loop.loop import group_by_change, heal_group
 from patchit.memory import Memory
 from patchit.memory.fingerprint import cause_key
 from tests.conftest import commit_all, git
@@ -233,7 +233,7 @@ def test_without_a_last_good_commit_a_later_unrelated_commit_finds_the_incident_
 def test_a_run_recorded_without_healing_opens_the_incidents_a_heal_finds_again(
     shop: Path, memory: Memory, _patchit_home: Path
 ) -> None:
-    from patchit.dbt_wrapper import record_only
+    from patchit.worker.dbt_wrapper import record_only
 
     change(shop, "models/stg_orders.sql", "plan_code", "plan", "stg: rename plan_code")
     record_only([dbt_failure(shop, "plans", PLAN), dbt_failure(shop, "revenue", ORDER)], memory)

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from patchit.intake.spool import Spool
-from patchit.liveness import INIT_PID_NS, claimer_is_dead, process_start, this_place
 from patchit.memory import Memory
+from patchit.state.liveness import INIT_PID_NS, claimer_is_dead, process_start, this_place
 from tests.pg_cluster import PgCluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CLAIMER = """
 import sys, time
 from pathlib import Path
-from patchit.context import default_owner
+from patchit.loop.context import default_owner
 from patchit.intake.spool import Spool
 from patchit.memory import Memory
-from patchit.worker import Worker
+from patchit.worker.worker import Worker
 home = Path(sys.argv[1])
 worker = Worker(home)
 with Spool.open(home) as spool:
@@ -91,7 +91,7 @@ def _spool_three(home: Path) -> None:
 
 
 def _me() -> str:
-    from patchit.worker import Worker
+    from patchit.worker.worker import Worker
 
     return Worker(Path("unused")).owner
 
@@ -139,7 +139,7 @@ def _judge_sees_every_process() -> None:
     """Skip, saying why, when this process (not root) cannot know a claimer of another pid
     namespace dead: some process of a child namespace is another user's, or /proc hides them.
     As root (CI) it always can: the test runs."""
-    import patchit.liveness as liveness
+    import patchit.state.liveness as liveness
 
     if os.geteuid() == 0:
         return
@@ -205,7 +205,7 @@ def test_claims_of_dead_or_unknown_owners(home: Path) -> None:
 
 
 def test_no_proc_judges_an_older_owner_by_its_pid(monkeypatch: pytest.MonkeyPatch) -> None:
-    import patchit.liveness as liveness
+    import patchit.state.liveness as liveness
 
     monkeypatch.setattr(liveness, "this_place", lambda: None)
     assert claimer_is_dead(f"{socket.gethostname()}:{_dead_pid()}")
@@ -261,10 +261,13 @@ def _contained() -> bool:
 
 
 # a claimer that says its owner id and waits to be killed (liveness only: no spool, no memory)
-OWNER = "import time; from patchit.liveness import claim_owner; print(claim_owner(), flush=True);"
+OWNER = (
+    "import time; from patchit.state.liveness import claim_owner; print(claim_owner(), flush=True);"
+)
 OWNER += " time.sleep(600)"
 JUDGE = (
-    "import sys; from patchit.liveness import claimer_is_dead; print(claimer_is_dead(sys.argv[1]))"
+    "import sys; from patchit.state.liveness import claimer_is_dead;"
+    " print(claimer_is_dead(sys.argv[1]))"
 )
 
 
@@ -339,7 +342,7 @@ def test_no_nspid_line_in_proc_status_knows_no_claimer_of_another_namespace_dead
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # kernels before 4.1 have no NSpid: every process would look like one of this namespace
-    import patchit.liveness as liveness
+    import patchit.state.liveness as liveness
 
     _initial_namespace_only()
     _judge_sees_every_process()

@@ -20,17 +20,17 @@ import pytest
 from click.testing import CliRunner
 
 from patchit.cli.main import cli
-from patchit.context import Context
 from patchit.events.model import UniversalFailureEvent
-from patchit.faults import CHECKPOINTS, FAULT_ENV
 from patchit.harnesses.base import Workspace
 from patchit.harnesses.fake import FakeHarness
 from patchit.intake.spool import Spool
-from patchit.liveness import claim_owner
-from patchit.loop import heal
+from patchit.loop.context import Context
+from patchit.loop.faults import CHECKPOINTS, FAULT_ENV
+from patchit.loop.loop import heal
+from patchit.loop.recovery import sweep_dead_runs
 from patchit.memory import Memory
-from patchit.recovery import sweep_dead_runs
-from patchit.worker import Worker
+from patchit.state.liveness import claim_owner
+from patchit.worker.worker import Worker
 from tests.conftest import git
 from tests.evidence.airflow_failures import init_repo, script_failure
 from tests.test_loop_fast import JOB, RIGHT, SOURCE, Scripted, edit, make_ctx, run, user_tree
@@ -88,13 +88,13 @@ def test_a_fix_verified_before_the_kill_lands_on_the_next_run_without_a_new_veri
     before = user_tree(repo)
 
     def first_run() -> None:
+        import patchit.loop.trial
         import patchit.memory.attempts
-        import patchit.trial
 
         if where == "mark_landed":  # killed after the branch exists, before memory knows it
             patchit.memory.attempts.AttemptStore.mark_landed = die  # type: ignore[method-assign]
         else:  # killed after the data check passed, before the branch was made
-            setattr(patchit.trial, where, die)
+            setattr(patchit.loop.trial, where, die)
         heal_in_child(_patchit_home, event, FakeHarness.passing_when(JOB, RIGHT))
 
     assert killed(first_run) == KILLED
@@ -122,10 +122,10 @@ def test_a_fix_verified_before_the_kill_lands_on_the_next_run_without_a_new_veri
 def test_a_verified_but_unlanded_diff_on_a_new_commit_is_verified_again_not_refused(
     event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
 ) -> None:
-    import patchit.trial
+    import patchit.loop.trial
 
     def first_run() -> None:
-        patchit.trial.create_branch = die  # type: ignore[assignment]
+        patchit.loop.trial.create_branch = die  # type: ignore[assignment]
         heal_in_child(_patchit_home, event, FakeHarness.passing_when(JOB, RIGHT))
 
     assert killed(first_run) == KILLED
@@ -220,10 +220,10 @@ def test_the_next_worker_resumes_an_incident_whose_run_was_killed(
 def test_heal_id_resumes_a_killed_incident(
     event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
 ) -> None:
-    import patchit.trial
+    import patchit.loop.trial
 
     def first_run() -> None:
-        patchit.trial.create_branch = die  # type: ignore[assignment]
+        patchit.loop.trial.create_branch = die  # type: ignore[assignment]
         heal_in_child(_patchit_home, event, FakeHarness.passing_when(JOB, RIGHT))
 
     assert killed(first_run) == KILLED

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from patchit.dbt_args import (
+from patchit.text.dbt_args import (
     dbt_args_in_shell,
     dbt_command,
     is_full_build,

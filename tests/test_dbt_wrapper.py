@@ -1,4 +1,4 @@
-"""The dbt wrapper's healing policy, in the library (`patchit.dbt_wrapper`), without dbt."""
+"""The dbt wrapper's healing policy, in the library (`patchit.worker.dbt_wrapper`), without dbt."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from patchit.dbt_args import is_full_build
-from patchit.dbt_wrapper import DbtRun, heal_dbt_run
-from patchit.loop import project_key_for
+from patchit.loop.loop import project_key_for
 from patchit.memory import Memory
+from patchit.text.dbt_args import is_full_build
+from patchit.worker.dbt_wrapper import DbtRun, heal_dbt_run
 
 STARTED = datetime(2026, 11, 26, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patchit.doctor_airflow import check_heal
+from patchit.doctor.airflow import check_heal
 from patchit.integrations import airflow_trigger as trig
 from tests.fake_airflow import FakeAirflow, serve
 from tests.integrations.test_airflow_heal_trigger import free_port
@@ -98,7 +98,7 @@ def test_an_unexpected_error_of_the_api_is_one_fail_line(monkeypatch: pytest.Mon
     def broken(*_args: object) -> None:
         raise RuntimeError("client surprise")
 
-    monkeypatch.setattr("patchit.doctor_airflow.AirflowApi.dag_paused", broken)
+    monkeypatch.setattr("patchit.doctor.airflow.AirflowApi.dag_paused", broken)
     monkeypatch.setenv(trig.HEAL_ENV, "dag")
     monkeypatch.setenv(trig.API_URL_ENV, "http://127.0.0.1:9")
     [check] = check_heal(None)

@@ -17,7 +17,7 @@ from patchit.events.model import UniversalFailureEvent
 from patchit.intake.spool import Spool
 from patchit.memory import Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
-from patchit.worker import Worker
+from patchit.worker.worker import Worker
 from tests.conftest import commit_all, git
 from tests.test_worker import OUTAGE, airflow_event, spool
 

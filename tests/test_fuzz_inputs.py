@@ -49,7 +49,7 @@ from patchit.memory import Memory
 from patchit.memory.fingerprint import cause_key, error_fingerprint
 from patchit.patching.llm.answers import ClassifyAnswer, ProposalAnswer
 from patchit.patching.llm.edits import EditRejected, resolve_edits
-from patchit.worker import Worker
+from patchit.worker.worker import Worker
 from tests.fuzzing import (
     Tally,
     deep_json_text,

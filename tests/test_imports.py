@@ -2,7 +2,7 @@
 
 Every import counts, at module level, inside a function, or under `if TYPE_CHECKING:`, because
 each one is a dependency a reader has to hold in their head. A package is the first component
-under `patchit` (`patchit.memory`); a top-level module (`patchit/loop.py`) is its own node.
+under `patchit` (`patchit.memory`); a top-level module (`patchit/config.py`) is its own node.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def module_graph(root: Path = PACKAGE_ROOT) -> Graph:
 
 
 def package_of(module: str) -> str:
-    """`patchit.memory.store` -> `patchit.memory`; `patchit.loop` -> `patchit.loop`."""
+    """`patchit.memory.store` -> `patchit.memory`; `patchit.config` -> `patchit.config`."""
     return ".".join(module.split(".")[:2])
 
 
@@ -175,10 +175,10 @@ def test_the_resolver_sees_every_kind_of_import(tmp_path: Path) -> None:
             "if TYPE_CHECKING:\n"
             "    from ..memory.records import Thing\n"
             "def f() -> None:\n"
-            "    import patchit.loop\n"
+            "    import patchit.top\n"
         ),
         "stage/b.py": "",
-        "loop.py": "",
+        "top.py": "",
     }
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -189,11 +189,11 @@ def test_the_resolver_sees_every_kind_of_import(tmp_path: Path) -> None:
         "patchit.memory",
         "patchit.stage.b",
         "patchit.memory.records",
-        "patchit.loop",
+        "patchit.top",
     }
     assert imports_of("patchit.memory", modules) == {"patchit.memory.store"}
     packages = package_graph(module_graph(root))
-    assert packages["patchit.stage"] == {"patchit.events", "patchit.memory", "patchit.loop"}
+    assert packages["patchit.stage"] == {"patchit.events", "patchit.memory", "patchit.top"}
     assert packages["patchit.memory"] == set()
 
 

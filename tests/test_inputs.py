@@ -1,7 +1,7 @@
 """Files from outside: a FIFO, a device, a socket or a directory is refused unopened, in one
 line; a path too long or with a NUL byte is refused; nothing blocks.
 
-Every reader of an outside file goes through `patchit.inputs`: the event file, the dbt
+Every reader of an outside file goes through `patchit.text.inputs`: the event file, the dbt
 artifacts an event names, the task log, a manifest, a file a model wants to edit.
 """
 
@@ -20,7 +20,10 @@ from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent, load_event
 from patchit.evidence.project_index import index_project
 from patchit.evidence.pylog import read_log_tail
-from patchit.inputs import (
+from patchit.intake.airflow_dbt import dbt_events_from_airflow
+from patchit.intake.validate import check_json_artifact
+from patchit.patching.apply import EditError, read_text
+from patchit.text.inputs import (
     input_exists,
     is_regular_file,
     read_input_bytes,
@@ -28,9 +31,6 @@ from patchit.inputs import (
     read_input_text,
     shown,
 )
-from patchit.intake.airflow_dbt import dbt_events_from_airflow
-from patchit.intake.validate import check_json_artifact
-from patchit.patching.apply import EditError, read_text
 from tests.fuzzing import hang_guard
 
 KINDS = ["fifo", "char device", "directory", "socket", "symlink to a fifo"]

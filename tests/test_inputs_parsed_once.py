@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from patchit.errors import BadInputError
-from patchit.inputs import parsed_once
+from patchit.text.inputs import parsed_once
 
 
 def _unreadable(path: Path) -> dict[str, list[str]]:

@@ -11,8 +11,8 @@ from patchit.config import PatchitConfig
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.model import Evidence
 from patchit.harnesses.base import Verification, Workspace
-from patchit.harnesses.dbt import DbtHarness
-from patchit.loop import Context, heal
+from patchit.harnesses.dbt.harness import DbtHarness
+from patchit.loop.loop import Context, heal
 from patchit.memory import Memory
 from patchit.patching.base import Edit, FixIt, PatchCandidate, PriorAttempt
 from tests.conftest import commit_all, git, user_dbt_events

@@ -10,9 +10,9 @@ import pytest
 
 from patchit.config import PatchitConfig
 from patchit.events.model import UniversalFailureEvent
-from patchit.harnesses.airflow import AirflowHarness
+from patchit.harnesses.airflow.harness import AirflowHarness
 from patchit.intake.airflow_scan import collect_import_errors, import_error_events
-from patchit.loop import Context, HealOutcome, heal
+from patchit.loop.loop import Context, HealOutcome, heal
 from patchit.memory import Memory
 from patchit.patching.fixits.airflow3 import Airflow3UpgradeStrategy
 from tests.conftest import commit_all, git

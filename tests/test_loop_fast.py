@@ -17,12 +17,12 @@ import pytest
 
 from patchit.classify.model import FailureClass
 from patchit.config import PatchitConfig
-from patchit.context import Context
 from patchit.errors import PatchitWarning
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.base import Harness, Verification, Workspace
 from patchit.harnesses.fake import FakeHarness, fake_verification
-from patchit.loop import HealOutcome, heal
+from patchit.loop.context import Context
+from patchit.loop.loop import HealOutcome, heal
 from patchit.memory import Memory
 from patchit.patching.base import (
     Edit,

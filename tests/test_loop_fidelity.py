@@ -13,8 +13,8 @@ import pytest
 
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.base import Verification, Workspace
-from patchit.harnesses.dbt import DbtHarness
-from patchit.loop import heal
+from patchit.harnesses.dbt.harness import DbtHarness
+from patchit.loop.loop import heal
 from tests.conftest import git
 from tests.test_loop import Scripted, candidate, failing_event, make_ctx
 

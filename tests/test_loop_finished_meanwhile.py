@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from patchit.events.model import UniversalFailureEvent
-from patchit.loop import _not_ours
+from patchit.loop.loop import _not_ours
 from patchit.memory import Memory
 from patchit.memory.lifecycle import Trigger
 from tests.test_worker import airflow_event

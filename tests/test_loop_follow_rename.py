@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from patchit.config import PatchitConfig
-from patchit.context import Context
-from patchit.harnesses.dbt import DbtHarness
-from patchit.loop import group_by_change, heal_group
+from patchit.harnesses.dbt.harness import DbtHarness
+from patchit.loop.context import Context
+from patchit.loop.loop import group_by_change, heal_group
 from patchit.memory import Memory
 from patchit.patching.fixits.columns import RenameColumnStrategy
 from patchit.patching.fixits.follow_rename import FollowColumnRenameStrategy

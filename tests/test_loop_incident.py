@@ -141,9 +141,9 @@ def test_two_tasks_failing_for_one_cause_are_verified_together(
     tmp_path: Path, _patchit_home: Path
 ) -> None:
     from patchit.config import PatchitConfig
-    from patchit.context import Context
-    from patchit.harnesses.airflow import AirflowHarness
-    from patchit.worker import Worker
+    from patchit.harnesses.airflow.harness import AirflowHarness
+    from patchit.loop.context import Context
+    from patchit.worker.worker import Worker
 
     repo = tmp_path / "repo"
     (repo / "dags").mkdir(parents=True)

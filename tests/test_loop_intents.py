@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from patchit.config import PatchitConfig, PolicyConfig
-from patchit.context import Context
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.base import Harness
-from patchit.harnesses.dbt import DbtHarness
-from patchit.loop import HealOutcome, heal
+from patchit.harnesses.dbt.harness import DbtHarness
+from patchit.loop.context import Context
+from patchit.loop.loop import HealOutcome, heal
 from patchit.memory import Memory
 from patchit.patching.revert import PartialRevertStrategy
 from tests.cli.helpers import incidents

@@ -11,10 +11,10 @@ import pytest
 
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.fake import FakeHarness
+from patchit.loop.recurrence import REANCHORED, at_head
 from patchit.memory import IncidentStatus, Memory
 from patchit.memory.lifecycle import Trigger
 from patchit.patching.base import Edit, PatchCandidate
-from patchit.recurrence import REANCHORED, at_head
 from tests.conftest import commit_all, git
 from tests.evidence.airflow_failures import init_repo, run_script, script_failure
 from tests.test_loop_fast import JOB, RIGHT, SOURCE, Scripted, edit, make_ctx, run, user_tree

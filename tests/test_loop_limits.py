@@ -10,8 +10,8 @@ import pytest
 
 from patchit.config import PatchitConfig
 from patchit.evidence.model import Evidence
-from patchit.harnesses.airflow import AirflowHarness
-from patchit.loop import Context, HealOutcome, heal
+from patchit.harnesses.airflow.harness import AirflowHarness
+from patchit.loop.loop import Context, HealOutcome, heal
 from patchit.memory import Memory
 from patchit.patching.base import Edit, FixIt, PatchCandidate, PriorAttempt
 from tests.conftest import git

@@ -11,9 +11,9 @@ import pytest
 
 from patchit.config import PatchitConfig
 from patchit.events.model import UniversalFailureEvent
-from patchit.harnesses.airflow import AirflowHarness
-from patchit.harnesses.dbt import DbtHarness
-from patchit.loop import Context, heal
+from patchit.harnesses.airflow.harness import AirflowHarness
+from patchit.harnesses.dbt.harness import DbtHarness
+from patchit.loop.loop import Context, heal
 from patchit.memory import Memory
 from patchit.memory.ledger import Ledger
 from patchit.patching.llm.server import ReplayServer

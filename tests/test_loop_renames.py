@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from patchit.config import PatchitConfig
-from patchit.context import Context
 from patchit.events.model import UniversalFailureEvent
-from patchit.harnesses.dbt import DbtHarness
-from patchit.loop import heal
+from patchit.harnesses.dbt.harness import DbtHarness
+from patchit.loop.context import Context
+from patchit.loop.loop import heal
 from patchit.memory import Memory
 from patchit.patching.fixits.refs import FixRefStrategy
 from patchit.sandbox.git import head_commit

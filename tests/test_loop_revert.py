@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from patchit.config import PatchitConfig
-from patchit.context import Context
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.base import Verification, Workspace
-from patchit.harnesses.dbt import DbtHarness
+from patchit.harnesses.dbt.harness import DbtHarness
 from patchit.harnesses.fake import FakeHarness, fake_verification
-from patchit.loop import HealOutcome, heal
+from patchit.loop.context import Context
+from patchit.loop.loop import HealOutcome, heal
 from patchit.memory import Memory
 from patchit.patching.revert import PartialRevertStrategy
 from tests.conftest import commit_all, git, user_dbt_events

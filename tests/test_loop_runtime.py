@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from patchit.config import PatchitConfig
-from patchit.context import Context
 from patchit.evidence.airflow import gather_airflow_evidence
-from patchit.harnesses.airflow import AirflowHarness
-from patchit.loop import heal
+from patchit.harnesses.airflow.harness import AirflowHarness
+from patchit.loop.context import Context
+from patchit.loop.loop import heal
 from patchit.memory import Memory
 from patchit.patching.fixits.python_keys import RenameKeyStrategy
 from patchit.patching.fixits.python_names import FixNameStrategy

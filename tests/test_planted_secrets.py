@@ -22,17 +22,17 @@ from typing import Any
 import pytest
 
 from patchit.config import PatchitConfig
-from patchit.context import Context
 from patchit.harnesses.fake import FakeHarness
 from patchit.intake.dbt import events_from_run
 from patchit.intake.spool import Spool
 from patchit.integrations.airflow import make_failure_callback
-from patchit.loop import heal
+from patchit.loop.context import Context
+from patchit.loop.loop import heal
 from patchit.memory import Memory
 from patchit.patching.llm.answers import CLASSIFY_TOOL
 from patchit.patching.llm.server import RecordedRequest, ReplayServer
 from patchit.patching.llm.strategy import LlmStrategy
-from patchit.worker import parse_spooled
+from patchit.worker.worker import parse_spooled
 from tests.conftest import commit_all, git
 from tests.evidence.airflow_failures import init_repo
 

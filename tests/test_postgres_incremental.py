@@ -14,7 +14,7 @@ import pytest
 
 from patchit.examples import SHOP
 from patchit.harnesses.base import Workspace
-from patchit.harnesses.dbt import DbtHarness
+from patchit.harnesses.dbt.harness import DbtHarness
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
 from tests.conftest import commit_all, git, user_dbt_events
 from tests.pg_cluster import (

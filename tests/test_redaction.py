@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from patchit.redaction import (
+from patchit.text.redaction import (
     CUT_MARKER,
     DEEP_MARKER,
     MASK,

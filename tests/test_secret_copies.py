@@ -24,15 +24,15 @@ from pathlib import Path
 import pytest
 
 from patchit.config import PatchitConfig
-from patchit.context import Context
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.fake import FakeHarness, fake_verification
-from patchit.loop import heal
+from patchit.loop.context import Context
+from patchit.loop.loop import heal
 from patchit.memory import Memory
 from patchit.patching.base import Edit, PatchCandidate, Proposal, ProposalRequest
-from patchit.redaction import MASK, Redactor, redact
-from patchit.secret_forms import MIN_FORM_CHARS, secret_forms
+from patchit.text.redaction import MASK, Redactor, redact
+from patchit.text.secret_forms import MIN_FORM_CHARS, secret_forms
 from tests.conftest import git
 from tests.evidence.airflow_failures import init_repo, script_failure
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from patchit.config import PatchitConfig
-from patchit.context import Context
 from patchit.errors import BadInputError
 from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.loop.context import Context
 from patchit.memory import Memory
-from patchit.settings import (
+from patchit.policy.settings import (
     merge_settings,
     narrow,
     operator_config,

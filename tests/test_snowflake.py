@@ -84,8 +84,8 @@ def test_a_killed_heals_sandbox_schema_is_swept_and_a_live_ones_kept(
     sf: SfServer, tmp_path: Path
 ) -> None:
     """A schema whose owner is a dead process of this host goes; one of a live run stays."""
-    from patchit.liveness import placed_owner
     from patchit.sandbox.snowflake import SfWarehouse
+    from patchit.state.liveness import placed_owner
 
     database = new_database()
     repo = _broken(tmp_path, sf, database)
@@ -185,7 +185,7 @@ def test_without_the_operators_role_nothing_runs_on_snowflake(
 
 def test_doctor_says_where_a_snowflake_target_is_verified(sf: SfServer, tmp_path: Path) -> None:
     from patchit.config import SandboxConfig
-    from patchit.doctor_warehouse import check_warehouse
+    from patchit.doctor.warehouse import check_warehouse
     from tests.cli.test_doctor_warehouse import _project
 
     database = new_database()

@@ -16,10 +16,10 @@ import pytest
 
 import patchit.events.model
 import patchit.intake.checkouts
-import patchit.loop
+import patchit.loop.loop
 import patchit.memory.fingerprint
 import patchit.reports.refresh
-import patchit.worker
+import patchit.worker.worker
 from patchit.bench.perf_airflow import AirflowPerfResult, measure_storm
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.intake.spool import Spool
@@ -42,14 +42,14 @@ def test_a_storm_pays_per_batch_not_per_event(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secrets = counted(monkeypatch, patchit.events.model, "environment_secrets")
-    reports = counted(monkeypatch, patchit.loop, "refresh_report")
-    reports_after = counted(monkeypatch, patchit.worker, "refresh_report")
+    reports = counted(monkeypatch, patchit.loop.loop, "refresh_report")
+    reports_after = counted(monkeypatch, patchit.worker.worker, "refresh_report")
     claims = counted(monkeypatch, Spool, "claim")
     # one outage's message normalised once, not three times per event (cause, storm, fingerprint)
     patchit.memory.fingerprint._normalised.cache_clear()
     normalised = counted(monkeypatch, patchit.memory.fingerprint, "_normalise")
     deployments = counted(monkeypatch, patchit.intake.checkouts, "load_deployment")
-    commits = counted(monkeypatch, patchit.worker, "run_git")  # is the commit there?
+    commits = counted(monkeypatch, patchit.worker.worker, "run_git")  # is the commit there?
     result = AirflowPerfResult(airflow_version="", calls=0, storm_events=400, runs=1)
     measure_storm(tmp_path, 400, result)  # one incident holding the 400 events, or it raises
     batches = 400 // 50
@@ -144,7 +144,7 @@ def test_the_newest_event_is_read_without_reading_the_others(tmp_path: Path) -> 
 
 
 def test_claims_grow_while_batches_are_fast_and_fall_back_when_one_heals() -> None:
-    next_claim, most = patchit.worker.next_claim, 50 * patchit.worker.GROW_UP_TO
+    next_claim, most = patchit.worker.worker.next_claim, 50 * patchit.worker.worker.GROW_UP_TO
     assert next_claim(50, 50, elapsed_s=0.2, rows=50) == 100
     assert next_claim(800, 50, elapsed_s=1.0, rows=800) == most
     assert next_claim(most, 50, elapsed_s=1.0, rows=1000) == most

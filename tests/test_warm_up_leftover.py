@@ -9,9 +9,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from patchit.liveness import run_owner
+from patchit.loop.recovery import sweep_dead_runs
 from patchit.memory import Memory
-from patchit.recovery import sweep_dead_runs
+from patchit.state.liveness import run_owner
 
 
 def dead_pid_owner() -> str:

@@ -17,7 +17,7 @@ import pytest
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.intake.spool import Spool
 from patchit.memory import Memory
-from patchit.worker import NO_REPO, Worker
+from patchit.worker.worker import NO_REPO, Worker
 from tests.conftest import commit_all, git, run_dbt
 
 OUTAGE = (

@@ -15,7 +15,7 @@ import pytest
 from patchit.errors import MemoryStoreError
 from patchit.intake.spool import Spool
 from patchit.memory import Memory
-from patchit.worker import CUT_WRITE_RETRIES, Worker, _Batch
+from patchit.worker.worker import CUT_WRITE_RETRIES, Worker, _Batch
 from tests.test_worker import airflow_event, spool
 
 

@@ -21,9 +21,9 @@ from patchit.cli.main import cli
 from patchit.errors import MemoryStoreError
 from patchit.intake.spool import MAX_CLAIMS, Spool, append_fallback, fallback_path
 from patchit.intake.spool_files import MAX_LINE_BYTES
-from patchit.liveness import claim_owner, this_place
 from patchit.memory import Memory
-from patchit.worker import Worker
+from patchit.state.liveness import claim_owner, this_place
+from patchit.worker.worker import Worker
 from tests.test_crash_safety import KILLED, killed
 from tests.test_worker import OUTAGE, airflow_event, patchit, spool
 
@@ -63,7 +63,7 @@ def test_a_lone_surrogate_does_not_stall_its_batch(_patchit_home: Path) -> None:
 def test_a_poison_event_is_bad_with_its_reason_and_the_rest_is_processed(
     _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import patchit.worker
+    import patchit.worker.worker
     from patchit.memory.fingerprint import cause_key
 
     def poisoned(event: Any) -> str:
@@ -71,7 +71,7 @@ def test_a_poison_event_is_bad_with_its_reason_and_the_rest_is_processed(
             raise UnicodeEncodeError("utf-8", "caf\udce9", 3, 4, "surrogates not allowed")
         return cause_key(event)
 
-    monkeypatch.setattr(patchit.worker, "cause_key", poisoned)
+    monkeypatch.setattr(patchit.worker.worker, "cause_key", poisoned)
     events = [airflow_event(f"dag_{i}", f"t{i}", "OperationalError", OUTAGE) for i in range(5)]
     events.insert(2, airflow_event("dag_x", "poison", "KeyError", "'amout'"))
     spool(_patchit_home, events)

@@ -192,7 +192,7 @@ def _limits(field: FieldInfo) -> str:
 
 
 def _who(section: str, name: str, deployment_only: bool) -> str:
-    from patchit.settings import NARROWED_SECTIONS, NARROWERS, OPERATOR_ONLY
+    from patchit.policy.settings import NARROWED_SECTIONS, NARROWERS, OPERATOR_ONLY
 
     if deployment_only:
         return "operator (`$PATCHIT_HOME/patchit.toml`)"
@@ -214,7 +214,7 @@ def settings_reference() -> str:
         "Generated from the pydantic models in `patchit/config.py` at build time "
         "(`docs/hooks/reference.py`). Two files take the same sections: the operator's "
         "`$PATCHIT_HOME/patchit.toml` and a repository's `.patchit.toml`, read at the "
-        "project's last good commit. *Who sets it* comes from `patchit/settings.py`: an "
+        "project's last good commit. *Who sets it* comes from `patchit/policy/settings.py`: an "
         "operator-only setting in a repository's file is ignored with one line; one a "
         "repository may only narrow keeps the operator's value when the repository's is "
         "looser. [Configuration](../how-to/policy.md) explains them together. Every key is "

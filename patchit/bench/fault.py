@@ -7,7 +7,7 @@ that fails, and spools the failure exactly as the wrapper's intake makes it. `pa
 SIGKILL (its whole process group, as a lost container would be):
 
 - most kills by a timer with a random delay, uniform over the measured length of a heal;
-- every `checkpoint_every`-th kill at a named checkpoint of `patchit.faults` (`verified`:
+- every `checkpoint_every`-th kill at a named checkpoint of `patchit.loop.faults` (`verified`:
   the data check passed, nothing is landed; `committed`; `branched`; ...), so the narrow
   windows a timer rarely hits are hit for certain.
 
@@ -44,14 +44,14 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from patchit.dbfiles import quarantined
 from patchit.examples import SHOP
-from patchit.faults import FAULT_ENV
 from patchit.intake.dbt import events_from_run
 from patchit.intake.dbt_run import build_dbt_args, now_utc, run_dbt
 from patchit.intake.spool import Spool, spool_path
+from patchit.loop.faults import FAULT_ENV
 from patchit.memory import DB_RELATIVE_PATH, Memory
 from patchit.sandbox.git import head_commit, run_git
+from patchit.state.dbfiles import quarantined
 
 MODEL = "models/marts/daily_revenue.sql"
 GOOD = "sum(amount) as revenue"

@@ -13,12 +13,12 @@ partial-parse file, as a user re-running dbt would. Each run's copy of the fix c
 distinct trailing comment, so every run re-parses one changed file, as a new candidate does.
 The warm worker's start is paid once, timed on its own and left out of warm_verify.
 
-Each verify also says where its time went (`DbtHarness.last_breakdown_ms`): patchit's
-preparing (the warehouse copy, the selection), dbt's phases inside the warm worker's run
-(`dbt_phases`: parse, graph, select, cache, run nodes, artifacts, the rest), the worker's fork
-and reply, and the judging; the report prints the medians beside the totals. A 2,000-model
-project's builds take minutes, so a kept `--workdir` is reused by the next run of the same
-size: the project, its failing run and the snapshot are taken as they are.
+Each verify also says where its time went (`DbtHarness.last_breakdown_ms`): patchit's preparing (the
+warehouse copy, the selection), dbt's phases inside the warm worker's run
+(`patchit.harnesses.dbt.phases`: parse, graph, select, cache, run nodes, artifacts, the rest), the
+worker's fork and reply, and the judging; the report prints the medians beside the totals. A
+2,000-model project's builds take minutes, so a kept `--workdir` is reused by the next run of the
+same size: the project, its failing run and the snapshot are taken as they are.
 
 Then the wrapper's own cost on the example project (`patchit.bench.perf_wrapper`): a green
 `patchit dbt -- build` against `dbt build`, and the idle tail of a failure with nothing to
@@ -54,7 +54,7 @@ from patchit.config import resolve_home
 from patchit.errors import HarnessError, PatchitError
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.harnesses.base import Workspace
-from patchit.harnesses.dbt import DbtHarness
+from patchit.harnesses.dbt.harness import DbtHarness
 from patchit.sandbox.git import run_git
 from patchit.sandbox.snapshot import (
     PARTIAL_PARSE_FILE,

@@ -38,11 +38,11 @@ from patchit.bench.perf_airflow_harness import (
     measure_harness,
 )
 from patchit.errors import PatchitError
-from patchit.harnesses.airflow_home import airflow_version
+from patchit.harnesses.airflow.home import airflow_version
 from patchit.intake.spool import Spool
 from patchit.integrations.airflow import build_event
 from patchit.memory import Memory
-from patchit.worker import Worker
+from patchit.worker.worker import Worker
 
 CALLBACK_TARGET_MS = 50.0
 WARM_TARGET_S = 0.5  # one warm verification by the Airflow harness

@@ -31,8 +31,8 @@ from pathlib import Path
 from patchit.config import resolve_home
 from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
-from patchit.harnesses.airflow import AirflowHarness
-from patchit.harnesses.airflow_home import airflow_env, ensure_template_db
+from patchit.harnesses.airflow.harness import AirflowHarness
+from patchit.harnesses.airflow.home import airflow_env, ensure_template_db
 from patchit.harnesses.base import Workspace
 from patchit.sandbox.git import run_git
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home

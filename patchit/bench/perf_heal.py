@@ -44,7 +44,7 @@ from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureE
 from patchit.fidelity.ahead import BaselineAhead
 from patchit.fidelity.check import check_candidate
 from patchit.harnesses.base import Workspace
-from patchit.harnesses.dbt import DbtHarness
+from patchit.harnesses.dbt.harness import DbtHarness
 from patchit.sandbox.git import run_git
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
@@ -127,7 +127,10 @@ class _HealBench:
         green_build(repo, self.template / "home")  # builds the warehouse; patchit's state made
         # What patchit's state holds after its first heal: the dbt worker's warm-up parse (the
         # first heal on a machine parses dbt's macros in full once). Each heal copies it.
-        prime = "from patchit.harnesses.dbt import DbtHarness\nwith DbtHarness() as h: h.start()"
+        prime = (
+            "from patchit.harnesses.dbt.harness import DbtHarness\n"
+            "with DbtHarness() as h: h.start()"
+        )
         home = {"PATCHIT_HOME": str(self.template / "home")}
         subprocess.run([sys.executable, "-c", prime], env=_env() | home, check=True,
                        capture_output=True)  # fmt: skip

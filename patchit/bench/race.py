@@ -38,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from patchit.config import PatchitConfig
-from patchit.context import Context
 from patchit.errors import BadInputError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.fake import FakeHarness
 from patchit.intake.airflow_scan import split_error
 from patchit.intake.spool import Spool, spool_path
+from patchit.loop.context import Context
 from patchit.memory import DB_RELATIVE_PATH, Memory
 from patchit.patching.fixits.python_keys import RenameKeyStrategy
 from patchit.sandbox.git import run_git
@@ -158,7 +158,7 @@ def fake_context(home: Path, repo: Path | None, **kw: Any) -> Context:
 
 
 def _work(home: str, log: str, start: Any) -> None:
-    from patchit.worker import Worker
+    from patchit.worker.worker import Worker
 
     start.wait()
     with open(log, "w", encoding="utf-8") as out:

@@ -72,7 +72,7 @@ def check(
     when one does not (healed on a branch or not), 2 for bad input.
     """
     from patchit.intake.airflow_scan import collect_import_errors, import_error_events
-    from patchit.loop import heal
+    from patchit.loop.loop import heal
 
     home = home_of(ctx)
     folder = (dags_folder or _default_folder()).resolve()
@@ -133,7 +133,7 @@ def _heal_in_pull_request(
     still reaches the pull request, and the exit code stays the check's."""
     from patchit.delivery.ci_deliver import deliver_in_pull_request
     from patchit.delivery.ci_summary import DAG_CHECK
-    from patchit.loop import heal, project_key
+    from patchit.loop.loop import heal, project_key
 
     healed: list[str] = []
     loop_ctx = make_context(home, repo)

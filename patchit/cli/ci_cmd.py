@@ -22,7 +22,6 @@ import click
 
 from patchit.cli.dbt_cmd import StrictCommand
 from patchit.errors import BadInputError, PatchitError
-from patchit.home import resolve_home
 from patchit.intake.dbt_run import (
     build_dbt_args,
     check_dbt_installed,
@@ -32,10 +31,11 @@ from patchit.intake.dbt_run import (
     run_dbt,
 )
 from patchit.sandbox.git import dirty_tracked_files, repo_and_head, run_git
+from patchit.state.home import resolve_home
 
 if TYPE_CHECKING:
     from patchit.delivery.ci_env import PullRequestJob
-    from patchit.loop import HealOutcome
+    from patchit.loop.loop import HealOutcome
 
 
 @click.command("ci", cls=StrictCommand, context_settings={"allow_interspersed_args": False})
@@ -131,10 +131,10 @@ def _heal_and_deliver(
     dirty: list[str],
 ) -> None:
     from patchit.cli.context import print_healed
-    from patchit.dbt_wrapper import DbtRun, heal_dbt_run, settle_spooled, spool_failures
     from patchit.delivery.ci_deliver import deliver_in_pull_request
     from patchit.memory import Memory
     from patchit.memory.outcomes import project_key_for
+    from patchit.worker.dbt_wrapper import DbtRun, heal_dbt_run, settle_spooled, spool_failures
 
     run = DbtRun(exit_code, record, args, project, repo, commit, started, dirty)
     run = spool_failures(run, home)  # first of all: killed from here, nothing is lost

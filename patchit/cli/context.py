@@ -16,8 +16,8 @@ from rich.markup import escape
 from patchit.config import resolve_home
 
 if TYPE_CHECKING:  # imported where used: `patchit --help` must not load the loop
-    from patchit.context import Context
-    from patchit.loop import HealOutcome
+    from patchit.loop.context import Context
+    from patchit.loop.loop import HealOutcome
     from patchit.memory import Memory
 
 # patchit's own lines go to stderr so that stdout stays dbt's output, byte for byte; never
@@ -78,7 +78,7 @@ def open_memory(home: Path) -> Memory:
 def make_context(home: Path, repo: Path | None) -> Context:
     """The loop's context for `repo`, speaking through `say_text` (what the loop says is
     text: `[delivery] mode` is a setting's name, not markup)."""
-    from patchit.context import build_context
+    from patchit.loop.context import build_context
 
     return build_context(home, repo, say=say_text, step=step)
 

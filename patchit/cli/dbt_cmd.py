@@ -1,4 +1,4 @@
-"""`patchit dbt -- <dbt args>`: run dbt as the user asked, then `patchit.dbt_wrapper` heals
+"""`patchit dbt -- <dbt args>`: run dbt as the user asked, then `patchit.worker.dbt_wrapper` heals
 what failed.
 
 A green run must cost what `dbt` costs: before dbt starts this module asks git two questions
@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
 import click
 
 from patchit.errors import BadInputError, PatchitError
-from patchit.faults import checkpoint
-from patchit.home import resolve_home
 from patchit.intake.dbt_run import (
     build_dbt_args,
     check_dbt_installed,
@@ -39,13 +37,15 @@ from patchit.intake.dbt_run import (
 )
 from patchit.intake.dbt_spool import spool_ticket
 from patchit.intake.worktree_snapshot import UncommittedWork, WorkSnapshot, find_uncommitted
-from patchit.liveness import claim_owner
+from patchit.loop.faults import checkpoint
 from patchit.sandbox.git import repo_and_head
+from patchit.state.home import resolve_home
+from patchit.state.liveness import claim_owner
 
 if TYPE_CHECKING:
-    from patchit.dbt_wrapper import DbtRun
-    from patchit.loop import HealOutcome
+    from patchit.loop.loop import HealOutcome
     from patchit.memory.runlog import RunLog
+    from patchit.worker.dbt_wrapper import DbtRun
 
 T = TypeVar("T")
 
@@ -120,7 +120,7 @@ def dbt(
     run = None
     healed = False
     try:
-        from patchit.dbt_wrapper import DbtRun, heal_dbt_run, spool_failures
+        from patchit.worker.dbt_wrapper import DbtRun, heal_dbt_run, spool_failures
 
         run = DbtRun(
             exit_code, record, args, project, repo, failing, started, dirty,
@@ -146,7 +146,7 @@ def dbt(
 
 
 def _settle(home: Path, run: DbtRun, healed: bool) -> None:
-    from patchit.dbt_wrapper import settle_spooled
+    from patchit.worker.dbt_wrapper import settle_spooled
 
     try:
         settle_spooled(home, run, healed)
@@ -159,16 +159,17 @@ def _settle(home: Path, run: DbtRun, healed: bool) -> None:
 
 def _prewarm_dbt(home: Path, repo: Path) -> None:
     """A node errored and dbt goes on: start the dbt worker the heal will verify with (it
-    imports dbt for seconds) now, in this thread, which heals later (see dbt_prewarm). Its
-    sandbox settings are those of HEAD's parent, never the breaking commit's (the heal adopts
-    the worker only when its own, at the last good commit, are the same)."""
+    imports dbt for seconds) now, in this thread, which heals later (see
+    `patchit.harnesses.dbt.prewarm`). Its sandbox settings are those of HEAD's parent, never
+    the breaking commit's (the heal adopts the worker only when its own, at the last good
+    commit, are the same)."""
     # what spooling the failures needs first thing after dbt's exit, loaded now: the window
     # in which a killed wrapper loses them is as short as can be
     import patchit.intake.dbt
     import patchit.intake.spool
-    import patchit.liveness  # noqa: F401
-    from patchit.harnesses.dbt_prewarm import prewarm
-    from patchit.settings import narrow, operator_config, rules_commit
+    import patchit.state.liveness  # noqa: F401
+    from patchit.harnesses.dbt.prewarm import prewarm
+    from patchit.policy.settings import narrow, operator_config, rules_commit
 
     prewarm(narrow(operator_config(home), repo, rules_commit(repo, None, None)).config.sandbox)
 
@@ -181,7 +182,7 @@ def _exit(code: int) -> NoReturn:
     patchit`), never in a host that called the command itself, nor under click's test runner."""
     own = sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__
     entry = sys.modules.get("patchit.cli.main")  # the process is patchit's own, not a host's
-    if own and getattr(entry, "OWNS_PROCESS", False) and "patchit.loop" in sys.modules:
+    if own and getattr(entry, "OWNS_PROCESS", False) and "patchit.loop.loop" in sys.modules:
         import atexit
         import os
 
@@ -227,8 +228,8 @@ class _Meanwhile(Generic[T]):
 def _store_class() -> type[RunLog]:
     """What recording a run needs, loaded while dbt runs: the wrapper's policy and the
     memory's run log (standard library sqlite3)."""
-    import patchit.dbt_wrapper
-    import patchit.memory.migrations  # noqa: F401  (the log checks the schema is current)
+    import patchit.memory.migrations  # (the log checks the schema is current)
+    import patchit.worker.dbt_wrapper  # noqa: F401
     from patchit.memory.runlog import RunLog
 
     return RunLog

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.rule import Rule
@@ -26,6 +28,7 @@ from patchit.cli.demo_airflow import run_airflow_demo
 from patchit.errors import BadInputError
 from patchit.examples import SHOP
 from patchit.sandbox.git import run_git
+from patchit.state.home import default_home
 
 GIT_ID = {
     "GIT_AUTHOR_NAME": "Dana Engineer",
@@ -33,6 +36,14 @@ GIT_ID = {
     "GIT_COMMITTER_NAME": "Dana Engineer",
     "GIT_COMMITTER_EMAIL": "dana@example.com",
 }
+
+
+def look_again(home: Path) -> str:
+    """The command that lists the demo's incidents later, from any shell: the demo's state dir
+    (`make demo`'s is `var/` in patchit's checkout) named unless patchit finds it untold."""
+    if home.resolve() == default_home():
+        return "patchit incidents"
+    return f"patchit --home {shlex.quote(str(home.resolve()))} incidents"
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -59,6 +70,12 @@ def _patchit(home: Path, repo: Path, log: Path, *args: str) -> tuple[int, list[s
         fh.write(f"$ patchit {' '.join(args)}\n{proc.stdout}{proc.stderr}\n")
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     return proc.returncode, lines
+
+
+def show_report(out: Console, markdown: str, title: str) -> None:
+    """The report's head in a panel, wrapped to fit it: patchit's console never wraps its own
+    lines (`soft_wrap`), and a panel crops a line it does not wrap, mid-word."""
+    out.print(Panel(Markdown(markdown), title=title), soft_wrap=False)
 
 
 def _step(title: str) -> None:
@@ -128,9 +145,7 @@ def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
         )
         console.print(f"  your branch is still: {_git(repo, 'branch', '--show-current')}")
         report = Path(str(fixed["report_md"])).read_text(encoding="utf-8")
-        console.print(
-            Panel(Markdown(report.split("## Attempts")[0]), title=str(fixed["report_md"]))
-        )
+        show_report(console, report.split("## Attempts")[0], str(fixed["report_md"]))
 
     to_merge = [str(fixed["branch"])] if fixed else []
     if llm_replay:
@@ -186,7 +201,8 @@ def demo(ctx: click.Context, workdir: Path | None, llm_replay: bool) -> None:
             markup=False,
         )
         console.print(f"      report: {incident['report_md']}", markup=False)
-    console.print(f"\ndemo repository: {repo}\nfull log: {log}\nstate: {home}")
+    console.print(f"\ndemo repository: {repo}\nfull log: {log}\nstate: {home}", markup=False)
+    console.print(f"look at it again, from any directory: {look_again(home)}", markup=False)
     outcome = sorted((str(i["status"]), str(i["classification"])) for i in final)
     expected = [("escalated", "data_issue"), ("fixed", "code_bug")]
     if llm_replay:

@@ -12,7 +12,7 @@ from patchit.cli.context import home_of
 
 if TYPE_CHECKING:
     from patchit.config import PatchitConfig
-    from patchit.doctor import Check
+    from patchit.doctor.doctor import Check
 
 
 @click.command("doctor")
@@ -37,10 +37,10 @@ def doctor(ctx: click.Context, repo: Path | None, deep: bool) -> None:
     Each line is ok, warn or fail, with what to fix. Exit 1 if any check fails, else 0.
     Nothing is changed: the SQLite files are opened read-only.
     """
-    from patchit.doctor import exit_code, run_checks
-    from patchit.doctor_airflow import check_heal
-    from patchit.doctor_home import check_state_dir
-    from patchit.doctor_warehouse import check_warehouse
+    from patchit.doctor.airflow import check_heal
+    from patchit.doctor.doctor import exit_code, run_checks
+    from patchit.doctor.home import check_state_dir
+    from patchit.doctor.warehouse import check_warehouse
 
     root = (repo or Path.cwd()).resolve()
     config, said = _settings(home_of(ctx), root)
@@ -63,9 +63,9 @@ def _settings(home: Path, root: Path) -> tuple[PatchitConfig, list[Check]]:
     """The operator's settings narrowed by the working tree's `.patchit.toml` (what the next
     commit would set), and a warning for each setting the repository may not set."""
     from patchit.config import PatchitConfig
-    from patchit.doctor import Check
+    from patchit.doctor.doctor import Check
     from patchit.errors import BadInputError
-    from patchit.settings import settings_in_worktree
+    from patchit.policy.settings import settings_in_worktree
 
     try:
         settings = settings_in_worktree(home, root)

@@ -26,7 +26,7 @@ def inspect(ctx: click.Context, incident_id: str, clean: bool, no_run: bool) -> 
     from pathlib import Path
 
     from patchit.cli.context import make_context, open_memory, say
-    from patchit.inspection import close_inspection, describe, open_inspection
+    from patchit.loop.inspection import close_inspection, describe, open_inspection
 
     home = home_of(ctx)
     with open_memory(home) as memory:

@@ -158,14 +158,14 @@ def heal_cmd(ctx: click.Context, target: str) -> None:
     """
     from patchit.cli.context import make_context, print_outcome, say
     from patchit.events.model import load_event
-    from patchit.inputs import input_exists
     from patchit.intake.checkouts import local_checkout
     from patchit.intake.validate import check_healable
-    from patchit.loop import heal
+    from patchit.loop.loop import heal
+    from patchit.loop.recovery import sweep_dead_runs
+    from patchit.loop.recurrence import at_head
     from patchit.memory.lifecycle import Trigger
     from patchit.memory.short_ids import looks_like_incident_id, resolve_incident_id
-    from patchit.recovery import sweep_dead_runs
-    from patchit.recurrence import at_head
+    from patchit.text.inputs import input_exists
 
     path = Path(target)
     if not input_exists(path) and looks_like_incident_id(target):
@@ -348,9 +348,9 @@ def _open_memory(ctx: click.Context) -> Memory:
 def _damage_notes(home: Path, said: list[str]) -> list[str]:
     """One line per damaged memory or spool file moved aside and still kept (but those the
     lines already `said` name)."""
-    from patchit.dbfiles import quarantined
     from patchit.intake.spool import spool_path
     from patchit.memory import DB_RELATIVE_PATH
+    from patchit.state.dbfiles import quarantined
 
     notes = []
     for what, path in (("attempt memory", home / DB_RELATIVE_PATH), ("spool", spool_path(home))):

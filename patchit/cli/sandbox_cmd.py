@@ -63,7 +63,7 @@ def clean(
     database, by the same rules (its label: the schema's comment, or its owner table's).
     """
     from patchit.errors import BadInputError
-    from patchit.harnesses.dbt_sf import sweep as sf_sweep
+    from patchit.harnesses.dbt.sf import sweep as sf_sweep
     from patchit.sandbox.dbt_profile import project_target
     from patchit.sandbox.pg_orphans import sweep, sweep_clones, sweep_roles
     from patchit.sandbox.postgres import PgWarehouse, is_postgres

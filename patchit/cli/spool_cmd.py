@@ -17,7 +17,7 @@ import click
 
 from patchit.errors import BadInputError, SpoolError
 from patchit.intake.spool import FALLBACK_NAME, IMPORTING_MARK, Spool, spool_where
-from patchit.liveness import claimer_judge
+from patchit.state.liveness import claimer_judge
 from patchit.state.pg import StateDbError
 
 STATES = ("pending", "taken", "done", "bad")

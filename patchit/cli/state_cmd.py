@@ -37,7 +37,7 @@ def import_(ctx: click.Context, source: Path, dry_run: bool) -> None:
     """
     from patchit.errors import BadInputError
     from patchit.state.url import STATE_URL_ENV, deployment_file, mask_url, state_url
-    from patchit.state_import import import_state
+    from patchit.worker.state_import import import_state
 
     home = home_of(ctx)
     url = state_url(home)

@@ -35,7 +35,7 @@ def worker(ctx: click.Context, once: bool, poll_s: float, batch_size: int) -> No
 
     previous = {s: signal.signal(s, request_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        from patchit.worker import Worker  # loads the loop: only when the worker runs
+        from patchit.worker.worker import Worker  # loads the loop: only when the worker runs
 
         runner = Worker(home_of(ctx), say=say_text, batch_size=batch_size)
         stats = runner.run(once=once, poll_s=poll_s, stop=lambda: bool(stopping))

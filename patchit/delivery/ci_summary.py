@@ -19,7 +19,7 @@ from pathlib import Path
 from patchit.delivery.forge import MAX_BODY_CHARS
 from patchit.delivery.pr_review import SUMMARY_MARKER
 from patchit.memory.records import Incident
-from patchit.redaction import redact
+from patchit.text.redaction import redact
 
 REPORT_CHARS = 20_000  # per incident: a few incidents fit one comment
 

@@ -4,7 +4,7 @@ Only a fix that is verified, policy-clean under today's policy and clean in the 
 leaves the machine. The body is the incident's Markdown report; the token comes from
 `GITHUB_TOKEN` and is never stored, logged or written into the body. Where the token goes
 (`[delivery] provider`, `repo`, `api_url`, `remote`) is the operator's to say, never a
-repository's (`patchit.settings`).
+repository's (`patchit.policy.settings`).
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from patchit.delivery.forge import Forge, ForgeError, PullRequest, PullRequestDr
 from patchit.delivery.github import GitHubForge
 from patchit.errors import BadInputError, PatchitError
 from patchit.evidence.redact import redact
-from patchit.home import resolve_home
 from patchit.intake.worktree_snapshot import is_snapshot
 from patchit.memory import Memory
 from patchit.memory.deliveries import Delivery
 from patchit.memory.records import Incident, IncidentStatus
 from patchit.policy.policy import check_path
 from patchit.policy.renames import count_files
+from patchit.policy.settings import incident_settings
 from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import run_git
-from patchit.settings import incident_settings
+from patchit.state.home import resolve_home
 
 TOKEN_ENV = "GITHUB_TOKEN"
 ForgeFactory = Callable[[DeliveryConfig, str], Forge]

@@ -29,14 +29,14 @@ from patchit.config import PatchitConfig
 from patchit.delivery.airflow_runs import AirflowApi, record_airflow_runs, unit_key
 from patchit.errors import PatchitError
 from patchit.events.model import UniversalFailureEvent
-from patchit.home import resolve_home
 from patchit.memory import Memory
 from patchit.memory.lifecycle import Trigger
 from patchit.memory.outcomes import Outcome, UnitRun
 from patchit.memory.records import Incident, IncidentStatus
+from patchit.policy.settings import incident_settings
 from patchit.reports.refresh import refresh_report
 from patchit.sandbox.git import is_ancestor, run_git
-from patchit.settings import incident_settings
+from patchit.state.home import resolve_home
 
 Say = Callable[[str], None]
 TRACKED = (None, "pending", "fixed")

@@ -1,7 +1,7 @@
 """`UniversalFailureEvent`: one failed unit (a dbt node, an Airflow task, ...), versioned.
 
 An event is redacted as it is built: whatever intake made it (the spool, an event file, the dbt
-wrapper), every text in it has passed through `patchit.redaction` (secrets masked with the
+wrapper), every text in it has passed through `patchit.text.redaction` (secrets masked with the
 secret-named environment values of this process, lone surrogates escaped, sizes capped), so
 the memory, the reports and the model only ever see the redacted event.
 """
@@ -25,8 +25,8 @@ from pydantic import (
 )
 
 from patchit.errors import BadInputError
-from patchit.inputs import read_input_json, shown
-from patchit.redaction import clean_text, environment_secrets, scrub
+from patchit.text.inputs import read_input_json, shown
+from patchit.text.redaction import clean_text, environment_secrets, scrub
 
 SCHEMA_VERSION = 1
 MAX_EVENT_BYTES = 64 * 1024 * 1024
@@ -230,7 +230,7 @@ def event_json_schema() -> dict[str, Any]:
 
 def load_event(path: Path) -> UniversalFailureEvent:
     """Read one event file; any defect is a BadInputError naming the file (a FIFO or a device
-    is refused unopened, see `patchit.inputs`)."""
+    is refused unopened, see `patchit.text.inputs`)."""
     try:
         data = read_input_json(path, MAX_EVENT_BYTES, what="event file")
     except BadInputError as exc:

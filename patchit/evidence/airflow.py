@@ -32,7 +32,7 @@ from patchit.evidence.pylog import (
     repo_runtime_frame,
 )
 from patchit.evidence.redact import environment_secrets, redact_model
-from patchit.inputs import as_path, read_input_text_or_none
+from patchit.text.inputs import as_path, read_input_text_or_none
 
 MODULES_BUDGET_CHARS = 60_000
 MODULE_MAX_CHARS = 30_000

@@ -33,7 +33,7 @@ from patchit.evidence.project_index import index_project, load_yaml_text, read_p
 from patchit.evidence.redact import dbt_profile_secrets, environment_secrets, redact_model
 from patchit.evidence.type_drift import data_file_type_changes
 from patchit.evidence.yaml_marks import yaml_error_mark
-from patchit.inputs import (
+from patchit.text.inputs import (
     as_dict,
     as_list,
     as_path,

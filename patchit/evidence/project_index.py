@@ -18,7 +18,7 @@ from ruamel.yaml.error import YAMLError
 
 from patchit.errors import BadInputError
 from patchit.evidence.model import ProjectIndex
-from patchit.inputs import (
+from patchit.text.inputs import (
     as_dict,
     as_str,
     is_regular_file,

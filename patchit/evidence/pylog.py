@@ -16,7 +16,7 @@ from pathlib import Path
 
 from patchit.events.model import RuntimeFrame, RuntimeValue
 from patchit.evidence.model import TracebackFrame
-from patchit.inputs import read_input_text_or_none
+from patchit.text.inputs import read_input_text_or_none
 
 LOG_TAIL_BYTES = 2_000_000
 DEFAULT_BUDGET_CHARS = 8_000

@@ -1,6 +1,6 @@
 """Redaction of evidence: the profile's literal secrets, and every text field of an `Evidence`.
 
-The patterns themselves live in `patchit.redaction` (standard library only, so the Airflow
+The patterns themselves live in `patchit.text.redaction` (standard library only, so the Airflow
 callback can use them); this module adds what needs YAML and the evidence model.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 from patchit.evidence.model import Evidence
-from patchit.inputs import read_input_text_or_none
-from patchit.redaction import MASK, environment_secrets, is_secret_name, redact, scrub
+from patchit.text.inputs import read_input_text_or_none
+from patchit.text.redaction import MASK, environment_secrets, is_secret_name, redact, scrub
 
 __all__ = [
     "MASK",

@@ -1,8 +1,8 @@
 """Compare an Airflow task's outputs between baseline and candidate runs.
 
-The outputs are what `airflow_runner` records: every XCom of the run (the task's return value
-is its `return_value` XCom) and every file created or changed under the worktree and the
-scratch dir, each as a hash of its content with sandbox paths normalised. An output that two
+The outputs are what `patchit.harnesses.airflow.runner` records: every XCom of the run (the task's
+return value is its `return_value` XCom) and every file created or changed under the worktree and
+the scratch dir, each as a hash of its content with sandbox paths normalised. An output that two
 baseline runs disagree on is unstable and left out.
 """
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from patchit.markdown import code, fence
+from patchit.text.markdown import code, fence
 
 CheckStatus = Literal["same", "differs", "no_baseline", "not_run", "error"]
 # same: equal (unstable columns excluded); meant: differs only where the breaking diff meant;

@@ -19,8 +19,8 @@ from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.packages import package_path
 from patchit.harnesses.base import Verification, Workspace
-from patchit.harnesses.dbt_prepare import sandbox_paths
-from patchit.harnesses.dbt_units import RUN_NODES_FILE
+from patchit.harnesses.dbt.preparation import sandbox_paths
+from patchit.harnesses.dbt.units import RUN_NODES_FILE
 from patchit.sandbox.dbt_profile import resolve_dbt_target, sandbox_db_location
 from patchit.sandbox.pg_clone import with_dbname
 

@@ -34,7 +34,7 @@ from patchit.config import PatchitConfig, SandboxConfig
 from patchit.errors import HarnessError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.redact import environment_secrets, redact
-from patchit.harnesses.airflow import repo_relative
+from patchit.harnesses.airflow.harness import repo_relative
 from patchit.harnesses.base import Screening, Verification, Workspace
 from patchit.harnesses.process import run_sandboxed, scrubbed_env
 from patchit.sandbox.envrefs import referenced_env_names

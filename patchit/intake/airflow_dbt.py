@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from patchit.dbt_args import option_value
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
-from patchit.inputs import as_list, as_path, is_regular_file, read_input_json_or_none
 from patchit.intake.dbt import events_from_run, record_from_run_results
+from patchit.text.dbt_args import option_value
+from patchit.text.inputs import as_list, as_path, is_regular_file, read_input_json_or_none
 
 # without the task's start time, accept results written shortly before the failure only
 UNKNOWN_START_WINDOW = timedelta(hours=1)

@@ -11,7 +11,6 @@ from typing import Any
 
 import yaml
 
-from patchit.dbt_args import dbt_command, option_value
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.evidence.packages import package_path
 from patchit.evidence.redact import (
@@ -20,9 +19,10 @@ from patchit.evidence.redact import (
     profile_secrets,
     redact,
 )
-from patchit.inputs import as_dict, as_list, as_path, as_str, is_regular_file
 from patchit.intake.dbt_run import project_name
 from patchit.intake.gitinfo import read_remote_url
+from patchit.text.dbt_args import dbt_command, option_value
+from patchit.text.inputs import as_dict, as_list, as_path, as_str, is_regular_file
 
 FAILED_STATUSES = {"error", "fail", "runtime error"}
 # "Model 'model.shop.orders' (models/marts/orders.sql) depends on ..." and friends

@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from patchit.dbt_args import option_value
 from patchit.errors import BadInputError
 from patchit.intake.dbt_child_env import FAILED_FD_ENV, INVOCATION_ENV, SPOOL_ENV
+from patchit.text.dbt_args import option_value
 
 
 def check_dbt_installed() -> None:

@@ -8,7 +8,7 @@ dbt's summary line, not after the child's exit and the wrapper's own start of he
 second on a busy machine, in which a killed wrapper lost it). The row ids go back in the
 record (`spooled`); the wrapper heals the failures and marks the rows done, or, killed, leaves
 them to a worker, which takes a dead owner's rows. Where the child could not spool, the
-wrapper does (`patchit.dbt_wrapper.spool_failures`).
+wrapper does (`patchit.worker.dbt_wrapper.spool_failures`).
 """
 
 from __future__ import annotations

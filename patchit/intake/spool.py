@@ -6,7 +6,7 @@ scan`) only INSERT a JSON event dict, with a short busy timeout, so they never w
 worker. Workers claim rows inside one `BEGIN IMMEDIATE` transaction, so two workers never take
 the same row. A row's life: `pending` -> `taken` -> `done` | `bad` (kept, with the reason, for
 inspection; `patchit spool retry` puts it back). A `taken` row whose worker is known to be
-dead (`patchit.liveness.claimer_is_dead`: its pid, where it means that process) or whose lease
+dead (`patchit.state.liveness.claimer_is_dead`: its pid, where it means that process) or whose lease
 ran out is claimed again; one whose workers died `MAX_CLAIMS` times while processing it is
 marked `bad` (it is what kills them). Only the rows being processed when a worker dies count
 it (`Spool.charge`), not the rest of its batch.
@@ -14,9 +14,9 @@ it (`Spool.charge`), not the rest of its batch.
 A producer never drops an event: when the spool is locked past its busy timeout or damaged, the
 event is appended to `spool/fallback.jsonl` beside it, which the worker imports (exactly once:
 the import and its record commit in one transaction). A damaged spool is moved aside by the
-worker (`patchit.dbfiles`), never emptied in place.
+worker (`patchit.state.dbfiles`), never emptied in place.
 
-Nothing reaches the file unredacted: every payload passes through `patchit.redaction` (with
+Nothing reaches the file unredacted: every payload passes through `patchit.text.redaction` (with
 the secret-named environment values of the process that writes it), whoever the producer is.
 
 With a state URL (`patchit.state.url`) the same rows live in Postgres (`patchit.intake.spool_pg`:
@@ -38,7 +38,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from patchit.home import resolve_home
 from patchit.intake.spool_files import BAD_AFTER_CLAIMS as BAD_AFTER_CLAIMS
 from patchit.intake.spool_files import FALLBACK_NAME as FALLBACK_NAME
 from patchit.intake.spool_files import IMPORTING_MARK as IMPORTING_MARK
@@ -54,6 +53,7 @@ from patchit.intake.spool_store import SpoolConn as SpoolConn
 from patchit.intake.spool_store import SpoolDamaged as SpoolDamaged
 from patchit.intake.spool_store import SpooledEvent as SpooledEvent
 from patchit.intake.spool_store import spool_where as spool_where
+from patchit.state.home import resolve_home
 from patchit.state.pg import StateDbError, StateUnavailableError
 from patchit.state.url import StateUrlError, state_url
 

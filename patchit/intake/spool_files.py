@@ -23,14 +23,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from patchit.dbfiles import inode_of
-from patchit.redaction import environment_secrets, scrub
+from patchit.state.dbfiles import inode_of
+from patchit.text.redaction import environment_secrets, scrub
 
 SPOOL_RELATIVE_PATH = Path("spool") / "spool.sqlite3"
 FALLBACK_NAME = "fallback.jsonl"
 IMPORTING_MARK = ".importing-"
 DAMAGED_DIR = "damaged"  # under spool/: fallback lines too long to be an event, kept whole
-# a spooled event is capped far below this (`patchit.redaction.scrub`): a longer line is damage
+# a spooled event is capped far below this (`patchit.text.redaction.scrub`): a longer line is damage
 MAX_LINE_BYTES = 16 * 1024 * 1024
 LINE_HEAD_BYTES = 4096  # what the bad row of a line moved aside keeps of it
 MAX_CLAIMS = 5

@@ -15,15 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from patchit.dbfiles import (
-    create_atomically,
-    damage_of,
-    inode_of,
-    is_corruption,
-    moved_aside_line,
-    quarantine,
-    quick_check,
-)
 from patchit.intake.spool_files import (
     BAD_AFTER_CLAIMS,
     MAX_CLAIMS,
@@ -36,10 +27,19 @@ from patchit.intake.spool_files import (
     spool_payload,
     spool_schema,
 )
-from patchit.liveness import claimer_judge
-from patchit.redaction import clean_text, environment_secrets, redact
+from patchit.state.dbfiles import (
+    create_atomically,
+    damage_of,
+    inode_of,
+    is_corruption,
+    moved_aside_line,
+    quarantine,
+    quick_check,
+)
+from patchit.state.liveness import claimer_judge
 from patchit.state.pg import PgConn, StateDbError
 from patchit.state.url import StateUrlError, mask_url, state_url
+from patchit.text.redaction import clean_text, environment_secrets, redact
 
 WORKER_BUSY_TIMEOUT_S = 30.0
 

@@ -7,8 +7,8 @@ from pathlib import Path, PurePosixPath
 
 from patchit.errors import BadInputError
 from patchit.events.model import FailureSource, UniversalFailureEvent
-from patchit.inputs import as_path, input_exists, is_directory, read_input_json, shown
 from patchit.sandbox.git import repo_root, run_git
+from patchit.text.inputs import as_path, input_exists, is_directory, read_input_json, shown
 
 # a revision git can take as one argument: never an option, never a control character
 _REVISION = re.compile(r"[\w./@^~{}+-]{1,200}")

@@ -8,7 +8,7 @@ or `make_failure_callback(home=..., repos={"bundle": "/repo"}, extra={...})` for
 It runs in the task process after the terminal state was sent, or in the DAG processor with a
 `reason` instead of an `exception` for killed and timed-out tasks. It must be cheap and safe:
 standard library only (this module and what it imports), one INSERT into the SQLite spool
-(which redacts secrets before writing: `patchit.redaction`), never raises into Airflow (not
+(which redacts secrets before writing: `patchit.text.redaction`), never raises into Airflow (not
 even a `SystemExit` from a property of the context; only `KeyboardInterrupt` passes), never
 heals here (`patchit worker` does). The dict it writes
 validates as `patchit.events.model.UniversalFailureEvent` (schema_version 1).
@@ -45,8 +45,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from patchit.dbt_args import dbt_args_in_shell, option_value, runs_dbt_in_shell
-from patchit.home import resolve_home
 from patchit.intake.frame_locals import failing_frame_locals
 from patchit.intake.gitinfo import find_git_root, read_branch, read_head, read_remote_url
 from patchit.integrations.airflow_keep import keep as _keep
@@ -58,7 +56,9 @@ from patchit.integrations.airflow_trigger import (
     resolve_heal_settings,
     trigger_heal,
 )
-from patchit.redaction import clean_text, redact
+from patchit.state.home import resolve_home
+from patchit.text.dbt_args import dbt_args_in_shell, option_value, runs_dbt_in_shell
+from patchit.text.redaction import clean_text, redact
 
 DISABLE_ENV = "PATCHIT_CALLBACK_DISABLED"
 CAPTURE_LOCALS_ENV = "PATCHIT_CAPTURE_LOCALS"

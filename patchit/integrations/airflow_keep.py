@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from patchit.intake.spool import fallback_path, spool_event, spool_path
-from patchit.redaction import clean_text, redact
+from patchit.text.redaction import clean_text, redact
 
 KEEP_TRIES = 3
 KEEP_WAITS_S = (0.1, 0.3)  # between the tries

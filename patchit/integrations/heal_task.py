@@ -1,6 +1,6 @@
 """What the `patchit_heal` DAG's task does, without Airflow: take the failure event from the
 run's conf and heal it as `patchit worker --once` heals a spooled event
-(`patchit.worker.Worker.heal_payloads`: the same parsing, dbt conversion, grouping by cause
+(`patchit.worker.worker.Worker.heal_payloads`: the same parsing, dbt conversion, grouping by cause
 and loop), with the state the worker resolves for `home` (`PATCHIT_HOME` by default).
 
 The event is not spooled on the way: the run's conf keeps it until the task ends, and an
@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from patchit.context import build_context
 from patchit.errors import BadInputError, PatchitError, one_line
 from patchit.events.model import validate_event
-from patchit.home import resolve_home
 from patchit.integrations.airflow import DISABLE_ENV
-from patchit.worker import MakeContext, Worker
+from patchit.loop.context import build_context
+from patchit.state.home import resolve_home
+from patchit.worker.worker import MakeContext, Worker
 
 Say = Callable[[str], None]
 

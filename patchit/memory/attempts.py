@@ -10,7 +10,7 @@ from typing import Protocol
 from patchit.memory.diffs import diff_hash
 from patchit.memory.records import AttemptOutcome, AttemptRecord, PriorAttempt
 from patchit.memory.sqlite import SqliteStore, now_utc
-from patchit.redaction import Redactor, environment_secrets
+from patchit.text.redaction import Redactor, environment_secrets
 
 TRIED_OUTCOMES = ("verified", "failed", "needs_review")
 _TRIED = ", ".join("?" * len(TRIED_OUTCOMES))

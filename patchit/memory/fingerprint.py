@@ -6,7 +6,7 @@ drift. The attempt memory is keyed on it (attempt limits, repeated diffs, failed
 
 `cause_key` drops the unit's identity, so the nodes of one dbt invocation that fail for the same
 reason become one incident, and the same failure on the next schedule finds that incident again.
-`change_key` is the key of an incident opened for a breaking change (`patchit.change_groups`):
+`change_key` is the key of an incident opened for a breaking change (`patchit.loop.change_groups`):
 the units one change broke share it whatever their errors; the cause key is what is left when
 no change touched what a unit reads.
 """
@@ -184,7 +184,7 @@ def cause_key(event: UniversalFailureEvent) -> str:
 
 
 def change_key(event: UniversalFailureEvent, commits: Iterable[str], files: Iterable[str]) -> str:
-    """Stable id of a breaking change (`patchit.change_groups`): the commits that touched the
+    """Stable id of a breaking change (`patchit.loop.change_groups`): the commits that touched the
     files the failing units read, and those files, in one pipeline. The error text is not in
     it: units failing differently for one change share it, and a new breaking commit does not.
     """

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from patchit.memory.records import IncidentStatus
 from patchit.memory.store import Memory
-from patchit.redaction import environment_secrets, redact
+from patchit.text.redaction import environment_secrets, redact
 
 
 class LlmPurpose(StrEnum):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from patchit.dbfiles import damage_of, quick_check
+from patchit.state.dbfiles import damage_of, quick_check
 from patchit.state.url import StateUrlError, state_url
 
 DB_RELATIVE_PATH = Path("memory") / "attempts.sqlite3"

@@ -6,7 +6,7 @@ With a state URL (`patchit.state.url`) the same store runs on Postgres: `db` is 
 use, `?` SQL translated), and `BEGIN IMMEDIATE` takes the memory's advisory lock, so writes
 that read first (incident grouping, leases) stay one at a time across every host.
 
-A new memory file is built aside and linked into place (`patchit.dbfiles`), so a 0-byte or
+A new memory file is built aside and linked into place (`patchit.state.dbfiles`), so a 0-byte or
 otherwise damaged file is never mistaken for a new one: it is moved aside with a timestamp,
 a new one is started, and `notices` carries the one line the caller reports.
 """
@@ -22,7 +22,10 @@ from typing import Any, Self, cast
 
 from sqlite_utils import Database
 
-from patchit.dbfiles import (
+from patchit.errors import BadInputError, MemoryStoreError
+from patchit.memory.migrations import apply_migrations
+from patchit.memory.runlog import DB_RELATIVE_PATH as DB_RELATIVE_PATH  # re-exported
+from patchit.state.dbfiles import (
     create_atomically,
     damage_of,
     inode_of,
@@ -31,9 +34,6 @@ from patchit.dbfiles import (
     quarantine,
     quick_check,
 )
-from patchit.errors import BadInputError, MemoryStoreError
-from patchit.memory.migrations import apply_migrations
-from patchit.memory.runlog import DB_RELATIVE_PATH as DB_RELATIVE_PATH  # re-exported
 from patchit.state.pg import MEMORY_LOCK_KEY, StateDbError
 from patchit.state.url import mask_url, state_url
 

@@ -19,7 +19,6 @@ from sqlite_utils import Database
 
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent, repo_identity
-from patchit.liveness import claimer_is_dead, claimer_judge
 from patchit.memory.attempts import AttemptStore
 from patchit.memory.deliveries import DeliveryStore
 from patchit.memory.lifecycle import Trigger, next_status
@@ -27,7 +26,8 @@ from patchit.memory.outcomes import OutcomeStore
 from patchit.memory.records import Incident, IncidentStatus
 from patchit.memory.sqlite import DB_RELATIVE_PATH as DB_RELATIVE_PATH  # re-exported
 from patchit.memory.sqlite import now_utc
-from patchit.redaction import environment_secrets, redact
+from patchit.state.liveness import claimer_is_dead, claimer_judge
+from patchit.text.redaction import environment_secrets, redact
 
 _UPDATABLE = {
     "fingerprint", "classification", "branch", "report_md", "report_json",

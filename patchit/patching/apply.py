@@ -16,10 +16,10 @@ import os
 from pathlib import Path
 
 from patchit.errors import BadInputError, PatchitError
-from patchit.inputs import input_exists, is_regular_file, read_input_bytes, shown
 from patchit.patching.base import Edit
 from patchit.patching.lineends import in_convention_of, match_edit, split_lines
-from patchit.redaction import clean_text
+from patchit.text.inputs import input_exists, is_regular_file, read_input_bytes, shown
+from patchit.text.redaction import clean_text
 
 _PATH_MAX, _NAME_MAX = 4096, 255
 

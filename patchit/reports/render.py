@@ -1,8 +1,8 @@
 """Render a `RootCauseReport` to Markdown, JSON and HTML under `$PATCHIT_HOME/reports/`.
 
-A report is redacted once more as it is written (`patchit.redaction`): it quotes errors,
+A report is redacted once more as it is written (`patchit.text.redaction`): it quotes errors,
 outputs and diffs, and a report is what gets pasted into tickets. The Markdown one is also a
-pull request's body: what it quotes is escaped or fenced (`patchit.markdown`).
+pull request's body: what it quotes is escaped or fenced (`patchit.text.markdown`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from patchit.markdown import Safe, code, escape_html, escape_outside_fences, fence
-from patchit.redaction import environment_secrets, scrub
 from patchit.reports.html import render_html
 from patchit.reports.model import RootCauseReport
+from patchit.text.markdown import Safe, code, escape_html, escape_outside_fences, fence
+from patchit.text.redaction import environment_secrets, scrub
 
 
 def _escaped(value: object) -> object:

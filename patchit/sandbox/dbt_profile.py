@@ -16,12 +16,12 @@ import jinja2
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from patchit.dbt_args import option_value
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
-from patchit.inputs import parsed_once
 from patchit.sandbox import snowflake
 from patchit.sandbox.postgres import is_postgres, sandbox_output
+from patchit.text.dbt_args import option_value
+from patchit.text.inputs import parsed_once
 
 _MISSING = object()
 

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from patchit.errors import HarnessError
-from patchit.liveness import placed_owner
 from patchit.sandbox.postgres import (
     connect_args,
     dbname_of,
@@ -36,6 +35,7 @@ from patchit.sandbox.postgres import (
     owner_comment,
     quote_ident,
 )
+from patchit.state.liveness import placed_owner
 
 CLONE_PREFIX = "patchit_db_"
 CLONE_NAME = re.compile(r"^patchit_db_[0-9a-f]{12}$")

@@ -1,7 +1,7 @@
 """Sandbox schemas that a killed heal left in the user's Postgres database, and their sweep.
 
 Every `patchit_<12 hex>` schema patchit makes carries a comment naming its owner, the process
-that made it (`patchit.liveness.placed_owner`: `host:pid:start:<boot id>/<pid namespace>`),
+that made it (`patchit.state.liveness.placed_owner`: `host:pid:start:<boot id>/<pid namespace>`),
 and when, by the server's clock:
 
     patchit sandbox: dropped when the heal ends; safe to drop;
@@ -33,11 +33,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from patchit.errors import HarnessError
-from patchit.liveness import owner_here, placed_owner_is_dead
 from patchit.sandbox.pg_clone import CLONE_PREFIX, clones, drop_clone
 from patchit.sandbox.pg_role import ROLE_PREFIX, drop_role, roles
 from patchit.sandbox.postgres import COMMENT_HEAD, PgWarehouse, SchemaInUse
 from patchit.sandbox.postgres import owner_comment as owner_comment  # re-exported
+from patchit.state.liveness import owner_here, placed_owner_is_dead
 
 MAX_AGE_S = 24 * 3600.0
 _OWNED = re.compile(r"; owner=(?P<owner>[^;\s]+); created=(?P<created>\d{4}-\d\d-\d\dT[\d:]+Z)$")

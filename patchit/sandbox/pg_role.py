@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from patchit.errors import HarnessError
-from patchit.liveness import placed_owner
 from patchit.sandbox.postgres import (
     SANDBOX_NAME,
     SANDBOX_PREFIX,
@@ -51,6 +50,7 @@ from patchit.sandbox.postgres import (
     owner_comment,
     quote_ident,
 )
+from patchit.state.liveness import placed_owner
 
 ROLE_PREFIX = "patchit_r_"
 ROLE_NAME = re.compile(r"^patchit_r_[0-9a-f]{12}$")

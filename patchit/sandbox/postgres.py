@@ -5,7 +5,7 @@ candidate's scratch dir, so the same workspace always gets the same schema, and 
 share one). dbt builds the selected models there and resolves every unselected `ref()` to the
 user's relation through `--defer --state <the failing run's manifest>`: the user's relations are
 read, never written. A model whose custom `generate_schema_name` would route it out of the
-sandbox is refused before anything is built (`patchit.harnesses.dbt_pg`).
+sandbox is refused before anything is built (`patchit.harnesses.dbt.pg`).
 
 patchit's own connection does three things only: create and drop sandbox schemas (names that
 match `SANDBOX_NAME`, and dbt's `<schema>_<custom>` schemas derived from them), list the
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from patchit.errors import HarnessError
-from patchit.liveness import placed_owner
+from patchit.state.liveness import placed_owner
 
 SANDBOX_PREFIX = "patchit_"
 SANDBOX_NAME = re.compile(r"^patchit_[0-9a-f]{12}$")

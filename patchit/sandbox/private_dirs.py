@@ -2,7 +2,7 @@
 are: `<prefix><owner>-<random>`, where `owner` is `liveness.run_owner()` (host, pid, start
 time). The dbt harness keeps the failing run's parse (rendered vars, secrets too) in such
 dirs and removes them when it closes; those of a process killed before that are removed by
-the next run's recovery sweep (`patchit.recovery`) or the next harness that makes one."""
+the next run's recovery sweep (`patchit.loop.recovery`) or the next harness that makes one."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from patchit.liveness import owner_is_dead, run_owner
+from patchit.state.liveness import owner_is_dead, run_owner
 
 # (area under $PATCHIT_HOME, prefix): the parses an older patchit kept per lineage (swept
 # only: none are made any more), and the dbt harness's copies of the failing run's parse

@@ -1,7 +1,7 @@
 """Whether the operator's `[sandbox] sf_role` may write the user's schemas, read from the
 role's grants before any candidate SQL runs as it.
 
-Candidates' dbt runs as `[sandbox] sf_role` (`patchit.harnesses.dbt_sf`): a hook is any SQL,
+Candidates' dbt runs as `[sandbox] sf_role` (`patchit.harnesses.dbt.sf`): a hook is any SQL,
 so the role is the boundary, and a role that may write a relation of the user's (a DBA's
 generous grant, an inherited SYSADMIN) would let a candidate write it. Before the first
 candidate runs, `show grants to role <role>` and `show future grants to role <role>` are read,

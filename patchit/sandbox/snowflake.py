@@ -7,15 +7,15 @@ there and resolves every unselected `ref()` to the user's relation through `--de
 <the failing run's manifest>`: nothing is copied, the user's relations are read, never written.
 Where a selected incremental model or snapshot must build on what it has, its table is cloned
 into the sandbox first (`create table ... clone ...`: zero-copy, free until written), as the
-Postgres sandbox copies it (`patchit.harnesses.dbt_sf`). The guard of `patchit.harnesses.dbt_pg`
+Postgres sandbox copies it (`patchit.harnesses.dbt.sf`). The guard of `patchit.harnesses.dbt.pg`
 refuses a build that `generate_schema_name` would route out of the sandbox.
 
 The sandbox lives in the user's database. A database of patchit's own (a zero-copy
 `create database ... clone`, where the role may create one) is the next step: the emulator
 the tests run on (fakesnow 0.12) makes such a clone empty, so it cannot be verified here.
 
-Each schema is labelled with its owner (`patchit.liveness.placed_owner`) and the server's time,
-in the comment Postgres's sandbox schemas carry (`patchit.sandbox.postgres.owner_comment`),
+Each schema is labelled with its owner (`patchit.state.liveness.placed_owner`) and the server's
+time, in the comment Postgres's sandbox schemas carry (`patchit.sandbox.postgres.owner_comment`),
 judged by the same rules when a later run sweeps a killed run's schemas. Snowflake keeps a
 schema's comment; the emulator does not, so the label is also the one row of a table
 `PATCHIT_SANDBOX_OWNER` inside the schema, read when the comment is empty.
@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from patchit.errors import HarnessError
-from patchit.liveness import placed_owner
 from patchit.sandbox.postgres import owner_comment
+from patchit.state.liveness import placed_owner
 
 SANDBOX_PREFIX = "PATCHIT_"
 SANDBOX_NAME = re.compile(r"^PATCHIT_[A-Z0-9]+_[A-Z0-9]+$")

@@ -143,6 +143,6 @@ def test_a_kept_workdir_is_reused_by_the_next_run_of_the_same_size(tmp_path: Pat
 
 
 def _warmless() -> Any:
-    from patchit.harnesses.dbt import DbtHarness
+    from patchit.harnesses.dbt.harness import DbtHarness
 
     return DbtHarness(warm=False)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from patchit.intake.spool import Spool, spool_path
 from patchit.memory import Memory
-from patchit.worker import Worker
+from patchit.worker.worker import Worker
 from tests.memory.test_store import event
 
 

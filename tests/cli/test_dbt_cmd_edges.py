@@ -106,7 +106,7 @@ def test_an_unusable_home_is_one_line_before_dbt(project: Path, tmp_path: Path) 
 
 HOST = """
 import sys
-import patchit.loop  # noqa: F401  (as after a heal: the machinery is loaded)
+import patchit.loop.loop  # noqa: F401  (as after a heal: the machinery is loaded)
 from patchit.cli import dbt_cmd
 import patchit.cli.main  # noqa: F401
 entry = sys.modules["patchit.cli.main"]

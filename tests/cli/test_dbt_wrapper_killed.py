@@ -1,7 +1,7 @@
 """A `patchit dbt -- build` wrapper killed once dbt has exited loses no failure: the failed
 nodes are spooled before anything else, taken by the wrapper, and a worker takes them once the
 wrapper is dead. Real dbt, real git, real SQLite; the kills are real SIGKILLs (at the
-`spooled` checkpoint of `patchit.faults`, and by a timer after dbt's summary line)."""
+`spooled` checkpoint of `patchit.loop.faults`, and by a timer after dbt's summary line)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from patchit.faults import FAULT_ENV
 from patchit.intake.spool import Spool
+from patchit.loop.faults import FAULT_ENV
 from patchit.memory import Memory
 from tests.cli.helpers import incidents, patchit
 from tests.conftest import git

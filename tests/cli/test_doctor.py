@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchit.config import SandboxConfig
-from patchit.doctor import check_bubblewrap, check_home, exit_code, run_checks
+from patchit.doctor.doctor import check_bubblewrap, check_home, exit_code, run_checks
 from patchit.sandbox import isolation
 from patchit.sandbox.isolation import Enforcement, bubblewrap_enforcement
 from tests.cli.helpers import patchit

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from patchit.config import SandboxConfig
-from patchit.doctor_home import check_free_space, check_secrets_hidden, check_writable
+from patchit.doctor.home import check_free_space, check_secrets_hidden, check_writable
 from tests.cli.helpers import patchit
 from tests.full_disk import fill, mount_tmpfs
 

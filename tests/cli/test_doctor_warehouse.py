@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from patchit.config import SandboxConfig
-from patchit.doctor_warehouse import check_warehouse, find_project
+from patchit.doctor.warehouse import check_warehouse, find_project
 from tests.cli.helpers import patchit
 from tests.pg_cluster import PgCluster, sandbox_databases
 from tests.state.conftest import fresh_database

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from patchit.cli import context as cli_context
-from patchit.context import Context, say_step
+from patchit.loop.context import Context, say_step
 
 
 def test_a_terminal_sees_the_elapsed_time(monkeypatch: pytest.MonkeyPatch) -> None:

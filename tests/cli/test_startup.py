@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("patchit.loop", "patchit.patching.llm", "anthropic", "dbt", "airflow")
+HEAVY = ("patchit.loop.loop", "patchit.patching.llm", "anthropic", "dbt", "airflow")
 # run in a fresh interpreter: the test process has imported everything already
 PROBE = """
 import json, sys
@@ -75,7 +75,7 @@ import json, sys
 from datetime import UTC, datetime
 from pathlib import Path
 import patchit.cli.dbt_cmd
-from patchit.dbt_wrapper import DbtRun, heal_dbt_run
+from patchit.worker.dbt_wrapper import DbtRun, heal_dbt_run
 from patchit.memory.runlog import RunLog
 
 home, repo = Path(sys.argv[1]), Path(sys.argv[2])
@@ -100,7 +100,7 @@ def test_a_green_dbt_run_loads_nothing_of_the_healing_machinery(tmp_path: Path) 
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     modules = set(json.loads(out.stdout))
-    heavy = (*HEAVY, "patchit.harnesses", "patchit.context", "patchit.sandbox.isolation",
+    heavy = (*HEAVY, "patchit.harnesses", "patchit.loop.context", "patchit.sandbox.isolation",
              "patchit.events", "patchit.cli.context", "rich", "pydantic",
              "sqlite_utils")  # fmt: skip
     assert loaded(modules, heavy) == []
@@ -116,9 +116,9 @@ def test_a_green_dbt_run_loads_nothing_of_the_healing_machinery(tmp_path: Path) 
 
 
 def test_a_green_run_creates_the_memory_when_there_is_none(tmp_path: Path) -> None:
-    from patchit.dbt_wrapper import record_green
     from patchit.memory import Memory
     from patchit.memory.runlog import RunLog, UnitRun
+    from patchit.worker.dbt_wrapper import record_green
 
     home = tmp_path / "home"
     assert not RunLog(home).record_green([UnitRun("r", "model.a.b", "c0", True)], None)

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 import patchit
-from patchit.harnesses.airflow_home import prepare_airflow_home
+from patchit.harnesses.airflow.home import prepare_airflow_home
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 PATCHIT_ROOT = Path(patchit.__file__).resolve().parents[1]

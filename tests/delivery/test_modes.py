@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from patchit.config import PatchitConfig
-from patchit.context import Context
 from patchit.delivery.approval import approve, reject
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.fake import FakeHarness
+from patchit.loop.context import Context
 from patchit.memory import Memory
 from tests.conftest import git
 from tests.delivery.github_server import FakeGitHub, serve

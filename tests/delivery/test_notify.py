@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from patchit.config import NotifyConfig, PatchitConfig
-from patchit.context import Context
 from patchit.delivery.notify import flush, notify
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.fake import FakeHarness
+from patchit.loop.context import Context
 from patchit.memory import Memory
 from tests.test_loop_fast import JOB, RIGHT, Scripted, edit, run
 

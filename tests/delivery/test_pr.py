@@ -15,9 +15,9 @@ from patchit.errors import BadInputError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.memory import Memory
 from patchit.patching.base import Edit, PatchCandidate
+from patchit.policy.settings import project_key
 from patchit.reports.model import RootCauseReport
 from patchit.reports.render import write_report
-from patchit.settings import project_key
 from tests.cli.helpers import incidents, patchit
 from tests.conftest import commit_all, git
 from tests.delivery.github_server import FakeGitHub, serve

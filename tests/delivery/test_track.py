@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchit.config import PatchitConfig
-from patchit.context import Context
 from patchit.delivery.track import track
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.fake import FakeHarness
+from patchit.loop.context import Context
 from patchit.memory import Incident, Memory
 from patchit.memory.outcomes import UnitRun
 from tests.conftest import git
@@ -147,7 +147,7 @@ def test_a_new_failure_in_a_first_run_that_brought_other_changes_is_not_the_fixs
 def test_the_worker_tracks_outcomes(
     event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
 ) -> None:
-    from patchit.worker import Worker
+    from patchit.worker.worker import Worker
 
     repo = Path(event.repo_path or "")
     incident = healed(event, memory, _patchit_home)

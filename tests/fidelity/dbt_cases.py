@@ -9,7 +9,7 @@ from pathlib import Path
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.fidelity import DataCheck, check_candidate
 from patchit.harnesses.base import Verification, Workspace
-from patchit.harnesses.dbt import DbtHarness
+from patchit.harnesses.dbt.harness import DbtHarness
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 from tests.conftest import commit_all, git

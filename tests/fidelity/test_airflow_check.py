@@ -11,8 +11,8 @@ import pytest
 
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.fidelity import DataCheck, check_candidate
-from patchit.harnesses.airflow import AirflowHarness
-from patchit.harnesses.airflow_home import ensure_template_db, template_db_path
+from patchit.harnesses.airflow.harness import AirflowHarness
+from patchit.harnesses.airflow.home import ensure_template_db, template_db_path
 from patchit.harnesses.base import Workspace
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 from tests.conftest import commit_all, git

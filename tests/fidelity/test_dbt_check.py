@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from patchit.harnesses.dbt import DbtHarness
+from patchit.harnesses.dbt.harness import DbtHarness
 from tests.conftest import commit_all, git
 from tests.fidelity.dbt_cases import AMOUNT, ORDERS, Incident, commit_edit, edit
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from patchit.config import SandboxConfig
-from patchit.harnesses import airflow_home
-from patchit.harnesses.airflow import AirflowHarness
-from patchit.harnesses.airflow_home import ensure_template_db, template_db_path
+from patchit.harnesses.airflow import home as airflow_home
+from patchit.harnesses.airflow.harness import AirflowHarness
+from patchit.harnesses.airflow.home import ensure_template_db, template_db_path
 from patchit.harnesses.base import Verification, Workspace
 from patchit.sandbox.isolation import bubblewrap_problem
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
@@ -255,7 +255,7 @@ class TestWarmAirflowHarness(HarnessContract):
 
 
 class TestFreshAirflowHarness:
-    """warm=False: one `python -m patchit.harnesses.airflow_runner` per candidate."""
+    """warm=False: one `python -m patchit.harnesses.airflow.runner` per candidate."""
 
     def test_judges_like_the_warm_harness(self, make_case: MakeCase) -> None:
         case = make_case("broken")

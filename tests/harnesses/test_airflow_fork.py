@@ -1,5 +1,6 @@
-"""The warm Airflow parent's preload (`airflow_fork.preload`'s parts), in a child process: what
-it builds once for every fork, and that none of it is a candidate's or touches a DB."""
+"""The warm Airflow parent's preload (`patchit.harnesses.airflow.fork.preload`'s parts), in a
+child process: what it builds once for every fork, and that none of it is a candidate's or
+touches a DB."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from patchit.harnesses.airflow_fork import RUN_MODULES
-from patchit.harnesses.airflow_warmup import WARM_DB_ENV
+from patchit.harnesses.airflow.fork import RUN_MODULES
+from patchit.harnesses.airflow.warmup import WARM_DB_ENV
 
 pytestmark = pytest.mark.slow
 
 PROBE = """
 import importlib, json, sys
-from patchit.harnesses.airflow_fork import RUN_MODULES, warm_orm
+from patchit.harnesses.airflow.fork import RUN_MODULES, warm_orm
 
 before = set(sys.modules)
 warm_orm()
@@ -99,7 +100,7 @@ def test_a_failed_warm_up_restarts_the_parent_cold(tmp_path: Path) -> None:
         WARM_DB_ENV: str(tmp_path / "missing.db"),
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "patchit.harnesses.airflow_fork"], env=env, cwd=tmp_path,
+        [sys.executable, "-m", "patchit.harnesses.airflow.fork"], env=env, cwd=tmp_path,
         input="", capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -114,7 +115,7 @@ def test_a_failed_warm_up_restarts_the_parent_cold(tmp_path: Path) -> None:
 # airflow.cfg, which only `python -m airflow` does.
 LIFESPAN_PROBE = """
 import json, weakref
-from patchit.harnesses.airflow_fork import preload
+from patchit.harnesses.airflow.fork import preload
 
 preload()
 from airflow.api_fastapi.execution_api.app import InProcessExecutionAPI

@@ -6,8 +6,8 @@ tests/test_loop_incident.py)."""
 from __future__ import annotations
 
 from patchit.events.model import UniversalFailureEvent
-from patchit.harnesses import airflow_runner
-from patchit.harnesses.airflow import AirflowHarness, incident_tasks, task_verdicts
+from patchit.harnesses.airflow import runner as airflow_runner
+from patchit.harnesses.airflow.harness import AirflowHarness, incident_tasks, task_verdicts
 
 
 def event(*related: str) -> UniversalFailureEvent:

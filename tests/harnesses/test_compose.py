@@ -16,14 +16,14 @@ from python_on_whales import DockerClient
 
 from patchit.errors import HarnessError
 from patchit.examples import AIRFLOW_PROJECT
-from patchit.harnesses.base import Workspace
-from patchit.harnesses.compose import (
+from patchit.harnesses.airflow.compose import (
     ComposeHarness,
     docker_client,
     docker_config_dir,
     engine_problem,
 )
-from patchit.harnesses.compose_plan import find_compose_file, task_script
+from patchit.harnesses.airflow.compose_plan import find_compose_file, task_script
+from patchit.harnesses.base import Workspace
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home
 from tests.conftest import ROOT, commit_all
 from tests.harnesses.airflow_fixtures import (

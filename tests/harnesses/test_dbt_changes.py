@@ -11,7 +11,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from patchit.harnesses.dbt_changes import (
+from patchit.harnesses.dbt.changes import (
     agrees_with_manifest,
     changed_node_names,
     file_checksum,
@@ -310,7 +310,7 @@ def test_paths_a_walk_cannot_match_fall_back(dirs: tuple[Path, Path, Path], path
     # the project file differs from the parse's, so the check falls back anyway; the walk's
     # own refusal is what protects a project whose file says so from the start
     from patchit.evidence.project_index import read_project_config
-    from patchit.harnesses.dbt_changes import _new_files
+    from patchit.harnesses.dbt.changes import _new_files
 
     assert _new_files(parse, tree, read_project_config(tree)) is None
 

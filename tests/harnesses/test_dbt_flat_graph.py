@@ -1,5 +1,5 @@
-"""dbt's `graph` with each node serialised on first read (`dbt_flat_graph`): the same dict as
-dbt's, each node's `to_dict` made once, and none made until read."""
+"""dbt's `graph` with each node serialised on first read (`patchit.harnesses.dbt.flat_graph`):
+the same dict as dbt's, each node's `to_dict` made once, and none made until read."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pickle
 import threading
 from typing import Any
 
-from patchit.harnesses.dbt_flat_graph import SECTIONS, LazySection, lazy_build_flat_graph
+from patchit.harnesses.dbt.flat_graph import SECTIONS, LazySection, lazy_build_flat_graph
 
 
 class _Node:

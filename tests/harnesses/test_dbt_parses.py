@@ -12,12 +12,12 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from patchit.harnesses.dbt_parses import ParseSeeds
-from patchit.harnesses.dbt_units import DbtOutcome, DbtSandbox
-from patchit.liveness import run_owner
+from patchit.harnesses.dbt.parses import ParseSeeds
+from patchit.harnesses.dbt.units import DbtOutcome, DbtSandbox
+from patchit.loop.recovery import sweep_dead_runs
 from patchit.memory import Memory
-from patchit.recovery import sweep_dead_runs
 from patchit.sandbox.snapshot import PARTIAL_PARSE_FILE
+from patchit.state.liveness import run_owner
 
 USER_ROOT = "/home/dana/shop"
 

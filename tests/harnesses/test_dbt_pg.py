@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 
 from patchit.errors import HarnessError
-from patchit.harnesses.dbt_pg import (
-    check_schemas,
-    listing_args,
-    seed_incrementals,
-    warehouse_note,
-)
-from patchit.harnesses.dbt_units import DbtSandbox
+from patchit.harnesses.dbt.pg import check_schemas, listing_args, seed_incrementals, warehouse_note
+from patchit.harnesses.dbt.units import DbtSandbox
 from patchit.sandbox.postgres import (
     PASSWORD_ENV,
     Copied,

@@ -1,4 +1,4 @@
-"""Where a warm dbt run's time goes (`dbt_phases`): each phase's own time, and one
+"""Where a warm dbt run's time goes (`patchit.harnesses.dbt.phases`): each phase's own time, and one
 verification's parts adding up to its total."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from patchit.harnesses import dbt_phases
+from patchit.harnesses.dbt import phases as dbt_phases
 
 
 def test_an_inner_phase_is_left_out_of_the_outer_one() -> None:

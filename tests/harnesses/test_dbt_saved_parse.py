@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from patchit.harnesses import dbt_saved_parse
+from patchit.harnesses.dbt import saved_parse as dbt_saved_parse
 
 pytestmark = pytest.mark.slow  # imports dbt
 

@@ -9,10 +9,10 @@ import pytest
 
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.evidence.redact import MASK
-from patchit.harnesses.dbt_changes import models_of_tests
-from patchit.harnesses.dbt_pg import PgSchemas
-from patchit.harnesses.dbt_prepare import prepare
-from patchit.harnesses.dbt_units import (
+from patchit.harnesses.dbt.changes import models_of_tests
+from patchit.harnesses.dbt.pg import PgSchemas
+from patchit.harnesses.dbt.preparation import prepare
+from patchit.harnesses.dbt.units import (
     FRESH,
     MAX_UNBUILT_SELECTORS,
     DbtOutcome,
@@ -301,8 +301,8 @@ def test_the_relations_are_read_once_per_incident_snapshot(
 ) -> None:
     import duckdb
 
-    from patchit.harnesses import dbt_prepare
     from patchit.harnesses.base import Workspace
+    from patchit.harnesses.dbt import preparation as dbt_prepare
 
     snapshot = tmp_path / "snapshot"
     snapshot.mkdir()

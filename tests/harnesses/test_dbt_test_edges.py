@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from patchit.harnesses.dbt_subset import selected_test_edges
+from patchit.harnesses.dbt.subset import selected_test_edges
 
 pytestmark = pytest.mark.slow  # imports dbt
 
@@ -95,7 +95,7 @@ _RUN = """
 import json, sys
 from dbt.cli.main import dbtRunner
 if sys.argv[1] == "tuned":
-    from patchit.harnesses import dbt_tuning
+    from patchit.harnesses.dbt import tuning as dbt_tuning
     dbt_tuning.install()
 res = dbtRunner().invoke(sys.argv[2:])
 rows = res.result.results

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from patchit.harnesses import dbt_tuning
+from patchit.harnesses.dbt import tuning as dbt_tuning
 
 pytestmark = pytest.mark.slow  # imports dbt
 
@@ -94,7 +94,7 @@ def test_a_subset_graph_is_dbt_s(seed: int) -> None:
 
     from dbt.graph.graph import Graph
 
-    from patchit.harnesses.dbt_subset import subset_graph
+    from patchit.harnesses.dbt.subset import subset_graph
 
     graph = _random_dag(seed)
     rng = random.Random(seed)
@@ -209,7 +209,7 @@ from types import SimpleNamespace
 from dbt.adapters.base.impl import BaseAdapter
 from dbt.adapters.duckdb.relation import DuckDBRelation
 from dbt.cli.main import dbtRunner
-from patchit.harnesses import dbt_tuning
+from patchit.harnesses.dbt import tuning as dbt_tuning
 manifest = dbtRunner().invoke(sys.argv[1:]).result
 nodes = [*manifest.nodes.values(), *manifest.sources.values()]
 adapter = SimpleNamespace(Relation=DuckDBRelation, config=SimpleNamespace(quoting={}))

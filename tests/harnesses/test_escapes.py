@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from patchit.config import resolve_home
-from patchit.harnesses.airflow import AirflowHarness
-from patchit.harnesses.airflow_home import ensure_template_db
+from patchit.harnesses.airflow.harness import AirflowHarness
+from patchit.harnesses.airflow.home import ensure_template_db
 from patchit.harnesses.base import Verification, Workspace
-from patchit.harnesses.dbt import DbtHarness
+from patchit.harnesses.dbt.harness import DbtHarness
 from patchit.sandbox.isolation import bubblewrap_enforcement
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home

@@ -11,11 +11,11 @@ import pytest
 from patchit.config import PatchitConfig, SandboxConfig
 from patchit.errors import BadInputError, HarnessError, PatchitWarning
 from patchit.events.model import UniversalFailureEvent
-from patchit.harnesses.airflow import AirflowHarness
+from patchit.harnesses.airflow.compose import ComposeHarness
+from patchit.harnesses.airflow.harness import AirflowHarness
 from patchit.harnesses.base import Harness
 from patchit.harnesses.ci import CiHarness
-from patchit.harnesses.compose import ComposeHarness
-from patchit.harnesses.dbt import DbtHarness
+from patchit.harnesses.dbt.harness import DbtHarness
 from patchit.harnesses.python import PythonHarness
 from patchit.harnesses.registry import (
     changed_files,

@@ -362,7 +362,7 @@ def test_a_worker_heals_another_hosts_bundle_event_in_the_mapped_checkout(
     same failure from both hosts is one incident healed once, in this host's checkout."""
     from patchit.bench.race import RIGHT, fake_context
     from patchit.intake.spool import Spool
-    from patchit.worker import Worker
+    from patchit.worker.worker import Worker
 
     a, b = bundle_checkouts(tmp_path)
     from_a = moved_away(in_bundle(failure(a, "")), a, tmp_path / "host-a-only" / "dags")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from patchit.config import SandboxConfig
-from patchit.harnesses import dbt_prewarm
-from patchit.harnesses.dbt import DbtHarness
+from patchit.harnesses.dbt import prewarm as dbt_prewarm
+from patchit.harnesses.dbt.harness import DbtHarness
 from patchit.intake.dbt_run import run_dbt
 
 pytestmark = pytest.mark.slow  # real dbt runs and dbt workers

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from patchit.dbfiles import quarantined
 from patchit.intake import spool as spool_module
 from patchit.intake.spool import (
     FALLBACK_NAME,
@@ -25,7 +24,8 @@ from patchit.intake.spool import (
     spool_path,
 )
 from patchit.integrations.airflow import make_failure_callback
-from patchit.worker import Worker
+from patchit.state.dbfiles import quarantined
+from patchit.worker.worker import Worker
 from tests.test_worker import OUTAGE, airflow_event
 
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from patchit.context import Context
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
 from patchit.harnesses.fake import FakeHarness
 from patchit.integrations.airflow import DISABLE_ENV
 from patchit.integrations.heal_task import HealFailed, event_of_conf, heal_conf
+from patchit.loop.context import Context
 from patchit.memory import Memory
 from tests.conftest import git
 from tests.evidence.airflow_failures import init_repo, script_failure

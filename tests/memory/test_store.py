@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from patchit.config import PolicyConfig
-from patchit.dbfiles import quarantined
 from patchit.errors import BadInputError, MemoryStoreError
 from patchit.events.model import UniversalFailureEvent
 from patchit.memory import MIGRATIONS, AttemptOutcome, IncidentStatus, Memory
@@ -24,6 +23,7 @@ from patchit.memory.diffs import diff_hash
 from patchit.patching.base import Edit, PatchCandidate
 from patchit.patching.diffs import unified_diff
 from patchit.policy.precheck import precheck
+from patchit.state.dbfiles import quarantined
 
 
 def event(
@@ -394,7 +394,7 @@ def test_a_lease_of_a_dead_process_on_this_host_is_taken_over(tmp_path: Path) ->
     import socket
     import subprocess
 
-    from patchit.liveness import claim_owner, process_start, this_place
+    from patchit.state.liveness import claim_owner, process_start, this_place
 
     memory = Memory.open(tmp_path)
     inc = memory.create_incident(event(), "fp", "ck")

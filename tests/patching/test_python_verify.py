@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from patchit.harnesses.airflow import AirflowHarness
+from patchit.harnesses.airflow.harness import AirflowHarness
 from patchit.harnesses.base import Workspace
 from patchit.patching.apply import apply_edits
 from patchit.patching.base import PatchCandidate, ProposalRequest

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchit.events.model import FailureSource, UniversalFailureEvent
-from patchit.harnesses.dbt_units import DbtOutcome, judge_outcome
+from patchit.harnesses.dbt.units import DbtOutcome, judge_outcome
 from patchit.patching.base import Edit, PatchCandidate
 from patchit.patching.renamed_units import (
     _synthesised,

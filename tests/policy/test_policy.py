@@ -200,7 +200,7 @@ def test_a_user_can_allow_a_protected_path(repo: Path, path: str, glob: str) -> 
 
 
 def test_protected_paths_from_the_operators_file(repo: Path, _patchit_home: Path) -> None:
-    from patchit.settings import merge_settings, operator_config
+    from patchit.policy.settings import merge_settings, operator_config
 
     (repo / ".github" / "workflows").mkdir(parents=True)
     (repo / ".github" / "workflows" / "ci.yml").write_text(ORDERS)

@@ -18,13 +18,13 @@ from patchit.classify.model import FailureClass, Verdict
 from patchit.classify.signatures import SIGNATURES
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.evidence.model import ConversionFinding, Evidence, TracebackFrame
-from patchit.loop import NOT_CODE
+from patchit.loop.loop import NOT_CODE
+from patchit.loop.search import CANDIDATE_NEEDS_REVIEW, NEEDS_REVIEW
+from patchit.loop.trial import CANNOT_VERIFY_NETWORK
 from patchit.memory import Incident
 from patchit.reports.build import build_report
 from patchit.reports.model import RootCauseReport
 from patchit.reports.render import render_markdown
-from patchit.search import CANDIDATE_NEEDS_REVIEW, NEEDS_REVIEW
-from patchit.trial import CANNOT_VERIFY_NETWORK
 
 GOOD = "a1b2c3d4e5f6a7b8c9d0a1b2c3d4e5f6a7b8c9d0"
 FAILING = "f0e1d2c3b4a5f6e7d8c9b0a1f2e3d4c5b6a7f8e9"

@@ -9,9 +9,9 @@ import re
 from markdown_it import MarkdownIt
 
 from patchit.fidelity.model import DataCheck, OutputDiff
-from patchit.markdown import code, escape_outside_fences, fence
 from patchit.reports.model import AttemptLine, RootCauseReport
 from patchit.reports.render import render_markdown
+from patchit.text.markdown import code, escape_outside_fences, fence
 
 HOSTILE = '<img src=x onerror="alert(1)"><details open><script>steal()</script>'
 BREAKOUT = f"line one\n```\n{HOSTILE}\n````\n~~~\nstill quoted"

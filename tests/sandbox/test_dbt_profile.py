@@ -257,7 +257,7 @@ def test_a_bigquery_target_is_named_in_one_line_as_unsupported(project: Path) ->
 
 
 def test_the_loop_escalates_only_the_warehouses_without_a_sandbox(project: Path) -> None:
-    from patchit.loop import _unsupported_warehouse
+    from patchit.loop.loop import _unsupported_warehouse
 
     assert _unsupported_warehouse(make_event(project, project)) is None
     assert _unsupported_warehouse(make_event(project, project, target="pg")) is None

@@ -215,7 +215,7 @@ def test_a_clone_keeps_the_databases_settings_and_admits_no_other_role(
 def test_a_clone_that_cannot_be_reached_is_dropped_and_the_users_database_serves(
     pg: PgCluster, db: str, tmp_path: Path
 ) -> None:
-    from patchit.harnesses.dbt_pg import PgSchemas
+    from patchit.harnesses.dbt.pg import PgSchemas
     from patchit.sandbox.pg_clone import Clone
 
     schemas = PgSchemas()
@@ -248,8 +248,8 @@ def test_sandbox_clean_drops_a_dead_runs_clone(pg: PgCluster, db: str, tmp_path:
     import socket
     import time
 
-    from patchit.liveness import this_place
     from patchit.sandbox.pg_orphans import owner_comment
+    from patchit.state.liveness import this_place
 
     project = pg_project(tmp_path, pg, db)
     output = pg.profile("analytics", db)

@@ -100,7 +100,7 @@ def _plant(pg: PgCluster, db: str) -> dict[str, str]:
 def test_the_next_sandbox_drops_a_killed_runs_schema_and_keeps_the_rest(
     pg: PgCluster, db: str, tmp_path: Path
 ) -> None:
-    from patchit.harnesses.dbt_pg import PgSchemas
+    from patchit.harnesses.dbt.pg import PgSchemas
 
     killed, dead_schema = _maker(pg, db, tmp_path / "killed")
     pg.execute(f"create schema {dead_schema}_marts", db)  # dbt's custom schema beside it
@@ -180,7 +180,7 @@ def _dead_pid() -> int:
 
 
 def test_only_an_owner_of_this_boot_and_pid_namespace_is_judged_by_its_pid() -> None:
-    from patchit.liveness import placed_owner, process_start, this_place
+    from patchit.state.liveness import placed_owner, process_start, this_place
 
     host, now = socket.gethostname(), time.time()
     place = this_place()
@@ -283,8 +283,8 @@ def test_a_dead_runs_schema_that_the_users_objects_depend_on_is_kept_and_said(
 def test_the_sweep_judges_only_its_roles_schemas_and_goes_on_past_one_it_cannot_drop(
     pg: PgCluster, db: str, tmp_path: Path
 ) -> None:
-    from patchit.harnesses.dbt_pg import PgSchemas
-    from patchit.liveness import this_place
+    from patchit.harnesses.dbt.pg import PgSchemas
+    from patchit.state.liveness import this_place
 
     app, other, stranger = f"app_{db}", f"other_{db}", f"stranger_{db}"
     # `app` is a member of `other` without its privileges (noinherit): it may not drop
@@ -345,7 +345,7 @@ def test_a_dead_runs_custom_schemas_go_with_it_only_when_they_have_its_owner(
 def test_sandbox_clean_exits_1_naming_a_schema_it_could_not_drop(
     pg: PgCluster, db: str, tmp_path: Path
 ) -> None:
-    from patchit.liveness import this_place
+    from patchit.state.liveness import this_place
 
     app, other = f"app_{db}", f"other_{db}"
     # `app` is a member of `other` without its privileges: it judges other's schema, and its

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import pytest
 
 from patchit.errors import HarnessError
-from patchit.liveness import this_place
 from patchit.sandbox.pg_orphans import owner_comment, sweep_roles
 from patchit.sandbox.pg_role import (
     CannotVerifySafely,
@@ -29,6 +28,7 @@ from patchit.sandbox.pg_role import (
     role_output,
 )
 from patchit.sandbox.postgres import PgWarehouse
+from patchit.state.liveness import this_place
 from tests.pg_cluster import PgCluster
 from tests.state.conftest import fresh_database
 

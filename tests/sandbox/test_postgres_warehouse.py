@@ -96,7 +96,7 @@ def test_two_sandbox_schemas_are_compared_inside_the_server(pg: PgCluster) -> No
 def test_an_incidents_schemas_are_dropped_when_it_ends_and_the_rest_on_close(
     pg: PgCluster, tmp_path: Path
 ) -> None:
-    from patchit.harnesses.dbt_pg import PgSchemas
+    from patchit.harnesses.dbt.pg import PgSchemas
 
     user, _, _ = _names(next(_N))
     schemas = PgSchemas()
@@ -117,7 +117,7 @@ def test_the_users_relations_are_read_where_the_manifest_places_its_nodes(
     places nodes in; a same-named table of another environment's schema is not the node built."""
     import json
 
-    from patchit.harnesses.dbt_pg import PgSchemas
+    from patchit.harnesses.dbt.pg import PgSchemas
 
     n = next(_N)
     user, other, marts = f"wh_user_{n}", f"wh_other_{n}", f"wh_user_{n}_marts"

@@ -15,7 +15,7 @@ import pytest
 from patchit.bench.race import fake_context, make_cause
 from patchit.intake.spool import Spool
 from patchit.state.pg import PgConn, StateDbError, connect
-from patchit.worker import Worker
+from patchit.worker.worker import Worker
 
 pytestmark = pytest.mark.slow
 

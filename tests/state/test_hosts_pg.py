@@ -15,7 +15,7 @@ from pathlib import Path
 from patchit.bench.race import RIGHT, fake_context
 from patchit.intake.spool import Spool
 from patchit.memory import Memory
-from patchit.worker import Worker
+from patchit.worker.worker import Worker
 from tests.conftest import git
 from tests.intake.test_checkouts import (
     JOB,

@@ -27,7 +27,7 @@ LOOP = """
 import sys
 from pathlib import Path
 from patchit.bench.race import fake_context
-from patchit.worker import Worker
+from patchit.worker.worker import Worker
 home = Path(sys.argv[1])
 worker = Worker(home, say=lambda m: print(m, flush=True), make_context=fake_context)
 stats = worker.run(once=False, poll_s=0.2, stop=(home / "stop").exists)

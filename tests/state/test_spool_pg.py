@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import psycopg2
 import pytest
 
-from patchit.doctor import check_state
+from patchit.doctor.doctor import check_state
 from patchit.intake.spool import MAX_CLAIMS, Spool, append_fallback, spool_event, spool_events
 from patchit.memory import Memory
 

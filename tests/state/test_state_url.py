@@ -112,7 +112,7 @@ def test_the_callback_module_never_imports_the_postgres_driver(
 def test_doctor_says_which_state_is_used_and_whether_it_answers(
     _patchit_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from patchit.doctor import check_state
+    from patchit.doctor.doctor import check_state
 
     embedded = check_state(_patchit_home)
     assert embedded.status == "ok" and "embedded SQLite" in embedded.detail
@@ -171,7 +171,7 @@ def test_doctors_state_check_is_bounded_and_one_line(
 ) -> None:
     """The reads after the login run under a statement timeout, and their error (libpq's
     may span lines: DETAIL, HINT) is one line."""
-    from patchit.doctor import check_state
+    from patchit.doctor.doctor import check_state
     from patchit.state import pg
 
     seen: dict[str, object] = {}

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from patchit.classify.model import FailureClass
 from patchit.patching.llm.client import ToolSpec
-from patchit.redaction import clean_text
+from patchit.text.redaction import clean_text
 
 TAGS = (
     "rename_column",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from patchit.config import LlmConfig
 from patchit.errors import PatchitError
-from patchit.redaction import environment_secrets, redact
+from patchit.text.redaction import environment_secrets, redact
 
 if TYPE_CHECKING:  # the SDK (the `llm` extra) loads only when a model is called
     import anthropic

@@ -14,11 +14,11 @@ import re
 from pathlib import Path, PurePosixPath
 
 from patchit.errors import PatchitError
-from patchit.inputs import input_exists, is_regular_file, shown
 from patchit.patching.apply import EditError, read_text, resolve_target
 from patchit.patching.base import Edit
 from patchit.patching.lineends import in_convention_of, match_edit
 from patchit.patching.llm.answers import EditAnswer
+from patchit.text.inputs import input_exists, is_regular_file, shown
 
 
 class EditRejected(PatchitError):

@@ -1,0 +1,432 @@
+"""The dbt harness: `dbt build --select <node>+` in a worktree against a copy of the database.
+
+The same run first builds every upstream node of what it builds that the copy has no relation
+for: a model the breaking change renamed or added (`stg_invoices.sql` became
+`stg_billing_invoices.sql`), which the user's failing run never built. A checkout whose
+DuckDB file does not exist yet (a fresh clone whose first run failed at parse time) verifies on
+a fresh warehouse, built from the whole upstream (dbt's `@node`).
+
+One warm worker process (`patchit.harnesses.dbt.worker`) serves every verify() call of a
+harness, which saves the seconds dbt spends importing itself; `warm=False` runs a fresh `dbt`
+subprocess per call instead. Both produce the same outcome and are judged the same way.
+
+Parsing the project is most of a warm run, so each run is offered a saved parse: the failing
+run's, which the worker decodes once (`parses`, `saved_parse`), or the previous
+candidate's. The sandbox profile's `path:` is the same string for every candidate (see
+`sandbox_db_location`), so dbt accepts it and re-parses only the files the candidate changed;
+dbt checks everything else itself.
+
+The worker (or the fresh `dbt`) runs in the sandbox `self.sandbox` configures
+(`patchit.sandbox.isolation`); a worker whose sandbox cannot write a workspace is replaced.
+
+Before that, `screen()` binds each changed model's SQL with DuckDB against a schema-only clone
+of the incident's warehouse snapshot (`patchit.screen.dbt`, milliseconds): a candidate that
+does not bind never reaches dbt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path, PurePosixPath
+from typing import ClassVar
+
+from patchit.config import PatchitConfig, SandboxConfig
+from patchit.errors import HarnessError, PatchitError
+from patchit.events.model import FailureSource, UniversalFailureEvent
+from patchit.harnesses.base import Screening, Verification, Workspace
+from patchit.harnesses.dbt.parses import ParseSeeds
+from patchit.harnesses.dbt.pg import (
+    PgSchemas,
+    admit_built,
+    guard_schemas,
+    pg_outputs,
+    seed_incrementals,
+    warehouse_note,
+)
+from patchit.harnesses.dbt.phases import breakdown_ms
+from patchit.harnesses.dbt.preparation import prepare, run_env, sandbox_paths
+from patchit.harnesses.dbt.prewarm import adopt
+from patchit.harnesses.dbt.sf import SfSchemas, clone_incrementals, sf_note, sf_outputs
+from patchit.harnesses.dbt.units import (
+    DbtOutcome,
+    incident_units,
+    judge_outcome,
+    tail_lines,
+    unit_verdicts,
+)
+from patchit.harnesses.dbt.worker import STARTUP_TIMEOUT_S, WarmDbtWorker, read_run_results
+from patchit.harnesses.warm import kill_process_group, popen_sandboxed
+from patchit.sandbox.dbt_profile import (
+    resolve_dbt_target,
+)
+from patchit.sandbox.isolation import (
+    Sandbox,
+    allowed_env,
+    make_sandbox,
+    patchit_areas,
+)
+from patchit.sandbox.postgres import is_postgres
+from patchit.sandbox.snowflake import is_snowflake
+from patchit.screen.dbt import DbtScreen, Where
+
+
+class DbtHarness:
+    """Re-runs a failed dbt node and its descendants in the candidate's sandbox."""
+
+    name: ClassVar[str] = "dbt"
+    # verify() may run in several threads at once (each run its own fork of the worker, or
+    # its own process): the data check builds its baseline beside a candidate's verify
+    concurrent_verify: ClassVar[bool] = True
+
+    def __init__(
+        self, timeout_s: float = 600, warm: bool = True, sandbox: SandboxConfig | None = None
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.warm = warm
+        self.sandbox = sandbox or SandboxConfig()
+        self._worker: WarmDbtWorker | None = None
+        self._worker_config: SandboxConfig | None = None  # the config the worker started with
+        # guards the worker, the parse cache and `_in_flight`; not held while dbt runs
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified as a run in the worker ends
+        self._in_flight = 0  # verify() calls running dbt in the worker now
+        self._cancel = threading.Event()  # set by close(): a background start gives up
+        self._parses = ParseSeeds()  # the saved parse each run starts from (parses)
+        self.screener = DbtScreen()  # one incident's schema-only clone, kept until close()
+        self._pg = PgSchemas()  # a Postgres target's sandbox schemas, dropped by close()
+        self._sf = SfSchemas()  # a Snowflake target's, likewise
+        self.notices: list[str] = []  # what close() could not clean up
+        # where the last verify's time went, part by part (`phases.breakdown_ms`)
+        self.last_breakdown_ms: dict[str, float] = {}
+
+    @property
+    def last_parse_mode(self) -> str:
+        """How the last verify's dbt parsed: "partial", "full: <dbt's reason>", "unknown"."""
+        return self._parses.last_mode
+
+    @property
+    def worker_pid(self) -> int | None:
+        """Pid of the live warm worker, None before the first verify or after close()."""
+        worker = self._worker
+        return worker.pid if worker is not None and worker.alive() else None
+
+    def start(self) -> None:
+        """Start the warm worker now (it imports dbt: seconds) rather than on first verify."""
+        if self.warm:
+            with self._lock:
+                self._ensure_worker(())
+
+    def start_in_background(self) -> threading.Thread:
+        """Spawn the worker now and let it import dbt while, e.g., evidence is gathered;
+        verify() waits for it. A worker that cannot start is reported by the next verify(),
+        which tries again. The spawn happens in this thread (see WarmDbtWorker.spawn).
+        close() does not wait for the start: it kills a worker still importing dbt."""
+        cancel = self._cancel = threading.Event()
+        if self.warm:
+            with self._lock:
+                self._ensure_worker((), wait=False)
+
+        def run() -> None:
+            with contextlib.suppress(HarnessError), self._lock:
+                if self.warm and not cancel.is_set():
+                    self._ensure_worker(())
+
+        thread = threading.Thread(target=run, name="patchit-dbt-worker-start", daemon=True)
+        thread.start()
+        return thread
+
+    def configure(self, config: PatchitConfig) -> None:
+        """The repo's time limit and sandbox settings (isolation, network, memory)."""
+        self.timeout_s = config.loop.harness_timeout_s
+        self.sandbox = config.sandbox
+
+    def warm_up(self, event: UniversalFailureEvent | None = None) -> None:
+        """Start the dbt worker in the background (seconds of imports) while, e.g., evidence
+        is gathered; with the network when `event`'s target is a server warehouse."""
+        if event is not None and event.dbt is not None:
+            with contextlib.suppress(PatchitError):  # verify() says what is wrong with it
+                self._allow_network_for(resolve_dbt_target(event).output)
+        self.start_in_background()
+
+    def _allow_network_for(self, output: dict[str, object]) -> None:
+        """A server warehouse (Postgres, Snowflake) must be reachable from the run: the sandbox
+        gets the network (the run's code can then open other sockets too; the report says so)."""
+        if (is_postgres(output) or is_snowflake(output)) and not self.sandbox.network:
+            self.sandbox = self.sandbox.model_copy(update={"network": True})
+
+    def applies_to(self, event: UniversalFailureEvent, repo: Path) -> bool:
+        if event.source is FailureSource.DBT:
+            return True
+        project = Path(event.dbt.project_dir) if event.dbt else repo
+        return (project / "dbt_project.yml").is_file()
+
+    def screen(
+        self, workspace: Workspace, event: UniversalFailureEvent, changed: list[str]
+    ) -> Screening:
+        """Changed Python files compiled, changed models' SQL bound by DuckDB (`EXPLAIN`)
+        against a schema-only clone of the incident's snapshot; no dbt process."""
+        try:
+            project_dir, _ = sandbox_paths(workspace, event)
+        except HarnessError as exc:
+            return Screening.nothing(str(exc))
+        with contextlib.suppress(PatchitError):  # verify() says what is wrong with the profile
+            output = resolve_dbt_target(event).output
+            if is_postgres(output) or is_snowflake(output):
+                kind = "Postgres" if is_postgres(output) else "Snowflake"
+                return Screening.nothing(f"a {kind} target has no local clone to bind SQL in")
+        project = PurePosixPath(project_dir.relative_to(workspace.root).as_posix())
+        return self.screener.screen(Where(workspace.root, project, workspace.snapshot), event,
+                                    changed)  # fmt: skip
+
+    def verify(self, workspace: Workspace, event: UniversalFailureEvent) -> Verification:
+        started = time.monotonic()
+        project_dir, cwd = sandbox_paths(workspace, event)
+        self._pg.clone = self.sandbox.pg_clone
+        self._pg.clone_limit = self.sandbox.pg_clone_limit_mb * 2**20
+        self._pg.role = self.sandbox.pg_role
+        self._sf.role = self.sandbox.sf_role
+        box = prepare(workspace, event, project_dir, cwd, self._pg, self._sf)
+        env = run_env(event, project_dir, workspace.scratch.resolve()) | box.env
+        prepare_ms = (time.monotonic() - started) * 1000
+        need = (workspace.root, workspace.scratch)
+        if box.pg_schema is not None:
+            self._allow_network_for({"type": "postgres"})
+        with self._lock:
+            worker = self._ensure_worker(need) if self.warm else None
+            saved_parse = self._parses.seed(box, worker.pid if worker is not None else None)
+            self._in_flight += worker is not None
+        outcome: DbtOutcome | None = None
+        try:  # outside the lock: another verify (the data check's baseline) may run beside
+            if worker is not None:
+                sandbox = worker.sandbox
+                writable = sandbox.narrowed(*need) if sandbox.narrows else None
+                live = worker
+
+                def run(args: list[str], log: Path) -> DbtOutcome:
+                    return self._run_warm(live, args, box.cwd, env, log, writable, saved_parse)
+            else:
+                sandbox = make_sandbox(self.sandbox, need)
+
+                def run(args: list[str], log: Path) -> DbtOutcome:
+                    return self._run_fresh(args, box.cwd, env, log, box.target_dir, sandbox)
+
+            if box.pg_schema is not None and box.snowflake:
+                listed = guard_schemas(box, run)
+                box.pg_notes = clone_incrementals(box, listed, self._sf.warehouse_of(box.pg_schema))
+            elif box.pg_schema is not None:
+                listed = guard_schemas(box, run)
+                admit_built(box, listed, self._pg.warehouse_of(box.pg_schema))
+                copy_limit = self.sandbox.pg_copy_limit_mb * 2**20
+                box.pg_notes = seed_incrementals(
+                    box, listed, self._pg.warehouse_of(box.pg_schema), copy_limit
+                )
+            running = time.monotonic()
+            outcome = run(box.args, box.log_path)
+            run_ms = (time.monotonic() - running) * 1000
+        finally:
+            with self._lock:
+                self._in_flight -= worker is not None
+                self._idle.notify_all()
+                pid = worker.pid if worker is not None else None
+                self._parses.after(box, outcome, pid, saved_parse)
+        units = incident_units(event)
+        passed, failures = judge_outcome(outcome, event.unit_id, units[1:])
+        output = tail_lines(box.log_path)
+        if outcome.exception and outcome.exception not in output:
+            output = f"{output}\n{outcome.exception}".strip()
+        limit = None
+        if outcome.timed_out:
+            output = f"{output}\npatchit: dbt stopped after {self.timeout_s:g} s".strip()
+            limit = "time"
+        elif not passed:
+            errors = [str(r.get("message") or "") for r in outcome.results
+                      if str(r.get("unique_id")) in failures]  # fmt: skip
+            limit = sandbox.limit_in(output, "\n".join([*errors, outcome.exception or ""]))
+            if limit == "memory" and worker is not None:
+                self._drop_after_runs(worker)  # an allocation failed somewhere in it
+        total_ms = (time.monotonic() - started) * 1000
+        self.last_breakdown_ms = breakdown_ms(
+            box.spent_ms, prepare_ms, outcome.phases_ms, outcome.duration_ms, run_ms, total_ms
+        )
+        return Verification(
+            passed=passed,
+            harness=self.name,
+            command=shlex.join(["dbt", *box.args]),
+            output=output,
+            failures=failures,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            isolation=sandbox.describe()
+            + (
+                sf_note(box, self._sf.role_notes.get(box.pg_schema or "", ""))
+                if box.snowflake
+                else warehouse_note(box)
+            ),
+            fidelity="runtime",
+            limit_hit=limit,
+            outputs=sf_outputs(box) if box.snowflake else pg_outputs(box),
+            units=unit_verdicts(outcome, units, passed),
+        )
+
+    def release(self, area: Path) -> None:
+        """Drop the Postgres and Snowflake sandbox schemas of the workspaces under `area` (the
+        incident is over); the warm worker stays for the next incident."""
+        self.notices += self._pg.release(area) + self._sf.release(area)
+
+    def close(self) -> None:
+        """Stop the worker and drop the caches. A worker still importing dbt (a background
+        start nothing needed: no candidate reached verify) is killed at once, not awaited."""
+        self._cancel.set()
+        worker = self._worker
+        if worker is not None and worker.starting:
+            worker.kill()  # the start's wait ends; it reaps the worker and lets the lock go
+        self.screener.close()
+        self.notices += self._pg.close() + self._sf.close()
+        with self._lock:
+            self._parses.close()
+            if self._worker is not None:
+                self._worker.stop()
+                self._worker = None
+
+    def __enter__(self) -> DbtHarness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- running dbt ----------------------------------------------------------------------
+
+    def _ensure_worker(self, need: tuple[Path, ...], wait: bool = True) -> WarmDbtWorker:
+        """The live worker if its sandbox lets it write `need` under the current config; else
+        a new one (the old one is stopped: it died, or its sandbox is the wrong one). With
+        `wait`, it has finished importing dbt when this returns. A worker that must be
+        replaced while runs use it is replaced once they are done."""
+
+        def usable(worker: WarmDbtWorker | None) -> bool:
+            return (
+                worker is not None
+                and worker.alive()
+                and self._worker_config == self.sandbox
+                and worker.sandbox.covers(*need)
+            )
+
+        while self._in_flight and not usable(self._worker):  # not replaced under a run
+            self._idle.wait()
+        worker = self._worker
+        if worker is None or not usable(worker):
+            self._drop_worker()
+            worker = adopt(self.sandbox, need)  # one the wrapper started at dbt's first error
+            if worker is None:
+                sandbox: Sandbox = make_sandbox(self.sandbox, patchit_areas(*need), warm=True)
+                worker = WarmDbtWorker.spawn(sandbox)
+            self._worker = worker
+            self._worker_config = self.sandbox.model_copy()
+        if wait:
+            try:
+                worker.wait_ready(STARTUP_TIMEOUT_S)
+            except HarnessError:
+                self._worker = None
+                raise
+        return worker
+
+    def _drop_after_runs(self, worker: WarmDbtWorker) -> None:
+        """Stop `worker` (if still the harness's) once no run uses it; the next verify starts
+        afresh."""
+        with self._lock:
+            while self._in_flight:
+                self._idle.wait()
+            if self._worker is worker:
+                self._drop_worker()
+
+    def _drop_worker(self) -> None:
+        if self._worker is not None:
+            with contextlib.suppress(OSError):
+                self._worker.stop()
+            self._worker = None
+
+    def _run_warm(
+        self,
+        worker: WarmDbtWorker,
+        args: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        log: Path,
+        writable: list[str] | None = None,
+        saved_parse: dict[str, str] | None = None,
+    ) -> DbtOutcome:
+        # dbt's debug log is not written: nothing reads it (the reply says how dbt parsed)
+        request: dict[str, object] = {
+            "args": [*args, "--log-level-file", "none"], "cwd": str(cwd), "env": env,
+            "log_path": str(log),
+        }  # fmt: skip
+        if writable:
+            request["writable"] = writable
+        if saved_parse:
+            request["saved_parse"] = saved_parse
+        reply = worker.request(request, self.timeout_s)
+        if reply is not None and reply.get("worker_died") and not log.exists():
+            # It died before it began this request (killed while idle, the kill still landing
+            # when alive() was asked): the request itself is not to blame, so run it again.
+            with self._lock:
+                if self._worker is worker:
+                    self._drop_worker()
+                    self._worker = WarmDbtWorker.start(worker.sandbox)
+                    self._worker_config = self.sandbox.model_copy()
+                worker = self._ensure_worker(())
+                self._in_flight += 1
+            try:
+                reply = worker.request(request, self.timeout_s)
+            finally:
+                with self._lock:
+                    self._in_flight -= 1
+                    self._idle.notify_all()
+        if reply is None:  # timed out: the worker was killed, the next verify starts another
+            with self._lock:
+                if self._worker is worker:
+                    self._worker = None
+            return DbtOutcome(success=False, timed_out=True)
+        return DbtOutcome(
+            success=bool(reply.get("success")),
+            exception=reply.get("exception"),
+            results=list(reply.get("results") or []),
+            parse_mode=reply.get("parse"),
+            saved_parse_kept=bool(reply.get("saved_parse_kept")),
+            phases_ms=dict(reply.get("phases_ms") or {}),
+            duration_ms=reply.get("duration_ms"),
+        )
+
+    def _run_fresh(
+        self,
+        args: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        log: Path,
+        target_dir: Path,
+        sandbox: Sandbox,
+    ) -> DbtOutcome:
+        dbt = Path(sys.executable).parent / "dbt"
+        executable = str(dbt) if dbt.is_file() else shutil.which("dbt")
+        if executable is None:
+            raise HarnessError("dbt is not installed; install it with `pip install 'patchit[dbt]'`")
+        full_env = allowed_env(os.environ) | env
+        run_results = target_dir / "run_results.json"
+        run_results.unlink(missing_ok=True)
+        with log.open("ab") as out:
+            proc = popen_sandboxed(
+                [executable, *args], sandbox, cwd=cwd, env=full_env,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            try:
+                returncode = proc.wait(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                kill_process_group(proc)
+                return DbtOutcome(success=False, timed_out=True)
+        results = read_run_results(run_results)
+        exception = None if returncode in (0, 1) else f"dbt exited with code {returncode}"
+        return DbtOutcome(success=returncode == 0, exception=exception, results=results)

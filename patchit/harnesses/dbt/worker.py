@@ -1,0 +1,412 @@
+"""A warm dbt process: `python -m patchit.harnesses.dbt.worker`.
+
+Importing dbt costs seconds; a worker pays it once and then runs many invocations with
+`dbtRunner`, each in a fork of itself (`patchit.harnesses.dbt.serve`): a run's writes are
+confined to its own dirs there (`writable`, Landlock) and nothing it changes outlives it.
+Protocol (one JSON object per line):
+
+    stdin   {"args": [...], "cwd": "...", "env": {...}, "log_path": "...",
+             "writable": [dir, ...] (optional), "id": int (optional),
+             "saved_parse": {"source", "root", "file"} (optional, see saved_parse)}
+    reply   {"success": bool, "exception": str | null, "duration_ms": int,
+             "results": [{"unique_id", "status", "message", "resource_type"}],
+             "saved_parse_kept": bool (dbt read the worker's decoded parse),
+             "parse": "partial" | "full" | "unknown" (how dbt parsed),
+             "phases_ms": {phase: ms} (where the run's time went, see phases),
+             "id": the request's id (when it had one)}
+
+Requests run concurrently: the worker reads the next request while earlier ones run (each in
+its own fork), and replies in the order they finish, each carrying its request's `id` (the
+baseline of the data check runs beside the first candidate's verification this way).
+
+Each request runs in its `cwd` (relative DuckDB paths resolve against it, as for the user's
+dbt) and the worker returns to `/` afterwards. Replies go to the fd that was stdout when the
+worker started; fds 1 and 2 are pointed at the request's log file while dbt runs (and at
+/dev/null between requests), so nothing dbt or a C extension prints can corrupt the protocol.
+The first line written is `{"ready": true, "pid": ..., "dbt_version": ...}` once dbt is
+imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import importlib.metadata
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from pathlib import Path
+from typing import Any
+
+from patchit.harnesses.dbt import (
+    phases as dbt_phases,
+)
+from patchit.harnesses.dbt import (
+    saved_parse as dbt_saved_parse,
+)
+from patchit.harnesses.dbt import (
+    tuning as dbt_tuning,
+)
+from patchit.harnesses.dbt.serve import reply_line, serve
+from patchit.harnesses.dbt.units import RUN_NODES_FILE
+from patchit.harnesses.warm import WarmProcess
+from patchit.intake.dbt_child import release_duckdb
+from patchit.sandbox.isolation import (
+    PRIVATE_TMP,
+    Sandbox,
+    allowed_env,
+    patchit_areas,
+    shared_cache,
+)
+from patchit.sandbox.private_dirs import WARM_UP_PARSES
+from patchit.sandbox.snapshot import PARTIAL_PARSE_FILE, rebase_partial_parse
+from patchit.state.liveness import run_owner
+
+STARTUP_TIMEOUT_S = 120.0
+_PRELOAD = (
+    "dbt.cli.main",
+    "dbt.task.build",
+    "dbt.parser.manifest",
+    "dbt.adapters.duckdb",
+    "dbt.adapters.duckdb.impl",
+    "duckdb",
+    "agate",
+)
+
+# The warm-up's saved parse: where to start from (read-only, patchit's cache) and where to
+# leave the parse it ends with (the parent moves it into the cache once the worker is ready).
+WARM_UP_PARSE_ENV = "PATCHIT_DBT_WARM_UP_PARSE"
+WARM_UP_SAVE_ENV = "PATCHIT_DBT_WARM_UP_SAVE"
+WARM_UP_PARSE = Path("dbt") / "warm-up" / "partial_parse.msgpack"  # under patchit's cache
+
+# Overlaid on the worker's own environment for every request.
+_BASE_ENV = {k: v for k, v in os.environ.items() if k not in (WARM_UP_PARSE_ENV, WARM_UP_SAVE_ENV)}
+
+
+def _status_text(status: Any) -> str:
+    return str(getattr(status, "value", status))
+
+
+def _collect_results(result: Any) -> list[dict[str, Any]]:
+    """Node results of a dbtRunnerResult.result (RunExecutionResult for build/run/test)."""
+    rows: list[dict[str, Any]] = []
+    for item in getattr(result, "results", None) or []:
+        node = getattr(item, "node", None)
+        rows.append(
+            {
+                "unique_id": getattr(node, "unique_id", None),
+                "status": _status_text(getattr(item, "status", "")),
+                "message": getattr(item, "message", None),
+                "resource_type": _status_text(getattr(node, "resource_type", "")),
+            }
+        )
+    return rows
+
+
+def _write_run_nodes(args: list[str], result: Any) -> None:
+    """The run's result nodes as `{"nodes": {unique_id: node}}` in its `--target-path`."""
+    if "--target-path" not in args[:-1]:
+        return
+    target = Path(args[args.index("--target-path") + 1])
+    nodes: dict[str, Any] = {}
+    for item in getattr(result, "results", None) or []:
+        node = getattr(item, "node", None)
+        if node is not None and hasattr(node, "to_dict"):
+            with contextlib.suppress(Exception):  # a node dbt cannot serialise: left out
+                nodes[str(node.unique_id)] = node.to_dict(omit_none=True)
+    with contextlib.suppress(OSError):
+        target.mkdir(parents=True, exist_ok=True)
+        (target / RUN_NODES_FILE).write_text(json.dumps({"nodes": nodes}, default=str))
+
+
+def run_request(request: dict[str, Any], stderr_fd: int, in_fork: bool = False) -> dict[str, Any]:
+    """Run one request's dbt invocation in this process. `in_fork`: a fork of the worker that
+    ends with the run; it leaves DuckDB's database as dbt's commits left it (checkpointing it
+    on close cost 60 ms a run): the fork's exit releases the file before the harness hears of
+    the run (`serve._reap`), and DuckDB replays its write-ahead log when the data check
+    attaches the file. The worker's own runs (its warm-up) close it."""
+    from dbt.cli.main import dbtRunner
+
+    started = time.monotonic()
+    os.environ.clear()
+    os.environ.update(_BASE_ENV)
+    os.environ.update({str(k): str(v) for k, v in (request.get("env") or {}).items()})
+    tempfile.tempdir = None  # TMPDIR may differ from the worker's own
+    os.chdir(request["cwd"])
+    log_fd = os.open(request["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    devnull_fd = os.open(os.devnull, os.O_WRONLY)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    dbt_saved_parse.arm(request)
+    dbt_tuning.forget_parse_mode()
+    dbt_phases.reset()
+    try:
+        res = dbtRunner().invoke(list(request["args"]))
+        with dbt_phases.timed("artifacts"):
+            _write_run_nodes(list(request["args"]), res.result)
+        exception = (
+            None if res.exception is None else f"{type(res.exception).__name__}: {res.exception}"
+        )
+        reply: dict[str, Any] = {
+            "success": bool(res.success),
+            "exception": exception,
+            "results": _collect_results(res.result),
+            "saved_parse_kept": dbt_saved_parse.used(),
+            "parse": dbt_tuning.parse_mode(),
+            "phases_ms": dbt_phases.phases_ms(),
+        }
+    except (Exception, SystemExit) as exc:  # report it and keep serving the next request
+        traceback.print_exc()
+        reply = {"success": False, "exception": f"{type(exc).__name__}: {exc}", "results": []}
+    finally:
+        if not in_fork:
+            release_duckdb()
+        # The request's cwd (holding its DB copy) is deleted after the run; do not sit in it.
+        os.chdir("/")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(devnull_fd, 1)
+        os.dup2(stderr_fd, 2)
+        os.close(log_fd)
+        os.close(devnull_fd)
+    reply["duration_ms"] = int((time.monotonic() - started) * 1000)
+    return reply
+
+
+def _run_in_fork(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
+    return run_request(request, stderr_fd, in_fork=True)
+
+
+_WARM_UP_SCHEMA = """\
+version: 2
+models:
+  - name: warm_up
+    columns:
+      - name: id
+        data_tests: [not_null]
+"""
+
+
+def _warm_up(stderr_fd: int) -> None:
+    """Build a tiny file-backed project twice, the second time after a model changed: dbt's
+    first invocation in a process pays for lazily built JSON schemas and templates, and its
+    first partial parse, table build and test pay again; none of that should land on the
+    first candidate. Once, when the first build parsed partially (below).
+
+    Without a saved parse, the first build parses every macro of dbt and its adapter (most of
+    the warm-up, and nothing a candidate's run needs: it starts from the user's saved parse).
+    So the first build starts from the parse an earlier worker's warm-up left in patchit's
+    cache (`WARM_UP_PARSE_ENV`, re-rooted here; dbt re-parses in full when it no longer
+    matches, e.g. after an upgrade), and this one leaves its own at `WARM_UP_SAVE_ENV`."""
+    with tempfile.TemporaryDirectory(prefix="patchit-dbt-warmup-") as tmp:
+        root = Path(tmp)
+        (root / "models").mkdir()
+        cached = os.environ.get(WARM_UP_PARSE_ENV)  # read now: a run resets the environment
+        save = os.environ.get(WARM_UP_SAVE_ENV)
+        if cached and Path(cached).is_file():
+            rebase_partial_parse(Path(cached), root / "target", root)
+        (root / "models" / "schema.yml").write_text(_WARM_UP_SCHEMA)
+        (root / "dbt_project.yml").write_text(
+            "name: patchit_warm_up\nprofile: patchit_warm_up\nconfig-version: 2\n"
+            "models:\n  patchit_warm_up:\n    +materialized: table\n"
+        )
+        (root / "profiles.yml").write_text(
+            "patchit_warm_up:\n  target: dev\n  outputs:\n    dev:\n"
+            "      type: duckdb\n      path: warm_up.duckdb\n"
+        )
+        args = ["build", "--project-dir", tmp, "--profiles-dir", tmp]
+        args += ["--target-path", f"{tmp}/target", "--log-path", f"{tmp}/logs"]
+        # No static parser here: its Rust thread pool would make the worker multi-threaded,
+        # and a fork of it (one per request) would wait forever on threads it lacks.
+        env = {"DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DBT_STATIC_PARSER": "false"}
+        request = {"args": args, "cwd": tmp, "env": env, "log_path": f"{tmp}/out.log"}
+        mark = uuid.uuid4().hex  # the model always differs from the cached parse's
+        for number in (1, 2):
+            (root / "models" / "warm_up.sql").write_text(f"select {number} as id -- {mark}\n")
+            reply = run_request(request, stderr_fd)
+            if not reply["success"]:  # a cold first request is slower, not wrong: carry on
+                print(f"patchit dbt worker: warm-up failed: {reply['exception']}", file=sys.stderr)
+                return
+            if reply.get("parse") == "partial":
+                break  # it started from the cached parse: its partial parse is paid already
+        if save:
+            with contextlib.suppress(OSError):  # a parse not saved costs the next worker time
+                shutil.copyfile(root / "target" / PARTIAL_PARSE_FILE, save)
+
+
+def main() -> int:
+    channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    stderr_fd = os.dup(2)
+    devnull_fd = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull_fd, 1)
+    os.close(devnull_fd)
+
+    # The expensive imports, paid before "ready" rather than by the first request.
+    for module in _PRELOAD:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:  # dbt itself missing is fatal; a missing adapter is not
+            if module == "dbt.cli.main":
+                raise
+            print(f"patchit dbt worker: cannot preload {module}: {exc}", file=sys.stderr)
+
+    dbt_tuning.install()
+    dbt_phases.install()
+    _warm_up(stderr_fd)
+    # What the worker holds now (dbt's modules, the warm-up's caches) is never collected
+    # again: each run's collections traverse only what the run itself allocated.
+    gc.collect()
+    gc.freeze()
+    threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
+    if threads > 1:  # a fork would lack the other threads: say so in the worker's stderr
+        print(f"patchit dbt worker: {threads} threads before forking requests", file=sys.stderr)
+    dbt_version = importlib.metadata.version("dbt-core")
+    reply_line(channel, {"ready": True, "pid": os.getpid(), "dbt_version": dbt_version})
+    serve(channel, stderr_fd, _run_in_fork, prepare=dbt_saved_parse.preload)
+    return 0
+
+
+# -- the parent's side ------------------------------------------------------------------------
+
+
+def read_run_results(path: Path) -> list[dict[str, Any]]:
+    """run_results.json rows in the worker's reply shape (empty when dbt wrote none)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [
+        {
+            "unique_id": row.get("unique_id"),
+            "status": row.get("status"),
+            "message": row.get("message"),
+            "resource_type": str(row.get("unique_id", "")).split(".")[0],
+        }
+        for row in data.get("results", [])
+    ]
+
+
+class WarmDbtWorker(WarmProcess):
+    """The parent's handle on one worker process: start, send a request, stop."""
+
+    label = "dbt worker"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._mux = threading.Condition()  # request ids, replies read, who reads
+        self._next_id = 0
+        self._replies: dict[Any, dict[str, Any]] = {}
+        self._reading = False
+        self._ended = False  # its replies' stream ended (died or killed)
+        # (where its warm-up leaves its parse, where the next worker's warm-up starts from)
+        self.warm_up_parse: tuple[Path, Path] | None = None
+
+    @classmethod
+    def start(cls, sandbox: Sandbox, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> WarmDbtWorker:
+        """Spawn a worker in `sandbox` and wait until dbt is imported; HarnessError if it
+        cannot start."""
+        worker = cls.spawn(sandbox)
+        worker.wait_ready(startup_timeout_s)
+        return worker
+
+    @classmethod
+    def spawn(cls, sandbox: Sandbox) -> WarmDbtWorker:
+        """Spawn a worker without waiting for it (`wait_ready` later, from any thread).
+
+        bwrap's --die-with-parent ties the sandbox to the *thread* that spawned it, so a
+        worker that must outlive a helper thread is spawned by the caller's thread."""
+        # Only the allowlisted environment: patchit's own DBT_* settings and everything else
+        # of its environment stay out; each request brings what its run needs.
+        env = allowed_env(os.environ) | {"HOME": str(PRIVATE_TMP)}
+        cached = shared_cache() / WARM_UP_PARSE
+        # named after this process: one left by a parent killed before it moved it is swept
+        name = f"{WARM_UP_PARSES[1]}{run_owner()}-{uuid.uuid4().hex[:8]}.msgpack"
+        save = patchit_areas()[1] / name
+        env |= {WARM_UP_PARSE_ENV: str(cached), WARM_UP_SAVE_ENV: str(save)}
+        with contextlib.suppress(OSError):
+            save.parent.mkdir(parents=True, exist_ok=True)
+        worker = cls([sys.executable, "-m", "patchit.harnesses.dbt.worker"], sandbox, env)
+        worker.warm_up_parse = (save, cached)
+        return worker
+
+    def wait_ready(self, timeout_s: float) -> dict[str, Any]:
+        """As WarmProcess's; the parse the worker's warm-up left becomes the next worker's
+        start (patchit's cache, read-only inside every sandbox)."""
+        ready = super().wait_ready(timeout_s)
+        if self.warm_up_parse is not None:
+            save, cached = self.warm_up_parse
+            self.warm_up_parse = None
+            try:
+                if save.is_file():
+                    cached.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(save, cached)
+            except OSError:
+                save.unlink(missing_ok=True)
+        return ready
+
+    def request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
+        """Send one request and wait for its reply; None (worker killed) on timeout.
+
+        Safe from several threads at once: each request carries an id, one waiting thread
+        at a time reads the worker's replies and hands each to the thread it answers."""
+        with self._mux:
+            self._next_id += 1
+            rid = self._next_id
+            sent = self.send({**payload, "id": rid})
+        if not sent:
+            return self._died()
+        deadline = time.monotonic() + timeout_s
+        with self._mux:
+            while rid not in self._replies:
+                remaining = deadline - time.monotonic()
+                if self._ended or remaining <= 0:
+                    break
+                if self._reading:  # another thread reads; it wakes us for each reply
+                    self._mux.wait(remaining)
+                    continue
+                self._reading = True
+                self._mux.release()
+                try:
+                    line = self.read_line(remaining)
+                finally:
+                    self._mux.acquire()
+                    self._reading = False
+                    self._mux.notify_all()
+                if line is not None:
+                    self._replies[line.get("id")] = line
+                elif not self.alive() or time.monotonic() < deadline:
+                    self._ended = True  # end of stream: the worker died
+            reply = self._replies.pop(rid, None)
+            if reply is not None:
+                return reply
+            ended = self._ended
+        if ended:
+            return self._died()
+        # timed out: kill it (a run beside it gets "died"), and stop it once nobody reads
+        self.kill()
+        with self._mux:
+            while self._reading:
+                self._mux.wait(1.0)
+            self._ended = True
+            self._mux.notify_all()
+        self.stop()
+        return None
+
+    def _died(self) -> dict[str, Any]:
+        """A worker that died mid-request failed that request; the next one gets a new worker."""
+        self._proc.wait()
+        message = f"dbt worker died (exit code {self.returncode()}): {self.stderr_tail()}"
+        return {"success": False, "exception": message, "results": [], "worker_died": True}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
