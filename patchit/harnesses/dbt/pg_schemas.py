@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from patchit.errors import HarnessError
 from patchit.sandbox.pg_clone import (
@@ -235,22 +235,9 @@ class PgSchemas:
             return self._release(area)
 
     def _release(self, area: Path | None) -> list[str]:
-        problems: list[str] = []
-        kept: list[tuple[PgWarehouse, str, Path]] = []
-        for warehouse, schema, scratch in self._made:
-            if area is not None and not scratch.is_relative_to(area.resolve()):
-                kept.append((warehouse, schema, scratch))
-                continue
-            try:
-                warehouse.drop(schema)
-            except HarnessError as exc:
-                problems.append(f"sandbox schema {schema} was not dropped: {exc}")
-            finally:
-                with contextlib.suppress(Exception):
-                    warehouse.close()
-        self._made = kept
+        self._made, problems = drop_made(self._made, area)
         for key, role in list(self._roles.items()):
-            if any(_key(w.output) == key for w, _, _ in kept):
+            if any(_key(w.output) == key for w, _, _ in self._made):
                 continue
             del self._roles[key]
             if role is None or not role.made:
@@ -264,7 +251,7 @@ class PgSchemas:
                 owner.close()
         for key, clone in list(self._clones.items()):
             used = clone.name is not None and any(
-                dbname_of(w.output) == clone.name for w, _, _ in kept
+                dbname_of(w.output) == clone.name for w, _, _ in self._made
             )
             if used:
                 continue
@@ -379,3 +366,33 @@ def manifest_relations(manifest: Path) -> dict[str, Relation]:
         while len(_RELATIONS) > 8:
             _RELATIONS.popitem(last=False)
     return found
+
+
+W = TypeVar("W", bound="Droppable")
+
+
+class Droppable(Protocol):
+    def drop(self, schema: str, if_comment: str | None = None) -> bool: ...
+    def close(self) -> None: ...
+
+
+def drop_made(
+    made: list[tuple[W, str, Path]], area: Path | None
+) -> tuple[list[tuple[W, str, Path]], list[str]]:
+    """Drop the sandbox schemas of `made` (warehouse, schema, scratch dir) whose scratch is
+    under `area` (all: None), closing their connections: (the ones kept, a line per schema
+    that could not be dropped). Postgres's and Snowflake's schema sandboxes share it."""
+    problems: list[str] = []
+    kept: list[tuple[W, str, Path]] = []
+    for warehouse, schema, scratch in made:
+        if area is not None and not scratch.is_relative_to(area.resolve()):
+            kept.append((warehouse, schema, scratch))
+            continue
+        try:
+            warehouse.drop(schema)
+        except HarnessError as exc:
+            problems.append(f"sandbox schema {schema} was not dropped: {exc}")
+        finally:
+            with contextlib.suppress(Exception):
+                warehouse.close()
+    return kept, problems

@@ -10,7 +10,6 @@ every build: a node that would be built outside the sandbox schema is refused.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 from dataclasses import dataclass, replace
@@ -19,7 +18,7 @@ from typing import Any
 
 from patchit.errors import HarnessError
 from patchit.harnesses.dbt.pg import UNVERIFIED, _builds_on_itself, _suffix
-from patchit.harnesses.dbt.pg_schemas import deferred_schemas, manifest_relations
+from patchit.harnesses.dbt.pg_schemas import deferred_schemas, drop_made, manifest_relations
 from patchit.harnesses.dbt.units import DbtSandbox
 from patchit.sandbox.pg_orphans import MAX_AGE_S, Verdict, judge
 from patchit.sandbox.pg_role import CannotVerifySafely
@@ -156,21 +155,8 @@ class SfSchemas:
     def release(self, area: Path | None = None) -> list[str]:
         """Drop the schemas made for scratch dirs under `area` (all: None); a line per schema
         that could not be dropped."""
-        problems: list[str] = []
         with self._lock:
-            kept: list[tuple[SfWarehouse, str, Path]] = []
-            for warehouse, schema, scratch in self._made:
-                if area is not None and not scratch.is_relative_to(area.resolve()):
-                    kept.append((warehouse, schema, scratch))
-                    continue
-                try:
-                    warehouse.drop(schema)
-                except HarnessError as exc:
-                    problems.append(f"sandbox schema {schema} was not dropped: {exc}")
-                finally:
-                    with contextlib.suppress(Exception):
-                        warehouse.close()
-            self._made = kept
+            self._made, problems = drop_made(self._made, area)
         return problems
 
     def close(self) -> list[str]:

@@ -99,16 +99,16 @@ def follow_in_yaml(text: str, model: str, renames: dict[str, str]) -> str | Refu
         if isinstance(target, str) and target.replace(" ", "") in refs:
             line, col = mapping.lc.value("field")
             spots.append((line, col, value, lowered[value.lower()]))
+    lines = text.splitlines(keepends=True)
     inserts: list[tuple[int, str]] = []  # after line, the line to insert
     for semantic in _semantic_models(doc, refs):
-        for spot in _semantic_spots(semantic, lowered, text):
+        for spot in _semantic_spots(semantic, lowered, lines):
             if isinstance(spot, Refusal):
                 return spot
             if len(spot) == 2:
                 inserts.append(spot)
             else:
                 spots.append(spot)
-    lines = text.splitlines(keepends=True)
     for line, col, old, new in sorted(spots, reverse=True):
         current = lines[line]
         quote = current[col] if current[col : col + 1] in ("'", '"') else ""
@@ -134,13 +134,12 @@ Spot = tuple[int, int, str, str] | tuple[int, str]
 
 
 def _semantic_spots(
-    semantic: CommentedMap, lowered: dict[str, str], text: str
+    semantic: CommentedMap, lowered: dict[str, str], lines: list[str]
 ) -> Iterator[Spot | Refusal]:
     """Where a semantic model reads a renamed column: an `expr` naming it is rewritten; an
     entity, dimension or measure named after it with no `expr` (MetricFlow reads the column
     of its name) gets `expr: <new>`, so its own name, which metrics and saved queries use,
     stays."""
-    lines = text.splitlines(keepends=True)
     for kind in ("entities", "dimensions", "measures"):
         for item in semantic.get(kind) or []:
             if not isinstance(item, CommentedMap):
