@@ -96,6 +96,7 @@ def heal(
             snapshot = _snapshot(event, sandbox, ctx) if ran else None
             last_good = ctx.memory.last_good(project_key(event))
             evidence = _gather_evidence(event, tree, ctx, last_good, snapshot)
+            last_good = evidence.last_good_commit  # None when on another branch's line
             verdict = _classify(evidence, ctx, incident.id)
             if verdict.cls is not FailureClass.CODE_BUG:
                 stop = NOT_CODE.format(cls=verdict.cls.value)
