@@ -388,3 +388,15 @@ def make_failure_callback(
 
 on_failure_callback: Callback = make_failure_callback()
 """Ready to use: spools into `$PATCHIT_HOME` (default `~/.local/state/patchit`)."""
+
+
+def __getattr__(name: str) -> Any:
+    """`PatchitNotifier` (`on_failure_callback=[PatchitNotifier()]`), built on first use (PEP
+    562): it subclasses Airflow's `BaseNotifier`, and this module stays standard library only
+    for the plain callback's sake."""
+    if name == "PatchitNotifier":
+        from patchit.integrations.notifier_class import build_notifier_class
+
+        built = globals()["PatchitNotifier"] = build_notifier_class(make_failure_callback, __name__)
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -354,3 +354,34 @@ def test_a_lone_surrogate_in_the_message_is_spooled_escaped(_patchit_home: Path)
     event = UniversalFailureEvent.model_validate(data)
     assert event.error_message == "/data/caf\\xe9.csv"
     event.model_dump_json().encode("utf-8")
+
+
+@pytest.mark.slow  # imports Airflow's SDK
+def test_notifier_at_the_contract_path_spools_like_the_callback(
+    dag_repo: Path, tmp_path: Path
+) -> None:
+    """CONTRACT.md names `patchit.integrations.airflow.PatchitNotifier`; the module stays
+    standard library only until the name is read (the test above), and the first path
+    (`airflow_notifier`) gives the same class."""
+    from airflow.sdk.bases.notifier import BaseNotifier
+
+    import patchit.integrations.airflow as contract
+    from patchit.integrations.airflow_notifier import PatchitNotifier as first_path
+
+    notifier_class = contract.PatchitNotifier
+    assert notifier_class is first_path and issubclass(notifier_class, BaseNotifier)
+    assert f"{notifier_class.__module__}.{notifier_class.__qualname__}" == (
+        "patchit.integrations.airflow.PatchitNotifier"
+    )
+    home = tmp_path / "home"
+    notifier_class(home=home, extra={"team": "data"}).notify(
+        {
+            "ti": FakeTI(),
+            "dag": FakeDag(dag_repo / "dags" / "orders.py"),
+            "exception": KeyError("k"),
+        }
+    )
+    [data] = spooled(home)
+    assert data["error_type"] == "KeyError" and data["context"]["extra"] == {"team": "data"}
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        contract.Nope  # noqa: B018

@@ -46,7 +46,7 @@ def test_patchit_notifier_triggers_the_heal_dag(
         notifier = f'[PatchitNotifier(heal="dag", api_url="{server.url}")]'
         dag = DAG.replace(
             "from patchit.integrations.airflow import on_failure_callback",
-            "from patchit.integrations.airflow_notifier import PatchitNotifier",
+            "from patchit.integrations.airflow import PatchitNotifier",
         ).replace('on_failure_callback": on_failure_callback', f'on_failure_callback": {notifier}')
         (repo / "dags" / "orders_daily.py").write_text(dag)
         git(repo, "init", "-q", "-b", "main")

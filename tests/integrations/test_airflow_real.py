@@ -160,7 +160,7 @@ def test_patchit_notifier_spools_like_the_callback(
     (repo / "dags").mkdir(parents=True)
     dag = DAG.replace(
         "from patchit.integrations.airflow import on_failure_callback",
-        "from patchit.integrations.airflow_notifier import PatchitNotifier",
+        "from patchit.integrations.airflow import PatchitNotifier",
     ).replace(
         '"on_failure_callback": on_failure_callback', '"on_failure_callback": [PatchitNotifier()]'
     )
