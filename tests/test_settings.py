@@ -243,6 +243,34 @@ def test_a_failure_is_judged_by_its_projects_last_good_commit(
     ]
 
 
+def test_a_green_run_on_another_branch_does_not_judge_this_line(
+    repo: Path, _patchit_home: Path
+) -> None:
+    """Memory's last good commit on a branch the failing commit does not descend from says
+    nothing about this line: the rules are the failing commit's parent's (`Context.last_good`,
+    the one accessor every caller but the evidence takes)."""
+    base = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / ".patchit.toml").write_text("[policy]\nmax_lines = 7\n")
+    feature = commit_all(repo, "a feature branch, run green")
+    git(repo, "checkout", "-q", "-")
+    (repo / ".patchit.toml").write_text("[policy]\nmax_lines = 20\n")
+    parent = commit_all(repo, "main's own rules")
+    (repo / "m.sql").write_text("select amout\n")
+    failing = commit_all(repo, "break")
+    event = UniversalFailureEvent(
+        source=FailureSource.DBT, pipeline_id="shop", unit_id="model.shop.m",
+        repo_path=str(repo), commit=failing, error_type="Binder Error", error_message="amout",
+    )  # fmt: skip
+    with Memory.open(_patchit_home) as memory:
+        ctx = Context(_patchit_home, memory, PatchitConfig(), [], [])
+        memory.record_last_good(project_key(event), feature)
+        assert ctx.last_good(event) is None
+        assert ctx.judged_by(event).config.policy.max_lines == 20  # `parent`'s, not 7
+        memory.record_last_good(project_key(event), base)  # an ancestor: kept
+        assert ctx.last_good(event) == base != parent
+
+
 def test_doctor_reads_the_working_tree(repo: Path, _patchit_home: Path) -> None:
     (repo / ".patchit.toml").write_text('[policy]\nmax_files = 2\n[delivery]\nmode = "threshold"\n')
     settings = settings_in_worktree(_patchit_home, repo)

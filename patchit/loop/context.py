@@ -16,6 +16,7 @@ from pathlib import Path
 
 from patchit.config import PatchitConfig
 from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.gitlog import last_good_on_line
 from patchit.harnesses.base import Harness
 from patchit.harnesses.registry import configure_harnesses, load_harnesses
 from patchit.memory import Memory
@@ -51,6 +52,17 @@ def say_step(say: Say) -> Step:
     return step
 
 
+def remembered_last_good(memory: Memory, event: UniversalFailureEvent) -> str | None:
+    """Memory's last good commit of `event`'s project when the failing commit descends from
+    it, else None: a green run on another branch says nothing about this line
+    (`evidence.gitlog.last_good_on_line`). Every caller but the evidence (which also says in
+    the report what it set aside) takes it from here."""
+    remembered = memory.last_good(project_key(event))
+    if not remembered or not event.repo_path:
+        return remembered
+    return last_good_on_line(Path(event.repo_path), remembered, event.commit or "HEAD")
+
+
 @dataclass
 class Context:
     """What healing needs: state dir, memory, config and the plugins, with a voice. `config`
@@ -68,12 +80,16 @@ class Context:
     def long_step(self, message: str) -> AbstractContextManager[None]:
         return (self.step or say_step(self.say))(message)
 
+    def last_good(self, event: UniversalFailureEvent) -> str | None:
+        """`remembered_last_good` in this context's memory."""
+        return remembered_last_good(self.memory, event)
+
     def judged_by(self, event: UniversalFailureEvent) -> Context:
         """This context under the rules `event`'s failure is judged by: the repository's
-        `.patchit.toml` at the project's last good commit (else the failing commit's parent)
-        merged in where it may narrow `config`; each setting refused is said."""
-        last_good = self.memory.last_good(project_key(event))
-        settings = narrow_for(self.config, event, last_good)
+        `.patchit.toml` at the project's last good commit on the failing commit's line (else
+        the failing commit's parent) merged in where it may narrow `config`; each setting
+        refused is said."""
+        settings = narrow_for(self.config, event, self.last_good(event))
         for line in settings.refused:
             self.say(line)
         if settings.config == self.config:

@@ -21,7 +21,6 @@ from patchit.fidelity.model import DataCheck
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.registry import select_harness
 from patchit.loop.context import Context
-from patchit.loop.loop import project_key
 from patchit.memory import Incident
 from patchit.sandbox.dbt_profile import resolve_dbt_target, sandbox_db_location
 from patchit.sandbox.git import run_git
@@ -146,7 +145,7 @@ def _rerun(
     ctx.say("comparing its outputs with the last good commit's")
     check = check_candidate(
         event, None, repo, harness, workspace, result,
-        baseline_commit=ctx.memory.last_good(project_key(event)), work=scratch / "baseline",
+        baseline_commit=ctx.last_good(event), work=scratch / "baseline",
     )  # fmt: skip
     return result, check
 

@@ -28,7 +28,7 @@ from patchit.fidelity.check import remembered_commit
 from patchit.harnesses.base import Harness
 from patchit.harnesses.registry import select_harness
 from patchit.loop.change_groups import FailureGroup, Known, LastGood, group_failures, incident_key
-from patchit.loop.context import Context
+from patchit.loop.context import Context, remembered_last_good
 from patchit.loop.faults import checkpoint
 from patchit.loop.recurrence import branch_here, needs_recheck, new_cause, no_longer_fails
 from patchit.loop.search import Search, recorded_search, search_fix
@@ -170,7 +170,7 @@ def group_by_change(events: Iterable[UniversalFailureEvent], memory: Memory) -> 
 
 
 def _last_good_of(memory: Memory) -> LastGood:
-    return lambda event: memory.last_good(project_key(event))
+    return lambda event: remembered_last_good(memory, event)
 
 
 def _known_of(memory: Memory) -> Known:
