@@ -33,7 +33,9 @@ DEFAULT_DENY = [
 
 
 # Files that run with more power than the pipeline, or steer patchit itself: CI configuration,
-# patchit's own config, hooks and install-time code. Denied unless the operator drops a glob from
+# patchit's own config, hooks, install-time code and what decides what gets installed (a
+# dependency added by a candidate is a supply-chain change, never a fix), and Python that runs
+# on its own when an interpreter or a build starts. Denied unless the operator drops a glob from
 # `[policy] protected` (a `deny` list leaves these in force; a repository may only add to both).
 PROTECTED = [
     ".github/**",
@@ -43,6 +45,16 @@ PROTECTED = [
     ".gitmodules",
     "setup.py",
     "conftest.py",
+    "setup.cfg",
+    "pyproject.toml",
+    "requirements*.txt",
+    "packages.yml",
+    "dependencies.yml",
+    "sitecustomize.py",
+    "usercustomize.py",
+    "*.pth",
+    "Makefile",
+    "Dockerfile",
 ]
 
 

@@ -177,6 +177,13 @@ PROTECTED_PATHS = [
     ("pkg/setup.py", "setup.py"),
     ("conftest.py", "conftest.py"),
     ("tests/unit/conftest.py", "conftest.py"),
+    ("pyproject.toml", "pyproject.toml"),
+    ("requirements-dev.txt", "requirements*.txt"),
+    ("packages.yml", "packages.yml"),
+    ("transform/dependencies.yml", "dependencies.yml"),
+    ("dags/sitecustomize.py", "sitecustomize.py"),
+    ("lib/hook.pth", "*.pth"),
+    ("Makefile", "Makefile"),
 ]
 
 
@@ -236,6 +243,9 @@ def test_a_new_file_may_be_created_where_nothing_is(repo: Path) -> None:
     # the globs bite as for any edit, and the content is text
     assert "protected path" in (check_policy(edits((".github/workflows/ci.yml", "", "on: push\n")),
                                              repo, PolicyConfig()) or "")  # fmt: skip
+    for runs_at_start in ("sitecustomize.py", "dags/usercustomize.py", "evil.pth"):
+        assert "protected path" in (check_policy(edits((runs_at_start, "", "import os\n")), repo,
+                                                 PolicyConfig()) or "")  # fmt: skip
     assert "binary" in (check_policy(edits(("models/b.bin", "", "a\x00b")), repo,
                                      PolicyConfig()) or "")  # fmt: skip
     # its lines are new code: they count
