@@ -199,6 +199,15 @@ def last_good_on_line(repo: Path, last_good: str | None, failing: str) -> str | 
     return last_good if sha == failing_sha or _is_ancestor(repo, sha, failing_sha) else None
 
 
+def is_on_line(repo: Path, commit: str, failing: str) -> bool:
+    """Whether `commit` is the failing commit or one of its ancestors (False when either
+    cannot be resolved here)."""
+    sha, failing_sha = resolve_commit(repo, commit), resolve_commit(repo, failing)
+    if sha is None or failing_sha is None:
+        return False
+    return sha == failing_sha or _is_ancestor(repo, sha, failing_sha)
+
+
 def on_this_line(
     repo: Path, last_good: str | None, event: UniversalFailureEvent, notes: list[str]
 ) -> str | None:

@@ -44,6 +44,11 @@ class Verification(BaseModel):
         "`related_units`) and how it ended: pass, or the runtime's word (error, fail, failed, "
         "upstream_failed, not run)",
     )
+    set_aside: list[str] = Field(
+        default_factory=list,
+        description="units outside the incident that failed again in this run and were failing "
+        "on this line before the candidate, which does not edit them: not held against it",
+    )
     outputs: dict[str, str] = Field(
         default_factory=dict,
         description="where the run left what a data check compares: 'duckdb' (the run's "

@@ -30,6 +30,7 @@ from patchit.harnesses.registry import select_harness
 from patchit.loop.change_groups import FailureGroup, Known, LastGood, group_failures, incident_key
 from patchit.loop.context import Context, remembered_last_good
 from patchit.loop.faults import checkpoint
+from patchit.loop.known_failing import with_known_failing
 from patchit.loop.recurrence import branch_here, needs_recheck, new_cause, no_longer_fails
 from patchit.loop.search import Search, recorded_search, search_fix
 from patchit.loop.trial import LEASE_TTL_S, Bench, Landing, Trial, baseline_work, land
@@ -108,6 +109,7 @@ def heal(
                 raise harness  # no harness can verify a candidate: say why, with a report
             snapshot = snapshot or _snapshot(event, sandbox, ctx)
             snapshot_dir = snapshot.parent if snapshot else None
+            event = with_known_failing(ctx.memory, event)  # set aside when they fail again
             ahead = BaselineAhead(event, repo, harness, snapshot_dir, baseline_work(sandbox),
                                   remembered_commit(evidence, last_good))  # fmt: skip
             bench = Bench(ctx, event, incident.id, fingerprint, evidence, repo, harness,

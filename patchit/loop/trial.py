@@ -27,6 +27,7 @@ from patchit.fidelity.check import compares_outputs
 from patchit.harnesses.base import Harness, Screening, Verification, Workspace
 from patchit.loop.context import Context
 from patchit.loop.faults import checkpoint
+from patchit.loop.known_failing import for_candidate
 from patchit.memory.records import AttemptRecord
 from patchit.patching.apply import EditError, apply_edits, preview_edits
 from patchit.patching.base import PatchCandidate
@@ -188,6 +189,7 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
     with ctx.long_step(f"  verifying with the {bench.harness.name} harness"):
         # a test named after a column the candidate renames runs under its new name
         followed = followed_event(bench.event, candidate_renames(candidate))
+        followed = for_candidate(followed, files)  # what it edits is judged like any node
         verified = bench.harness.verify(workspace, followed)
     trial.result = _redacted(bench.event, verified)
     if trial.result.passed:
@@ -297,6 +299,8 @@ def _judge(trial: Trial) -> tuple[str, str]:
             return "needs_review", f"data check: {trial.data.summary}"
         if trial.candidate.review:
             return "needs_review", f"needs review: {trial.candidate.review}"
+        if result.set_aside:
+            return "verified", SET_ASIDE + ", ".join(result.set_aside[:5])
         return "verified", ""
     if result.limit_hit:
         why = _LIMITS.get(result.limit_hit, "a sandbox limit stopped it")
@@ -304,6 +308,9 @@ def _judge(trial: Trial) -> tuple[str, str]:
     if result.failures:
         return "failed", "still failing: " + ", ".join(result.failures[:5])
     return "failed", "verification did not pass"
+
+
+SET_ASIDE = "set aside, failing on this line before this change (not edited by it): "
 
 
 def _verification_text(trial: Trial) -> str:

@@ -27,6 +27,14 @@ def _capped(units: list[str], keep: int = 20) -> list[str]:
     return [*units[:keep], f"... and {len(units) - keep} more"]
 
 
+def _set_aside(units: list[str]) -> str:
+    """What the verification set aside (`Verification.set_aside`), as a sentence, or ""."""
+    if not units:
+        return ""
+    named = ", ".join(f"`{u}`" for u in units)
+    return f" Set aside, failing on this line before this change and not edited by it: {named}."
+
+
 def _tail(text: str, lines: int = _OUTPUT_TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
@@ -148,7 +156,7 @@ def build_report(
             f"`{result.command}` passed in {result.duration_ms / 1000:.1f} s "
             f"(harness `{result.harness}`, isolation `{result.isolation}`, fidelity "
             f"`{result.fidelity}`, data check: {data_check.summary if data_check else 'not run'})."
-            f" Candidate from `{candidate.strategy}` "
+            f"{_set_aside(result.set_aside)} Candidate from `{candidate.strategy}` "
             f"(tier {candidate.tier}, tag `{candidate.tag}`): {candidate.rationale}"
         )
     cls = verdict.cls.value if verdict else FailureClass.UNKNOWN.value

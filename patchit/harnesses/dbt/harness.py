@@ -57,7 +57,7 @@ from patchit.harnesses.dbt.sf import SfSchemas, clone_incrementals, sf_note, sf_
 from patchit.harnesses.dbt.units import (
     DbtOutcome,
     incident_units,
-    judge_outcome,
+    judge_with_known,
     tail_lines,
     unit_verdicts,
 )
@@ -237,8 +237,12 @@ class DbtHarness:
                 pid = worker.pid if worker is not None else None
                 self._parses.after(box, outcome, pid, saved_parse)
         units = incident_units(event)
-        passed, failures = judge_outcome(outcome, event.unit_id, units[1:])
+        known = [str(u) for u in event.context.get("known_failing") or []]
+        passed, failures, set_aside = judge_with_known(outcome, event.unit_id, units[1:], known)
         output = tail_lines(box.log_path)
+        if set_aside:
+            output += (f"\npatchit: set aside, failing on this line before this candidate (which "
+                       f"does not edit them): {', '.join(set_aside)}")  # fmt: skip
         if outcome.exception and outcome.exception not in output:
             output = f"{output}\n{outcome.exception}".strip()
         limit = None
@@ -272,6 +276,7 @@ class DbtHarness:
             limit_hit=limit,
             outputs=sf_outputs(box) if box.snowflake else pg_outputs(box),
             units=unit_verdicts(outcome, units, passed),
+            set_aside=set_aside,
         )
 
     def release(self, area: Path) -> None:

@@ -173,20 +173,50 @@ def judge_outcome(
 ) -> tuple[bool, list[str]]:
     """Pass iff dbt succeeded, every result passed, and every failed unit of the incident (the
     unit and its `related` units) ran: a fix for one of two failing models is no fix."""
-    failures = [
-        str(r.get("unique_id"))
-        for r in outcome.results
-        if str(r.get("status")) not in PASSING_STATUSES
-    ]
+    passed, failures, _ = judge_with_known(outcome, unit_id, related)
+    return passed, failures
+
+
+def judge_with_known(
+    outcome: DbtOutcome, unit_id: str, related: Iterable[str] = (), known: Iterable[str] = ()
+) -> tuple[bool, list[str], list[str]]:
+    """`judge_outcome`, with the nodes in `known` (outside the incident, failing on this line
+    before the candidate, which does not edit them: `known_failing`) set aside when they fail
+    again, and what they skipped when nothing else failed: (passed, failures, set aside). A
+    node downstream of the incident that another breaking change broke (its fix on another
+    branch) must not refuse a right fix of this one; every unit of the incident must still
+    run and pass."""
+    units = list(dict.fromkeys([unit_id, *related]))
+    unit_names = {node_selector(u) for u in units if u.startswith("test.")}
+    known_ids = set(known) - set(units)
+    failures: list[str] = []
+    set_aside: list[str] = []
+    skipped: list[str] = []
+    for result in outcome.results:
+        uid, status = str(result.get("unique_id")), str(result.get("status"))
+        if status in PASSING_STATUSES:
+            continue
+        ours = uid in units or (uid.startswith("test.") and node_selector(uid) in unit_names)
+        if not ours and uid in known_ids:
+            set_aside.append(uid)
+        elif not ours and status == "skipped":
+            skipped.append(uid)
+        else:
+            failures.append(uid)
+    if failures or not set_aside:  # skipped for what failed here, or with nothing set aside
+        failures += skipped
+    else:
+        set_aside += skipped
     ran = {str(r.get("unique_id")) for r in outcome.results}
     # a test is known by its name: a candidate that renames its column gives it a new hash
     tests = {node_selector(r) for r in ran if r.startswith("test.")}
-    for unit in dict.fromkeys([unit_id, *related]):
+    for unit in units:
         found = unit in ran or (unit.startswith("test.") and node_selector(unit) in tests)
         if node_selector(unit) and not found and unit not in failures:
             failures.append(unit)
-    passed = outcome.success and not outcome.timed_out and not failures and bool(outcome.results)
-    return passed, failures
+    succeeded = outcome.success or (bool(set_aside) and not outcome.exception)
+    passed = succeeded and not outcome.timed_out and not failures and bool(outcome.results)
+    return passed, failures, set_aside
 
 
 def unit_verdicts(outcome: DbtOutcome, units: Iterable[str], passed: bool) -> dict[str, str]:
