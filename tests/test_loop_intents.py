@@ -13,11 +13,14 @@ import pytest
 
 from patchit.config import PatchitConfig, PolicyConfig
 from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.model import Evidence
 from patchit.harnesses.base import Harness
 from patchit.harnesses.dbt.harness import DbtHarness
 from patchit.loop.context import Context
 from patchit.loop.loop import HealOutcome, heal
 from patchit.memory import Memory
+from patchit.patching.apply import derive_edits
+from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.revert import PartialRevertStrategy
 from tests.cli.helpers import incidents
 from tests.conftest import commit_all, git, user_dbt_events
@@ -43,9 +46,11 @@ LABEL = "reverts your change: renamed parameter scale of total to factor in dags
 
 
 def heal_with(home: Path, event: UniversalFailureEvent, harness: Harness,
-              config: PatchitConfig | None = None) -> tuple[HealOutcome, Memory]:  # fmt: skip
+              config: PatchitConfig | None = None,
+              strategies: list[FixIt] | None = None) -> tuple[HealOutcome, Memory]:  # fmt: skip
     memory = Memory.open(home)
-    ctx = Context(home, memory, config or PatchitConfig(), [PartialRevertStrategy()], [harness])
+    ctx = Context(home, memory, config or PatchitConfig(),
+                  strategies or [PartialRevertStrategy()], [harness])  # fmt: skip
     try:
         return heal(event, ctx), memory
     finally:
@@ -94,6 +99,44 @@ def test_policy_revert_allow_lets_the_revert_land(tmp_path: Path, _patchit_home:
     memory.close()
     [row] = incidents()
     assert row["review_label"] is None
+
+
+class _Reverts(FixIt):
+    """Two reverts of the renamed parameter (the second with a comment besides), then a
+    forward fix that fails: what a delta-debugging revert offers after its first held set."""
+
+    name = "scripted_reverts"
+    tag = "scripted_reverts"
+
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+        def one(tag: str, text: str) -> PatchCandidate:
+            return PatchCandidate(strategy=self.name, tag=tag, rationale=tag,
+                                  edits=derive_edits(JOB, RENAMED, text))  # fmt: skip
+
+        forward = RENAMED.replace("print(total(rows, scale=2))", "print(total(rows, factr=2))")
+        return [one("revert", GOOD), one("revert_noted", "# scale\n" + GOOD),
+                one("forward", forward)]  # fmt: skip
+
+
+def test_after_a_revert_is_held_further_reverts_of_that_intent_spend_no_run(
+    tmp_path: Path, _patchit_home: Path
+) -> None:
+    _repo, event = renamed_parameter(tmp_path)
+    outcome, memory = heal_with(_patchit_home, event, script_harness(), strategies=[_Reverts()])
+    attempts = memory.attempts_for(outcome.incident.id)
+    assert [(a.tag, a.outcome) for a in attempts] == [
+        ("revert", "needs_review"), ("revert_noted", "refused"), ("forward", "failed"),
+    ], [a.reason for a in attempts]  # fmt: skip
+    assert attempts[1].reason.startswith(
+        "not verified: it reverts your change: renamed parameter scale of total to factor"
+    )
+    assert "as scripted_reverts (revert) does, which passed and is held" in attempts[1].reason
+    incident = memory.get_incident(outcome.incident.id)
+    assert (incident.status, incident.needs_review) == ("escalated", True)
+    report = json.loads(Path(incident.report_json or "").read_text())
+    assert report["reverts"] == LABEL
+    assert [f.split(":")[0] for f in report["forward_tried"]] == ["scripted_reverts (`forward`)"]
+    memory.close()
 
 
 # -- real dbt -------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from patchit.errors import BadInputError
+from patchit.memory.records import held_advice
 
 _AGO = re.compile(r"(\d+)\s*([mhdw])")
 _UNIT = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -69,7 +70,8 @@ def table(rows: list[dict[str, Any]], live: set[str], width: int | None = None) 
         if r["status"] == "open" and not summary:
             summary = BEING_HEALED if r["id"] in live else STOPPED.format(id=r["id"])
         if r.get("review_label"):
-            summary = f"{summary} (needs review: {r['review_label']})".strip()
+            held = f"held for review: {r['review_label']}; {held_advice(r['id'])}"
+            summary = f"{summary} ({held})".strip()
         if summary:
             lines += textwrap.wrap(summary, max(40, width - 4), initial_indent="    ",
                                    subsequent_indent="    ", break_long_words=False,

@@ -4,7 +4,9 @@ Compared: every model/seed/snapshot either run built (the failed node, its desce
 what `state:modified+` added). A difference in a relation is
 - unstable: the same column also differs between two runs of the baseline (excluded);
 - meant: the relation's model file is in the breaking diff and the column is one the diff's
-  kept lines name (see `meant`), or the kept lines change the relation as a whole;
+  kept lines name (see `meant`), or the kept lines change the relation as a whole; or a
+  column the change renamed, holding the old column's very values under the new name (a
+  model that passes it on with `select *`);
 - propagated: the relation's compiled SQL is the same in both runs, and every compared parent
   that differs is itself meant or propagated: with the same code and inputs that differ only
   where meant, its differences can only come from the meant ones;
@@ -163,6 +165,11 @@ def _judge_one(
     meant_cols = meant.columns(item.node.file, raw.columns()) if item.node.file else []
     if item.renamed_from is None and item.node.file in meant.renamed.values():
         meant_cols = [ALL]  # renamed by the change, its old relation not built: new, as meant
+    # a column the change renamed, carried on unchanged under its new name (a model that
+    # selects `*` from the renamed one): the rename's own difference
+    meant_cols = meant_cols + sorted(
+        c for new, old in raw.renamed.items() if meant.renames_column(old, new) for c in (new, old)
+    )
     if meant_cols:
         meant_map[raw.label] = meant_cols
     # a column the change renamed (its kept lines name the new one) holding its old values

@@ -140,6 +140,17 @@ class Meant:
 
         return named(self.repaired) and named(self.patched) and not named(self.removed)
 
+    def renames_column(self, old: str, new: str) -> bool:
+        """The change wrote `new` (a kept line) where it took `old` away (a removed line), both
+        as whole names: a column it renamed, wherever it is carried on (a `select *`)."""
+
+        def named(name: str, lines: dict[str, list[str]]) -> bool:
+            word = re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])", re.IGNORECASE)
+            texts = (_COMMENT.sub("", ln) for found in lines.values() for ln in found)
+            return any(word.search(text) for text in texts)
+
+        return named(new, self.kept) and named(old, self.removed)
+
     def returns_changed(self) -> bool:
         return any(
             re.search(r"\breturn\b", _COMMENT.sub("", line))

@@ -14,7 +14,7 @@ import json
 import shutil
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchit.errors import PatchitWarning
@@ -33,7 +33,7 @@ from patchit.patching.apply import EditError, apply_edits, preview_edits
 from patchit.patching.base import PatchCandidate
 from patchit.patching.diffs import unified_diff
 from patchit.patching.renamed_units import candidate_renames, followed_event
-from patchit.policy.intents import intent_review
+from patchit.policy.intents import held_again, intent_review, undone_intents
 from patchit.policy.precheck import precheck
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 from patchit.sync.branch import (
@@ -101,6 +101,8 @@ class Bench:
     last_good: str | None
     # the data check's baseline, built beside the first candidate's verification
     ahead: BaselineAhead | None = None
+    # an intent -> the candidate held for review that passed undoing it
+    held: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,11 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         return trial
     candidate = trial.candidate = intent_review(candidate, previews, bench.evidence,
                                                 ctx.config.policy, ctx.say)  # fmt: skip
+    undone = undone_intents(previews, bench.evidence, ctx.config.policy)
+    if again := sorted(undone & bench.held.keys()):
+        trial.refusal = held_again(again[0], bench.held[again[0]])
+        record_refusal(bench, candidate, diff, trial.refusal)
+        return trial
     if bench.ahead is not None and bench.ahead.started:  # prepared by run_trial
         # the incident's baseline, from the first candidate policy and memory let through:
         # it builds while this one is applied, screened and verified (no-op after the first,
@@ -196,6 +203,8 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         trial.data = _data_check(bench, workspace, trial.result)
     duration_ms = int((time.monotonic() - started) * 1000)
     outcome, reason = _judge(trial)
+    for intent in undone if outcome == "needs_review" else ():
+        bench.held.setdefault(intent, f"{candidate.strategy} ({candidate.tag})")
     checkpoint("before-record")
     trial.attempt_id = memory.record_attempt(
         bench.incident_id,

@@ -103,3 +103,11 @@ def revert_label_of(attempts: list[AttemptRecord]) -> str | None:
         if attempt.outcome == "needs_review" and at >= 0:
             return attempt.reason[at:].split("; ", 1)[0]
     return None
+
+
+def held_advice(incident_id: str) -> str:
+    """What lands a candidate held because it reverts the change, if that is what is meant."""
+    return (
+        f'to land it anyway, set `[policy] revert = "allow"` in $PATCHIT_HOME/patchit.toml '
+        f"and run `patchit heal {incident_id}` (it is verified again first)"
+    )

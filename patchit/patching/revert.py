@@ -17,6 +17,10 @@ tag is a sub-bucket `partial_revert:<hash>`: memory refuses a tag that failed on
 reverted set is a new experiment, not a variant (a set reverting less than one that failed,
 the variant that cannot help, is pruned here).
 
+Once another strategy's candidate has passed by undoing an intent of the change and is held
+for review (a deleted model restored), the partial revert spends no runs: whatever it found
+would be one more revert to review.
+
 Review rule: changing existing code back is a fix. Dropping a line the change *added* drops
 new behaviour, so such a candidate carries a `review` (it ends `needs_review`, never on a
 branch) unless what it drops is unused once the rest is restored (a Python import or a
@@ -104,6 +108,13 @@ class PartialRevertStrategy:
         spent = sum(1 for h in history if h.outcome in _TRIED)
         if own >= MAX_RUNS or spent >= request.config.loop.max_attempts:
             return Proposal(notes=[f"partial revert: run budget spent ({own} of {MAX_RUNS})"])
+        if request.config.policy.revert != "allow" and (held := _held_revert(history)):
+            return Proposal(
+                notes=[
+                    f"partial revert: no runs spent: {held} passed and is held "
+                    f"for review ({REVERTS}), as any other revert would be"
+                ]
+            )
         words = _error_words(request.evidence)
         plan = build_plan(change.files, _named(request.evidence, change.files), words)
         plan = [s for s in plan[:MAX_PLAN] if _files(s) <= request.config.policy.max_files]
@@ -146,6 +157,17 @@ class PartialRevertStrategy:
             confidence=0.6,
             review=review_reason(change.files, chosen, texts),
         )
+
+
+def _held_revert(history: list[PriorAttempt]) -> str:
+    """The tag of another strategy's candidate that passed undoing an intent of the change and
+    is held for review ("" when none): the change is only made green by undoing it, and a
+    partial revert could only add another revert to review. (Its own held sets do not stop it:
+    a smaller set may revert a slip only.)"""
+    for h in history:
+        if h.outcome == "needs_review" and REVERTS in h.reason and not _mine(h.tag):
+            return h.tag
+    return ""
 
 
 def _mine(tag: str) -> bool:

@@ -8,6 +8,10 @@ added column or join, put a changed literal back, re-create a deleted file; see
 verified, so the report can say it would pass, but it ends `needs_review` and never lands.
 Undoing a slip (a dropped comma, a stray character) is not undoing an intent.
 `[policy] revert = "allow"` lets such a candidate land.
+
+Once one candidate with a revert has passed and is held, another that undoes an intent of the same
+intents could only be held too: it is refused before its verification (`held_again`), so
+the search spends its runs on forward candidates only.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable
 from patchit.config import PolicyConfig
 from patchit.evidence.intents import change_intents, revert_label, reverted_intents
 from patchit.evidence.model import Evidence
+from patchit.memory.records import REVERTS
 from patchit.patching.base import PatchCandidate
 
 
@@ -38,3 +43,21 @@ def intent_review(
     say(f"  {label}")
     review = f"{label}; {candidate.review}" if candidate.review else label
     return candidate.model_copy(update={"review": review})
+
+
+def undone_intents(
+    previews: dict[str, tuple[str, str]], evidence: Evidence, policy: PolicyConfig
+) -> frozenset[str]:
+    """The descriptions of the intents a candidate's edited texts undo (none when the policy
+    allows reverts: such a candidate may land, and is verified like any other)."""
+    if policy.revert == "allow":
+        return frozenset()
+    return frozenset(i.description for i in reverted_intents(change_intents(evidence), previews))
+
+
+def held_again(intent: str, held: str) -> str:
+    """Why a candidate that undoes what a held one undoes is not verified."""
+    return (
+        f"not verified: it {REVERTS}: {intent}, as {held} does, which passed and is held "
+        "for review; it could only be held too"
+    )

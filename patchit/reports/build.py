@@ -11,7 +11,7 @@ from patchit.fidelity import DataCheck
 from patchit.harnesses.base import Verification
 from patchit.intake.worktree_snapshot import snapshot_of
 from patchit.memory import AttemptRecord, Incident
-from patchit.memory.records import REVERTS, revert_label_of
+from patchit.memory.records import REVERTS, held_advice, revert_label_of
 from patchit.patching.base import PatchCandidate
 from patchit.reports.confidence import fix_confidence
 from patchit.reports.model import AttemptLine, LlmSummary, RootCauseReport, UncommittedWork
@@ -193,7 +193,10 @@ def build_report(
         confidence=confidence.score if confidence else None,
         confidence_signals=confidence.signals if confidence else [],
         llm=llm,
-        next_actions=_next_actions(status, event, evidence, verdict, commands, unit_files),
+        next_actions=[
+            *([f"held for review: {reverts}; {held_advice(incident.id)}"] if reverts else []),
+            *_next_actions(status, event, evidence, verdict, commands, unit_files),
+        ],
         needs_human=status != "fixed",
         stop_reason=stop_reason,
         evidence_notes=list(evidence.notes) if evidence else [],

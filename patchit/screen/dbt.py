@@ -12,8 +12,8 @@ the candidate. Whatever the screen cannot build with certainty passes on to the 
   `dbt_project.yml`, or YAML that declares sources or model configs;
 - Jinja beyond `ref`/`source`/`config` (macros, `is_incremental()`, `var()`), or a project
   whose own compiled SQL the light render does not reproduce;
-- a model that reads a relation the run rebuilds (the failing node, its descendants) and
-  whose new columns the screen does not know;
+- a model that reads a relation the run rebuilds (the failing node, its descendants, what
+  `dbt build` skipped after a failing test) and whose new columns the screen does not know;
 - any DuckDB error that is not a parser or binder error (a table or function it lacks).
 
 One `DbtScreen` serves a harness: the manifest index and the clone are made on the first
@@ -119,6 +119,19 @@ class Prepared:
                 seen.add(uid)
                 todo += self.children.get(uid, [])
         return seen
+
+    def skipped_by_tests(self, failed: list[str]) -> list[str]:
+        """The children of the models a failing test tests: `dbt build` skipped them, so
+        the snapshot holds their last build, not the change's (a rename passed on by a
+        `select *` model is not in it yet)."""
+        found: list[str] = []
+        for uid in failed:
+            node = self.nodes.get(uid) or {}
+            if node.get("resource_type") != "test":
+                continue
+            for parent in (node.get("depends_on") or {}).get("nodes") or []:
+                found += [c for c in self.children.get(str(parent), []) if c != uid]
+        return found
 
     def close(self) -> None:
         self.clone.close()
@@ -310,9 +323,8 @@ def _bind_changed(
             skipped.append(f"{label}: {exc}")
     labels = {uid: (where.project / prepared.nodes[uid]["original_file_path"]).as_posix()
               for uid in rendered}  # fmt: skip
-    rebuilt = prepared.descendants(
-        [event.unit_id, *map(str, event.context.get("related_units") or []), *modified]
-    )
+    failed = [event.unit_id, *map(str, event.context.get("related_units") or [])]
+    rebuilt = prepared.descendants([*failed, *modified, *prepared.skipped_by_tests(failed)])
     readers = {p for r in rendered.values() for p in r.parents}
     shaped: set[str] = set()  # changed models whose new columns the clone now has
     reshapes = bool(readers & rendered.keys())

@@ -140,8 +140,11 @@ def test_a_test_of_the_renamed_model_is_healed_by_the_same_candidate(tmp_path: P
         ),
         # quoted: a name it cannot compare with confidence
         ("models/marts/quoted.sql", "select \"status\" from {{ ref('stg_orders') }}\n"),
-        # an output * passes the new name on: this model's own columns would change
-        ("models/marts/star.sql", "select * from {{ ref('stg_orders') }}\n"),
+        # an output * passes the new name on, and a consumer of that model cannot be read
+        (
+            "models/marts/star.sql",
+            "select * from {{ ref('stg_orders') }}\n-- {{ ref('quoted_reader') }}\n",
+        ),
         # two relations may answer a bare status
         ("models/marts/legacy.sql", "select 1 as id, 'x' as status\n"),
         # a join USING the old name
@@ -161,12 +164,59 @@ def test_anything_it_cannot_read_with_confidence_refuses_the_whole_candidate(
     tmp_path: Path, rel: str, text: str
 ) -> None:
     extra = {rel: text}
+    if rel.endswith("star.sql"):
+        extra["models/marts/quoted_reader.sql"] = "select \"status\" from {{ ref('star') }}\n"
     if rel.endswith("legacy.sql"):
         extra["models/marts/two.sql"] = (
             "select status from {{ ref('stg_orders') }} as o join {{ ref('legacy') }} as l "
             "on l.id = o.order_id\n"
         )
     assert fix(evidence(make_repo(tmp_path, extra))) == []
+
+
+PASS_THROUGH = {
+    # jaffle-shop's `orders`: `orders.*` from the staging model, then its own columns
+    "models/marts/enriched.sql": (
+        "with orders as (\n    select * from {{ ref('stg_orders') }}\n),\n\n"
+        "flagged as (\n    select\n        orders.*,\n"
+        "        orders.status = 'placed' as is_open\n    from orders\n)\n\n"
+        "select * from flagged\n"
+    ),
+    # reads the old name from the pass-through model, as `customers` reads `orders`
+    "models/marts/open_by_status.sql": (
+        "select\n    e.status,\n    count(*) as open_orders\n"
+        "from {{ ref('enriched') }} as e\nwhere e.is_open\ngroup by e.status\n"
+    ),
+    "models/marts/enriched.yml": (
+        "version: 2\n\nmodels:\n  - name: enriched\n    columns:\n      - name: status\n"
+        "        data_tests: [not_null]\n"
+    ),
+}
+
+
+def test_a_rename_is_followed_through_a_model_that_selects_star(tmp_path: Path) -> None:
+    """jaffle-shop's rename through `orders.*`: only the YAML test on the pass-through model
+    fails at first; one candidate follows the rename into it, its consumer and its YAML."""
+    repo = make_repo(tmp_path, PASS_THROUGH)
+    ev = evidence(repo, message='Binder Error: Referenced column "status" not found in FROM '
+                  'clause!\nCandidate bindings: "order_status"')  # fmt: skip
+    ev = ev.model_copy(update={"unit_path": "models/marts/enriched.yml",
+                               "tested_model": "enriched"})  # fmt: skip
+    (candidate,) = fix(ev)
+    assert "through enriched's `*`" in candidate.rationale
+    apply_edits(repo, candidate.edits)
+    read = lambda rel: (repo / rel).read_text()  # noqa: E731
+    assert "        orders.order_status = 'placed' as is_open\n" in read(
+        "models/marts/enriched.sql"
+    )
+    assert "        orders.*,\n" in read("models/marts/enriched.sql")  # still passes it on
+    consumer = read("models/marts/open_by_status.sql")
+    assert "    e.order_status as status,\n" in consumer
+    assert consumer.endswith("group by e.order_status\n")
+    assert "      - name: order_status\n" in read("models/marts/enriched.yml")
+    # the first consumers are followed as before
+    assert "    o.order_status as status,\n" in read("models/marts/orders.sql")
+    assert "      - name: order_status  # the lifecycle\n" in read("models/staging/schema.yml")
 
 
 def test_two_columns_renamed_by_the_change_are_followed_together(tmp_path: Path) -> None:

@@ -100,3 +100,25 @@ def test_the_rename_reaches_a_test_expression_as_a_whole_name() -> None:
         "order_total > 0", "order_total_usd > 0")  # fmt: skip
     # `tax` is no whole name in the expression: nothing changes
     assert follow_in_yaml(STG, "stg_orders", {"tax": "vat"}) == STG
+
+
+def test_a_relationships_field_naming_another_models_column_is_not_the_renamed_one() -> None:
+    # jaffle-shop's orders.yml: orders.customer_id is tested against stg_customers.customer_id;
+    # when customer_id of orders is renamed, that `field` still names stg_customers' column
+    text = """\
+models:
+  - name: orders
+    columns:
+      - name: customer_id
+        data_tests:
+          - relationships:
+              arguments:
+                to: ref('stg_customers')
+                field: customer_id
+"""
+    out = follow_in_yaml(text, "orders", {"customer_id": "buyer_id"})
+    assert not isinstance(out, Refusal), out
+    assert "      - name: buyer_id\n" in out and "field: customer_id\n" in out
+    # a `field` of a test pointing back at the model itself is still a renamed name there
+    own = text.replace("ref('stg_customers')", "ref('orders')")
+    assert isinstance(follow_in_yaml(own, "orders", {"customer_id": "buyer_id"}), Refusal)

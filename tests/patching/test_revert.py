@@ -241,6 +241,21 @@ def test_the_run_budget_is_respected(evidence: Evidence) -> None:
     assert len(proposed) == 1
 
 
+def test_no_run_is_spent_once_another_strategys_revert_is_held(evidence: Evidence) -> None:
+    # a deleted model restored: it passed, reverts an intent, and is held for review
+    held = PriorAttempt(diff_hash="r", tag="restore_deleted", outcome="needs_review",
+                        reason="needs review: reverts your change: deleted file m.sql")  # fmt: skip
+    proposed, _ = drive(PartialRevertStrategy(), evidence, lambda _t: False, history=[held])
+    assert proposed == []
+    # its own held sets do not stop it (a smaller set may revert a slip only), nor does a
+    # held candidate the operator's policy lets land
+    own = held.model_copy(update={"tag": "partial_revert:abc"})
+    assert drive(PartialRevertStrategy(), evidence, lambda _t: False, history=[own])[0]
+    config = PatchitConfig.model_validate({"policy": {"revert": "allow"}})
+    request = ProposalRequest(evidence, [held], 1, "inc", config)
+    assert PartialRevertStrategy().propose(request).candidates
+
+
 def test_a_diff_already_in_memory_is_not_proposed_again(evidence: Evidence) -> None:
     first, history = drive(PartialRevertStrategy(), evidence, lambda _text: False)
     again, _ = drive(PartialRevertStrategy(), evidence, lambda _text: False, history=history)

@@ -201,6 +201,21 @@ def test_a_model_reading_what_the_run_rebuilds_is_passed_on(project: Project) ->
     assert "reads model.shop.orders, which the run rebuilds" in screening.skipped[0]
 
 
+def test_what_dbt_skipped_after_a_failing_test_is_passed_on(project: Project) -> None:
+    # a test of stg_orders failed, so `dbt build` skipped orders: its relation in the
+    # snapshot is the last build's (a rename stg_orders passes on through a `*` is not in it)
+    data = manifest()
+    uid = "test.shop.not_null_stg_orders_status"
+    data["nodes"][uid] = _node(uid, "models/staging/schema.yml", "", ["model.shop.stg_orders"])  # type: ignore[index]
+    data["child_map"]["model.shop.stg_orders"].append(uid)  # type: ignore[index]
+    (project.root / "target" / "manifest.json").write_text(json.dumps(data))
+    event = project.event.model_copy(update={"unit_id": uid})
+    rel = project.edit("models/marts/daily_revenue.sql", "sum(amount)", "sum(amount_typo)")
+    screening = project.screen.screen(project.where, event, [rel])
+    assert screening.passed, screening.reason
+    assert "reads model.shop.orders, which the run rebuilds" in screening.skipped[0]
+
+
 def test_changed_models_are_bound_in_order_with_their_new_columns(project: Project) -> None:
     # orders gains a column that daily_revenue, changed too, reads
     orders = project.edit("models/marts/orders.sql", "u.email", "u.email, 1 as region")

@@ -10,6 +10,12 @@ its SQL models and tests (`rename_sites`: `new` where they read the column, `new
 where a select item must keep its output name, so nothing downstream changes), the model's
 YAML `columns:` entry and the `relationships` tests pointing at the column (`rename_yaml`).
 
+A consumer whose output `*` passes the renamed column on (jaffle-shop's `orders` selects
+`orders.*` from `stg_orders`) now outputs the new name itself: its own references are
+followed, and so is the rename onward, into its consumers (`customers` reading
+`orders.order_total`) and its YAML (a test on `orders` naming the old column), in the same
+candidate, through at most `MAX_PASS_THROUGH` such models.
+
 One candidate or none: a consumer it cannot read with confidence (see `rename_sites`), or a
 Python model that names the old column, makes it propose nothing. The candidate declares the
 renames it follows (`PatchCandidate.follows`), so the policy counts them as one edit kind
@@ -32,7 +38,7 @@ from patchit.patching.fixits._common import (
 )
 from patchit.patching.fixits._sqlscope import Columns
 from patchit.patching.fixits.column_renames import ColumnRename, breaking_column_renames, outputs
-from patchit.patching.fixits.rename_sites import Refusal, follow_in_sql
+from patchit.patching.fixits.rename_sites import Refusal, follow_in_sql, passed_on
 from patchit.patching.fixits.rename_yaml import follow_in_yaml
 
 _MISSING = [
@@ -43,6 +49,10 @@ _MISSING = [
     # DuckDB, when the missing name is also an alias of the same select (`sum(x) as x`)
     re.compile(r'Column "(?P<col>[^"]+)" referenced that exists in the SELECT clause'),
 ]
+
+
+# how many star-selecting models a rename is followed through (jaffle-shop: one, `orders`)
+MAX_PASS_THROUGH = 8
 
 
 def missing_column(message: str) -> str | None:
@@ -75,18 +85,22 @@ class FollowColumnRenameStrategy(FixIt):
             return []
         model = models.pop()
         followed = [r for r in renames if r.model.lower() == model]
-        texts = self._followed(evidence, followed)
-        if texts is None or not texts:
+        found = self._followed(evidence, followed)
+        if found is None or not found[0]:
             return []
-        related = {model, *(p for p in texts)}
+        texts, passed = found
+        related = {model, *passed, *(p for p in texts)}
         if not ({evidence.unit_path, (evidence.tested_model or "").lower()} & related
-                or model in _models_read(evidence)):  # fmt: skip
+                or {model, *passed} & _models_read(evidence)):  # fmt: skip
             return []
         edits: list[Edit] = []
         for path, (before, after) in sorted(texts.items()):
             edits += derive_edits(path, before, after)
         shown = ", ".join(f"{r.old} -> {r.new}" for r in followed)
         sql = sum(1 for p in texts if p.endswith(".sql"))
+        through = (f"; it reaches their consumers under the new name through "
+                   f"{', '.join(passed)}'s `*`, so it was followed there too"
+                   if passed else "")  # fmt: skip
         return [
             PatchCandidate(
                 strategy=self.name,
@@ -98,7 +112,7 @@ class FollowColumnRenameStrategy(FixIt):
                     f"({followed[0].path}); followed the rename to every consumer instead of "
                     f"undoing it: {sql} SQL file(s) read the new name (under the old one where "
                     f"a select item keeps its output name), {len(texts) - sql} YAML file(s) "
-                    f"({', '.join(sorted(texts))})"
+                    f"({', '.join(sorted(texts))}){through}"
                 ),
                 confidence=0.9,
                 follows={r.old: r.new for r in followed},
@@ -107,33 +121,56 @@ class FollowColumnRenameStrategy(FixIt):
 
     def _followed(
         self, evidence: Evidence, followed: list[ColumnRename]
-    ) -> dict[str, tuple[str, str]] | None:
-        """{path: (text, followed text)} of every file that changes; None: refused."""
+    ) -> tuple[dict[str, tuple[str, str]], list[str]] | None:
+        """({path: (text, followed text)} of every file that changes, the models the rename
+        passed through); None: refused."""
         first = followed[0]
-        model = first.model.lower()
-        renames = {r.old: r.new for r in followed}
-        columns = _columns(evidence, model, first.before)
-        refs = _refs(first.model)
-        out: dict[str, tuple[str, str]] = {}
-        for path in project_files(evidence, (".sql", ".py", ".yml", ".yaml")):
-            if path == first.path:
-                continue
-            text = read_repo_file(evidence, path)
-            if text is None:
-                continue
-            result: str | Refusal
-            if path.endswith(".py"):
-                named = any(re.search(rf"\b{re.escape(o)}\b", text) for o in renames)
-                result = Refusal("a Python model reads it") if refs.search(text) and named else text
-            elif path.endswith(".sql"):
-                result = follow_in_sql(text, model, renames, columns) if refs.search(text) else text
-            else:
-                result = follow_in_yaml(text, model, renames)
-            if isinstance(result, Refusal):
-                return None
-            if result != text:
-                out[path] = (text, result)
-        return out
+        names = {path: name.lower() for name, path in model_files(evidence).items()}
+        known: dict[str, set[str]] = {first.model.lower(): set(first.before)}
+        queue = [(first.model.lower(), {r.old: r.new for r in followed})]
+        passed: list[str] = []
+        paths = [p for p in project_files(evidence, (".sql", ".py", ".yml", ".yaml"))
+                 if p != first.path]  # fmt: skip
+        original: dict[str, str] = {}
+        current: dict[str, str] = {}
+        while queue:
+            model, renames = queue.pop(0)
+            columns = _columns(evidence, known)
+            refs = _refs(model)
+            for path in paths:
+                if path not in current:
+                    read = read_repo_file(evidence, path)
+                    if read is None:
+                        continue
+                    original[path] = current[path] = read
+                text = current[path]
+                result: str | Refusal
+                if path.endswith(".py"):
+                    named = any(re.search(rf"\b{re.escape(o)}\b", text) for o in renames)
+                    result = (Refusal("a Python model reads it") if refs.search(text) and named
+                              else text)  # fmt: skip
+                elif path.endswith(".sql"):
+                    if not refs.search(text):
+                        continue
+                    through = passed_on(text, model, renames, columns)
+                    onward = names.get(path)
+                    if through and onward is not None and onward not in known:
+                        if len(passed) >= MAX_PASS_THROUGH:
+                            return None
+                        passed.append(onward)  # its `*` passes the new name on: follow it
+                        known[onward] = set(through)  # what its consumers read of it
+                        queue.append((onward, {o: n for o, n in renames.items()
+                                               if o.lower() in through}))  # fmt: skip
+                    else:
+                        through = set()
+                    result = follow_in_sql(text, model, renames, columns, frozenset(through))
+                else:
+                    result = follow_in_yaml(text, model, renames)
+                if isinstance(result, Refusal):
+                    return None
+                current[path] = result
+        out = {p: (original[p], t) for p, t in current.items() if t != original[p]}
+        return out, passed
 
 
 def _models_read(evidence: Evidence) -> set[str]:
@@ -144,9 +181,10 @@ def _models_read(evidence: Evidence) -> set[str]:
     return found
 
 
-def _columns(evidence: Evidence, model: str, before: frozenset[str]) -> Columns:
-    """A relation's column names: the renamed model's before the change; others from the
-    warehouse snapshot, their model file's select list, or their seed's header."""
+def _columns(evidence: Evidence, known: dict[str, set[str]]) -> Columns:
+    """A relation's column names: `known`'s (the renamed model's before the change, the
+    models the rename passed through: at least the old names they passed on); others from
+    the warehouse snapshot, their model file's select list, or their seed's header."""
     upstream = {r.name.lower(): {c.lower() for c in r.columns} for r in evidence.upstream}
     files = {name.lower(): path for name, path in model_files(evidence).items()}
     seeds = {p.rsplit("/", 1)[-1][: -len(".csv")].lower(): p
@@ -154,8 +192,8 @@ def _columns(evidence: Evidence, model: str, before: frozenset[str]) -> Columns:
     cache: dict[str, set[str] | None] = {}
 
     def columns(name: str) -> set[str] | None:
-        if name == model:
-            return set(before)
+        if name in known:
+            return set(known[name])
         if name not in cache:
             cache[name] = _lookup(evidence, name, upstream, files, seeds)
         return cache[name]

@@ -11,7 +11,9 @@ columns, and everything downstream of it, keep their names and values.
 It refuses (a `Refusal` naming why) rather than guess: `old` inside Jinja or quoted, a
 `using (old)` join, a `* exclude (old)`, a select alias `old` that a bare `old` might mean,
 a reference both the model and another relation could answer, or an output `*` that would
-pass the new name on to the consumer's own downstream.
+pass the new name on to the consumer's own downstream, unless the caller follows the rename
+on through that consumer (`passed_on`, `pass_on`: jaffle-shop's `orders` selects `orders.*`
+from `stg_orders`, so a column `stg_orders` renames reaches `customers` under its new name).
 """
 
 from __future__ import annotations
@@ -46,12 +48,39 @@ def _word(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])", re.IGNORECASE)
 
 
+def passed_on(text: str, model: str, renames: dict[str, str], columns: Columns) -> set[str]:
+    """The renamed columns (old names, lower case) of `model` that `text`'s output `*` passes on
+    to its own downstream, so that its consumers read them under the new name (none when its
+    SQL does not parse: `follow_in_sql` then refuses)."""
+    if not _STAR.search(text):
+        return set()
+    reading = read_sql(text)
+    if reading is None:
+        return set()
+    found = set()
+    for scope in output_scopes(reading):
+        select = scope.expression
+        for star in select.selects if isinstance(select, exp.Select) else []:
+            if not is_star(star):
+                continue
+            for old in renames:
+                if any(exposes(s, old.lower(), model.lower(), columns) == "target"
+                       for s in star_sources(scope, star)):  # fmt: skip
+                    found.add(old.lower())
+    return found
+
+
 def follow_in_sql(
-    text: str, model: str, renames: dict[str, str], columns: Columns
+    text: str,
+    model: str,
+    renames: dict[str, str],
+    columns: Columns,
+    pass_on: frozenset[str] = frozenset(),
 ) -> str | Refusal:
     """`text` reading each renamed column of `model` by its new name (unchanged when it reads
     none of them), or why it cannot be done with confidence. `columns` answers for the model
-    with its columns before the change."""
+    with its columns before the change; `pass_on`: the old names the caller lets the output
+    `*` pass on under the new name (it follows them on into this model's consumers)."""
     star = bool(_STAR.search(text))  # a `select *` may pass the column on without naming it
     wanted = {old.lower(): new for old, new in renames.items() if star or _word(old).search(text)}
     if not wanted:
@@ -69,7 +98,7 @@ def follow_in_sql(
         return Refusal("its SQL does not parse")
     spans: list[tuple[int, int, str]] = []
     for old, new in wanted.items():
-        found = _sites(reading, text, model.lower(), old, new, columns)
+        found = _sites(reading, text, model.lower(), old, new, columns, old in pass_on)
         if isinstance(found, Refusal):
             return found
         spans += found
@@ -80,7 +109,7 @@ def follow_in_sql(
 
 
 def _sites(
-    reading: Reading, text: str, model: str, old: str, new: str, columns: Columns
+    reading: Reading, text: str, model: str, old: str, new: str, columns: Columns, passes: bool
 ) -> list[tuple[int, int, str]] | Refusal:
     for ident in reading.tree.find_all(exp.Identifier):
         if ident.quoted and ident.name.lower() == old:
@@ -88,7 +117,7 @@ def _sites(
     for join in reading.tree.find_all(exp.Join):
         if any(u.name.lower() == old for u in join.args.get("using") or []):
             return Refusal(f"a join USING ({old})")
-    for scope in output_scopes(reading):
+    for scope in [] if passes else output_scopes(reading):
         select = scope.expression
         for star in select.selects if isinstance(select, exp.Select) else []:
             if is_star(star) and any(

@@ -48,14 +48,22 @@ def _walk(node: object, key: str = "") -> Iterator[tuple[CommentedMap, str, obje
             yield from _walk(item, key)
 
 
-def _scalars(node: object, key: str = "") -> Iterator[tuple[str, str]]:
-    """(key, string) of every string scalar under `node` (a list's items under its key)."""
+def _scalars(
+    node: object, key: str = "", refs: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, str]]:
+    """(key, string) of every string scalar under `node` (a list's items under its key); with
+    `refs`, a relationships test's `field` that names another model's column (`to:` is not
+    one of `refs`) is left out: jaffle-shop's `orders.customer_id` tested against
+    `stg_customers.customer_id` does not name the renamed column of `orders`."""
     if isinstance(node, CommentedMap):
+        target = node.get("to")
+        elsewhere = bool(refs) and isinstance(target, str) and target.replace(" ", "") not in refs
         for k, value in node.items():
-            yield from _scalars(value, str(k))
+            if not (elsewhere and str(k) == "field"):
+                yield from _scalars(value, str(k), refs)
     elif isinstance(node, CommentedSeq):
         for item in node:
-            yield from _scalars(item, key)
+            yield from _scalars(item, key, refs)
     elif isinstance(node, str):
         yield key, node
 
@@ -88,7 +96,9 @@ def follow_in_yaml(text: str, model: str, renames: dict[str, str]) -> str | Refu
                 if renamed != value:
                     line, col = mapping.lc.value(key)
                     spots.append((line, col, value, renamed))
-        named = [(k, s) for k, s in _scalars(entry) if s.lower() in lowered and k not in _SQL_ARGS]
+        own = frozenset(r.format(m=model) for r in _REFS)
+        named = [(k, s) for k, s in _scalars(entry, refs=own)
+                 if s.lower() in lowered and k not in _SQL_ARGS]  # fmt: skip
         if len(named) > len(seen) or any(k != "name" for k, _ in named):
             return Refusal(f"{model}'s properties name a renamed column outside `columns:`")
     refs = {r.format(m=model) for r in _REFS}
