@@ -219,7 +219,12 @@ class DbtHarness:
 
             if box.pg_schema is not None and box.snowflake:
                 listed = guard_schemas(box, run)
-                box.pg_notes = clone_incrementals(box, listed, self._sf.warehouse_of(box.pg_schema))
+                box.pg_notes = clone_incrementals(
+                    box,
+                    listed,
+                    self._sf.warehouse_of(box.pg_schema),
+                    event.dbt.started_utc if event.dbt else None,
+                )
             elif box.pg_schema is not None:
                 listed = guard_schemas(box, run)
                 admit_built(box, listed, self._pg.warehouse_of(box.pg_schema))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -166,11 +167,16 @@ class SfSchemas:
 
 
 def clone_incrementals(
-    box: DbtSandbox, nodes: list[dict[str, Any]], warehouse: SfWarehouse
+    box: DbtSandbox,
+    nodes: list[dict[str, Any]],
+    warehouse: SfWarehouse,
+    at_utc: datetime | None = None,
 ) -> list[str]:
     """Clone (zero-copy) the user's table of every selected incremental model and snapshot
     (`nodes`, as `dbt ls` listed them) to where the sandbox build writes it, so dbt takes the
-    incremental branch on the user's rows; the report's lines."""
+    incremental branch on the user's rows; the report's lines. `at_utc` (the failing run's
+    start) freezes what is cloned: the candidate's and the baseline's runs of the data check
+    then build on the same rows, however the table moved meanwhile."""
     assert box.pg_schema is not None
     full_refresh = "--full-refresh" in box.args
     wanted = [n for n in nodes if _builds_on_itself(n, full_refresh)]
@@ -191,13 +197,13 @@ def clone_incrementals(
             why = f"the candidate moves it from {schema}.{alias}: the user's run would too"
         else:
             try:
-                rows = warehouse.clone_table(box.pg_schema, (schema, alias),
-                                             (ident(dest[0]), dest[1]))  # fmt: skip
+                rows, when = warehouse.clone_table(box.pg_schema, (schema, alias),
+                                                   (ident(dest[0]), dest[1]), at_utc)  # fmt: skip
             except HarnessError as exc:
                 why = f"the clone of {schema}.{alias} failed: {exc}"
             else:
                 notes.append(f"{name} built on a zero-copy clone of {schema}.{alias} "
-                             f"({rows} rows)")  # fmt: skip
+                             f"({rows} rows{', ' + when if when else ''})")  # fmt: skip
                 continue
         notes.append(f"{name} built from scratch ({why}): {UNVERIFIED}")
     return notes
