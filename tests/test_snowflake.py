@@ -202,6 +202,11 @@ def test_doctor_says_where_a_snowflake_target_is_verified(sf: SfServer, tmp_path
     assert f"sandbox schemas PATCHIT_<incident>_<n> of database {database}" in line.detail
     # the emulator has no grants to read (tests/sandbox/test_sf_grants.py: real Snowflake's)
     assert "its grants not read: the emulator (fakesnow) has no access control" in line.detail
+    assert 'no database of patchit\'s own ([sandbox] sf_database = "never")' in line.detail
+    [auto] = check_warehouse(tmp_path / "up", SandboxConfig(sf_role=ROLE, sf_database="auto"))
+    assert auto.status == "ok", auto
+    assert (f"a zero-copy clone of database {database} per incident where the role may create "
+            "a database (its grants not read), else sandbox schemas") in auto.detail  # fmt: skip
     assert sandbox_schemas(sf, database) == []  # nothing made
     import socket
 

@@ -192,6 +192,7 @@ class DbtHarness:
         self._pg.clone_limit = self.sandbox.pg_clone_limit_mb * 2**20
         self._pg.role = self.sandbox.pg_role
         self._sf.role = self.sandbox.sf_role
+        self._sf.own_database = self.sandbox.sf_database
         box = prepare(workspace, event, project_dir, cwd, self._pg, self._sf)
         env = run_env(event, project_dir, workspace.scratch.resolve()) | box.env
         prepare_ms = (time.monotonic() - started) * 1000
@@ -269,7 +270,11 @@ class DbtHarness:
             duration_ms=int((time.monotonic() - started) * 1000),
             isolation=sandbox.describe()
             + (
-                sf_note(box, self._sf.role_notes.get(box.pg_schema or "", ""))
+                sf_note(
+                    box,
+                    self._sf.role_notes.get(box.pg_schema or "", ""),
+                    self._sf.own_notes.get(box.pg_schema or "", ""),
+                )
                 if box.snowflake
                 else warehouse_note(box)
             ),

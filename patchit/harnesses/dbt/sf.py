@@ -23,6 +23,7 @@ from patchit.harnesses.dbt.pg_schemas import deferred_schemas, drop_made, manife
 from patchit.harnesses.dbt.units import DbtSandbox
 from patchit.sandbox.pg_orphans import MAX_AGE_S, Verdict, judge
 from patchit.sandbox.pg_role import CannotVerifySafely
+from patchit.sandbox.sf_database import OwnDatabase, drop_database, make_own_database
 from patchit.sandbox.sf_grants import check_sf_role
 from patchit.sandbox.snowflake import SfWarehouse, ident, sandbox_schema
 
@@ -35,6 +36,7 @@ class SfPlaced:
     schema: str
     relations: set[str]
     output: dict[str, Any]  # the profile output the run logs in with: the operator's role
+    own: OwnDatabase | None = None  # patchit's clone of the user's database, or why not
 
 
 CANNOT_SF = "cannot verify safely on Snowflake"
@@ -89,6 +91,35 @@ class SfSchemas:
         self.role: str | None = None
         self._role_checked: dict[str, str] = {}
         self.role_notes: dict[str, str] = {}  # sandbox schema: what its role's check found
+        # `[sandbox] sf_database`: "auto", a database of patchit's own where the role may
+        # make one (`patchit.sandbox.sf_database`), one per user database while it is used
+        self.own_database = "auto"
+        self._own: dict[str, tuple[OwnDatabase, SfWarehouse | None]] = {}
+        self.own_notes: dict[str, str] = {}  # sandbox schema: where it was made, and why
+
+    def _own_database(self, output: dict[str, Any], manifest: Path | None) -> OwnDatabase:
+        """The database of patchit's own the sandboxes of `output`'s database are made in
+        (made on first use), or why there is none."""
+        key = json.dumps(output, sort_keys=True, default=str)
+        with self._lock:
+            if key in self._own:
+                return self._own[key][0]
+            source = str(output.get("database") or "")
+            if self.own_database == "never":
+                own = OwnDatabase(None, source, "no database of patchit's own "
+                                  '([sandbox] sf_database = "never")')  # fmt: skip
+                self._own[key] = (own, None)
+                return own
+            warehouse = SfWarehouse(output, purpose="patchit's own database")
+            try:
+                own = make_own_database(warehouse, read_schemas(output, manifest))
+            except BaseException:
+                warehouse.close()
+                raise
+            self._own[key] = (own, warehouse if own.name else None)
+            if own.name is None:
+                warehouse.close()
+            return own
 
     def _check_role(self, output: dict[str, Any], role: str) -> str:
         """Once per database: CannotVerifySafely when the role may write the user's data
@@ -133,8 +164,13 @@ class SfSchemas:
         output = {**output, "role": self.role}
         note = self._check_role(output, self.role)  # before anything runs as the role
         self.sweep_dead(output)
+        own = self._own_database(output, manifest)
+        read_from = output  # the schemas the failing run's manifest places nodes in
+        if own.name is not None:
+            output = {**output, "database": own.name}
         schema = sandbox_schema(scratch)
         self.role_notes[schema] = note
+        self.own_notes[schema] = own.why
         with self._lock:
             known = [w for w, made, _ in self._made if made == schema]
         warehouse = known[0] if known else SfWarehouse(output)
@@ -147,8 +183,8 @@ class SfSchemas:
         with self._lock:
             if not known:
                 self._made.append((warehouse, schema, scratch.resolve()))
-        relations = warehouse.relations(deferred_schemas(output, manifest))
-        return SfPlaced(schema, relations, output)
+        relations = warehouse.relations(deferred_schemas(read_from, manifest))
+        return SfPlaced(schema, relations, output, own)
 
     def warehouse_of(self, schema: str) -> SfWarehouse:
         return next(warehouse for warehouse, made, _ in self._made if made == schema)
@@ -158,6 +194,19 @@ class SfSchemas:
         that could not be dropped."""
         with self._lock:
             self._made, problems = drop_made(self._made, area)
+            in_use = {w.database for w, _, _ in self._made}
+            for key, (own, warehouse) in list(self._own.items()):
+                if own.name is None or own.name in in_use or warehouse is None:
+                    continue
+                del self._own[key]  # the next incident gets a fresh clone
+                try:
+                    left = drop_database(warehouse, own.name)
+                except HarnessError as exc:
+                    left = f"; database {own.name} not dropped: {exc}"
+                finally:
+                    warehouse.close()
+                if left:
+                    problems.append(left.removeprefix("; "))
         return problems
 
     def close(self) -> list[str]:
@@ -209,7 +258,7 @@ def clone_incrementals(
     return notes
 
 
-def sf_note(box: DbtSandbox, role_note: str = "") -> str:
+def sf_note(box: DbtSandbox, role_note: str = "", own_note: str = "") -> str:
     """What the isolation line adds for a Snowflake run: where it wrote and read, and why;
     `role_note`: what the check of its role's grants found."""
     if box.pg_schema is None:
@@ -220,9 +269,12 @@ def sf_note(box: DbtSandbox, role_note: str = "") -> str:
         if "--defer" in box.args
         else "built in the sandbox schema too (no manifest to defer to)"
     )
+    where = f"of database {box.sf_database}" if box.sf_database else "of the user's database"
+    upstream = upstream.replace("the user's relations", "the clone's relations") if (
+        box.sf_database) else upstream  # fmt: skip
     return (
-        f"; Snowflake: built in schema {box.pg_schema} of the user's database, dropped "
-        f"afterwards (no database of patchit's own yet); upstream {upstream}{seeded}; run as "
+        f"; Snowflake: built in schema {box.pg_schema} {where}, dropped afterwards "
+        f"({own_note}); upstream {upstream}{seeded}; run as "
         "the operator's [sandbox] sf_role, which may write only the schemas it made"
         + (f" ({role_note})" if role_note else "")
     )
@@ -230,4 +282,25 @@ def sf_note(box: DbtSandbox, role_note: str = "") -> str:
 
 def sf_outputs(box: DbtSandbox) -> dict[str, str]:
     """What a run's Verification says of where its outputs are: its sandbox schema."""
-    return {} if box.pg_schema is None else {"sf_schema": box.pg_schema}
+    if box.pg_schema is None:
+        return {}
+    return {"sf_schema": box.pg_schema, **({"sf_database": box.sf_database}
+                                           if box.sf_database else {})}  # fmt: skip
+
+
+def read_schemas(output: dict[str, Any], manifest: Path | None) -> list[str] | None:
+    """The schemas of the user's database a sandbox build reads: where the failing run's
+    manifest places its models, seeds, snapshots and sources, and the target's; None without a
+    manifest (the whole upstream is built from the sources, wherever they are)."""
+    if manifest is None:
+        return None
+    found = set(deferred_schemas(output, manifest))
+    database = ident(str(output.get("database") or ""))
+    try:
+        sources = json.loads(manifest.read_bytes()).get("sources") or {}
+    except (OSError, ValueError):
+        return None
+    for node in sources.values() if isinstance(sources, dict) else ():
+        if isinstance(node, dict) and ident(str(node.get("database") or database)) == database:
+            found.add(str(node.get("schema") or ""))
+    return sorted(s for s in found if s)
