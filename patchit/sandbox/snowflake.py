@@ -10,9 +10,8 @@ into the sandbox first (`create table ... clone ...`: zero-copy, free until writ
 Postgres sandbox copies it (`patchit.harnesses.dbt.sf`). The guard of `patchit.harnesses.dbt.pg`
 refuses a build that `generate_schema_name` would route out of the sandbox.
 
-The sandbox lives in the user's database. A database of patchit's own (a zero-copy
-`create database ... clone`, where the role may create one) is the next step: the emulator
-the tests run on (fakesnow 0.12) makes such a clone empty, so it cannot be verified here.
+The sandbox lives in the user's database, or with `[sandbox] sf_database = "auto"` in a
+database of patchit's own, a zero-copy clone of it (`patchit.sandbox.sf_database`).
 
 Each schema is labelled with its owner (`patchit.state.liveness.placed_owner`) and the server's
 time, in the comment Postgres's sandbox schemas carry (`patchit.sandbox.postgres.owner_comment`),
