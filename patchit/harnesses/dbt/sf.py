@@ -1,6 +1,8 @@
 """The Snowflake sandbox schemas of one dbt harness (`patchit.sandbox.snowflake`): where each
 candidate builds, what its `--defer` finds built, the zero-copy clones a selected incremental
-model or snapshot builds on, and the isolation line. All of it is dropped when the incident
+model or snapshot builds on (`at(timestamp => <the failing run's start>)` where time travel
+reaches it), the database of patchit's own they live in with `[sandbox] sf_database = "auto"`
+(`patchit.sandbox.sf_database`), and the isolation line. All of it is dropped when the incident
 ends; a killed run's schemas are swept by the next run on the database, by the rules of the
 Postgres sandbox schemas (`patchit.sandbox.pg_orphans.judge`).
 
