@@ -188,6 +188,12 @@ class SandboxConfig(BaseModel):
         "profile's database, USAGE on its warehouse, SELECT on what is read; nothing it may "
         "write in the user's schemas); none: no verification on Snowflake; the operator's setting",
     )  # fmt: skip
+    sf_database: str = Field(
+        default="never", pattern="^(auto|never)$",
+        description="Snowflake: auto: verify in patchit's own zero-copy clone of the user's "
+        "database (create database ... clone) where [sandbox] sf_role may make one; never: "
+        "always in sandbox schemas of the user's database",
+    )  # fmt: skip
     harness: str | None = Field(
         default=None, description="force a harness by name (dbt, airflow, python, ci, compose)"
     )

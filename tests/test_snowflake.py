@@ -157,7 +157,11 @@ def test_an_incremental_branch_is_healed_on_a_zero_copy_clone_of_the_users_table
     assert "max(order_id)" in fixed
     report = Path(incident["report_md"]).read_text()
     rows = before["ANALYTICS.ORDER_LOG"][0]  # type: ignore[index]
-    assert f"order_log built on a zero-copy clone of analytics.order_log ({rows} rows)" in report
+    # frozen at the failing run's start where time travel has the table; the emulator has
+    # none, so the clone is of the table as it is, and the report says so
+    cloned = f"order_log built on a zero-copy clone of analytics.order_log ({rows} rows, "
+    assert cloned + "as it is now, not as of the failing run's start (" in report, report
+    assert "does not support time travel" in report
     assert database_state(sf, database) == before
     assert sandbox_schemas(sf, database) == []
 
@@ -198,6 +202,11 @@ def test_doctor_says_where_a_snowflake_target_is_verified(sf: SfServer, tmp_path
     assert f"sandbox schemas PATCHIT_<incident>_<n> of database {database}" in line.detail
     # the emulator has no grants to read (tests/sandbox/test_sf_grants.py: real Snowflake's)
     assert "its grants not read: the emulator (fakesnow) has no access control" in line.detail
+    assert 'no database of patchit\'s own ([sandbox] sf_database = "never")' in line.detail
+    [auto] = check_warehouse(tmp_path / "up", SandboxConfig(sf_role=ROLE, sf_database="auto"))
+    assert auto.status == "ok", auto
+    assert (f"a zero-copy clone of database {database} per incident where the role may create "
+            "a database (its grants not read), else sandbox schemas") in auto.detail  # fmt: skip
     assert sandbox_schemas(sf, database) == []  # nothing made
     import socket
 

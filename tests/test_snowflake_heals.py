@@ -2,11 +2,17 @@
 -- build` as a user runs it: a ref typo is fixed on a verified branch with every relation of
 the user's schemas the same before and after; a failing test on bad data (after a green run, a
 loader wrote a customer without an email) is escalated as a data issue, the failing rows in
-the report with their key, read without writing anything. The column typo, the incremental
-model and the sweep of a killed heal's schema are tests/test_snowflake.py's."""
+the report with their key, read without writing anything; a heal killed with SIGKILL while it
+verifies leaves its sandbox schema, and the next heal sweeps it. The column typo, the
+incremental model and the sweep's rules are tests/test_snowflake.py's."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,3 +96,33 @@ def test_a_failing_test_on_bad_data_is_escalated_with_its_keyed_rows(
     assert database_state(sf, database) == before
     assert sandbox_schemas(sf, database) == []
     assert git(repo, "branch", "--list", "patchit/*") == ""
+
+
+def test_a_heal_killed_while_it_verifies_leaves_its_schema_and_the_next_heal_sweeps_it(
+    sf: SfServer, tmp_path: Path
+) -> None:
+    database = new_database()
+    repo = shop_on_snowflake(tmp_path, sf, database, SHOP)
+    segments = repo / SEGMENTS
+    segments.write_text(segments.read_text().replace("ref('customers')", "ref('customer')"))
+    commit_all(repo, "customer_segments: segments")
+    before = database_state(sf, database)
+    cmd = [sys.executable, "-m", "patchit", "dbt", "--project-dir", str(repo), "--", "build",
+           "--select", "customer_segments", "--profiles-dir", str(repo)]  # fmt: skip
+    heal = subprocess.Popen(cmd, cwd=repo, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while not (left := sandbox_schemas(sf, database)):
+            assert heal.poll() is None, "the heal ended before it made a sandbox schema"
+            assert time.monotonic() < deadline, "no sandbox schema within 600 s"
+            time.sleep(0.3)
+    finally:
+        os.killpg(heal.pid, signal.SIGKILL)  # the heal and everything it started
+        heal.wait()
+    assert sandbox_schemas(sf, database) == left  # nothing dropped them
+    res = patchit_dbt(repo, "build", "--select", "customer_segments")
+    assert res.returncode != 0, res.stderr
+    assert "Traceback" not in res.stderr
+    assert sandbox_schemas(sf, database) == []  # the killed heal's swept, the new one's dropped
+    assert database_state(sf, database) == before

@@ -22,6 +22,7 @@ from patchit.classify.model import FailureClass
 from patchit.classify.snowflake_errors import (
     SF_AUTH,
     SF_CONVERSION,
+    SF_EMULATOR_PARSE,
     SF_MISSING_RELATION,
     SF_PRIVILEGES,
     SF_SQL,
@@ -395,7 +396,7 @@ SIGNATURES: tuple[Signature, ...] = (
               "lacks ({excerpt}).", ("check the relation exists in the target", _READ_UNIT)),
     Signature("sql_error", _C.CODE_BUG,
               _rx(r"(Binder Error|Parser Error|Catalog Error|syntax error at or near)|"
-                  + _PG_SQL + "|" + SF_SQL),
+                  + _PG_SQL + "|" + SF_SQL + "|" + SF_EMULATOR_PARSE),
               "the SQL of {unit} does not bind/parse ({excerpt}); {changed}.",
               (_READ_UNIT, "compare with the upstream columns in the evidence", _RERUN)),
     Signature("compilation_error", _C.CODE_BUG, _rx(r"(Compilation Error)"),

@@ -18,6 +18,8 @@ identifier 'AMONT'`):
 The local emulator the tests run on (fakesnow) reports DuckDB's words under Snowflake's codes
 (`002043 (02000): Binder Error: Referenced column "AMONT" not found in FROM clause!`, `002003
 (42S02): Catalog Error: Table with name X does not exist!`): the DuckDB signatures match those.
+SQL it cannot parse fails in its parser's words (sqlglot's) under Snowflake's syntax error
+code: `001003 (42000): Expecting ). Line 2, Col: 7.` (`SF_EMULATOR_PARSE`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from __future__ import annotations
 SF_SQL = (
     r"(invalid identifier '[^'\n]+'|syntax error line \d+ at position \d+"
     r"|is not a valid group by expression|ambiguous column name '[^'\n]+')"
+)
+# the emulator's parser (sqlglot) under Snowflake's syntax error code: no token named
+SF_EMULATOR_PARSE = (
+    r"(001003 \(42000\): (?:Expecting [^\n]{1,40}?|Invalid expression / Unexpected token"
+    r"|Required keyword: '[^'\n]+' missing[^\n]*?)\. Line \d+, Col: \d+\.)"
 )
 SF_MISSING_RELATION = r"Object '([^'\n]+)' does not exist or not authorized"
 SF_CONVERSION = r"(?:Numeric value|Date|Timestamp|Boolean value) '[^'\n]*' is not recognized"

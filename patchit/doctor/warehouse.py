@@ -53,7 +53,7 @@ def check_warehouse(repo: Path, config: SandboxConfig) -> list[Check]:
     if kind == "snowflake":
         from patchit.doctor.snowflake import check_snowflake
 
-        return [check_snowflake(where, target.output, config.sf_role)]
+        return [check_snowflake(where, target.output, config.sf_role, config.sf_database)]
     if kind != "postgres":
         return [Check("warn", NAME, f"{where}: not verified in a sandbox; a code bug's fix-it "
                       "suggestion is reported, unverified",

@@ -121,8 +121,11 @@ class BaselineRunner:
         lives only as long as the harness that built it (a later heal builds it again)."""
         outputs = [r.get("outputs") or {} for r in state.get("runs", [])]
         if any(o.get("sf_schema") for o in outputs):
-            return self._sf_schemas_exist([str(o["sf_schema"]) for o in outputs
-                                           if o.get("sf_schema")])  # fmt: skip
+            built = [o for o in outputs if o.get("sf_schema")]
+            if len({str(o.get("sf_database") or "") for o in built}) != 1:
+                return False  # not one database to compare in
+            return self._sf_schemas_exist([str(o["sf_schema"]) for o in built],
+                                          str(built[0].get("sf_database") or ""))  # fmt: skip
         schemas = [str(o["pg_schema"]) for o in outputs if o.get("pg_schema")]
         if not schemas:
             return True
@@ -141,13 +144,16 @@ class BaselineRunner:
         except PatchitError:
             return False
 
-    def _sf_schemas_exist(self, schemas: list[str]) -> bool:
+    def _sf_schemas_exist(self, schemas: list[str], database: str = "") -> bool:
         """Whether a Snowflake run's sandbox schemas are still there (see _outputs_exist)."""
         try:
             from patchit.sandbox.dbt_profile import resolve_dbt_target
             from patchit.sandbox.snowflake import SfWarehouse
 
-            warehouse = SfWarehouse(resolve_dbt_target(self.event).output)
+            output = resolve_dbt_target(self.event).output
+            if database:  # patchit's own clone lives only while the incident lasts
+                output = {**output, "database": database}
+            warehouse = SfWarehouse(output)
             try:
                 return all(warehouse.label(schema) is not None for schema in schemas)
             finally:
@@ -212,7 +218,8 @@ class BaselineRunner:
             kept = dbt_outputs(workspace, self.event, result, keep=workspace.scratch / "outputs")
             target = str(workspace.scratch / "target")
             if kept.sf_output is not None and kept.pg_schema is not None:
-                return {"sf_schema": kept.pg_schema, "target": target}
+                own = {k: v for k, v in result.outputs.items() if k == "sf_database"}
+                return {"sf_schema": kept.pg_schema, "target": target, **own}
             if kept.pg_schema is not None:  # in the database, not in the worktree
                 where = {k: v for k, v in result.outputs.items() if k == "pg_dbname"}
                 return {"pg_schema": kept.pg_schema, "target": target, **where}

@@ -126,6 +126,8 @@ def dbt_outputs(
             output = resolve_dbt_target(event).output
         except BadInputError as exc:
             raise HarnessError(f"no dbt target to compare: {exc}") from exc
+        if result.outputs.get("sf_database"):  # patchit's own clone of the user's database
+            output = {**output, "database": result.outputs["sf_database"]}
         nodes = built_nodes(target, project_rel)
         return DbtOutputs(None, nodes, None, result.outputs["sf_schema"], sf_output=output)
     if result.outputs.get("pg_schema"):  # it stays in the database until the harness closes

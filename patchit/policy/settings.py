@@ -153,6 +153,7 @@ NARROWERS: dict[Key, Narrower] = {
     # a copy of the operator's database holds up its new connections while it is made
     ("sandbox", "pg_clone"): _order("never", "auto"),
     ("sandbox", "pg_clone_limit_mb"): _smaller,
+    ("sandbox", "sf_database"): _order("never", "auto"),
 }
 
 

@@ -157,6 +157,34 @@ def check_sf_role(warehouse: Any, role: str) -> str:
     return "its grants read: it may write only the schemas it makes"
 
 
+def may_create_database(warehouse: Any, role: str) -> bool | None:
+    """Whether `role` (or a role it inherits) holds CREATE DATABASE on the account, which a
+    database of patchit's own needs (`patchit.sandbox.sf_database`); None when its grants
+    cannot be read (the emulator's)."""
+
+    def show(sql: str) -> list[dict[str, Any]]:
+        columns, rows = warehouse.query_with_columns(sql)
+        return [dict(zip(columns, row, strict=False)) for row in rows]
+
+    seen: set[str] = set()
+    pending = [role.upper() if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", role) else role]
+    try:
+        while pending and len(seen) <= _MAX_ROLES:
+            current = pending.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for grant in _grants(current, show):
+                kind = grant.kind.upper()
+                if kind == "ACCOUNT" and grant.privilege.upper() == "CREATE DATABASE":
+                    return True
+                if kind == "ROLE" and not grant.future:
+                    pending.append(grant.name.strip('"'))
+    except HarnessError:
+        return None
+    return False
+
+
 def _emulator(warehouse: Any, error: str) -> bool:
     """fakesnow: `show grants` does not parse (DuckDB's parser) and the role is DuckDB's."""
     if "Parser Error" not in error:

@@ -10,9 +10,8 @@ into the sandbox first (`create table ... clone ...`: zero-copy, free until writ
 Postgres sandbox copies it (`patchit.harnesses.dbt.sf`). The guard of `patchit.harnesses.dbt.pg`
 refuses a build that `generate_schema_name` would route out of the sandbox.
 
-The sandbox lives in the user's database. A database of patchit's own (a zero-copy
-`create database ... clone`, where the role may create one) is the next step: the emulator
-the tests run on (fakesnow 0.12) makes such a clone empty, so it cannot be verified here.
+The sandbox lives in the user's database, or with `[sandbox] sf_database = "auto"` in a
+database of patchit's own, a zero-copy clone of it (`patchit.sandbox.sf_database`).
 
 Each schema is labelled with its owner (`patchit.state.liveness.placed_owner`) and the server's
 time, in the comment Postgres's sandbox schemas carry (`patchit.sandbox.postgres.owner_comment`),
@@ -34,6 +33,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -239,18 +239,37 @@ class SfWarehouse:
         )
         return int(rows[0][0]) > 0
 
-    def clone_table(self, schema: str, source: tuple[str, str], dest: tuple[str, str]) -> int:
-        """`create table <dest> clone <source>` in the database (zero-copy); its row count."""
+    def clone_table(
+        self,
+        schema: str,
+        source: tuple[str, str],
+        dest: tuple[str, str],
+        at_utc: datetime | None = None,
+    ) -> tuple[int, str]:
+        """`create table <dest> clone <source>` in the database (zero-copy), as of `at_utc`
+        where Snowflake's time travel still has it; its row count, and a note saying which
+        moment was cloned ("" when no moment was asked)."""
         self._check_name(schema)
         if not (dest[0] == schema or dest[0].startswith(f"{schema}_")):
             raise HarnessError(f"refusing to clone into {dest[0]}: not sandbox schema {schema}")
         db = quote(self.database)
         src = f"{db}.{quote(ident(source[0]))}.{quote(ident(source[1]))}"
         dst_schema = f"{db}.{quote(ident(dest[0]))}"
+        dst = f"{dst_schema}.{quote(ident(dest[1]))}"
         self.query(f"create schema if not exists {dst_schema}")
-        self.query(f"create table {dst_schema}.{quote(ident(dest[1]))} clone {src}")
-        rows = self.query(f"select count(*) from {dst_schema}.{quote(ident(dest[1]))}")
-        return int(rows[0][0])
+        note = ""
+        if at_utc is not None:
+            try:
+                self.query(clone_sql(dst, src, at_utc))
+                note = f"as of the failing run's start, {at_utc:%Y-%m-%d %H:%M:%S} UTC"
+            except HarnessError as exc:
+                # no time travel there (a transient table with 0 days' retention, data older
+                # than the retention, the emulator): the table as it is now
+                note = f"as it is now, not as of the failing run's start ({exc})"
+        if not note or note.startswith("as it is now"):
+            self.query(clone_sql(dst, src, None))
+        rows = self.query(f"select count(*) from {dst}")
+        return int(rows[0][0]), note
 
     def close(self) -> None:
         with self._lock:
@@ -263,6 +282,19 @@ class SfWarehouse:
     def _check_name(schema: str) -> None:
         if not SANDBOX_NAME.match(schema):  # never a name patchit did not make
             raise HarnessError(f"refusing to touch schema {schema!r}: not a patchit sandbox")
+
+
+def clone_sql(dest: str, source: str, at_utc: datetime | None) -> str:
+    """`create table <dest> clone <source>`, with Snowflake's time travel clause
+    `at(timestamp => ...)` as of `at_utc` (an aware time, or naive UTC) when given: the table
+    as the failing run read it, whatever was written to it since."""
+    sql = f"create table {dest} clone {source}"
+    if at_utc is None:
+        return sql
+    moment = (at_utc if at_utc.tzinfo else at_utc.replace(tzinfo=UTC)).astimezone(UTC)
+    stamp = moment.strftime("%Y-%m-%d %H:%M:%S.%f +00:00")
+    return (f"{sql} at(timestamp => to_timestamp_tz({literal(stamp)}, "
+            "'YYYY-MM-DD HH24:MI:SS.FF6 TZH:TZM'))")  # fmt: skip
 
 
 def first_line(exc: BaseException) -> str:

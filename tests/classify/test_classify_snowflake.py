@@ -79,6 +79,12 @@ EMULATED_TABLE = _db_error(
     '002003 (42S02): Catalog Error: Table with name ORDRS does not exist!',
     'Did you mean "ANALYTICS.ORDERS"?',
 )  # fmt: skip
+# what the emulator's parser (sqlglot) says of a select item without its comma
+EMULATED_SYNTAX = _db_error(
+    "daily_revenue", DAILY,
+    "001003 (42000): Expecting ). Line 14, Col: 7.",
+    "  create or replace transient table SHOP.analytics.daily_revenue",
+)  # fmt: skip
 
 C = FailureClass
 CASES: list[tuple[str, str, tuple[str, ...], FailureClass, str]] = [
@@ -97,6 +103,7 @@ CASES: list[tuple[str, str, tuple[str, ...], FailureClass, str]] = [
     ("password", PASSWORD, (), C.INFRA_ISSUE, "auth_rejected"),
     ("emulator: column", EMULATED_COLUMN, (DAILY,), C.CODE_BUG, "sql_error"),
     ("emulator: table", EMULATED_TABLE, (DAILY,), C.CODE_BUG, "catalog_error_project"),
+    ("emulator: syntax", EMULATED_SYNTAX, (DAILY,), C.CODE_BUG, "sql_error"),
 ]
 
 

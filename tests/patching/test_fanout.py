@@ -263,8 +263,20 @@ def test_crlf_files_keep_their_line_ends_and_other_warehouses_get_nothing(
     apply_edits(root, candidate.edits)
     assert (root / MART).read_bytes().count(b"\n") == (root / MART).read_bytes().count(b"\r\n")
     assert b"left join (\r\n    select account_id" in (root / MART).read_bytes()
+    bigquery = _evidence(tmp_path / "bq", adapter="bigquery")
+    assert FanoutJoinStrategy().fix(bigquery, []) == []
+
+
+def test_on_snowflake_the_list_is_snowflakes_listagg(tmp_path: Path) -> None:
     snowflake = _evidence(tmp_path / "sf", adapter="snowflake")
-    assert FanoutJoinStrategy().fix(snowflake, []) == []
+    [candidate] = FanoutJoinStrategy().fix(snowflake, [])
+    root = Path(snowflake.repo_root)
+    apply_edits(root, candidate.edits)
+    listed = (
+        "    select account_id, listagg(distinct cast(plan_code as varchar), ', ') within group "
+        "(order by cast(plan_code as varchar)) as plan_code\n"
+    )
+    assert listed in (root / MART).read_text()
 
 
 def test_nothing_is_proposed_when_another_model_reads_the_new_column(tmp_path: Path) -> None:

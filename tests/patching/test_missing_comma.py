@@ -35,6 +35,31 @@ def test_the_comma_goes_after_the_code_of_the_line_above_the_new_item() -> None:
     assert "    count(*) as paid_invoices,  -- all of them\n    sum(tax_usd) as tax_usd\n" in fixed
 
 
+def test_where_the_parser_names_no_token_the_one_place_that_parses_takes_the_comma() -> None:
+    # the Snowflake emulator's parser says `Expecting ). Line 2, Col: 7.`, no token
+    fixed, line = add_comma(MART, None, frozenset({6})) or ("", 0)
+    assert line == 5 and "count(*) as paid_invoices,  -- all of them\n" in fixed
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "001003 (42000): SQL compilation error:\nsyntax error line 6 at position 4 "
+        "unexpected 'sum'.",
+        "001003 (42000): Expecting ). Line 6, Col: 7.\n  create or replace transient table",
+    ],
+    ids=["snowflake", "emulator"],
+)
+def test_snowflakes_syntax_errors_are_followed(error: str) -> None:
+    from patchit.patching.fixits.missing_comma import _NEAR
+
+    found = _NEAR.search(error)
+    assert found is not None
+    assert (found.group("token") or found.group("sf_token")) == (
+        "sum" if "unexpected" in error else None
+    )
+
+
 def test_a_rewritten_line_that_dropped_its_comma() -> None:
     text = "select\n    round(sum(net_usd), 2) as net\n    count(*) as n\nfrom t\n"
     assert add_comma(text, "count", frozenset({2})) == (

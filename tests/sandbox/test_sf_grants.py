@@ -116,3 +116,27 @@ def test_grants_that_cannot_be_read_stop_the_heal_except_on_the_emulator() -> No
         unread = r"on Snowflake: the grants of \[sandbox\] sf_role PATCHIT_SANDBOX cannot be read"
         with pytest.raises(CannotVerifySafely, match=unread):
             check_sf_role(server, "PATCHIT_SANDBOX")
+
+
+class _Rows:
+    """A connection answering SHOW GRANTS with documented rows, by role."""
+
+    def __init__(self, grants: dict[str, list[dict[str, Any]]]) -> None:
+        self.show = _show(grants, {})
+
+    def query_with_columns(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        rows = self.show(sql)
+        columns = list(rows[0]) if rows else ["privilege"]
+        return columns, [tuple(r[c] for c in columns) for r in rows]
+
+
+def test_a_database_of_patchits_own_needs_create_database_on_the_account() -> None:
+    from patchit.sandbox.sf_grants import may_create_database
+
+    assert may_create_database(_Rows({"PATCHIT_SANDBOX": MADE}), "patchit_sandbox") is False
+    direct = [*MADE, _row("CREATE DATABASE", "ACCOUNT", "XY12345")]
+    assert may_create_database(_Rows({"PATCHIT_SANDBOX": direct}), "PATCHIT_SANDBOX") is True
+    inherited = {"PATCHIT_SANDBOX": [*MADE, _row("USAGE", "ROLE", "CLONER")],
+                 "CLONER": [_row("CREATE DATABASE", "ACCOUNT", "XY12345", "CLONER")]}  # fmt: skip
+    assert may_create_database(_Rows(inherited), "PATCHIT_SANDBOX") is True
+    assert may_create_database(_Server("duckdb", PARSER), "PATCHIT_SANDBOX") is None

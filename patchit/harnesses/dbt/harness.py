@@ -192,6 +192,7 @@ class DbtHarness:
         self._pg.clone_limit = self.sandbox.pg_clone_limit_mb * 2**20
         self._pg.role = self.sandbox.pg_role
         self._sf.role = self.sandbox.sf_role
+        self._sf.own_database = self.sandbox.sf_database
         box = prepare(workspace, event, project_dir, cwd, self._pg, self._sf)
         env = run_env(event, project_dir, workspace.scratch.resolve()) | box.env
         prepare_ms = (time.monotonic() - started) * 1000
@@ -219,7 +220,12 @@ class DbtHarness:
 
             if box.pg_schema is not None and box.snowflake:
                 listed = guard_schemas(box, run)
-                box.pg_notes = clone_incrementals(box, listed, self._sf.warehouse_of(box.pg_schema))
+                box.pg_notes = clone_incrementals(
+                    box,
+                    listed,
+                    self._sf.warehouse_of(box.pg_schema),
+                    event.dbt.started_utc if event.dbt else None,
+                )
             elif box.pg_schema is not None:
                 listed = guard_schemas(box, run)
                 admit_built(box, listed, self._pg.warehouse_of(box.pg_schema))
@@ -268,7 +274,11 @@ class DbtHarness:
             duration_ms=int((time.monotonic() - started) * 1000),
             isolation=sandbox.describe()
             + (
-                sf_note(box, self._sf.role_notes.get(box.pg_schema or "", ""))
+                sf_note(
+                    box,
+                    self._sf.role_notes.get(box.pg_schema or "", ""),
+                    self._sf.own_notes.get(box.pg_schema or "", ""),
+                )
                 if box.snowflake
                 else warehouse_note(box)
             ),

@@ -45,6 +45,7 @@ from patchit.sandbox.envrefs import referenced_env_names
 from patchit.sandbox.isolation import allowed_env
 from patchit.sandbox.pg_clone import Clone, rewrite_manifest
 from patchit.sandbox.postgres import PASSWORD_ENV, is_postgres, password_of
+from patchit.sandbox.sf_database import OwnDatabase, rewrite_sf_manifest
 from patchit.sandbox.snapshot import (
     PARTIAL_PARSE_FILE,
     copy_for_candidate,
@@ -117,6 +118,7 @@ def prepare(
     clone: Clone | None = None
     pg_role: str | None = None
     on_snowflake = False
+    sf_own: OwnDatabase | None = None
     try:
         target = resolve_dbt_target(event)
         path_text = str(target.output.get("path") or ":memory:")
@@ -141,6 +143,7 @@ def prepare(
                 target.output, scratch, Path(str(manifest)) if with_state else None
             )
             pg_schema, relations = placed_sf.schema, placed_sf.relations
+            sf_own = placed_sf.own if placed_sf.own and placed_sf.own.name else None
             target = replace(target, output=placed_sf.output)  # as the operator's sf_role
             path_text = pg_schema
             if (password := snowflake.password_of(target.output)) is not None:
@@ -195,6 +198,8 @@ def prepare(
         state_manifest = state_dir / "manifest.json"
         if clone is not None and clone.name is not None:  # --defer reads the clone's copies
             rewrite_manifest(Path(str(manifest)), state_manifest, clone.source, clone.name)
+        elif sf_own is not None and sf_own.name is not None:  # likewise on Snowflake
+            rewrite_sf_manifest(Path(str(manifest)), state_manifest, sf_own.source, sf_own.name)
         else:
             shutil.copyfile(str(manifest), state_manifest)
         args += ["--state", str(state_dir)]
@@ -218,6 +223,7 @@ def prepare(
         pg_role=pg_role,
         pg_clone=clone,
         snowflake=on_snowflake,
+        sf_database=sf_own.name if sf_own is not None else None,
         state_manifest=state_manifest,
         spent_ms=spent_ms,
     )

@@ -1,6 +1,8 @@
 """The Snowflake sandbox schemas of one dbt harness (`patchit.sandbox.snowflake`): where each
 candidate builds, what its `--defer` finds built, the zero-copy clones a selected incremental
-model or snapshot builds on, and the isolation line. All of it is dropped when the incident
+model or snapshot builds on (`at(timestamp => <the failing run's start>)` where time travel
+reaches it), the database of patchit's own they live in with `[sandbox] sf_database = "auto"`
+(`patchit.sandbox.sf_database`), and the isolation line. All of it is dropped when the incident
 ends; a killed run's schemas are swept by the next run on the database, by the rules of the
 Postgres sandbox schemas (`patchit.sandbox.pg_orphans.judge`).
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from patchit.harnesses.dbt.pg_schemas import deferred_schemas, drop_made, manife
 from patchit.harnesses.dbt.units import DbtSandbox
 from patchit.sandbox.pg_orphans import MAX_AGE_S, Verdict, judge
 from patchit.sandbox.pg_role import CannotVerifySafely
+from patchit.sandbox.sf_database import OwnDatabase, drop_database, make_own_database
 from patchit.sandbox.sf_grants import check_sf_role
 from patchit.sandbox.snowflake import SfWarehouse, ident, sandbox_schema
 
@@ -34,6 +38,7 @@ class SfPlaced:
     schema: str
     relations: set[str]
     output: dict[str, Any]  # the profile output the run logs in with: the operator's role
+    own: OwnDatabase | None = None  # patchit's clone of the user's database, or why not
 
 
 CANNOT_SF = "cannot verify safely on Snowflake"
@@ -88,6 +93,35 @@ class SfSchemas:
         self.role: str | None = None
         self._role_checked: dict[str, str] = {}
         self.role_notes: dict[str, str] = {}  # sandbox schema: what its role's check found
+        # `[sandbox] sf_database`: "auto", a database of patchit's own where the role may
+        # make one (`patchit.sandbox.sf_database`), one per user database while it is used
+        self.own_database = "auto"
+        self._own: dict[str, tuple[OwnDatabase, SfWarehouse | None]] = {}
+        self.own_notes: dict[str, str] = {}  # sandbox schema: where it was made, and why
+
+    def _own_database(self, output: dict[str, Any], manifest: Path | None) -> OwnDatabase:
+        """The database of patchit's own the sandboxes of `output`'s database are made in
+        (made on first use), or why there is none."""
+        key = json.dumps(output, sort_keys=True, default=str)
+        with self._lock:
+            if key in self._own:
+                return self._own[key][0]
+            source = str(output.get("database") or "")
+            if self.own_database == "never":
+                own = OwnDatabase(None, source, "no database of patchit's own "
+                                  '([sandbox] sf_database = "never")')  # fmt: skip
+                self._own[key] = (own, None)
+                return own
+            warehouse = SfWarehouse(output, purpose="patchit's own database")
+            try:
+                own = make_own_database(warehouse, read_schemas(output, manifest))
+            except BaseException:
+                warehouse.close()
+                raise
+            self._own[key] = (own, warehouse if own.name else None)
+            if own.name is None:
+                warehouse.close()
+            return own
 
     def _check_role(self, output: dict[str, Any], role: str) -> str:
         """Once per database: CannotVerifySafely when the role may write the user's data
@@ -132,8 +166,13 @@ class SfSchemas:
         output = {**output, "role": self.role}
         note = self._check_role(output, self.role)  # before anything runs as the role
         self.sweep_dead(output)
+        own = self._own_database(output, manifest)
+        read_from = output  # the schemas the failing run's manifest places nodes in
+        if own.name is not None:
+            output = {**output, "database": own.name}
         schema = sandbox_schema(scratch)
         self.role_notes[schema] = note
+        self.own_notes[schema] = own.why
         with self._lock:
             known = [w for w, made, _ in self._made if made == schema]
         warehouse = known[0] if known else SfWarehouse(output)
@@ -146,8 +185,8 @@ class SfSchemas:
         with self._lock:
             if not known:
                 self._made.append((warehouse, schema, scratch.resolve()))
-        relations = warehouse.relations(deferred_schemas(output, manifest))
-        return SfPlaced(schema, relations, output)
+        relations = warehouse.relations(deferred_schemas(read_from, manifest))
+        return SfPlaced(schema, relations, output, own)
 
     def warehouse_of(self, schema: str) -> SfWarehouse:
         return next(warehouse for warehouse, made, _ in self._made if made == schema)
@@ -157,6 +196,19 @@ class SfSchemas:
         that could not be dropped."""
         with self._lock:
             self._made, problems = drop_made(self._made, area)
+            in_use = {w.database for w, _, _ in self._made}
+            for key, (own, warehouse) in list(self._own.items()):
+                if own.name is None or own.name in in_use or warehouse is None:
+                    continue
+                del self._own[key]  # the next incident gets a fresh clone
+                try:
+                    left = drop_database(warehouse, own.name)
+                except HarnessError as exc:
+                    left = f"; database {own.name} not dropped: {exc}"
+                finally:
+                    warehouse.close()
+                if left:
+                    problems.append(left.removeprefix("; "))
         return problems
 
     def close(self) -> list[str]:
@@ -166,11 +218,16 @@ class SfSchemas:
 
 
 def clone_incrementals(
-    box: DbtSandbox, nodes: list[dict[str, Any]], warehouse: SfWarehouse
+    box: DbtSandbox,
+    nodes: list[dict[str, Any]],
+    warehouse: SfWarehouse,
+    at_utc: datetime | None = None,
 ) -> list[str]:
     """Clone (zero-copy) the user's table of every selected incremental model and snapshot
     (`nodes`, as `dbt ls` listed them) to where the sandbox build writes it, so dbt takes the
-    incremental branch on the user's rows; the report's lines."""
+    incremental branch on the user's rows; the report's lines. `at_utc` (the failing run's
+    start) freezes what is cloned: the candidate's and the baseline's runs of the data check
+    then build on the same rows, however the table moved meanwhile."""
     assert box.pg_schema is not None
     full_refresh = "--full-refresh" in box.args
     wanted = [n for n in nodes if _builds_on_itself(n, full_refresh)]
@@ -191,19 +248,19 @@ def clone_incrementals(
             why = f"the candidate moves it from {schema}.{alias}: the user's run would too"
         else:
             try:
-                rows = warehouse.clone_table(box.pg_schema, (schema, alias),
-                                             (ident(dest[0]), dest[1]))  # fmt: skip
+                rows, when = warehouse.clone_table(box.pg_schema, (schema, alias),
+                                                   (ident(dest[0]), dest[1]), at_utc)  # fmt: skip
             except HarnessError as exc:
                 why = f"the clone of {schema}.{alias} failed: {exc}"
             else:
                 notes.append(f"{name} built on a zero-copy clone of {schema}.{alias} "
-                             f"({rows} rows)")  # fmt: skip
+                             f"({rows} rows{', ' + when if when else ''})")  # fmt: skip
                 continue
         notes.append(f"{name} built from scratch ({why}): {UNVERIFIED}")
     return notes
 
 
-def sf_note(box: DbtSandbox, role_note: str = "") -> str:
+def sf_note(box: DbtSandbox, role_note: str = "", own_note: str = "") -> str:
     """What the isolation line adds for a Snowflake run: where it wrote and read, and why;
     `role_note`: what the check of its role's grants found."""
     if box.pg_schema is None:
@@ -214,9 +271,12 @@ def sf_note(box: DbtSandbox, role_note: str = "") -> str:
         if "--defer" in box.args
         else "built in the sandbox schema too (no manifest to defer to)"
     )
+    where = f"of database {box.sf_database}" if box.sf_database else "of the user's database"
+    upstream = upstream.replace("the user's relations", "the clone's relations") if (
+        box.sf_database) else upstream  # fmt: skip
     return (
-        f"; Snowflake: built in schema {box.pg_schema} of the user's database, dropped "
-        f"afterwards (no database of patchit's own yet); upstream {upstream}{seeded}; run as "
+        f"; Snowflake: built in schema {box.pg_schema} {where}, dropped afterwards "
+        f"({own_note}); upstream {upstream}{seeded}; run as "
         "the operator's [sandbox] sf_role, which may write only the schemas it made"
         + (f" ({role_note})" if role_note else "")
     )
@@ -224,4 +284,25 @@ def sf_note(box: DbtSandbox, role_note: str = "") -> str:
 
 def sf_outputs(box: DbtSandbox) -> dict[str, str]:
     """What a run's Verification says of where its outputs are: its sandbox schema."""
-    return {} if box.pg_schema is None else {"sf_schema": box.pg_schema}
+    if box.pg_schema is None:
+        return {}
+    return {"sf_schema": box.pg_schema, **({"sf_database": box.sf_database}
+                                           if box.sf_database else {})}  # fmt: skip
+
+
+def read_schemas(output: dict[str, Any], manifest: Path | None) -> list[str] | None:
+    """The schemas of the user's database a sandbox build reads: where the failing run's
+    manifest places its models, seeds, snapshots and sources, and the target's; None without a
+    manifest (the whole upstream is built from the sources, wherever they are)."""
+    if manifest is None:
+        return None
+    found = set(deferred_schemas(output, manifest))
+    database = ident(str(output.get("database") or ""))
+    try:
+        sources = json.loads(manifest.read_bytes()).get("sources") or {}
+    except (OSError, ValueError):
+        return None
+    for node in sources.values() if isinstance(sources, dict) else ():
+        if isinstance(node, dict) and ident(str(node.get("database") or database)) == database:
+            found.add(str(node.get("schema") or ""))
+    return sorted(s for s in found if s)

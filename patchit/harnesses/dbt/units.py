@@ -57,6 +57,7 @@ class DbtSandbox:
     pg_notes: list[str] = field(default_factory=list)  # the user's tables it was seeded with
     pg_role: str | None = None  # the restricted role the run logs in as (`sandbox.pg_role`)
     pg_clone: Clone | None = None  # the incident's database (Postgres): a copy, or the user's
+    sf_database: str | None = None  # patchit's own Snowflake database the run built in
     snowflake: bool = False  # `pg_schema` is a Snowflake sandbox schema (`harnesses.dbt_sf`)
     state_manifest: Path | None = None  # the failing run's manifest, as `--state` reads it
     spent_ms: dict[str, float] = field(default_factory=dict)  # parts of preparing it, timed

@@ -32,7 +32,8 @@ Only where nothing that existed before can change meaning:
   on the next), every column the query names is qualified (an unqualified one could be the
   joined relation's), no Jinja chooses its rows (beyond `ref`/`source` after `from`/`join`),
   and the file has no quoted identifier, dollar quoting or `columns(...)`;
-- the target is DuckDB or Postgres (`string_agg(distinct ... order by ...)`).
+- the target is DuckDB or Postgres (`string_agg(distinct ... order by ...)`), or Snowflake
+  (`listagg(distinct ..., ', ') within group (order by ...)`).
 Lines the change added are found by comparing the two versions line by line (`\\n` only), not
 from the diff's numbering.
 """
@@ -122,15 +123,20 @@ def _keys(cond: str, alias: str) -> list[str] | None:
     return list(dict.fromkeys(keys)) or None
 
 
-def _listed(column: str) -> str:
+def _listed(column: str, warehouse: str = "duckdb") -> str:
     text = f"cast({column} as varchar)"
+    if warehouse == "snowflake":  # Snowflake's ordered list of distinct values
+        return f"listagg(distinct {text}, ', ') within group (order by {text}) as {column}"
     return f"string_agg(distinct {text}, ', ' order by {text}) as {column}"
 
 
-def rewrite(text: str, new_lines: set[int], base: str) -> tuple[str, str, list[str]] | None:
+def rewrite(
+    text: str, new_lines: set[int], base: str, warehouse: str = "duckdb"
+) -> tuple[str, str, list[str]] | None:
     """`text` with its one added fanning join joined once per key, and what was joined; None
     when no join fits (see the module's conditions). `new_lines`: the lines (from 0, split on
-    `\\n`) the change added; `base`: the file before the change."""
+    `\\n`) the change added; `base`: the file before the change; `warehouse`: the target's
+    type, whose list aggregate is written."""
     if _ODD_BREAKS.search(text):
         return None
     lines = text.split("\n")
@@ -165,7 +171,7 @@ def rewrite(text: str, new_lines: set[int], base: str) -> tuple[str, str, list[s
         return None
     number, found, keys, taken = fits[0]
     pad, alias = found["indent"], found["alias"] or found["rel"]
-    picked = ", ".join([*keys, *([_listed(taken)] if taken else [])])
+    picked = ", ".join([*keys, *([_listed(taken, warehouse)] if taken else [])])
     cr = "\r" if lines[number].endswith("\r") else ""
     joined = [
         f"{pad}{found['kind']} ({cr}",
@@ -358,7 +364,8 @@ class FanoutJoinStrategy(FixIt):
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         if evidence.test_kind != "unique" or not evidence.breaking_diff:
             return []
-        if not evidence.change_base or _warehouse(evidence) not in ("duckdb", "postgres"):
+        warehouse = _warehouse(evidence)
+        if not evidence.change_base or warehouse not in ("duckdb", "postgres", "snowflake"):
             return []
         paths = sorted(p for p in diff_paths(evidence.breaking_diff) if p.endswith(".sql"))
         tested = evidence.tested_model_path
@@ -371,7 +378,7 @@ class FanoutJoinStrategy(FixIt):
             base = _base_text(evidence, path)
             if before is None or base is None:  # a new or renamed file: nothing is known new
                 continue
-            done = rewrite(before, new_line_numbers(base, before), base)
+            done = rewrite(before, new_line_numbers(base, before), base, warehouse)
             if done is None or _read_elsewhere(evidence, path, done[2]):
                 continue
             after, what, _ = done

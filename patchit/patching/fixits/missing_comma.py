@@ -3,8 +3,9 @@
 A commit appends `sum(tax_usd) as tax_usd` under `count(*) as paid_invoices` and forgets the
 comma on the line above, or rewrites a select line and drops its trailing comma; DuckDB stops
 at the next item (`Parser Error: syntax error at or near "sum"`), Postgres alike (`syntax
-error at or near "sum"`). A partial revert would drop the new column or the rewrite; the fix
-is the comma, and the new column stays.
+error at or near "sum"`), Snowflake too (`syntax error line 12 at position 4 unexpected 'sum'`).
+A partial revert would drop the new column or the rewrite; the fix is the comma, and the new
+column stays.
 
 The comma goes at the end of the code of a line (before a trailing comment) when: the next
 code line starts with the token the parser stopped at (or with a Jinja expression, whose
@@ -22,13 +23,21 @@ import itertools
 import re
 from typing import ClassVar
 
+from patchit.classify.snowflake_errors import SF_EMULATOR_PARSE
 from patchit.evidence.model import Evidence
 from patchit.evidence.sql_parse import mask_jinja, parse
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._change import rewrite_candidate, sql_unit_change
 from patchit.patching.fixits._common import blank_regions, error_text
 
-_NEAR = re.compile(r'syntax error at or near "(?P<token>[^"]+)"')
+# DuckDB and Postgres; Snowflake (`syntax error line 2 at position 4 unexpected 'sum'.`); the
+# Snowflake emulator's parser, which names no token (`001003 (42000): Expecting ). Line 2, Col:
+# 7.`): there the comma must still be the one place that makes the file parse
+_NEAR = re.compile(
+    r"syntax error at or near \"(?P<token>[^\"]+)\""
+    r"|syntax error line \d+ at position \d+ unexpected '(?P<sf_token>[^'\n]+)'"
+    r"|(?P<emulator>" + SF_EMULATOR_PARSE + ")"
+)
 _TOKEN = re.compile(r"\w+|[<>!=]=|<>|\|\||::|\S")
 # a line ending so cannot take a comma: the statement goes on (or the line is a clause)
 _OPEN_END = re.compile(
@@ -54,21 +63,24 @@ class MissingCommaStrategy(FixIt):
         change = sql_unit_change(evidence) if found is not None else None
         if found is None or change is None:
             return []
-        fixed = add_comma(change.now, found.group("token"), change.written)
+        token = found.group("token") or found.group("sf_token")
+        fixed = add_comma(change.now, token, change.written)
         if fixed is None:
             return []
         text, line = fixed
+        stopped = f"at {token!r}" if token is not None else "(no token named)"
         why = (
-            f"the parser stopped at {found.group('token')!r}, the item after {change.path}:"
+            f"the parser stopped {stopped}, the item after {change.path}:"
             f"{line}, which the change wrote without the comma that separates select items: "
             "added the comma, the item kept"
         )
         return rewrite_candidate(self, change, text, why, confidence=0.9)
 
 
-def add_comma(text: str, token: str, written: frozenset[int]) -> tuple[str, int] | None:
+def add_comma(text: str, token: str | None, written: frozenset[int]) -> tuple[str, int] | None:
     """(text with the one missing comma added, its 1-based line), or None when there is not
-    exactly one line that fits (see the module docstring)."""
+    exactly one line that fits (see the module docstring); `token` None: the parser named
+    none, any next item fits."""
     raw = text.splitlines(keepends=True)
     # comments and strings blanked; Jinja kept visible, so a line ending in `%}` is seen
     masked = _blank_comments_and_strings(text).splitlines(keepends=True)
@@ -83,7 +95,7 @@ def add_comma(text: str, token: str, written: frozenset[int]) -> tuple[str, int]
         if _CLAUSE.match(following):
             continue
         starts_jinja = following.lstrip().startswith("{{")
-        if not starts_jinja and token.lower() not in _stop_tokens(following):
+        if not starts_jinja and token is not None and token.lower() not in _stop_tokens(following):
             continue
         end = len(line)
         candidate = "".join(raw[:here]) + raw[here][:end] + "," + raw[here][end:]
