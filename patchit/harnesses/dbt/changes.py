@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from patchit.evidence.project_index import config_paths, read_project_config
+from patchit.harnesses.dbt.slice import SliceGraph, graph_of
 
 # Files dbt reads under a project's paths; a new one of these types is a change.
 _PARSED_SUFFIXES = (".sql", ".py", ".yml", ".yaml", ".csv", ".md")
@@ -222,6 +223,17 @@ def models_of_tests(manifest_file: Path) -> dict[str, str]:
     return {} if read is None else read.tested
 
 
+def manifest_graph(manifest_file: Path) -> SliceGraph | None:
+    """What a manifest.json says about relations, for the warehouse slice (`slice`); read
+    with the rest of it, once per manifest."""
+    try:
+        stat = manifest_file.stat()
+    except OSError:
+        return None
+    read = _read_manifest(str(manifest_file), stat.st_mtime_ns, stat.st_size)
+    return None if read is None else read.graph
+
+
 @dataclass(frozen=True)
 class _Manifest:
     checksums: dict[str, str]  # the root project's node files -> their checksums
@@ -229,6 +241,7 @@ class _Manifest:
     invocation_id: str | None
     facts: dict[str, str]
     tested: dict[str, str]  # a test's unique id, and its name -> the model it tests
+    graph: SliceGraph
 
 
 @lru_cache(maxsize=4)
@@ -253,9 +266,10 @@ def _read_manifest(path: str, _mtime_ns: int, _size: int) -> _Manifest | None:
             found[str(node["original_file_path"])] = str(checksum["checksum"])
         facts = _facts(data, project)
         invocation = data["metadata"].get("invocation_id")
+        relations: SliceGraph = graph_of(data)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
-    return _Manifest(found, frozenset(names), invocation, facts, tested)
+    return _Manifest(found, frozenset(names), invocation, facts, tested, relations)
 
 
 def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...] | None:

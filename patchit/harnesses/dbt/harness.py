@@ -34,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
@@ -54,8 +55,11 @@ from patchit.harnesses.dbt.phases import breakdown_ms
 from patchit.harnesses.dbt.preparation import prepare, run_env, sandbox_paths
 from patchit.harnesses.dbt.prewarm import adopt
 from patchit.harnesses.dbt.sf import SfSchemas, clone_incrementals, sf_note, sf_outputs
+from patchit.harnesses.dbt.slice import missed_relation
 from patchit.harnesses.dbt.units import (
+    RUN_NODES_FILE,
     DbtOutcome,
+    DbtSandbox,
     incident_units,
     judge_outcome,
     tail_lines,
@@ -73,6 +77,7 @@ from patchit.sandbox.isolation import (
     patchit_areas,
 )
 from patchit.sandbox.postgres import is_postgres
+from patchit.sandbox.snapshot import copy_for_candidate
 from patchit.sandbox.snowflake import is_snowflake
 from patchit.screen.dbt import DbtScreen, Where
 
@@ -229,6 +234,8 @@ class DbtHarness:
                 )
             running = time.monotonic()
             outcome = run(box.args, box.log_path)
+            if box.warehouse_slice is not None and missed_relation(outcome):
+                outcome = self._on_whole_copy(box, run)
             run_ms = (time.monotonic() - running) * 1000
         finally:
             with self._lock:
@@ -266,13 +273,28 @@ class DbtHarness:
             + (
                 sf_note(box, self._sf.role_notes.get(box.pg_schema or "", ""))
                 if box.snowflake
-                else warehouse_note(box)
+                else warehouse_note(box) + box.duckdb_note
             ),
             fidelity="runtime",
             limit_hit=limit,
             outputs=sf_outputs(box) if box.snowflake else pg_outputs(box),
             units=unit_verdicts(outcome, units, passed),
         )
+
+    @staticmethod
+    def _on_whole_copy(box: DbtSandbox, run: Callable[[list[str], Path], DbtOutcome]) -> DbtOutcome:
+        """Run again on a copy of the whole snapshot: the slice lacked a relation the run read
+        outside the manifest's graph (raw SQL, a macro), which the user's warehouse has."""
+        assert box.warehouse_slice is not None and box.db_copy is not None
+        copy_for_candidate(box.warehouse_slice, box.db_copy.parent)
+        box.warehouse_slice = None
+        box.duckdb_note = (
+            "; DuckDB warehouse: a copy of the whole incident snapshot (a slice of what the "
+            "selection reads lacked a relation the run read; run again)"
+        )
+        for stale in (box.log_path, box.target_dir / RUN_NODES_FILE):
+            stale.unlink(missing_ok=True)
+        return run(box.args, box.log_path)
 
     def release(self, area: Path) -> None:
         """Drop the Postgres and Snowflake sandbox schemas of the workspaces under `area` (the
