@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 from patchit.harnesses.dbt.slice import (
+    fill_slice,
     graph_of,
     missed_relation,
     selection_reads,
@@ -156,3 +157,20 @@ def test_a_slice_holds_the_relations_asked_for_and_the_snapshot_is_never_written
 def test_a_run_that_missed_a_relation_is_told_apart(message: str, missed: bool) -> None:
     outcome = DbtOutcome(success=False, results=[{"status": "error", "message": message}])
     assert missed_relation(outcome) is missed
+
+
+def test_filling_a_slice_adds_only_what_it_lacks(tmp_path: Path) -> None:
+    snapshot = tmp_path / "snapshot" / "shop.duckdb"
+    snapshot.parent.mkdir()
+    with duckdb.connect(str(snapshot)) as con:
+        con.execute("create table main.built as select 1 as n")
+        con.execute("create table main.other as select 2 as n")
+    dest = tmp_path / "wt" / "shop.duckdb"
+    assert slice_database(snapshot, dest, {("main", "built")}) == 1
+    with duckdb.connect(str(dest)) as con:  # the run rebuilt it
+        con.execute("create or replace table main.built as select 10 as n")
+    fill_slice(dest, snapshot, [("main", "built"), ("MAIN", "Other"), ("main", "nowhere")])
+    with duckdb.connect(str(dest), read_only=True) as con:
+        assert con.execute("select n from main.built").fetchone() == (10,)
+        assert con.execute("select n from main.other").fetchone() == (2,)
+    fill_slice(dest, None, [("main", "x")])  # no slice: nothing to do

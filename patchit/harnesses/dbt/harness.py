@@ -55,7 +55,7 @@ from patchit.harnesses.dbt.phases import breakdown_ms
 from patchit.harnesses.dbt.preparation import prepare, run_env, sandbox_paths
 from patchit.harnesses.dbt.prewarm import adopt
 from patchit.harnesses.dbt.sf import SfSchemas, clone_incrementals, sf_note, sf_outputs
-from patchit.harnesses.dbt.slice import missed_relation
+from patchit.harnesses.dbt.slice import missed_relation, slice_outputs
 from patchit.harnesses.dbt.units import (
     RUN_NODES_FILE,
     DbtOutcome,
@@ -277,7 +277,7 @@ class DbtHarness:
             ),
             fidelity="runtime",
             limit_hit=limit,
-            outputs=sf_outputs(box) if box.snowflake else pg_outputs(box),
+            outputs=sf_outputs(box) if box.snowflake else pg_outputs(box) | slice_outputs(box),
             units=unit_verdicts(outcome, units, passed),
         )
 

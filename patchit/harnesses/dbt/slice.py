@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchit.harnesses.dbt.units import DbtOutcome
+from patchit.harnesses.dbt.units import DbtOutcome, DbtSandbox
 from patchit.sandbox.snapshot import wal_path
 
 Relation = tuple[str, str]  # (schema, identifier), lower case: DuckDB folds them
 _SLICE_ALIAS = "__patchit_slice"
+SLICE_OF = "duckdb_slice_of"  # Verification.outputs: the snapshot a sliced warehouse came from
 _REF = re.compile(r"""\bref\(\s*['"]([^'"]+)['"](?:\s*,\s*['"]([^'"]+)['"])?""")
 _SOURCE = re.compile(r"""\bsource\(\s*['"]([^'"]+)['"]\s*,\s*['"]([^'"]+)['"]""")
 _MISSING = re.compile(r"Catalog Error: (Table|View) with name \S+ does not exist")
@@ -196,9 +197,11 @@ def _refs_in(graph: SliceGraph, file: Path) -> set[str] | None:
     return found
 
 
-def slice_database(snapshot: Path, dest: Path, relations: set[Relation]) -> int:
+def slice_database(snapshot: Path, dest: Path, relations: set[Relation], fresh: bool = True) -> int:
     """A fresh DuckDB file at `dest` holding a copy of each of `relations` the snapshot has
-    (a view's rows as a table: a copy reads the same rows); returns how many it copied.
+    (a view's rows as a table: a copy reads the same rows); returns how many it copied. With
+    `fresh` False, `dest` is a slice already, and gains those of `relations` it lacks (the data
+    check compares a relation one run built with the other's, which is then the user's).
 
     The snapshot is attached READ_ONLY under its own catalog name, so a view's fully
     qualified SQL (dbt-duckdb writes `"bench"."main"."x"`) reads the snapshot, and the new file
@@ -206,7 +209,7 @@ def slice_database(snapshot: Path, dest: Path, relations: set[Relation]) -> int:
     view over a database the run attaches itself): the caller copies the whole file then."""
     import duckdb
 
-    for stale in (dest, wal_path(dest)):
+    for stale in (dest, wal_path(dest)) if fresh else ():
         stale.unlink(missing_ok=True)
     dest.parent.mkdir(parents=True, exist_ok=True)
     catalog = _ident(snapshot.stem)
@@ -218,7 +221,15 @@ def slice_database(snapshot: Path, dest: Path, relations: set[Relation]) -> int:
             "where table_catalog = ?",
             [snapshot.stem],
         ).fetchall()
-        wanted = sorted((s, t) for s, t in have if (s.lower(), t.lower()) in relations)
+        present = {
+            (s.lower(), t.lower())
+            for s, t in con.execute(
+                "select table_schema, table_name from information_schema.tables "
+                "where table_catalog = ?",
+                [_SLICE_ALIAS],
+            ).fetchall()
+        }
+        wanted = sorted((s, t) for s, t in have if (s.lower(), t.lower()) in relations - present)
         for schema in sorted({s for s, _ in wanted}):
             con.execute(f"create schema if not exists {_SLICE_ALIAS}.{_ident(schema)}")
         for schema, table in wanted:
@@ -233,6 +244,21 @@ def missed_relation(outcome: DbtOutcome) -> bool:
     """Whether a run failed for a relation its warehouse lacks (DuckDB's "Catalog Error")."""
     texts = [str(r.get("message") or "") for r in outcome.results]
     return any(_MISSING.search(text) for text in [*texts, outcome.exception or ""])
+
+
+def slice_outputs(box: DbtSandbox) -> dict[str, str]:
+    """What a run's Verification says of a sliced warehouse: the snapshot it was cut from."""
+    return {} if box.warehouse_slice is None else {SLICE_OF: str(box.warehouse_slice)}
+
+
+def fill_slice(db: Path, snapshot: Path | None, relations: Iterable[Relation]) -> None:
+    """Give a run's sliced warehouse `db` those of `relations` it lacks, from `snapshot` (kept
+    for the incident); nothing when it is no slice or the snapshot is gone. The data check
+    calls it before comparing: a relation one run built and the other did not is then compared
+    with the user's, as on a whole copy."""
+    if snapshot is None or not snapshot.is_file() or not db.is_file():
+        return
+    slice_database(snapshot, db, {(s.lower(), n.lower()) for s, n in relations}, fresh=False)
 
 
 def _ident(name: str) -> str:
