@@ -24,6 +24,9 @@ Then the wrapper's own cost on the example project (`patchit.bench.perf_wrapper`
 `patchit dbt -- build` against `dbt build`, and the idle tail of a failure with nothing to
 verify (report line -> exit).
 
+Then the warm worker's memory (`perf_rss`): its RSS after each of `rss_candidates` distinct
+candidates verified in a row, flat or not; and, last in the report, issue 34's done-when table.
+
 Then the screen before the harness (`DbtHarness.screen`: the changed model's SQL bound by
 DuckDB against a schema-only clone of the snapshot): its one-off clone, and its cost per
 candidate over `screen_candidates` candidates in one worktree, every other one with a column
@@ -49,6 +52,7 @@ from typing import Any
 
 from patchit.bench.genproject import GeneratedProject, break_model, generate_project
 from patchit.bench.perf_heal import HealPerf, format_heal_lines, run_heal_perf
+from patchit.bench.perf_rss import format_done_when, format_rss_line, measure_rss
 from patchit.bench.perf_wrapper import format_lines, run_wrapper_perf
 from patchit.config import resolve_home
 from patchit.errors import HarnessError, PatchitError
@@ -66,6 +70,7 @@ from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees
 
 MEASURES = ("full_build", "select_build", "warm_verify", "fresh_verify")
 SCREEN_CANDIDATES = 50
+RSS_CANDIDATES = 50  # verified on the warm worker in a row, its RSS read after each
 SCREEN_TARGET_MS = 10.0  # the design's budget per SQL candidate, after the one-off clone
 WARM_TARGET_X, WARM_TARGET_S = 20.0, 1.0  # warm verify: full build / verify, and seconds
 LABELS = {
@@ -108,6 +113,8 @@ class PerfResult:
     cli_start_s: list[float] = field(default_factory=list)  # `patchit --help`
     # healing the example project and the data check's cost (perf_heal.HealPerf's fields)
     heal: dict[str, Any] = field(default_factory=dict)
+    # the warm worker's RSS (kB) after each of `rss_candidates` verified candidates (perf_rss)
+    rss_kb: list[int] = field(default_factory=list)
 
     @property
     def screen_median_ms(self) -> float:
@@ -168,6 +175,7 @@ def format_report(result: PerfResult) -> str:
     lines.append(
         f"{'worker start:'.ljust(14)}{result.worker_start_s:7.2f} s (one-off, not in warm verify)"
     )
+    lines += format_rss_line(result.rss_kb)
     lines += format_breakdown(result)
     if result.screen_samples_ms:
         n = len(result.screen_samples_ms)
@@ -188,6 +196,7 @@ def format_report(result: PerfResult) -> str:
     )
     if result.heal:
         lines += format_heal_lines(HealPerf(**result.heal))
+    lines += format_done_when(result.to_json())
     return "\n".join(lines)
 
 
@@ -387,11 +396,13 @@ def run_perf(
     screen_candidates: int = SCREEN_CANDIDATES,
     wrapper_runs: int | None = None,
     heal_runs: int | None = None,
+    rss_candidates: int = RSS_CANDIDATES,
 ) -> PerfResult:
     """Generate, break and time as the module docstring says; the temp dir is removed after
     unless `workdir` is given. `wrapper_runs`: green pairs of the wrapper's measure (default
     min(runs, 3); 0 leaves the wrapper out); `heal_runs`: the same for healing the example
-    project and the data check (`perf_heal`)."""
+    project and the data check (`perf_heal`); `rss_candidates`: candidates verified in a row on
+    the warm worker for its memory (`perf_rss`; 0 leaves it out)."""
     if runs < 1:
         raise ValueError("runs must be at least 1")
     wrapper_runs = min(runs, 3) if wrapper_runs is None else wrapper_runs
@@ -401,7 +412,7 @@ def run_perf(
     try:
         with _patchit_home(work / "home"):
             bench = _Bench(work.resolve(), n_models, say)
-            result = _measure(bench, runs, say, screen_candidates)
+            result = _measure(bench, runs, say, screen_candidates, rss_candidates)
         if wrapper_runs > 0:
             wrapper = run_wrapper_perf(work.resolve() / "wrapper", wrapper_runs, say)
             result.green_dbt_s, result.green_wrapper_s = wrapper.dbt_s, wrapper.wrapper_s
@@ -418,7 +429,11 @@ def run_perf(
 
 
 def _measure(
-    bench: _Bench, runs: int, say: Callable[[str], None], screen_candidates: int
+    bench: _Bench,
+    runs: int,
+    say: Callable[[str], None],
+    screen_candidates: int,
+    rss_candidates: int = 0,
 ) -> PerfResult:
     initial_s = bench.setup()
     project = bench.project
@@ -450,6 +465,8 @@ def _measure(
                 samples[measure].append(round(seconds, 3))
                 result.parse_modes[measure].append(parse_mode)
                 result.breakdowns_ms[measure].append(bench.last_breakdown_ms)
+        if rss_candidates:
+            result.rss_kb = measure_rss(bench, warm, rss_candidates, say)
         if screen_candidates:
             say(f"screening {screen_candidates} candidates")
             bench.screen(warm, screen_candidates, result)
