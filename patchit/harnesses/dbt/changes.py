@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from patchit.evidence.project_index import config_paths, read_project_config
+from patchit.evidence.unit_files import read_manifest
 from patchit.harnesses.dbt.slice import SliceGraph, graph_of
 
 # Files dbt reads under a project's paths; a new one of these types is a change.
@@ -247,8 +248,7 @@ class _Manifest:
 @lru_cache(maxsize=4)
 def _read_manifest(path: str, _mtime_ns: int, _size: int) -> _Manifest | None:
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+        data = read_manifest(Path(path))  # shared with the evidence and the screen
         project = data["metadata"]["project_name"]
         found: dict[str, str] = {}
         names: set[str] = set()
