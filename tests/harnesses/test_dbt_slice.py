@@ -15,6 +15,7 @@ from patchit.harnesses.dbt.slice import (
     fill_slice,
     graph_of,
     missed_relation,
+    release_snapshots,
     selection_reads,
     slice_database,
 )
@@ -142,7 +143,9 @@ def test_a_slice_holds_the_relations_asked_for_and_the_snapshot_is_never_written
         ]  # fmt: skip
         assert con.execute("select sum(id) from main.orders").fetchone() == (20,)
         assert con.execute('select amount from raw."Payments"').fetchone() == (7,)
-    # the snapshot opens writable afterwards: nothing of the slice holds a lock on it
+    # the snapshot stays attached for the next candidate until released; then it opens
+    # writable: nothing of the slice holds a lock on it
+    release_snapshots()
     with duckdb.connect(str(snapshot)) as con:
         assert con.execute("select count(*) from main.unrelated").fetchone() == (1,)
 

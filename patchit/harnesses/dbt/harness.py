@@ -55,7 +55,7 @@ from patchit.harnesses.dbt.phases import breakdown_ms
 from patchit.harnesses.dbt.preparation import prepare, run_env, sandbox_paths
 from patchit.harnesses.dbt.prewarm import adopt
 from patchit.harnesses.dbt.sf import SfSchemas, clone_incrementals, sf_note, sf_outputs
-from patchit.harnesses.dbt.slice import missed_relation, slice_outputs
+from patchit.harnesses.dbt.slice import missed_relation, release_snapshots, slice_outputs
 from patchit.harnesses.dbt.units import (
     RUN_NODES_FILE,
     DbtOutcome,
@@ -309,6 +309,7 @@ class DbtHarness:
         if worker is not None and worker.starting:
             worker.kill()  # the start's wait ends; it reaps the worker and lets the lock go
         self.screener.close()
+        release_snapshots()
         self.notices += self._pg.close() + self._sf.close()
         with self._lock:
             self._parses.close()
