@@ -5,13 +5,40 @@ from __future__ import annotations
 
 import os
 
-from patchit.bench.perf_rss import done_when, format_done_when, format_rss_line, rss_growth, rss_kb
+from patchit.bench.perf_rss import (
+    done_when,
+    format_done_when,
+    format_rss_line,
+    rss_growth,
+    rss_kb,
+    tree_rss_kb,
+)
 
 
 def test_rss_is_read_from_proc_for_a_live_process_only() -> None:
     assert (rss_kb(os.getpid()) or 0) > 1000
     assert rss_kb(None) is None
     assert rss_kb(2**22 + 12345) is None  # beyond pid_max: no such process
+
+
+def test_a_process_trees_rss_holds_its_childrens() -> None:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; x = b'1' * 50_000_000; time.sleep(30)"]
+    )
+    try:
+        import time
+
+        deadline = time.monotonic() + 20
+        while (rss_kb(child.pid) or 0) < 40_000 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        own = rss_kb(os.getpid()) or 0
+        assert (tree_rss_kb(os.getpid()) or 0) >= own + 40_000
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_growth_is_the_last_sample_over_the_first() -> None:
