@@ -115,6 +115,7 @@ class PerfResult:
     heal: dict[str, Any] = field(default_factory=dict)
     # the warm worker's RSS (kB) after each of `rss_candidates` verified candidates (perf_rss)
     rss_kb: list[int] = field(default_factory=list)
+    rss_verify_s: list[float] = field(default_factory=list)  # those candidates' warm verifies
 
     @property
     def screen_median_ms(self) -> float:
@@ -175,7 +176,7 @@ def format_report(result: PerfResult) -> str:
     lines.append(
         f"{'worker start:'.ljust(14)}{result.worker_start_s:7.2f} s (one-off, not in warm verify)"
     )
-    lines += format_rss_line(result.rss_kb)
+    lines += format_rss_line(result.rss_kb, result.rss_verify_s)
     lines += format_breakdown(result)
     if result.screen_samples_ms:
         n = len(result.screen_samples_ms)
@@ -466,7 +467,7 @@ def _measure(
                 result.parse_modes[measure].append(parse_mode)
                 result.breakdowns_ms[measure].append(bench.last_breakdown_ms)
         if rss_candidates:
-            result.rss_kb = measure_rss(bench, warm, rss_candidates, say)
+            result.rss_kb, result.rss_verify_s = measure_rss(bench, warm, rss_candidates, say)
         if screen_candidates:
             say(f"screening {screen_candidates} candidates")
             bench.screen(warm, screen_candidates, result)

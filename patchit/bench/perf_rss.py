@@ -68,17 +68,20 @@ def tree_rss_kb(pid: int | None) -> int | None:
 
 def measure_rss(
     bench: _Verifies, harness: Any, candidates: int, say: Callable[[str], None]
-) -> list[int]:
-    """The warm worker's RSS (kB) after each of `candidates` distinct verified candidates."""
+) -> tuple[list[int], list[float]]:
+    """The warm worker's RSS (kB) after each of `candidates` distinct verified candidates, and
+    each verify's seconds (the warm verify once nothing is read for the first time)."""
     samples: list[int] = []
+    seconds: list[float] = []
     for number in range(1, candidates + 1):
         if number == 1 or number % 10 == 0:
             say(f"worker memory: candidate {number}/{candidates}")
-        bench.verify(harness)
+        took, _ = bench.verify(harness)
+        seconds.append(round(took, 3))
         kb = tree_rss_kb(harness.worker_pid)
         if kb is not None:
             samples.append(kb)
-    return samples
+    return samples, seconds
 
 
 def rss_growth(samples: list[int]) -> float | None:
@@ -88,12 +91,18 @@ def rss_growth(samples: list[int]) -> float | None:
     return (samples[-1] - samples[0]) / samples[0]
 
 
-def format_rss_line(samples: list[int]) -> list[str]:
+def format_rss_line(samples: list[int], seconds: list[float] | None = None) -> list[str]:
     growth = rss_growth(samples)
     if growth is None:
         return []
     flat = "flat" if abs(growth) <= RSS_FLAT else "NOT flat"
-    return [
+    timed = []
+    if seconds:
+        timed = [
+            f"{'warm, steady:'.ljust(14)}{statistics.median(seconds):7.2f} s median warm verify "
+            f"over those {len(seconds)} candidates (min {min(seconds):.2f} s)"
+        ]
+    return timed + [
         f"{'worker RSS:'.ljust(14)}{samples[0] / 1024:7.1f} MB after 1 candidate, "
         f"{samples[-1] / 1024:.1f} MB after {len(samples)} ({growth * 100:+.1f}%: {flat}; "
         f"target within {RSS_FLAT * 100:g}%)"
