@@ -102,11 +102,12 @@ def format_rss_line(samples: list[int], seconds: list[float] | None = None) -> l
             f"{'warm, steady:'.ljust(14)}{statistics.median(seconds):7.2f} s median warm verify "
             f"over those {len(seconds)} candidates (min {min(seconds):.2f} s)"
         ]
-    return timed + [
+    rss = (
         f"{'worker RSS:'.ljust(14)}{samples[0] / 1024:7.1f} MB after 1 candidate, "
         f"{samples[-1] / 1024:.1f} MB after {len(samples)} ({growth * 100:+.1f}%: {flat}; "
         f"target within {RSS_FLAT * 100:g}%)"
-    ]
+    )
+    return [*timed, rss]
 
 
 def done_when(data: dict[str, Any]) -> list[tuple[str, float | None, str, float]]:
