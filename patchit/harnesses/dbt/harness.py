@@ -1,5 +1,9 @@
 """The dbt harness: `dbt build --select <node>+` in a worktree against a copy of the database.
 
+On DuckDB the copy is a slice (`slice`): a fresh file holding the relations the selection
+reads, cut from the incident snapshot attached read-only, when the failing run's manifest can
+tell what those are; else, and for a run that misses a relation anyway, the whole snapshot.
+
 The same run first builds every upstream node of what it builds that the copy has no relation
 for: a model the breaking change renamed or added (`stg_invoices.sql` became
 `stg_billing_invoices.sql`), which the user's failing run never built. A checkout whose

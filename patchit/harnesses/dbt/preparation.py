@@ -1,6 +1,7 @@
 """Preparing one dbt run of the dbt harness: where the project and the failing run's cwd are
 in the worktree, what the run's environment holds, the candidate's copy of the warehouse (a
-DuckDB copy, or a Postgres or Snowflake sandbox schema), the sandbox profile, and dbt's arguments
+DuckDB slice of what the selection reads or a whole copy, a Postgres or Snowflake sandbox
+schema), the sandbox profile, and dbt's arguments
 (the failing selection, `--state` for `state:modified+`, `--defer` on Postgres and Snowflake)."""
 
 from __future__ import annotations
