@@ -202,15 +202,20 @@ def format_report(result: PerfResult) -> str:
 
 
 def format_breakdown(result: PerfResult) -> list[str]:
-    """Where a verify's time goes: one row per part, warm and fresh side by side (medians)."""
-    warm, fresh = result.breakdown_ms("warm_verify"), result.breakdown_ms("fresh_verify")
-    if not warm and not fresh:
+    """Where a verify's time goes: one row per part, warm and fresh side by side (medians),
+    and the memory run's warm verifies (`steady`: past the first candidate's one-off reads)."""
+    columns = {"warm": "warm_verify", "fresh": "fresh_verify", "steady": "warm_steady"}
+    by_column = {name: result.breakdown_ms(measure) for name, measure in columns.items()}
+    by_column = {name: parts for name, parts in by_column.items() if parts or name != "steady"}
+    if not any(by_column.values()):
         return []
-    lines = ["where a verify's time goes (median ms):     warm    fresh"]
-    for part in dict.fromkeys([*warm, *fresh]):
-        cells = [f"{by[part]:8.0f}" if part in by else f"{'-':>8}" for by in (warm, fresh)]
+    heads = "".join(f"{name:>8}" for name in by_column)
+    title = "where a verify's time goes (median ms):"
+    lines = [f"{title.ljust(40)}{heads}"]
+    for part in dict.fromkeys(p for parts in by_column.values() for p in parts):
+        cells = [f"{by[part]:8.0f}" if part in by else f"{'-':>8}" for by in by_column.values()]
         lines.append(f"  {part.ljust(38)}{''.join(cells)}")
-    totals = [f"{sum(by.values()):8.0f}" for by in (warm, fresh)]
+    totals = [f"{sum(by.values()):8.0f}" for by in by_column.values()]
     lines.append(f"  {'total'.ljust(38)}{''.join(totals)}")
     return lines
 
@@ -467,7 +472,8 @@ def _measure(
                 result.parse_modes[measure].append(parse_mode)
                 result.breakdowns_ms[measure].append(bench.last_breakdown_ms)
         if rss_candidates:
-            result.rss_kb, result.rss_verify_s = measure_rss(bench, warm, rss_candidates, say)
+            measured = measure_rss(bench, warm, rss_candidates, say)
+            result.rss_kb, result.rss_verify_s, result.breakdowns_ms["warm_steady"] = measured
         if screen_candidates:
             say(f"screening {screen_candidates} candidates")
             bench.screen(warm, screen_candidates, result)

@@ -30,6 +30,8 @@ DONE_WHEN = (  # (label, what is compared, target)
 
 
 class _Verifies(Protocol):
+    last_breakdown_ms: dict[str, float]
+
     def verify(self, harness: Any) -> tuple[float, str]: ...
 
 
@@ -68,20 +70,23 @@ def tree_rss_kb(pid: int | None) -> int | None:
 
 def measure_rss(
     bench: _Verifies, harness: Any, candidates: int, say: Callable[[str], None]
-) -> tuple[list[int], list[float]]:
+) -> tuple[list[int], list[float], list[dict[str, float]]]:
     """The warm worker's RSS (kB) after each of `candidates` distinct verified candidates, and
-    each verify's seconds (the warm verify once nothing is read for the first time)."""
+    each verify's seconds and parts (the warm verify once nothing is read for the first
+    time)."""
     samples: list[int] = []
     seconds: list[float] = []
+    parts: list[dict[str, float]] = []
     for number in range(1, candidates + 1):
         if number == 1 or number % 10 == 0:
             say(f"worker memory: candidate {number}/{candidates}")
         took, _ = bench.verify(harness)
         seconds.append(round(took, 3))
+        parts.append(dict(bench.last_breakdown_ms))
         kb = tree_rss_kb(harness.worker_pid)
         if kb is not None:
             samples.append(kb)
-    return samples, seconds
+    return samples, seconds, parts
 
 
 def rss_growth(samples: list[int]) -> float | None:
