@@ -302,7 +302,9 @@ class DbtHarness:
 
     def release(self, area: Path) -> None:
         """Drop the Postgres and Snowflake sandbox schemas of the workspaces under `area` (the
-        incident is over); the warm worker stays for the next incident."""
+        incident is over), and the DuckDB snapshot kept attached for slicing (its file is
+        removed with the incident); the warm worker stays for the next incident."""
+        release_snapshots()
         self.notices += self._pg.release(area) + self._sf.release(area)
 
     def close(self) -> None:
