@@ -192,12 +192,12 @@ def format_report(result: PerfResult) -> str:
             f"{'screen clone:'.ljust(14)}{result.screen_clone_ms / 1000:7.2f} s (one-off per "
             f"incident; first candidate {result.screen_first_ms:.1f} ms with it)"
         )
+    lines += format_done_when(result.to_json())  # before the wrapper's and heal's own lines
     lines += format_lines(
         result.green_dbt_s, result.green_wrapper_s, result.idle_tail_s, result.cli_start_s
     )
     if result.heal:
         lines += format_heal_lines(HealPerf(**result.heal))
-    lines += format_done_when(result.to_json())
     return "\n".join(lines)
 
 

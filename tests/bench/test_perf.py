@@ -100,7 +100,8 @@ def test_the_workers_memory_and_the_done_when_table_are_reported(measured: dict[
     assert re.search(
         r"MB after 1 candidate, [\d.]+ MB after 3 \([+-]\d+\.\d%: (flat|NOT flat)", rss
     )
-    table = lines[lines.index(next(x for x in lines if x.startswith("done when"))) :]
+    start = lines.index(next(x for x in lines if x.startswith("done when")))
+    table = lines[start : start + 6]
     assert [row.split("  ")[1].strip() for row in table[1:]][:2] == ["warm verify", "fresh verify"]
     assert table[3].rstrip().endswith("not measured")  # --heal-runs 0
     assert table[-1].rstrip().endswith(("met", "MISSED"))  # the worker's RSS
