@@ -24,6 +24,9 @@ Then the wrapper's own cost on the example project (`patchit.bench.perf_wrapper`
 `patchit dbt -- build` against `dbt build`, and the idle tail of a failure with nothing to
 verify (report line -> exit).
 
+Then the warm worker's memory (`perf_rss`): its RSS after each of `rss_candidates` distinct
+candidates verified in a row, flat or not; and, last in the report, issue 34's done-when table.
+
 Then the screen before the harness (`DbtHarness.screen`: the changed model's SQL bound by
 DuckDB against a schema-only clone of the snapshot): its one-off clone, and its cost per
 candidate over `screen_candidates` candidates in one worktree, every other one with a column
@@ -49,6 +52,7 @@ from typing import Any
 
 from patchit.bench.genproject import GeneratedProject, break_model, generate_project
 from patchit.bench.perf_heal import HealPerf, format_heal_lines, run_heal_perf
+from patchit.bench.perf_rss import format_done_when, format_rss_line, measure_rss
 from patchit.bench.perf_wrapper import format_lines, run_wrapper_perf
 from patchit.config import resolve_home
 from patchit.errors import HarnessError, PatchitError
@@ -66,6 +70,7 @@ from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees
 
 MEASURES = ("full_build", "select_build", "warm_verify", "fresh_verify")
 SCREEN_CANDIDATES = 50
+RSS_CANDIDATES = 50  # verified on the warm worker in a row, its RSS read after each
 SCREEN_TARGET_MS = 10.0  # the design's budget per SQL candidate, after the one-off clone
 WARM_TARGET_X, WARM_TARGET_S = 20.0, 1.0  # warm verify: full build / verify, and seconds
 LABELS = {
@@ -108,6 +113,9 @@ class PerfResult:
     cli_start_s: list[float] = field(default_factory=list)  # `patchit --help`
     # healing the example project and the data check's cost (perf_heal.HealPerf's fields)
     heal: dict[str, Any] = field(default_factory=dict)
+    # the warm worker's RSS (kB) after each of `rss_candidates` verified candidates (perf_rss)
+    rss_kb: list[int] = field(default_factory=list)
+    rss_verify_s: list[float] = field(default_factory=list)  # those candidates' warm verifies
 
     @property
     def screen_median_ms(self) -> float:
@@ -168,6 +176,7 @@ def format_report(result: PerfResult) -> str:
     lines.append(
         f"{'worker start:'.ljust(14)}{result.worker_start_s:7.2f} s (one-off, not in warm verify)"
     )
+    lines += format_rss_line(result.rss_kb, result.rss_verify_s)
     lines += format_breakdown(result)
     if result.screen_samples_ms:
         n = len(result.screen_samples_ms)
@@ -183,6 +192,7 @@ def format_report(result: PerfResult) -> str:
             f"{'screen clone:'.ljust(14)}{result.screen_clone_ms / 1000:7.2f} s (one-off per "
             f"incident; first candidate {result.screen_first_ms:.1f} ms with it)"
         )
+    lines += format_done_when(result.to_json())  # before the wrapper's and heal's own lines
     lines += format_lines(
         result.green_dbt_s, result.green_wrapper_s, result.idle_tail_s, result.cli_start_s
     )
@@ -192,15 +202,20 @@ def format_report(result: PerfResult) -> str:
 
 
 def format_breakdown(result: PerfResult) -> list[str]:
-    """Where a verify's time goes: one row per part, warm and fresh side by side (medians)."""
-    warm, fresh = result.breakdown_ms("warm_verify"), result.breakdown_ms("fresh_verify")
-    if not warm and not fresh:
+    """Where a verify's time goes: one row per part, warm and fresh side by side (medians),
+    and the memory run's warm verifies (`steady`: past the first candidate's one-off reads)."""
+    columns = {"warm": "warm_verify", "fresh": "fresh_verify", "steady": "warm_steady"}
+    by_column = {name: result.breakdown_ms(measure) for name, measure in columns.items()}
+    by_column = {name: parts for name, parts in by_column.items() if parts or name != "steady"}
+    if not any(by_column.values()):
         return []
-    lines = ["where a verify's time goes (median ms):     warm    fresh"]
-    for part in dict.fromkeys([*warm, *fresh]):
-        cells = [f"{by[part]:8.0f}" if part in by else f"{'-':>8}" for by in (warm, fresh)]
+    heads = "".join(f"{name:>8}" for name in by_column)
+    title = "where a verify's time goes (median ms):"
+    lines = [f"{title.ljust(40)}{heads}"]
+    for part in dict.fromkeys(p for parts in by_column.values() for p in parts):
+        cells = [f"{by[part]:8.0f}" if part in by else f"{'-':>8}" for by in by_column.values()]
         lines.append(f"  {part.ljust(38)}{''.join(cells)}")
-    totals = [f"{sum(by.values()):8.0f}" for by in (warm, fresh)]
+    totals = [f"{sum(by.values()):8.0f}" for by in by_column.values()]
     lines.append(f"  {'total'.ljust(38)}{''.join(totals)}")
     return lines
 
@@ -387,11 +402,13 @@ def run_perf(
     screen_candidates: int = SCREEN_CANDIDATES,
     wrapper_runs: int | None = None,
     heal_runs: int | None = None,
+    rss_candidates: int = RSS_CANDIDATES,
 ) -> PerfResult:
     """Generate, break and time as the module docstring says; the temp dir is removed after
     unless `workdir` is given. `wrapper_runs`: green pairs of the wrapper's measure (default
     min(runs, 3); 0 leaves the wrapper out); `heal_runs`: the same for healing the example
-    project and the data check (`perf_heal`)."""
+    project and the data check (`perf_heal`); `rss_candidates`: candidates verified in a row on
+    the warm worker for its memory (`perf_rss`; 0 leaves it out)."""
     if runs < 1:
         raise ValueError("runs must be at least 1")
     wrapper_runs = min(runs, 3) if wrapper_runs is None else wrapper_runs
@@ -401,7 +418,7 @@ def run_perf(
     try:
         with _patchit_home(work / "home"):
             bench = _Bench(work.resolve(), n_models, say)
-            result = _measure(bench, runs, say, screen_candidates)
+            result = _measure(bench, runs, say, screen_candidates, rss_candidates)
         if wrapper_runs > 0:
             wrapper = run_wrapper_perf(work.resolve() / "wrapper", wrapper_runs, say)
             result.green_dbt_s, result.green_wrapper_s = wrapper.dbt_s, wrapper.wrapper_s
@@ -418,7 +435,11 @@ def run_perf(
 
 
 def _measure(
-    bench: _Bench, runs: int, say: Callable[[str], None], screen_candidates: int
+    bench: _Bench,
+    runs: int,
+    say: Callable[[str], None],
+    screen_candidates: int,
+    rss_candidates: int = 0,
 ) -> PerfResult:
     initial_s = bench.setup()
     project = bench.project
@@ -450,6 +471,9 @@ def _measure(
                 samples[measure].append(round(seconds, 3))
                 result.parse_modes[measure].append(parse_mode)
                 result.breakdowns_ms[measure].append(bench.last_breakdown_ms)
+        if rss_candidates:
+            measured = measure_rss(bench, warm, rss_candidates, say)
+            result.rss_kb, result.rss_verify_s, result.breakdowns_ms["warm_steady"] = measured
         if screen_candidates:
             say(f"screening {screen_candidates} candidates")
             bench.screen(warm, screen_candidates, result)

@@ -54,6 +54,9 @@ from patchit.cli.context import say
               help="Heals of the example project's column typo, each against `dbt build "
                    "--select` of the fix, and data checks against verifications (--perf; "
                    "default min(--runs, 3); 0 skips them).")  # fmt: skip
+@click.option("--rss-candidates", type=click.IntRange(min=0), default=50, show_default=True,
+              help="Candidates verified in a row on the warm dbt worker, its RSS read after "
+                   "the first and the last (--perf; 0 skips it).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True,
               help='Print the measurements as JSON (with --perf --airflow: {"dbt": ..., '
                    '"airflow": ...}).')  # fmt: skip
@@ -76,6 +79,7 @@ def bench(
     runs: int,
     wrapper_runs: int | None,
     heal_runs: int | None,
+    rss_candidates: int,
     as_json: bool,
     workdir: Path | None,
 ) -> None:
@@ -104,6 +108,7 @@ def bench(
             say=say,
             wrapper_runs=wrapper_runs,
             heal_runs=heal_runs,
+            rss_candidates=rss_candidates,
         )
         reports["dbt"], data["dbt"] = dbt_perf.format_report(result), result.to_json()
     if airflow:

@@ -23,6 +23,7 @@ from patchit.fidelity.dbt_data import RawDiff, WarehouseDiff
 from patchit.fidelity.meant import ALL, Meant
 from patchit.fidelity.model import OutputDiff
 from patchit.fidelity.outputs import BuiltNode, DbtOutputs
+from patchit.harnesses.dbt.slice import fill_slice
 
 ROWS = "(row count)"
 
@@ -89,6 +90,7 @@ def compare_runs(
     missing on each side."""
     found: dict[str, Compared] = {}
     pairs = renamed_nodes(base, cand, renamed or {})
+    _fill_slices(base, cand)
     wh = open_diff(base, cand)
     try:
         for uid in sorted((base.nodes.keys() | cand.nodes.keys()) - set(pairs.values())):
@@ -100,6 +102,21 @@ def compare_runs(
     finally:
         wh.close()
     return found
+
+
+def _fill_slices(base: DbtOutputs, cand: DbtOutputs) -> None:
+    """A run on a slice of the warehouse (`slice`) lacks what it neither read nor built; a
+    relation the other run built is compared with the user's, as on a whole copy."""
+    relations = [(n.schema, n.name) for n in [*base.nodes.values(), *cand.nodes.values()]]
+    for side in (base, cand):
+        if side.duckdb is None or side.slice_of is None:
+            continue
+        import duckdb
+
+        try:
+            fill_slice(side.duckdb, side.slice_of, relations)
+        except duckdb.Error as exc:
+            raise HarnessError(f"{side.duckdb}: cannot fill the run's slice: {exc}") from exc
 
 
 def unstable_columns(first: DbtOutputs, second: DbtOutputs, uids: list[str]) -> dict[str, set[str]]:

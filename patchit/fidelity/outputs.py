@@ -20,6 +20,7 @@ from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.packages import package_path
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt.preparation import sandbox_paths
+from patchit.harnesses.dbt.slice import SLICE_OF
 from patchit.harnesses.dbt.units import RUN_NODES_FILE
 from patchit.sandbox.dbt_profile import resolve_dbt_target, sandbox_db_location
 from patchit.sandbox.pg_clone import with_dbname
@@ -48,6 +49,7 @@ class DbtOutputs:
     pg_output: dict[str, Any] | None = None  # the profile output it was built with (Postgres)
     pg_schema: str | None = None  # the run's sandbox schema (Postgres, Snowflake)
     sf_output: dict[str, Any] | None = None  # the profile output it was built with (Snowflake)
+    slice_of: Path | None = None  # the snapshot a sliced DuckDB warehouse was cut from
 
 
 def locate_duckdb(workspace: Workspace, event: UniversalFailureEvent, result: Verification) -> Path:
@@ -150,8 +152,11 @@ def dbt_outputs(
             if part.is_file():
                 shutil.move(part, keep / part.name)
         db = keep / db.name
+    slice_of = result.outputs.get(SLICE_OF)
     return DbtOutputs(
-        duckdb=db, nodes=built_nodes(target, project_rel, workspace.root / project_rel)
+        duckdb=db,
+        nodes=built_nodes(target, project_rel, workspace.root / project_rel),
+        slice_of=Path(slice_of) if slice_of else None,
     )
 
 

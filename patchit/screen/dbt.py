@@ -22,7 +22,6 @@ candidate of an incident (keyed by snapshot and manifest) and reused for the nex
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from contextlib import nullcontext
@@ -36,6 +35,7 @@ from ruamel.yaml.error import YAMLError
 
 from patchit.errors import PatchitError
 from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.unit_files import read_manifest
 from patchit.sandbox.dbt_profile import resolve_dbt_target
 from patchit.screen.clone import BindError, SchemaClone
 from patchit.screen.model import Screening
@@ -219,12 +219,9 @@ def _snapshot_file(snapshot_dir: Path, event: UniversalFailureEvent) -> Path:
 
 
 def _index(manifest_path: Path, snapshot: Path) -> Prepared:
-    try:
-        data = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise Unsure(f"the failing run's manifest is unreadable: {exc}") from exc
-    if not isinstance(data, dict):
-        raise Unsure("the failing run's manifest is not a JSON object")
+    data = read_manifest(manifest_path)  # parsed once, shared with the evidence and harness
+    if not data:
+        raise Unsure("the failing run's manifest is unreadable or not a JSON object")
     for macro in (data.get("macros") or {}).values():
         own = not str(macro.get("package_name", "")).startswith("dbt")
         if own and macro.get("name") in ("ref", "source", "config"):

@@ -37,6 +37,8 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "0",
         "--heal-runs",
         "0",
+        "--rss-candidates",
+        "3",
         "--json",
         "--workdir",
         str(workdir),
@@ -87,7 +89,22 @@ def test_report_prints_seconds_and_ratios(measured: dict[str, Any]) -> None:
     )
     assert match, screen
     assert float(match.group(1)) == pytest.approx(result.screen_median_ms, abs=0.01)
-    assert lines[-1].startswith("screen clone:")
+    assert any(line.startswith("screen clone:") for line in lines)
+
+
+def test_the_workers_memory_and_the_done_when_table_are_reported(measured: dict[str, Any]) -> None:
+    assert len(measured["rss_kb"]) == 3 and all(kb > 10_000 for kb in measured["rss_kb"])
+    fields = {k: v for k, v in measured.items() if k in PerfResult.__dataclass_fields__}
+    lines = format_report(PerfResult(**fields)).splitlines()
+    rss = next(line for line in lines if line.startswith("worker RSS:"))
+    assert re.search(
+        r"MB after 1 candidate, [\d.]+ MB after 3 \([+-]\d+\.\d%: (flat|NOT flat)", rss
+    )
+    start = lines.index(next(x for x in lines if x.startswith("done when")))
+    table = lines[start : start + 6]
+    assert [row.split("  ")[1].strip() for row in table[1:]][:2] == ["warm verify", "fresh verify"]
+    assert table[3].rstrip().endswith("not measured")  # --heal-runs 0
+    assert table[-1].rstrip().endswith(("met", "MISSED"))  # the worker's RSS
 
 
 def test_the_screen_is_measured_per_candidate_after_a_one_off_clone(

@@ -32,6 +32,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from patchit.evidence.project_index import config_paths, read_project_config
+from patchit.evidence.unit_files import read_manifest
+from patchit.harnesses.dbt.clean_files import clean_blobs
+from patchit.harnesses.dbt.slice import SliceGraph, graph_of
 
 # Files dbt reads under a project's paths; a new one of these types is a change.
 _PARSED_SUFFIXES = (".sql", ".py", ".yml", ".yaml", ".csv", ".md")
@@ -71,6 +74,24 @@ def file_checksum(path: Path) -> str | None:
     except (OSError, UnicodeDecodeError):
         return None
     return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
+
+
+def _checksum(path: Path, blob: str | None) -> str | None:
+    """`file_checksum`, remembered by blob for a file git knows to be as committed."""
+    if blob is None:
+        return file_checksum(path)
+    digest = _BY_BLOB.get(blob)
+    if digest is None:
+        digest = file_checksum(path)
+        if digest is not None:
+            if len(_BY_BLOB) >= _BY_BLOB_MAX:
+                _BY_BLOB.clear()  # a new project's files; the next candidate fills it again
+            _BY_BLOB[blob] = digest
+    return digest
+
+
+_BY_BLOB: dict[str, str] = {}
+_BY_BLOB_MAX = 50_000
 
 
 def read_failing_parse(parse_file: Path) -> FailingParse | None:
@@ -222,6 +243,17 @@ def models_of_tests(manifest_file: Path) -> dict[str, str]:
     return {} if read is None else read.tested
 
 
+def manifest_graph(manifest_file: Path) -> SliceGraph | None:
+    """What a manifest.json says about relations, for the warehouse slice (`slice`); read
+    with the rest of it, once per manifest."""
+    try:
+        stat = manifest_file.stat()
+    except OSError:
+        return None
+    read = _read_manifest(str(manifest_file), stat.st_mtime_ns, stat.st_size)
+    return None if read is None else read.graph
+
+
 @dataclass(frozen=True)
 class _Manifest:
     checksums: dict[str, str]  # the root project's node files -> their checksums
@@ -229,13 +261,13 @@ class _Manifest:
     invocation_id: str | None
     facts: dict[str, str]
     tested: dict[str, str]  # a test's unique id, and its name -> the model it tests
+    graph: SliceGraph
 
 
 @lru_cache(maxsize=4)
 def _read_manifest(path: str, _mtime_ns: int, _size: int) -> _Manifest | None:
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+        data = read_manifest(Path(path))  # shared with the evidence and the screen
         project = data["metadata"]["project_name"]
         found: dict[str, str] = {}
         names: set[str] = set()
@@ -253,9 +285,10 @@ def _read_manifest(path: str, _mtime_ns: int, _size: int) -> _Manifest | None:
             found[str(node["original_file_path"])] = str(checksum["checksum"])
         facts = _facts(data, project)
         invocation = data["metadata"].get("invocation_id")
+        relations: SliceGraph = graph_of(data)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
-    return _Manifest(found, frozenset(names), invocation, facts, tested)
+    return _Manifest(found, frozenset(names), invocation, facts, tested, relations)
 
 
 def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...] | None:
@@ -271,13 +304,15 @@ def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...
     if (project_dir / ".dbtignore").exists():
         return None  # which files dbt reads is the ignore file's to say
     names: set[str] = set()
+    clean = clean_blobs(project_dir)  # hashed once per blob, not once per candidate
+    root = str(project_dir)
     for rel, parsed in parse.files.items():
-        path = project_dir / rel
-        if not path.is_file():
+        blob = clean.get(rel)  # git's clean files exist (a deleted one is modified)
+        if blob is None and not os.path.isfile(os.path.join(root, rel)):
             return None  # deleted or renamed
         if parsed.checksum_name != "sha256":  # a big seed: dbt compares its path only
             continue
-        if file_checksum(path) == parsed.checksum:
+        if _checksum(project_dir / rel, blob) == parsed.checksum:
             continue
         if parsed.file_type not in _NODE_FILE_TYPES or not parsed.nodes:
             return None
@@ -323,12 +358,13 @@ def _new_files(
     if searched is None:
         return None
     found: list[str] = []
+    prefix = len(str(project_dir)) + 1  # strings, not Paths: 2,000 files per candidate
     for top in sorted(searched):
         for current, _subdirs, filenames in os.walk(project_dir / top):
             for filename in filenames:
                 if not filename.lower().endswith(_PARSED_SUFFIXES):
                     continue
-                rel = (Path(current) / filename).relative_to(project_dir).as_posix()
+                rel = os.path.join(current, filename)[prefix:].replace(os.sep, "/")
                 if rel not in parse.files:
                     found.append(rel)
     return found

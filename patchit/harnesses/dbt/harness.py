@@ -1,5 +1,9 @@
 """The dbt harness: `dbt build --select <node>+` in a worktree against a copy of the database.
 
+On DuckDB the copy is a slice (`slice`): a fresh file holding the relations the selection
+reads, cut from the incident snapshot attached read-only, when the failing run's manifest can
+tell what those are; else, and for a run that misses a relation anyway, the whole snapshot.
+
 The same run first builds every upstream node of what it builds that the copy has no relation
 for: a model the breaking change renamed or added (`stg_invoices.sql` became
 `stg_billing_invoices.sql`), which the user's failing run never built. A checkout whose
@@ -34,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
@@ -54,8 +59,11 @@ from patchit.harnesses.dbt.phases import breakdown_ms
 from patchit.harnesses.dbt.preparation import prepare, run_env, sandbox_paths
 from patchit.harnesses.dbt.prewarm import adopt
 from patchit.harnesses.dbt.sf import SfSchemas, clone_incrementals, sf_note, sf_outputs
+from patchit.harnesses.dbt.slice import missed_relation, release_snapshots, slice_outputs
 from patchit.harnesses.dbt.units import (
+    RUN_NODES_FILE,
     DbtOutcome,
+    DbtSandbox,
     incident_units,
     judge_with_known,
     tail_lines,
@@ -73,6 +81,7 @@ from patchit.sandbox.isolation import (
     patchit_areas,
 )
 from patchit.sandbox.postgres import is_postgres
+from patchit.sandbox.snapshot import copy_for_candidate
 from patchit.sandbox.snowflake import is_snowflake
 from patchit.screen.dbt import DbtScreen, Where
 
@@ -235,6 +244,8 @@ class DbtHarness:
                 )
             running = time.monotonic()
             outcome = run(box.args, box.log_path)
+            if box.warehouse_slice is not None and missed_relation(outcome):
+                outcome = self._on_whole_copy(box, run)
             run_ms = (time.monotonic() - running) * 1000
         finally:
             with self._lock:
@@ -280,18 +291,35 @@ class DbtHarness:
                     self._sf.own_notes.get(box.pg_schema or "", ""),
                 )
                 if box.snowflake
-                else warehouse_note(box)
+                else warehouse_note(box) + box.duckdb_note
             ),
             fidelity="runtime",
             limit_hit=limit,
-            outputs=sf_outputs(box) if box.snowflake else pg_outputs(box),
+            outputs=sf_outputs(box) if box.snowflake else pg_outputs(box) | slice_outputs(box),
             units=unit_verdicts(outcome, units, passed),
             set_aside=set_aside,
         )
 
+    @staticmethod
+    def _on_whole_copy(box: DbtSandbox, run: Callable[[list[str], Path], DbtOutcome]) -> DbtOutcome:
+        """Run again on a copy of the whole snapshot: the slice lacked a relation the run read
+        outside the manifest's graph (raw SQL, a macro), which the user's warehouse has."""
+        assert box.warehouse_slice is not None and box.db_copy is not None
+        copy_for_candidate(box.warehouse_slice, box.db_copy.parent)
+        box.warehouse_slice = None
+        box.duckdb_note = (
+            "; DuckDB warehouse: a copy of the whole incident snapshot (a slice of what the "
+            "selection reads lacked a relation the run read; run again)"
+        )
+        for stale in (box.log_path, box.target_dir / RUN_NODES_FILE):
+            stale.unlink(missing_ok=True)
+        return run(box.args, box.log_path)
+
     def release(self, area: Path) -> None:
         """Drop the Postgres and Snowflake sandbox schemas of the workspaces under `area` (the
-        incident is over); the warm worker stays for the next incident."""
+        incident is over), and the DuckDB snapshot kept attached for slicing (its file is
+        removed with the incident); the warm worker stays for the next incident."""
+        release_snapshots()
         self.notices += self._pg.release(area) + self._sf.release(area)
 
     def close(self) -> None:
@@ -302,6 +330,7 @@ class DbtHarness:
         if worker is not None and worker.starting:
             worker.kill()  # the start's wait ends; it reaps the worker and lets the lock go
         self.screener.close()
+        release_snapshots()
         self.notices += self._pg.close() + self._sf.close()
         with self._lock:
             self._parses.close()

@@ -1,6 +1,7 @@
 """Preparing one dbt run of the dbt harness: where the project and the failing run's cwd are
 in the worktree, what the run's environment holds, the candidate's copy of the warehouse (a
-DuckDB copy, or a Postgres or Snowflake sandbox schema), the sandbox profile, and dbt's arguments
+DuckDB slice of what the selection reads or a whole copy, a Postgres or Snowflake sandbox
+schema), the sandbox profile, and dbt's arguments
 (the failing selection, `--state` for `state:modified+`, `--defer` on Postgres and Snowflake)."""
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from patchit.harnesses.base import Workspace
 from patchit.harnesses.dbt.changes import (
     agrees_with_manifest,
     changed_node_names,
+    manifest_graph,
     manifest_node_names,
     models_of_tests,
     read_failing_parse,
 )
 from patchit.harnesses.dbt.pg import PgSchemas
 from patchit.harnesses.dbt.sf import SfSchemas
+from patchit.harnesses.dbt.slice import Relation, selection_reads, slice_database
 from patchit.harnesses.dbt.units import (
     FRESH,
     RUN_NODES_FILE,
@@ -119,6 +122,7 @@ def prepare(
     pg_role: str | None = None
     on_snowflake = False
     sf_own: OwnDatabase | None = None
+    slice_from: Path | None = None  # the snapshot a DuckDB slice is cut from (`slice`)
     try:
         target = resolve_dbt_target(event)
         path_text = str(target.output.get("path") or ":memory:")
@@ -153,8 +157,12 @@ def prepare(
         elif target.db_path is not None:
             db_copy, path_text = sandbox_db_location(target, cwd, workspace.root)
             copying = time.perf_counter()
-            warehouse = place_database(workspace, target.db_path, db_copy)
-            relations = _relations(workspace, target.db_path.name, warehouse)
+            slice_from = _snapshot_file(workspace, target.db_path.name)
+            if slice_from is not None:  # the copy waits for the selection (`slice`)
+                relations = _relations(workspace, target.db_path.name, slice_from)
+            else:
+                warehouse = place_database(workspace, target.db_path, db_copy)
+                relations = _relations(workspace, target.db_path.name, warehouse)
             spent_ms["warehouse copy"] = _ms_since(copying)
         write_sandbox_profile(target, db_copy, scratch, path_text=path_text, schema=pg_schema)
     except BadInputError as exc:
@@ -171,6 +179,23 @@ def prepare(
     tested = models_of_tests(Path(str(manifest))) if with_state else None
     selectors = select_units(event, with_state and changed is None, unbuilt, changed or (), tested)
     spent_ms["selection"] = _ms_since(selecting)
+    warehouse_slice: Path | None = None
+    duckdb_note = ""
+    if slice_from is not None:
+        copying = time.perf_counter()
+        graph = manifest_graph(Path(str(manifest))) if with_state else None
+        reads = selection_reads(graph, selectors, changed or (), project_dir) if graph else None
+        copied, why = _place_slice(slice_from, db_copy, reads)
+        if copied is None:
+            place_database(workspace, slice_from, db_copy)
+            duckdb_note = f"; DuckDB warehouse: a copy of the whole incident snapshot ({why})"
+        else:
+            warehouse_slice = slice_from
+            duckdb_note = (
+                f"; DuckDB warehouse: {copied} relation(s) the selection reads, copied from the "
+                "incident snapshot (attached read-only)"
+            )
+        spent_ms["warehouse copy"] += _ms_since(copying)
     args = ["build"]
     if selectors:
         args += ["--select", *selectors]
@@ -226,7 +251,34 @@ def prepare(
         sf_database=sf_own.name if sf_own is not None else None,
         state_manifest=state_manifest,
         spent_ms=spent_ms,
+        warehouse_slice=warehouse_slice,
+        db_copy=db_copy if warehouse_slice is not None else None,
+        duckdb_note=duckdb_note,
     )
+
+
+def _snapshot_file(workspace: Workspace, db_name: str) -> Path | None:
+    """The incident snapshot's DuckDB file, when there is one to cut a slice from (never the
+    user's own file: opening it, even read-only, would lock out the user's next dbt run)."""
+    if workspace.snapshot is None:
+        return None
+    snapshot = workspace.snapshot / db_name
+    return snapshot if snapshot.is_file() else None
+
+
+def _place_slice(
+    snapshot: Path, db_copy: Path, reads: set[Relation] | None
+) -> tuple[int | None, str]:
+    """Cut the candidate's warehouse from `snapshot` as the relations its run reads: (how many
+    it copied, ""), or (None, why the whole file must be copied) (see `slice`)."""
+    if reads is None:
+        return None, "what the run reads is not known from the failing run's manifest"
+    import duckdb
+
+    try:
+        return slice_database(snapshot, db_copy, reads), ""
+    except duckdb.Error as exc:
+        return None, f"DuckDB could not cut a slice: {str(exc).splitlines()[0]}"
 
 
 def _ms_since(started: float) -> float:
@@ -244,8 +296,8 @@ def _changed_by_name(event: UniversalFailureEvent, project_dir: Path) -> tuple[s
 
 
 def _relations(workspace: Workspace, db_name: str, warehouse: Path | None) -> set[str] | None:
-    """The relations of the candidate's copy; read once per incident snapshot (every
-    candidate's copy is a copy of it), from the copy, never from the snapshot itself."""
+    """The relations of the incident snapshot, read once per snapshot from `warehouse`: the
+    snapshot itself, read-only (patchit's own copy), or a candidate's copy of it."""
     snapshot = workspace.snapshot / db_name if workspace.snapshot is not None else None
     try:
         stat = snapshot.stat() if snapshot is not None and warehouse is not None else None

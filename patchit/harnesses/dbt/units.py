@@ -61,6 +61,11 @@ class DbtSandbox:
     snowflake: bool = False  # `pg_schema` is a Snowflake sandbox schema (`harnesses.dbt_sf`)
     state_manifest: Path | None = None  # the failing run's manifest, as `--state` reads it
     spent_ms: dict[str, float] = field(default_factory=dict)  # parts of preparing it, timed
+    # a DuckDB warehouse cut as the relations the run reads (`slice`): the snapshot it was cut
+    # from and where the copy is, for the whole copy a "Catalog Error" run is retried on
+    warehouse_slice: Path | None = None
+    db_copy: Path | None = None
+    duckdb_note: str = ""  # what the isolation line says of a DuckDB warehouse
 
 
 @dataclass

@@ -1,0 +1,46 @@
+"""Files git knows to be as committed, by blob (fast: real git, no dbt)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchit.harnesses.dbt.changes import _checksum, file_checksum
+from patchit.harnesses.dbt.clean_files import clean_blobs
+from tests.conftest import commit_all, git
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "project" / "models").mkdir(parents=True)
+    (repo / "project" / "models" / "a.sql").write_text("select 1\n")
+    (repo / "project" / "models" / "b.sql").write_text("select 2\n")
+    (repo / "other.txt").write_text("x\n")
+    git(repo.parent, "init", "-q", "-b", "main", str(repo))
+    commit_all(repo, "one")
+    return repo
+
+
+def test_only_tracked_unmodified_files_under_the_project_are_clean(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    project = repo / "project"
+    (project / "models" / "b.sql").write_text("select 3\n")  # the candidate's change
+    (project / "models" / "new.sql").write_text("select 4\n")  # untracked
+    clean = clean_blobs(project)
+    assert set(clean) == {"models/a.sql"}
+    assert clean["models/a.sql"].endswith(git(repo, "rev-parse", "HEAD:project/models/a.sql"))
+    assert clean_blobs(tmp_path / "nowhere") == {}
+
+
+def test_a_file_changed_in_a_second_worktree_is_hashed_again(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    first = repo / "project" / "models" / "a.sql"
+    key = clean_blobs(repo / "project")["models/a.sql"]
+    assert _checksum(first, key) == file_checksum(first)  # remembered by blob now
+    other = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "--detach", str(other), "HEAD")
+    changed = other / "project" / "models" / "a.sql"
+    changed.write_text("select 'changed'\n")
+    clean = clean_blobs(other / "project")
+    assert "models/a.sql" not in clean
+    assert _checksum(changed, clean.get("models/a.sql")) == file_checksum(changed)
+    assert file_checksum(changed) != file_checksum(first)
