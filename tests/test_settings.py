@@ -220,6 +220,13 @@ def test_a_root_commit_has_no_rules_but_the_operators(repo: Path) -> None:
     assert narrow(PatchitConfig(), repo, None).config == PatchitConfig()
 
 
+def _failing_event(repo: Path, failing: str) -> UniversalFailureEvent:
+    return UniversalFailureEvent(
+        source=FailureSource.DBT, pipeline_id="shop", unit_id="model.shop.m",
+        repo_path=str(repo), commit=failing, error_type="Binder Error", error_message="amout",
+    )  # fmt: skip
+
+
 def test_a_failure_is_judged_by_its_projects_last_good_commit(
     repo: Path, _patchit_home: Path
 ) -> None:
@@ -227,10 +234,7 @@ def test_a_failure_is_judged_by_its_projects_last_good_commit(
     good = commit_all(repo, "the hostile setting lands green")
     (repo / "m.sql").write_text("select amout\n")
     failing = commit_all(repo, "break")
-    event = UniversalFailureEvent(
-        source=FailureSource.DBT, pipeline_id="shop", unit_id="model.shop.m",
-        repo_path=str(repo), commit=failing, error_type="Binder Error", error_message="amout",
-    )  # fmt: skip
+    event = _failing_event(repo, failing)
     said: list[str] = []
     with Memory.open(_patchit_home) as memory:
         memory.record_last_good(project_key(event), good)
@@ -258,10 +262,7 @@ def test_a_green_run_on_another_branch_does_not_judge_this_line(
     parent = commit_all(repo, "main's own rules")
     (repo / "m.sql").write_text("select amout\n")
     failing = commit_all(repo, "break")
-    event = UniversalFailureEvent(
-        source=FailureSource.DBT, pipeline_id="shop", unit_id="model.shop.m",
-        repo_path=str(repo), commit=failing, error_type="Binder Error", error_message="amout",
-    )  # fmt: skip
+    event = _failing_event(repo, failing)
     with Memory.open(_patchit_home) as memory:
         ctx = Context(_patchit_home, memory, PatchitConfig(), [], [])
         memory.record_last_good(project_key(event), feature)

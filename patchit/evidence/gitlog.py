@@ -193,18 +193,23 @@ def last_good_on_line(repo: Path, last_good: str | None, failing: str) -> str | 
     started: diffing from it would show that branch's own work, reversed, as the change."""
     if not last_good:
         return None
-    sha, failing_sha = resolve_commit(repo, last_good), resolve_commit(repo, failing)
-    if sha is None or failing_sha is None:
-        return last_good  # not resolvable here: the callers' own fallbacks apply
-    return last_good if sha == failing_sha or _is_ancestor(repo, sha, failing_sha) else None
+    on_line = _on_line(repo, last_good, failing)
+    # not resolvable here: the callers' own fallbacks apply
+    return last_good if on_line is not False else None
 
 
 def is_on_line(repo: Path, commit: str, failing: str) -> bool:
     """Whether `commit` is the failing commit or one of its ancestors (False when either
     cannot be resolved here)."""
+    return bool(_on_line(repo, commit, failing))
+
+
+def _on_line(repo: Path, commit: str, failing: str) -> bool | None:
+    """Whether `commit` is `failing` or one of its ancestors; None when either cannot be
+    resolved here."""
     sha, failing_sha = resolve_commit(repo, commit), resolve_commit(repo, failing)
     if sha is None or failing_sha is None:
-        return False
+        return None
     return sha == failing_sha or _is_ancestor(repo, sha, failing_sha)
 
 

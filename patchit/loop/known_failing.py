@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.evidence.gitlog import is_on_line
+from patchit.harnesses.dbt.units import node_selector
 from patchit.memory import Memory
 
 MAX_KNOWN = 500  # a project that is mostly red gets no benefit of the doubt
@@ -26,7 +27,7 @@ def known_failing(memory: Memory, event: UniversalFailureEvent, units: list[str]
     at the failing commit or one of its ancestors, sorted."""
     if event.source is not FailureSource.DBT or not event.repo_path or not event.commit:
         return []
-    latest = {run.unit_id: run for run in memory.unit_runs(event.repo_path)}  # oldest first
+    latest = {run.unit_id: run for run in memory.latest_unit_runs(event.repo_path)}
     ours = set(units)
     repo, lines = Path(event.repo_path), dict[str, bool]()
     found = []
@@ -47,18 +48,10 @@ def for_candidate(event: UniversalFailureEvent, files: list[str]) -> UniversalFa
     if not known:
         return event
     edited = {PurePosixPath(f).stem for f in files}
-    kept = [u for u in known if _node_name(u) not in edited]
+    kept = [u for u in known if node_selector(u) not in edited]
     if kept == known:
         return event
     return event.model_copy(update={"context": {**event.context, "known_failing": kept}})
-
-
-def _node_name(unit_id: str) -> str:
-    """`model.shop.orders` -> `orders`; a test's trailing hash dropped."""
-    parts = unit_id.split(".")
-    if parts[0] in ("test", "unit_test") and len(parts) > 3:
-        return parts[2]
-    return parts[-1]
 
 
 def with_known_failing(memory: Memory, event: UniversalFailureEvent) -> UniversalFailureEvent:

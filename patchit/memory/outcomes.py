@@ -74,6 +74,17 @@ class OutcomeStore(SqliteStore):
         )
         return [UnitRun(**{**r, "passed": bool(r["passed"])}) for r in rows]
 
+    def latest_unit_runs(self, repo_path: str) -> list[UnitRun]:
+        """Each unit's last recorded run in the repository (as `unit_runs` orders them)."""
+        rows = self._rows(
+            'select repo_path, unit_id, "commit", passed, fingerprint, run_utc from ('
+            "  select *, row_number() over (partition by unit_id order by run_utc desc, id desc)"
+            "  as nth from unit_runs where repo_path = ?"
+            ") where nth = 1 order by unit_id",
+            (repo_path,),
+        )
+        return [UnitRun(**{**r, "passed": bool(r["passed"])}) for r in rows]
+
     def record_outcome(self, outcome: Outcome) -> None:
         self._require_incident(outcome.incident_id)
         row = {**outcome.__dict__, "checked_utc": now_utc().isoformat()}
