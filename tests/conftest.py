@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from patchit.events.model import UniversalFailureEvent
     from tests.evidence.airflow_failures import Zoo
     from tests.pg_cluster import PgCluster
+    from tests.sf_server import SfServer
 
 # no phoning home from dbt runs in tests (these machines have no internet)
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
@@ -379,6 +380,16 @@ def pg() -> Iterator[PgCluster]:
 
     with pg_cluster() as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="module")
+def sf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SfServer]:
+    """A throw-away fakesnow server (the Snowflake emulator), one per test module that asks
+    for it, stopped at the module's end."""
+    from tests.sf_server import sf_server
+
+    with sf_server(tmp_path_factory.mktemp("fakesnow")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ from tests.sf_server import (
     database_state,
     new_database,
     sandbox_schemas,
-    sf_server,
     shop_on_snowflake,
 )
 
@@ -36,12 +34,6 @@ def _operator_role(_patchit_home: Path) -> None:
     """The operator names the role candidates run as; without it nothing runs (test below)."""
     _patchit_home.mkdir(parents=True, exist_ok=True)
     (_patchit_home / "patchit.toml").write_text(f'[sandbox]\nsf_role = "{ROLE}"\n')
-
-
-@pytest.fixture(scope="module")
-def sf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SfServer]:
-    with sf_server(tmp_path_factory.mktemp("fakesnow")) as server:
-        yield server
 
 
 def _broken(tmp_path: Path, sf: SfServer, database: str) -> Path:

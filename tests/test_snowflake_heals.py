@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,6 @@ from tests.sf_server import (
     database_state,
     new_database,
     sandbox_schemas,
-    sf_server,
     shop_on_snowflake,
 )
 
@@ -39,12 +37,6 @@ SEGMENTS = "models/marts/customer_segments.sql"
 def _operator_role(_patchit_home: Path) -> None:
     _patchit_home.mkdir(parents=True, exist_ok=True)
     (_patchit_home / "patchit.toml").write_text('[sandbox]\nsf_role = "PATCHIT_SANDBOX"\n')
-
-
-@pytest.fixture(scope="module")
-def sf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SfServer]:
-    with sf_server(tmp_path_factory.mktemp("fakesnow")) as server:
-        yield server
 
 
 def test_a_ref_typo_on_snowflake_is_fixed_and_the_users_schemas_are_untouched(

@@ -10,7 +10,6 @@ in it at all."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ from tests.sf_server import (
     database_state,
     new_database,
     sandbox_schemas,
-    sf_server,
     shop_on_snowflake,
 )
 
@@ -38,12 +36,6 @@ def _operator_settings(_patchit_home: Path) -> None:
     (_patchit_home / "patchit.toml").write_text(
         '[sandbox]\nsf_role = "PATCHIT_SANDBOX"\nsf_database = "auto"\n'
     )
-
-
-@pytest.fixture(scope="module")
-def sf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SfServer]:
-    with sf_server(tmp_path_factory.mktemp("fakesnow")) as server:
-        yield server
 
 
 def _databases(sf: SfServer, database: str) -> list[str]:
