@@ -343,6 +343,12 @@ def _patchit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "patchit-home"
     monkeypatch.setenv("PATCHIT_HOME", str(home))
     monkeypatch.delenv("PATCHIT_STATE_URL", raising=False)  # SQLite unless a test asks
+    # the Airflow callback holds, per process, events no store could take and spools them
+    # before its next one: a test that left one held (an unwritable home) must not hand it
+    # to the next test's spool
+    keep = sys.modules.get("patchit.integrations.airflow_keep")
+    if keep is not None:
+        keep._held.clear()
     return home
 
 
