@@ -24,7 +24,7 @@ from patchit.fidelity.meant import (
     patch_removed_lines,
 )
 from patchit.fidelity.model import DataCheck, OutputDiff
-from patchit.fidelity.outputs import airflow_outputs, dbt_outputs
+from patchit.fidelity.outputs import airflow_outputs, dbt_outputs, project_folder
 from patchit.harnesses.base import Harness, Verification, Workspace
 from patchit.sandbox.dbt_profile import resolve_dbt_target
 from patchit.sandbox.postgres import is_postgres
@@ -75,12 +75,16 @@ def check_candidate(
             return check
         check.baseline_commit, check.baseline_source = baseline.commit, baseline.source
         failing = event.commit or "HEAD"
+        added = patch_added_lines(candidate_ws.root)
         meant = breaking_diff(
-            repo, baseline.commit, failing, patch_removed_lines(candidate_ws.root),
-            patch_added_lines(candidate_ws.root),
-        )  # fmt: skip
+            repo, baseline.commit, failing, patch_removed_lines(candidate_ws.root), added
+        )
         if kind == "dbt":
-            _check_dbt(check, event, runner, baseline, candidate_ws, candidate_result, meant)
+            project = candidate_ws.root / project_folder(event)
+            code_only = dbt_check.edits_only_code(added) and not dbt_check.has_run_hooks(project)
+            _check_dbt(
+                check, event, runner, baseline, candidate_ws, candidate_result, meant, code_only
+            )
         else:
             _check_airflow(check, runner, baseline, candidate_ws, candidate_result, meant)
     except PatchitError as exc:
@@ -132,6 +136,7 @@ def _check_dbt(
     candidate_ws: Workspace,
     candidate_result: Verification,
     meant: Meant,
+    code_only: bool,
 ) -> None:
     cand = dbt_outputs(candidate_ws, event, candidate_result, keep=None)
     first = dbt_outputs(candidate_ws, event, baseline.runs[0], keep=None)
@@ -140,12 +145,20 @@ def _check_dbt(
     if any(c.raw.differs for c in compared.values()):
         second = dbt_outputs(candidate_ws, event, runner.second(baseline), keep=None)
         unstable = dbt_check.unstable_columns(first, second, list(compared))
-    check.outputs, check.meant_to_differ = dbt_check.judge(compared, unstable, meant)
+    check.outputs, check.meant_to_differ = dbt_check.judge(compared, unstable, meant, code_only)
     check.unstable_excluded = {
         compared[uid].raw.label: sorted(c for c in cols if c in compared[uid].raw.columns())
         for uid, cols in unstable.items()
         if uid in compared
     }
+    if same_inputs := [o for o in check.outputs if o.nondeterministic]:
+        check.unstable_excluded.update({o.name: o.unstable for o in same_inputs})
+        check.notes.append(
+            f"excluded as unstable: {len(same_inputs)} relation(s) that differ though both runs "
+            "built them from the same SQL and config over the same inputs (ties in a window or "
+            "a limit, float sums added in another order, now()): "
+            f"{_names(same_inputs, 'unstable', False)}"
+        )
     dbt_check.add_samples(first, cand, check.outputs)
 
 

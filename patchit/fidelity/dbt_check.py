@@ -10,12 +10,17 @@ what `state:modified+` added). A difference in a relation is
 - propagated: the relation's compiled SQL is the same in both runs, and every compared parent
   that differs is itself meant or propagated: with the same code and inputs that differ only
   where meant, its differences can only come from the meant ones;
+- unstable too: the candidate edits only dbt code (SQL, YAML), the relation's compiled SQL
+  and config are the same in both runs and no compared parent differs (but as unstable): the
+  same code over the same inputs, so the difference is the run's own (ties, float sums in
+  another order, now()), not the candidate's;
 - unexpected: anything else. One unexpected relation makes the check `needs_review`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from patchit.errors import HarnessError
@@ -26,6 +31,8 @@ from patchit.fidelity.outputs import BuiltNode, DbtOutputs
 from patchit.harnesses.dbt.slice import fill_slice
 
 ROWS = "(row count)"
+# files whose effect on a relation shows in its compiled SQL or config
+CODE_SUFFIXES = frozenset({".sql", ".yml", ".yaml", ".md", ".jinja", ".jinja2"})
 
 
 class Diff(Protocol):
@@ -143,10 +150,37 @@ def _schema_column(change: str) -> str:
     return change[1:].split(" ", 1)[0]
 
 
+def edits_only_code(added: dict[str, list[str]]) -> bool:
+    """Whether every file the candidate edits is dbt code or config whose effect shows in a
+    node's compiled SQL or config (SQL, YAML, docs), so that a relation with the same SQL and
+    config as the baseline's reads what the baseline's read: not a data file a model reads
+    by path, nor Python."""
+    return all(
+        PurePosixPath(path).suffix.lower() in CODE_SUFFIXES
+        and PurePosixPath(path).name != "dbt_project.yml"  # the project's run hooks live there
+        for path in added
+    )
+
+
+def has_run_hooks(project_dir: Path) -> bool:
+    """Whether the project runs hooks of its own around a run (`on-run-start`/`on-run-end`):
+    SQL no node's compiled code shows, which could change what models read."""
+    try:
+        text = (project_dir / "dbt_project.yml").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True  # unknown: assume it may
+    return "on-run-start" in text or "on-run-end" in text
+
+
 def judge(
-    compared: dict[str, Compared], unstable: dict[str, set[str]], meant: Meant
+    compared: dict[str, Compared],
+    unstable: dict[str, set[str]],
+    meant: Meant,
+    code_only: bool = False,
 ) -> tuple[list[OutputDiff], dict[str, list[str]]]:
-    """Verdicts, judged and listed parents first; returns the diffs and meant-to-differ."""
+    """Verdicts, judged and listed parents first; returns the diffs and meant-to-differ.
+    `code_only`: the candidate edits only dbt code (`edits_only_code`), so a relation built
+    from the same SQL and config over the same inputs is judged the run's own difference."""
     verdicts: dict[str, OutputDiff] = {}
     meant_map: dict[str, list[str]] = {}
 
@@ -155,7 +189,7 @@ def judge(
             return verdicts[uid]
         item = compared[uid]
         parents = [visit(p) for p in item.node.parents if p in compared]
-        out = _judge_one(item, unstable.get(uid, set()), meant, meant_map, parents)
+        out = _judge_one(item, unstable.get(uid, set()), meant, meant_map, parents, code_only)
         verdicts[uid] = out
         return out
 
@@ -170,6 +204,7 @@ def _judge_one(
     meant: Meant,
     meant_map: dict[str, list[str]],
     parents: list[OutputDiff],
+    code_only: bool,
 ) -> OutputDiff:
     raw = item.raw
     out = OutputDiff(kind="relation", name=raw.label, unique_id=item.node.unique_id)
@@ -216,12 +251,7 @@ def _judge_one(
         out.verdict = "meant"
         return out
     differing_parents = [p for p in parents if p.verdict not in ("same", "unstable")]
-    same_code = (
-        item.base_node is not None
-        and item.cand_node is not None
-        and bool(item.cand_node.compiled_code)
-        and item.base_node.compiled_code == item.cand_node.compiled_code
-    )
+    same_code = _same_code(item)
     if (
         same_code
         and differing_parents
@@ -229,8 +259,26 @@ def _judge_one(
     ):
         out.verdict = "propagated"
         return out
+    same_inputs = code_only and not differing_parents
+    if same_code and same_inputs and not raw.schema_changes and not out.missing_in:
+        # the same SQL and config over the same inputs: a difference only the run itself makes
+        # (ties in a window or a `limit`, float sums in another order, now() or random())
+        out.unstable, out.nondeterministic, out.verdict = sorted(changed), True, "unstable"
+        return out
     out.unexpected, out.verdict = unexpected, "unexpected"
     return out
+
+
+def _same_code(item: Compared) -> bool:
+    """Both runs built the relation from the same compiled SQL and the same config."""
+    base, cand = item.base_node, item.cand_node
+    return (
+        base is not None
+        and cand is not None
+        and bool(cand.compiled_code)
+        and base.compiled_code == cand.compiled_code
+        and base.config == cand.config
+    )
 
 
 def add_samples(base: DbtOutputs, cand: DbtOutputs, diffs: list[OutputDiff]) -> None:

@@ -45,6 +45,10 @@ class OutputDiff(BaseModel):
     unstable: list[str] = Field(
         default_factory=list, description="of those, the ones two baseline runs disagree on"
     )
+    nondeterministic: bool = Field(
+        default=False,
+        description="differs though both runs built it from the same code and the same inputs",
+    )
     renamed: list[str] = Field(
         default_factory=list,
         description="'old -> new': a column the breaking change renamed, same type and values",

@@ -38,6 +38,7 @@ class BuiltNode:
     compiled_code: str
     file: str | None  # repo-relative path of the model/seed file
     parents: list[str]
+    config: str = ""  # the node's config (materialization, hooks ...), as comparable text
 
 
 @dataclass
@@ -102,8 +103,26 @@ def built_nodes(
             compiled_code=str(res.get("compiled_code") or node.get("compiled_code") or ""),
             file=(project_rel / path).as_posix() if path else None,
             parents=list((node.get("depends_on") or {}).get("nodes") or []),
+            config=config_text(node.get("config")),
         )
     return nodes
+
+
+def config_text(config: Any) -> str:
+    """A node's config as text two runs' records compare equal on (the manifest's and the
+    warm worker's, which leaves unset keys out): keys sorted, unset and empty values left out
+    at any depth."""
+    if not isinstance(config, dict):
+        return ""
+    return json.dumps(_set_only(config), sort_keys=True, default=str)
+
+
+def _set_only(value: Any) -> Any:
+    """`value` with unset (None) and empty entries left out of its mappings, at any depth."""
+    if not isinstance(value, dict):
+        return value
+    kept = {k: _set_only(v) for k, v in value.items() if v is not None}
+    return {k: v for k, v in kept.items() if v not in ("", [], {})}
 
 
 def pg_output_of(event: UniversalFailureEvent, outputs: dict[str, Any]) -> dict[str, Any]:
@@ -115,14 +134,19 @@ def pg_output_of(event: UniversalFailureEvent, outputs: dict[str, Any]) -> dict[
     return output
 
 
+def project_folder(event: UniversalFailureEvent) -> Path:
+    """The dbt project's folder, relative to the repository."""
+    assert event.dbt is not None and event.repo_path is not None
+    return Path(event.dbt.project_dir).resolve().relative_to(Path(event.repo_path).resolve())
+
+
 def dbt_outputs(
     workspace: Workspace, event: UniversalFailureEvent, result: Verification, keep: Path | None
 ) -> DbtOutputs:
     """The run's database and built nodes; `keep` moves the database there (out of a worktree
     about to be removed)."""
-    assert event.dbt is not None and event.repo_path is not None
     target = Path(result.outputs.get("target") or workspace.scratch / "target")
-    project_rel = Path(event.dbt.project_dir).resolve().relative_to(Path(event.repo_path).resolve())
+    project_rel = project_folder(event)
     if result.outputs.get("sf_schema"):  # as on Postgres: the user's database, not a copy
         try:
             output = resolve_dbt_target(event).output
