@@ -236,11 +236,16 @@ def test_a_run_recorded_without_healing_opens_the_incidents_a_heal_finds_again(
     from patchit.worker.dbt_wrapper import record_only
 
     change(shop, "models/stg_orders.sql", "plan_code", "plan", "stg: rename plan_code")
-    record_only([dbt_failure(shop, "plans", PLAN), dbt_failure(shop, "revenue", ORDER)], memory)
+    failures = [dbt_failure(shop, "plans", PLAN), dbt_failure(shop, "revenue", ORDER)]
+    record_only(failures, memory, "--no-heal was given")
     [recorded] = memory.list_incidents()
     assert recorded.status == "open" and recorded.events == 2
+    assert recorded.summary == (
+        f"recorded, not healed (--no-heal was given): `patchit heal {recorded.id}` heals it"
+    )
     again = [dbt_failure(shop, "plans", PLAN), dbt_failure(shop, "revenue", ORDER)]
     assert heal_run(_patchit_home, memory, again) == [recorded.id]
+    assert not memory.get_incident(recorded.id).summary.startswith("recorded, not healed")
 
 
 def test_the_same_failures_at_the_same_commit_stay_in_the_incident_holding_them(

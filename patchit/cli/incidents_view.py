@@ -67,8 +67,10 @@ def table(rows: list[dict[str, Any]], live: set[str], width: int | None = None) 
             f"{r['attempts']:>5} {r['tokens']:>7} {cost:>8}  {r['branch'] or '-':<25} {pull}"
         )
         summary = r["summary"] or ""
-        if r["status"] == "open" and not summary:
-            summary = BEING_HEALED if r["id"] in live else STOPPED.format(id=r["id"])
+        if r["status"] == "open" and r["id"] in live:
+            summary = BEING_HEALED  # whatever an earlier run (a record-only one) said
+        elif r["status"] == "open" and not summary:
+            summary = STOPPED.format(id=r["id"])
         if r.get("review_label"):
             held = f"held for review: {r['review_label']}; {held_advice(r['id'])}"
             summary = f"{summary} ({held})".strip()

@@ -38,6 +38,7 @@ from patchit.memory import Incident, IncidentStatus, Memory
 from patchit.memory.fingerprint import error_fingerprint
 from patchit.memory.ledger import Ledger, LlmPurpose
 from patchit.memory.outcomes import project_key_for as project_key_for  # re-exported
+from patchit.memory.records import RECORDED_ONLY
 from patchit.patching.base import FixIt
 from patchit.patching.llm import BudgetExhausted, LlmUnavailable, llm_enabled, second_opinion
 from patchit.policy.settings import project_key as project_key  # re-exported
@@ -215,6 +216,8 @@ def _not_ours(
         refresh_report(ctx.memory, incident.id)
         ctx.say(f"incident {incident.id} was {current.status} meanwhile: event attached")
         return HealOutcome(current, created=False)
+    if current.summary.startswith(RECORDED_ONLY):  # a record-only run's: healed now
+        ctx.memory.update_incident(incident.id, summary="")
     checkpoint("claimed")
     return None
 

@@ -111,3 +111,11 @@ def held_advice(incident_id: str) -> str:
         f'to land it anyway, set `[policy] revert = "allow"` in $PATCHIT_HOME/patchit.toml '
         f"and run `patchit heal {incident_id}` (it is verified again first)"
     )
+
+
+RECORDED_ONLY = "recorded, not healed"
+
+
+def recorded_only_summary(incident_id: str, why: str) -> str:
+    """The summary of an incident a run recorded without healing it (`--no-heal`)."""
+    return f"{RECORDED_ONLY} ({why}): `patchit heal {incident_id}` heals it"

@@ -169,7 +169,7 @@ def _heal_events(
     record_unit_runs(run, memory, events)
     say(f"{len(events)} failed node(s): " + ", ".join(e.unit_id for e in events[:5]))
     if not run.heals() or run.repo is None:
-        record_only(events, memory)
+        record_only(events, memory, _why_not(run))
         say(f"recorded, not healing: {_why_not(run)}")
         return []
     if run.uncommitted is not None:
@@ -241,15 +241,19 @@ def unit_runs(run: DbtRun, events: list[UniversalFailureEvent]) -> list[UnitRun]
     return runs
 
 
-def record_only(events: list[UniversalFailureEvent], memory: Memory) -> None:
+def record_only(events: list[UniversalFailureEvent], memory: Memory, why: str) -> None:
     """Open (or attach to) each failure's incident without healing it, grouped as a heal
-    would group them (a later heal of the same failures finds these incidents)."""
+    would group them (a later heal of the same failures finds these incidents); a new one
+    says why it was not healed, and how to heal it."""
     from patchit.loop.loop import group_by_change
     from patchit.memory.fingerprint import error_fingerprint
+    from patchit.memory.records import recorded_only_summary
 
     for group in group_by_change(events, memory):
         first, *others = group.events
-        incident, _created = memory.open_or_attach(first, error_fingerprint(first), group.key)
+        incident, created = memory.open_or_attach(first, error_fingerprint(first), group.key)
+        if created:
+            memory.update_incident(incident.id, summary=recorded_only_summary(incident.id, why))
         attached = [(e, error_fingerprint(e)) for e in others]
         if attached:
             memory.attach_events(incident.id, attached, group.key)

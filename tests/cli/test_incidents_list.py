@@ -13,6 +13,7 @@ from patchit.cli.incidents_view import parse_since, table
 from patchit.errors import BadInputError
 from patchit.events.model import UniversalFailureEvent
 from patchit.memory import Memory
+from patchit.memory.records import recorded_only_summary
 from tests.cli.helpers import patchit
 
 LONG = ("the column amout does not exist in stg_orders; the breaking change renamed it to "
@@ -80,3 +81,18 @@ def test_table_width_and_since_parsing() -> None:
     assert parse_since("2026-11-20", now) == datetime(2026, 11, 20, tzinfo=UTC)
     with pytest.raises(BadInputError, match="--since"):
         parse_since("soon", now)
+
+
+def test_a_record_only_incident_says_so_until_a_heal_takes_it() -> None:
+    recorded = recorded_only_summary("20261126-000001", "--no-heal was given")
+    row = {"id": "20261126-000001", "status": "open", "classification": None,
+           "repo_path": "/srv/shop", "attempts": 0, "tokens": 0, "cost_usd": 0.0,
+           "branch": None, "pr_url": None, "pr_state": None, "summary": recorded}  # fmt: skip
+    text = " ".join(" ".join(line.split()) for line in table([row], set(), width=200)[1:])
+    assert text == (
+        "20261126-000001 open - shop 0 0 $0.0000 - - recorded, not healed (--no-heal was "
+        "given): `patchit heal 20261126-000001` heals it"
+    )
+    assert "stopped before it finished" not in text
+    healing = table([row], {"20261126-000001"}, width=200)
+    assert healing[-1].strip() == "being healed now"
