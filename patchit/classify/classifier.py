@@ -47,8 +47,22 @@ def _base(evidence: Evidence) -> str:
     return known[:12] if known else f"{(evidence.event.commit or 'HEAD')[:12]}~1"
 
 
+def _first_commit(evidence: Evidence) -> bool:
+    """Whether the failing commit is the repository's first (git answered, and no commit
+    comes before it): nothing to measure a change from."""
+    return (
+        evidence.change_base is None
+        and evidence.last_good_commit is None
+        and bool(evidence.changed_files)
+        and bool(evidence.event.commit)
+    )
+
+
 def _change_phrase(evidence: Evidence, changed: list[str]) -> str:
     base = _base(evidence)
+    if changed and _first_commit(evidence):
+        first = (evidence.event.commit or "")[:12]
+        return f"{', '.join(changed)} came with {first}, the repository's first commit"
     if changed:
         return f"{', '.join(changed)} changed since {base}"
     path = evidence.tested_model_path or evidence.unit_path or f"the code of {_subject(evidence)}"

@@ -201,6 +201,16 @@ def test_reason_cites_the_error_and_whether_the_file_changed() -> None:
     assert "upstream change" in unchanged.reason and "fix belongs in this repo" in unchanged.reason
 
 
+def test_a_repositorys_first_commit_is_not_measured_from_its_parent() -> None:
+    first = _evidence(BINDER, changed=(ORDERS,))
+    first.event.commit = "0f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6"
+    reason = classify_failure(first).reason  # no parent, no last good: git said so
+    assert f"{ORDERS} came with 0f1e2d3c4b5a, the repository's first commit" in reason
+    assert "~1" not in reason
+    first.change_base = "a" * 40  # a commit before it: measured from there, as before
+    assert f"{ORDERS} changed since aaaaaaaaaaaa" in classify_failure(first).reason
+
+
 def test_next_actions_are_concrete_commands() -> None:
     data = classify_failure(_evidence(NOT_NULL, unit_id=NN_TEST, status="fail"))
     assert "dbt test --select stg_orders --store-failures" in data.next_actions
