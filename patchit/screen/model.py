@@ -32,5 +32,24 @@ class Screening(BaseModel):
         if not self.passed:
             return f"screened out ({self.check}): {self.reason}"
         judged = ", ".join(self.screened) or "nothing"
-        skipped = f"; not judged: {'; '.join(self.skipped)}" if self.skipped else ""
+        skipped = f"; not judged: {'; '.join(_grouped(self.skipped))}" if self.skipped else ""
         return f"screen passed ({self.check}: {judged}){skipped}"
+
+
+def _grouped(skipped: list[str], named: int = 2) -> list[str]:
+    """'<file>: why' entries with one reason said once for all its files, `named` of them by
+    name ('a.sql, b.sql and 25 more: calls to_dollars(), ...'), in first-seen order."""
+    files: dict[str, list[str]] = {}
+    for entry in skipped:
+        part, sep, why = entry.partition(": ")
+        key = why if sep else entry
+        files.setdefault(key, []).append(part if sep else "")
+    out = []
+    for why, parts in files.items():
+        if parts == [""]:
+            out.append(why)
+            continue
+        more = f" and {len(parts) - named} more" if len(parts) > named + 1 else ""
+        shown = parts if not more else parts[:named]
+        out.append(f"{', '.join(shown)}{more}: {why}")
+    return out
