@@ -28,6 +28,7 @@ from patchit.harnesses.base import Harness, Screening, Verification, Workspace
 from patchit.loop.context import Context
 from patchit.loop.faults import checkpoint
 from patchit.loop.known_failing import for_candidate
+from patchit.loop.still_failing import still_failing
 from patchit.memory.records import AttemptRecord
 from patchit.patching.apply import EditError, apply_edits, preview_edits
 from patchit.patching.base import PatchCandidate
@@ -315,7 +316,7 @@ def _judge(trial: Trial) -> tuple[str, str]:
         why = _LIMITS.get(result.limit_hit, "a sandbox limit stopped it")
         return "harness_limit", f"harness limit hit ({result.limit_hit}): {why}"
     if result.failures:
-        return "failed", "still failing: " + ", ".join(result.failures[:5])
+        return "failed", still_failing(result)
     return "failed", "verification did not pass"
 
 
