@@ -21,6 +21,7 @@ from patchit.events.model import UniversalFailureEvent
 from patchit.fidelity.dbt_data import precompute_stats
 from patchit.fidelity.outputs import dbt_outputs, pg_output_of
 from patchit.harnesses.base import Harness, Verification, Workspace
+from patchit.harnesses.dbt.slice import SLICE_OF
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 
@@ -226,7 +227,10 @@ class BaselineRunner:
             assert kept.duckdb is not None
             # read now: built ahead, this overlaps the first candidate's verification
             precompute_stats(kept.duckdb, [(n.schema, n.name) for n in kept.nodes.values()])
-            return {"duckdb": str(kept.duckdb), "target": target}
+            # a run on a slice of the warehouse: the check fills in from the snapshot what a
+            # candidate built and this run did not (else "missing in baseline")
+            sliced = {k: v for k, v in result.outputs.items() if k == SLICE_OF}
+            return {"duckdb": str(kept.duckdb), "target": target, **sliced}
         return {"result": str(workspace.scratch / "airflow_result.json")}
 
 
