@@ -5,8 +5,9 @@ failure, five ids long)."""
 
 from __future__ import annotations
 
+from patchit.evidence.intents import Intent
 from patchit.harnesses.base import Verification
-from patchit.loop.still_failing import now_failing_with, still_failing
+from patchit.loop.still_failing import meant_by_the_change, now_failing_with, still_failing
 
 # the tail of a real `dbt build` (dbt-duckdb 1.9) in a candidate's sandbox
 OUTPUT = """\
@@ -38,7 +39,7 @@ def test_the_first_unit_is_said_with_the_error_it_fails_with_now() -> None:
     assert now_failing_with(OUTPUT, test) == "Got 3 results, configured to fail if != 0"
     reason = still_failing(_failed([ORDERS, *TESTS]))
     assert reason == (
-        f"still failing: {ORDERS} (Binder Error: Referenced column \"payment_method\" not found "
+        f'still failing: {ORDERS} (Binder Error: Referenced column "payment_method" not found '
         f"in FROM clause!), {', '.join(TESTS[:4])} and 2 more"
     )
 
@@ -51,3 +52,19 @@ def test_an_output_that_does_not_say_leaves_the_ids_alone() -> None:
     )
     long = OUTPUT.replace("Binder Error:", "Binder Error: " + "x" * 300)
     assert len(now_failing_with(long, ORDERS) or "") == 160
+
+
+def test_an_error_on_what_the_change_removed_says_so() -> None:
+    removed = Intent(kind="column_removed", path="models/staging/stg_payments.sql",
+                     old="payment_method",
+                     description="removed column payment_method from stg_payments")  # fmt: skip
+    renamed = Intent(kind="model_renamed", path="models/staging/stg_sales_orders.sql",
+                     old="stg_orders", new="stg_sales_orders",
+                     description="renamed model stg_orders to stg_sales_orders")  # fmt: skip
+    result = _failed([ORDERS, *TESTS])
+    assert meant_by_the_change(result, [renamed, removed]) == (
+        "; payment_method is what the change meant: removed column payment_method from stg_payments"
+    )
+    # a name only in the units' ids, or an output that does not say: nothing to add
+    assert meant_by_the_change(result, [renamed]) == ""
+    assert meant_by_the_change(_failed([ORDERS], "boom"), [removed]) == ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from patchit.evidence.intents import Intent
 from patchit.harnesses.base import Verification
 
 MAX_NAMED = 5
@@ -45,3 +46,22 @@ def still_failing(result: Verification) -> str:
     named = [f"{first} ({error})" if error else first, *others[: MAX_NAMED - 1]]
     more = len(result.failures) - len(named)
     return "still failing: " + ", ".join(named) + (f" and {more} more" if more > 0 else "")
+
+
+# intents whose old name, read by a unit that still fails, points at the change, not the fix
+_GONE = ("column_removed", "column_renamed", "model_renamed", "macro_renamed", "cte_renamed")
+
+
+def meant_by_the_change(result: Verification, intents: list[Intent]) -> str:
+    """'; <name> is what the change meant: <intent>' when the error the first unit still
+    fails with names what an intent of the change removed or renamed (the fix left it to
+    another of the change's commits, or to a human), else ''."""
+    error = now_failing_with(result.output, result.failures[0]) if result.failures else None
+    for intent in intents if error else ():
+        if intent.kind in _GONE and intent.old and _names(error or "", intent.old):
+            return f"; {intent.old} is what the change meant: {intent.description}"
+    return ""
+
+
+def _names(text: str, name: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from patchit.errors import PatchitWarning
 from patchit.events.model import UniversalFailureEvent
+from patchit.evidence.intents import change_intents
 from patchit.evidence.model import Evidence
 from patchit.evidence.redact import profile_secrets
 from patchit.fidelity import DataCheck, check_candidate
@@ -28,7 +29,7 @@ from patchit.harnesses.base import Harness, Screening, Verification, Workspace
 from patchit.loop.context import Context
 from patchit.loop.faults import checkpoint
 from patchit.loop.known_failing import for_candidate
-from patchit.loop.still_failing import still_failing
+from patchit.loop.still_failing import meant_by_the_change, still_failing
 from patchit.memory.records import AttemptRecord
 from patchit.patching.apply import EditError, apply_edits, preview_edits
 from patchit.patching.base import PatchCandidate
@@ -204,6 +205,8 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         trial.data = _data_check(bench, workspace, trial.result)
     duration_ms = int((time.monotonic() - started) * 1000)
     outcome, reason = _judge(trial)
+    if outcome == "failed" and trial.result.failures:
+        reason += meant_by_the_change(trial.result, change_intents(bench.evidence))
     for intent in undone if outcome == "needs_review" else ():
         bench.held.setdefault(intent, f"{candidate.strategy} ({candidate.tag})")
     checkpoint("before-record")
