@@ -11,7 +11,7 @@ what `state:modified+` added). A difference in a relation is
   that differs is itself meant or propagated: with the same code and inputs that differ only
   where meant, its differences can only come from the meant ones;
 - unstable too: the candidate edits only dbt code (SQL, YAML), the relation's compiled SQL
-  and config are the same in both runs and no compared parent differs (but as unstable): the
+  and config (no hooks) are the same in both runs and no compared parent differs: the
   same code over the same inputs, so the difference is the run's own (ties, float sums in
   another order, now()), not the candidate's;
 - unexpected: anything else. One unexpected relation makes the check `needs_review`.
@@ -259,7 +259,7 @@ def _judge_one(
     ):
         out.verdict = "propagated"
         return out
-    same_inputs = code_only and not differing_parents
+    same_inputs = code_only and not differing_parents and not _hooked(item)
     if same_code and same_inputs and not raw.schema_changes and not out.missing_in:
         # the same SQL and config over the same inputs: a difference only the run itself makes
         # (ties in a window or a `limit`, float sums in another order, now() or random())
@@ -279,6 +279,13 @@ def _same_code(item: Compared) -> bool:
         and base.compiled_code == cand.compiled_code
         and base.config == cand.config
     )
+
+
+def _hooked(item: Compared) -> bool:
+    """Whether the relation's build runs hooks: SQL (a macro's, perhaps one the candidate
+    edits) that its compiled code does not show."""
+    node = item.cand_node or item.base_node
+    return node is not None and ('"pre_hook"' in node.config or '"post_hook"' in node.config)
 
 
 def add_samples(base: DbtOutputs, cand: DbtOutputs, diffs: list[OutputDiff]) -> None:

@@ -71,6 +71,11 @@ def test_a_difference_upstream_or_in_config_is_still_judged(tmp_path: Path) -> N
     hooked = _run(tmp_path / "hooked.duckdb", "(1, 2.5), (2, 3.0)", "(7, 2)",
                   {"materialized": "table", "post_hook": "delete from {{ this }}"})  # fmt: skip
     assert _verdicts(base, hooked)["main.nearest_store"] == "unexpected"
+    # hooks in both runs' config: SQL the compiled code does not show (a macro the fix edits)
+    hook = {"materialized": "table", "post_hook": "{{ tidy(this) }}"}
+    base_hooked = _run(tmp_path / "base_hooked.duckdb", "(1, 2.5), (2, 3.0)", "(7, 1)", hook)
+    cand_hooked = _run(tmp_path / "cand_hooked.duckdb", "(1, 2.5), (2, 3.0)", "(7, 2)", hook)
+    assert _verdicts(base_hooked, cand_hooked)["main.nearest_store"] == "unexpected"
     # other rows (not only other values) from the same code and inputs: the run's own too
     more = _run(tmp_path / "more.duckdb", "(1, 2.5), (2, 3.0)", "(7, 1), (8, 1)")
     assert _verdicts(base, more)["main.nearest_store"] == "unstable"
