@@ -26,6 +26,7 @@ from patchit.examples import SHOP
 from patchit.patching.base import ProposalRequest
 from patchit.patching.delta import build_plan, split_change
 from patchit.patching.fixits.message import _REPLACED
+from patchit.patching.fixits.refs import _MISSING
 from patchit.patching.registry import load_strategies
 from tests.conftest import commit_all, git
 from tests.evidence.airflow_failures import init_repo
@@ -169,3 +170,17 @@ def test_a_long_message_is_read_in_linear_time() -> None:
         assert _REPLACED.search(message) is None
         found = _REPLACED.search(message + "\ndays_ago has been replaced by pendulum.today\n")
     assert found is not None and (found["old"], found["new"]) == ("days_ago", "pendulum.today")
+
+
+def test_a_long_run_of_words_is_read_in_linear_time() -> None:
+    # the missing-node message's kind was read lazily from every capital letter: 10 s of CPU
+    # for a message of "Did you mean" repeated (make fuzz, 10,000 examples)
+    message = "Authorization: Bearer " + "Did you mean " * 20_000 + "9" * 50
+    with hang_guard(2.0):
+        assert _MISSING.search(message) is None
+    found = _MISSING.search(
+        "Compilation Error\n  Semantic model 'semantic_model.shop.orders' (models/sm.yml) "
+        "depends on a node named 'orders' which was not found"
+    )
+    assert found is not None and (found["uid"], found["name"]) == (
+        "semantic_model.shop.orders", "orders")  # fmt: skip

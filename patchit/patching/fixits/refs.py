@@ -35,9 +35,12 @@ from patchit.patching.fixits._common import (
 from patchit.patching.fixits.near_names import near_name_review
 from patchit.patching.renames import Rename, breaking_renames
 
+# the node's kind is a word or a few ("Model", "Semantic model"): bounded, so a long run of
+# words and spaces is not re-read from every capital letter in it (quadratic: the fuzzing's hang)
 _MISSING = re.compile(
-    r"\b[A-Z][\w ]*? '(?P<uid>[^']+)' \((?P<path>[^)]+)\) depends on a (?P<what>node|source) "
-    r"named '(?P<name>[^']+)'(?: in package '[^']*')?(?: with version '[^']*')? which was not found"
+    r"\b[A-Z]\w*(?: \w+){0,3} '(?P<uid>[^']+)' \((?P<path>[^)]+)\) depends on a "
+    r"(?P<what>node|source) named '(?P<name>[^']+)'(?: in package '[^']*')?"
+    r"(?: with version '[^']*')? which was not found"
 )
 _CYCLE = re.compile(r"Found a cycle: (?P<cycle>[^\n]+)")
 _REF_ARG = r"(?P<pre>\bref\(\s*(?:['\"][\w.]+['\"]\s*,\s*)?['\"]){name}(?=['\"])"
