@@ -52,8 +52,8 @@ def _functions(tree: ast.AST, prefix: str = "") -> dict[str, Function]:
                 twice |= {name} if name in found else set()
                 found[name] = child
             found.update(_functions(child, f"{name}."))
-        else:
-            found.update(_functions(child, prefix))
+        elif not isinstance(child, ast.expr):  # no definition lives in an expression, which
+            found.update(_functions(child, prefix))  # may nest thousands deep
     return {k: v for k, v in found.items() if k not in twice}
 
 

@@ -189,8 +189,8 @@ def functions_in(text: str) -> dict[str, Function]:
                         twice.add(name)
                     found[name] = child
                 walk(child, f"{name}.")
-            else:
-                walk(child, prefix)
+            elif not isinstance(child, ast.expr):  # no definition lives in an expression,
+                walk(child, prefix)  # which may nest thousands deep
 
     walk(tree, "")
     return {k: v for k, v in found.items() if k not in twice}

@@ -10,6 +10,7 @@ examples (`PATCHIT_FUZZ_EXAMPLES`); the suite runs a few dozen, derandomized.
 
 from __future__ import annotations
 
+import ast
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,12 +23,14 @@ from patchit.config import PatchitConfig
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.evidence.intents import change_intents
 from patchit.evidence.model import Evidence, ProjectIndex, TracebackFrame
+from patchit.evidence.py_renames import _functions
 from patchit.examples import SHOP
 from patchit.patching.base import ProposalRequest
 from patchit.patching.delta import build_plan, split_change
 from patchit.patching.fixits.message import _REPLACED
 from patchit.patching.fixits.refs import _MISSING
 from patchit.patching.registry import load_strategies
+from patchit.patching.renames import functions_in
 from tests.conftest import commit_all, git
 from tests.evidence.airflow_failures import init_repo
 from tests.fuzzing import Tally, fuzz_settings, hang_guard, hostile_text, seed, tally
@@ -184,3 +187,11 @@ def test_a_long_run_of_words_is_read_in_linear_time() -> None:
     )
     assert found is not None and (found["uid"], found["name"]) == (
         "semantic_model.shop.orders", "orders")  # fmt: skip
+
+
+def test_a_deep_expression_is_no_recursion_error() -> None:
+    # a DAG file holding a 2,500-deep expression: the walks for function definitions went
+    # down every expression and hit Python's recursion limit (make fuzz, 10,000 examples)
+    text = "x = " + "/".join(["p"] * 2500) + "\n\ndef load(day):\n    return day\n"
+    assert list(functions_in(text)) == ["load"]
+    assert list(_functions(ast.parse(text))) == ["load"]
