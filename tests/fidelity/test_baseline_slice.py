@@ -22,16 +22,18 @@ from patchit.harnesses.dbt.harness import DbtHarness
 from patchit.harnesses.dbt.slice import SLICE_OF
 from patchit.sandbox.snapshot import snapshot_database
 from tests.conftest import commit_all, git, run_dbt
+from tests.harnesses.test_dbt_slice_run import PROJECT as SLICE_PROJECT
 
 pytestmark = pytest.mark.slow
 
+# the slice run test's project, with `orders` over `stg` in place of its incremental and legacy
 PROJECT = {
-    "dbt_project.yml": "name: p\nprofile: p\nconfig-version: 2\nmodel-paths: [models]\n",
-    "profiles.yml": "p:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n"
-    "      path: p.duckdb\n      threads: 1\n",
-    "models/stg.sql": "select range as id from range(3)\n",
+    **{
+        k: v
+        for k, v in SLICE_PROJECT.items()
+        if k not in ("models/events.sql", "models/legacy.sql")
+    },
     "models/orders.sql": "select id from {{ ref('stg') }}\n",
-    "models/unrelated.sql": "select 1 as x\n",
 }
 
 
