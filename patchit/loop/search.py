@@ -11,8 +11,11 @@ writes no state of the loop's.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from patchit.evidence.intents import change_intents
+from patchit.loop.combine import joined_candidates
 from patchit.loop.trial import (
     Bench,
     Trial,
@@ -93,8 +96,11 @@ def search_fix(bench: Bench, strategies: list[Strategy]) -> Search:
     errors: list[str] = []  # strategies that raised, each recorded as an `error` attempt
     proposed = 0
     seen: set[str] = set()  # tier 0's edit sets: two fix-its proposing one fix try it once
-    for strategy in strategies:
-        tried = _try_strategy(bench, strategy, seen, trials, errors)
+    for strategy in _with_joined(strategies):
+        if strategy is None:  # tier 0 is done: two failed candidates that each did half
+            tried = _try_joined(bench, trials)
+        else:
+            tried = _try_strategy(bench, strategy, seen, trials, errors)
         proposed += tried.proposed
         problems += tried.problems
         if tried.status and tried.status not in tiers:
@@ -102,6 +108,27 @@ def search_fix(bench: Bench, strategies: list[Strategy]) -> Search:
         if tried.winner is not None or tried.stop:
             return Search(tried.winner, trials, tried.stop, tiers, proposed)
     return Search(None, trials, _why_none(proposed, problems, trials, errors), tiers, proposed)
+
+
+def _with_joined(strategies: list[Strategy]) -> Iterator[Strategy | None]:
+    """The strategies in order, with None where tier 0 ends (the joined candidates' turn)."""
+    joined = False
+    for strategy in strategies:
+        if strategy.tier > 0 and not joined:
+            joined = True
+            yield None
+        yield strategy
+    if not joined:
+        yield None
+
+
+def _try_joined(bench: Bench, trials: list[Trial]) -> _Tried:
+    """Two failed candidates that each did half, verified together (`patchit.loop.combine`)."""
+    candidates = joined_candidates(trials, change_intents(bench.evidence))
+    if not candidates:
+        return _Tried()
+    winner, stop = _verify_round(bench, candidates, "first", trials)
+    return _Tried(winner, stop, len(candidates))
 
 
 def _try_strategy(

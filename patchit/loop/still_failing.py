@@ -56,11 +56,18 @@ def meant_by_the_change(result: Verification, intents: list[Intent]) -> str:
     """'; <name> is what the change meant: <intent>' when the error the first unit still
     fails with names what an intent of the change removed or renamed (the fix left it to
     another of the change's commits, or to a human), else ''."""
+    intent = meant_intent(result, intents)
+    return f"; {intent.old} is what the change meant: {intent.description}" if intent else ""
+
+
+def meant_intent(result: Verification, intents: list[Intent]) -> Intent | None:
+    """The intent of the change (a removal or a rename) whose old name the error the first
+    still-failing unit fails with names, or None."""
     error = now_failing_with(result.output, result.failures[0]) if result.failures else None
     for intent in intents if error else ():
         if intent.kind in _GONE and intent.old and _names(error or "", intent.old):
-            return f"; {intent.old} is what the change meant: {intent.description}"
-    return ""
+            return intent
+    return None
 
 
 def _names(text: str, name: str) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from patchit.errors import PatchitWarning
 from patchit.events.model import UniversalFailureEvent
-from patchit.evidence.intents import change_intents
+from patchit.evidence.intents import change_intents, reverted_intents
 from patchit.evidence.model import Evidence
 from patchit.evidence.redact import profile_secrets
 from patchit.fidelity import DataCheck, check_candidate
@@ -35,7 +35,7 @@ from patchit.patching.apply import EditError, apply_edits, preview_edits
 from patchit.patching.base import PatchCandidate
 from patchit.patching.diffs import unified_diff
 from patchit.patching.renamed_units import candidate_renames, followed_event
-from patchit.policy.intents import held_again, intent_review, undone_intents
+from patchit.policy.intents import held_again, intent_review
 from patchit.policy.precheck import precheck
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 from patchit.sync.branch import (
@@ -72,6 +72,8 @@ class Trial:
     refusal: str = ""  # why the pre-check (or the edit check, or the screen) refused it
     stop: str = ""  # why no candidate can be verified at all (e.g. it needs the network)
     attempt_id: int | None = None  # its row in memory, once verified
+    # the intents of the change its edits undo, whatever the policy (`loop.combine` reads them)
+    reverts: frozenset[str] = frozenset()
 
     @property
     def needs_review(self) -> bool:
@@ -177,7 +179,10 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         return trial
     candidate = trial.candidate = intent_review(candidate, previews, bench.evidence,
                                                 ctx.config.policy, ctx.say)  # fmt: skip
-    undone = undone_intents(previews, bench.evidence, ctx.config.policy)
+    trial.reverts = frozenset(
+        i.description for i in reverted_intents(change_intents(bench.evidence), previews)
+    )
+    undone = frozenset() if ctx.config.policy.revert == "allow" else trial.reverts
     if again := sorted(undone & bench.held.keys()):
         trial.refusal = held_again(again[0], bench.held[again[0]])
         record_refusal(bench, candidate, diff, trial.refusal)

@@ -45,16 +45,6 @@ def intent_review(
     return candidate.model_copy(update={"review": review})
 
 
-def undone_intents(
-    previews: dict[str, tuple[str, str]], evidence: Evidence, policy: PolicyConfig
-) -> frozenset[str]:
-    """The descriptions of the intents a candidate's edited texts undo (none when the policy
-    allows reverts: such a candidate may land, and is verified like any other)."""
-    if policy.revert == "allow":
-        return frozenset()
-    return frozenset(i.description for i in reverted_intents(change_intents(evidence), previews))
-
-
 def held_again(intent: str, held: str) -> str:
     """Why a candidate that undoes what a held one undoes is not verified."""
     return (
