@@ -42,6 +42,7 @@ from patchit.harnesses.airflow.home import airflow_version
 from patchit.intake.spool import Spool
 from patchit.integrations.airflow import build_event
 from patchit.memory import Memory
+from patchit.sandbox.git import run_git
 from patchit.worker.worker import Worker
 
 CALLBACK_TARGET_MS = 50.0
@@ -205,6 +206,8 @@ def storm_events(repo: Path, count: int) -> list[dict[str, Any]]:
 def measure_storm(work: Path, count: int, result: AirflowPerfResult) -> None:
     """Spool the storm, run one worker pass, and check it made exactly one incident."""
     repo = make_dag_repo(work / "storm-repo")
+    # a clone with a remote, as deployed: every event names it by URL too (`repo_url`)
+    run_git(repo, "remote", "add", "origin", "https://github.com/acme/warehouse-dags.git")
     home = work / "storm-home"
     started = time.monotonic()
     events = storm_events(repo, count)

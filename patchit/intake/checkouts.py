@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from patchit.config import load_deployment
@@ -125,9 +128,38 @@ def rebase(event: UniversalFailureEvent, old: str | None, new: str) -> Universal
     return UniversalFailureEvent.model_validate_json(moved)
 
 
+# inside `looked_at_once`: what a path is (a checkout; a clone of which URL), read once
+_LOOKS: ContextVar[dict[tuple[str, str], bool] | None] = ContextVar("patchit_looks", default=None)
+
+
+@contextmanager
+def looked_at_once() -> Iterator[None]:
+    """Within it, whether a path is a checkout, or a clone of a URL, is read from disk once
+    per path: a storm's 10,000 events name one checkout (a worker's batch; a clone made
+    meanwhile is seen by the next batch)."""
+    token = _LOOKS.set({}) if _LOOKS.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _LOOKS.reset(token)
+
+
+def _look(kind: str, path: str, read: Callable[[], bool]) -> bool:
+    looks = _LOOKS.get()
+    if looks is None:
+        return read()
+    key = (kind, path)
+    if key not in looks:
+        looks[key] = read()
+    return looks[key]
+
+
 def _is_checkout(path: str | None) -> bool:
-    return bool(path) and Path(str(path)).is_dir() and find_git_root(Path(str(path))) is not None
+    return bool(path) and _look("checkout", str(path), lambda: (
+        Path(str(path)).is_dir() and find_git_root(Path(str(path))) is not None))  # fmt: skip
 
 
 def _is_clone(path: str | None, url: str) -> bool:
-    return bool(path) and Path(str(path)).is_dir() and read_remote_url(Path(str(path))) == url
+    return bool(path) and _look(f"clone of {url}", str(path), lambda: (
+        Path(str(path)).is_dir() and read_remote_url(Path(str(path))) == url))  # fmt: skip

@@ -41,7 +41,7 @@ from patchit.delivery.track import track
 from patchit.errors import BadInputError, MemoryStoreError, PatchitError, SpoolError
 from patchit.events.model import FailureSource, UniversalFailureEvent, repo_identity, validate_event
 from patchit.intake.airflow_dbt import dbt_events_from_airflow
-from patchit.intake.checkouts import NoCheckoutError, local_checkout
+from patchit.intake.checkouts import NoCheckoutError, local_checkout, looked_at_once
 from patchit.intake.spool import Spool, SpooledEvent, spool_where
 from patchit.intake.storm import storm_class, storm_key
 from patchit.loop.change_groups import FailureGroup
@@ -378,11 +378,12 @@ class Worker:
         """Parse, group and heal the events of `rows`; the batch says which rows failed."""
         batch = _Batch(spool)
         secrets = environment_secrets()  # once per batch, not per row (a storm's 10,000)
-        for row in rows:
-            try:
-                self._add_row(batch, row, where, secrets)
-            except Exception as exc:  # whatever reading a row raises, only that row is bad
-                batch.failed[row.id] = f"{where} {row.id}: {_internal(exc)}"
+        with looked_at_once():  # and each checkout looked at once
+            for row in rows:
+                try:
+                    self._add_row(batch, row, where, secrets)
+                except Exception as exc:  # whatever reading a row raises, only that row is bad
+                    batch.failed[row.id] = f"{where} {row.id}: {_internal(exc)}"
         self._heal_others(batch, memory)
         self._heal_dbt(batch, memory)
         return batch
