@@ -88,13 +88,13 @@ def test_a_fix_verified_before_the_kill_lands_on_the_next_run_without_a_new_veri
     before = user_tree(repo)
 
     def first_run() -> None:
-        import patchit.loop.trial
+        import patchit.loop.landing
         import patchit.memory.attempts
 
         if where == "mark_landed":  # killed after the branch exists, before memory knows it
             patchit.memory.attempts.AttemptStore.mark_landed = die  # type: ignore[method-assign]
         else:  # killed after the data check passed, before the branch was made
-            setattr(patchit.loop.trial, where, die)
+            setattr(patchit.loop.landing, where, die)
         heal_in_child(_patchit_home, event, FakeHarness.passing_when(JOB, RIGHT))
 
     assert killed(first_run) == KILLED
@@ -122,10 +122,10 @@ def test_a_fix_verified_before_the_kill_lands_on_the_next_run_without_a_new_veri
 def test_a_verified_but_unlanded_diff_on_a_new_commit_is_verified_again_not_refused(
     event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
 ) -> None:
-    import patchit.loop.trial
+    import patchit.loop.landing
 
     def first_run() -> None:
-        patchit.loop.trial.create_branch = die  # type: ignore[assignment]
+        patchit.loop.landing.create_branch = die  # type: ignore[assignment]
         heal_in_child(_patchit_home, event, FakeHarness.passing_when(JOB, RIGHT))
 
     assert killed(first_run) == KILLED
@@ -220,10 +220,10 @@ def test_the_next_worker_resumes_an_incident_whose_run_was_killed(
 def test_heal_id_resumes_a_killed_incident(
     event: UniversalFailureEvent, memory: Memory, _patchit_home: Path
 ) -> None:
-    import patchit.loop.trial
+    import patchit.loop.landing
 
     def first_run() -> None:
-        patchit.loop.trial.create_branch = die  # type: ignore[assignment]
+        patchit.loop.landing.create_branch = die  # type: ignore[assignment]
         heal_in_child(_patchit_home, event, FakeHarness.passing_when(JOB, RIGHT))
 
     assert killed(first_run) == KILLED

@@ -31,9 +31,10 @@ from patchit.loop.change_groups import FailureGroup, Known, LastGood, group_fail
 from patchit.loop.context import Context, remembered_last_good
 from patchit.loop.faults import checkpoint
 from patchit.loop.known_failing import with_known_failing
+from patchit.loop.landing import Landing, land
 from patchit.loop.recurrence import branch_here, needs_recheck, new_cause, no_longer_fails
 from patchit.loop.search import Search, recorded_search, search_fix
-from patchit.loop.trial import LEASE_TTL_S, Bench, Landing, Trial, baseline_work, land
+from patchit.loop.trial import LEASE_TTL_S, Bench, Trial, baseline_work
 from patchit.memory import Incident, IncidentStatus, Memory
 from patchit.memory.fingerprint import error_fingerprint
 from patchit.memory.ledger import Ledger, LlmPurpose

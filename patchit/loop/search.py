@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 from patchit.evidence.intents import change_intents
 from patchit.loop.combine import joined_candidates
+from patchit.loop.landing import recorded_winner
 from patchit.loop.trial import (
     Bench,
     Trial,
     out_of_attempts,
     record_refusal,
-    recorded_winner,
     run_trial,
 )
 from patchit.memory.ledger import Ledger

@@ -1,11 +1,8 @@
 """One candidate's trial: a fresh worktree at the failing commit, the pre-check (policy,
 memory), the harness's screen (milliseconds: a SQL binder, a compiler), the harness, and,
 where the harness passed, the data-aware check against the baseline; the attempt is recorded
-whatever happens. The winner lands on `patchit/<id>`.
-
-A verified attempt is recorded with its candidate, verification and data check before it
-lands, and marked landed once its branch exists: a run killed in between leaves the next run
-what it needs to land the fix (`recorded_winner`) instead of trying it again.
+whatever happens. A verified attempt is recorded with what landing it needs
+(`_verified_json`); the winner lands on `patchit/<id>` (`patchit.loop.landing`).
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from patchit.loop.context import Context
 from patchit.loop.faults import checkpoint
 from patchit.loop.known_failing import for_candidate
 from patchit.loop.still_failing import meant_by_the_change, still_failing
-from patchit.memory.records import AttemptRecord
 from patchit.patching.apply import EditError, apply_edits, preview_edits
 from patchit.patching.base import PatchCandidate
 from patchit.patching.diffs import unified_diff
@@ -38,13 +34,6 @@ from patchit.patching.renamed_units import candidate_renames, followed_event
 from patchit.policy.intents import held_again, intent_review
 from patchit.policy.precheck import precheck
 from patchit.sandbox.worktree import create_worktree, remove_worktree
-from patchit.sync.branch import (
-    branch_name,
-    commit_patch,
-    create_branch,
-    inspect_commands,
-    landed_commit,
-)
 from patchit.text.redaction import Redactor, environment_secrets
 
 _LIMITS = {
@@ -107,14 +96,6 @@ class Bench:
     ahead: BaselineAhead | None = None
     # an intent -> the candidate held for review that passed undoing it
     held: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Landing:
-    """Where the verified fix landed and how to look at it."""
-
-    branch: str
-    commands: list[str]
 
 
 def baseline_work(sandbox: Path) -> Path:
@@ -244,7 +225,7 @@ def _screen(bench: Bench, workspace: Workspace, files: list[str]) -> Screening:
             stacklevel=2,
         )
         return Screening.nothing(f"the screen failed: {exc!r}")
-    redactor = _redactor(bench.event)
+    redactor = event_redactor(bench.event)
     screening = screening.model_copy(
         update={"reason": redactor.redact(screening.reason),
                 "output": redactor.redact(screening.output)}
@@ -271,7 +252,7 @@ def _screened_out(bench: Bench, trial: Trial, screening: Screening) -> None:
     bench.ctx.say(f"  screened out in {screening.duration_ms} ms: {screening.reason}")
 
 
-def _redactor(event: UniversalFailureEvent) -> Redactor:
+def event_redactor(event: UniversalFailureEvent) -> Redactor:
     """The named secrets of this run: the verbatim --vars' and this process's environment's
     (a unit may print either, plainly or encoded)."""
     raw_vars = event.dbt.replay_vars() if event.dbt else None
@@ -281,7 +262,7 @@ def _redactor(event: UniversalFailureEvent) -> Redactor:
 def _redacted(event: UniversalFailureEvent, result: Verification) -> Verification:
     """The sandbox ran with the verbatim --vars and the environment's values; nothing stored
     or shown may carry them (`outputs` are patchit's own paths, read by the data check)."""
-    redactor = _redactor(event)
+    redactor = event_redactor(event)
     return result.model_copy(
         update={
             "command": redactor.redact(result.command),
@@ -355,73 +336,4 @@ def _verified_json(trial: Trial) -> str:
             "result": trial.result.model_dump(mode="json") if trial.result else None,
             "data": trial.data.model_dump(mode="json") if trial.data else None,
         }
-    )
-
-
-def recorded_winner(bench: Bench) -> Trial | None:
-    """A fix an earlier run of this incident verified but was killed before finishing: the one
-    already on its branch, else the smallest verified at this same failing commit (it lands
-    without a new verification: same commit, same diff). None when there is none."""
-    found: list[tuple[AttemptRecord, Trial]] = []
-    for attempt in bench.ctx.memory.verified_for(bench.incident_id):
-        same_commit = attempt.commit is not None and attempt.commit == bench.event.commit
-        if attempt.landed_branch is None and not same_commit:
-            continue  # verified on another commit: the search verifies it again
-        if attempt.landed_branch and landed_commit(bench.repo, bench.incident_id) is None:
-            continue  # its branch is gone (deleted, or the fix regressed): not resumed
-        try:
-            data = json.loads(attempt.verified_json or "")
-            trial = Trial(
-                candidate=PatchCandidate.model_validate(data["candidate"]),
-                diff=attempt.diff,
-                result=Verification.model_validate(data["result"]),
-                data=DataCheck.model_validate(data["data"]) if data.get("data") else None,
-                attempt_id=attempt.id,
-            )
-        except (ValueError, KeyError, TypeError):
-            continue  # unreadable: the search tries again
-        found.append((attempt, trial))
-    if not found:
-        return None
-    landed = [t for a, t in found if a.landed_branch]
-    if landed:
-        return landed[0]
-    return min((t for _, t in found), key=lambda t: (t.diff.count("\n"), len(t.diff)))
-
-
-def land(bench: Bench, trial: Trial) -> Landing:
-    """Commit the winner on `patchit/<id>` from a fresh worktree (nothing left holding it).
-
-    A branch a killed run already made for this incident, on the failing commit, is kept."""
-    repo, memory = bench.repo, bench.ctx.memory
-    sha = landed_commit(repo, bench.incident_id)
-    if sha is None:
-        workdir = bench.ctx.home / "worktrees" / f"{bench.incident_id}-land"
-        worktree = create_worktree(repo, bench.event.commit or "HEAD", workdir)
-        try:
-            files = apply_edits(worktree, trial.candidate.edits)
-            sha = commit_patch(worktree, files, _commit_message(bench, trial))
-            checkpoint("committed")
-        finally:
-            remove_worktree(repo, worktree)
-        branch = create_branch(repo, bench.incident_id, sha)
-    else:
-        branch = branch_name(bench.incident_id)
-        bench.ctx.say(f"branch {branch} was made by a run that was stopped: keeping it")
-    checkpoint("branched")
-    if trial.attempt_id is not None:
-        memory.mark_landed(trial.attempt_id, branch)
-    return Landing(branch, inspect_commands(repo, branch, bench.event))
-
-
-def _commit_message(bench: Bench, trial: Trial) -> str:
-    """The branch's commit message: written into the user's repository, so redacted."""
-    candidate = trial.candidate
-    data = f"Data check: {trial.data.summary}\n" if trial.data is not None else ""
-    return _redactor(bench.event).redact(
-        f"patchit: {candidate.rationale}\n\n"
-        f"Incident: {bench.incident_id}\n"
-        f"Failing unit: {bench.event.unit_id}\n"
-        f"Strategy: {candidate.strategy} ({candidate.tag}, tier {candidate.tier})\n"
-        f"Verified by re-running the unit and its downstream in a sandbox.\n{data}"
     )

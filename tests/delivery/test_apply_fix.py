@@ -29,7 +29,7 @@ def memory(_patchit_home: Path) -> Memory:
 
 def fixed_on_snapshot(tmp_path: Path, memory: Memory) -> tuple[Path, str]:
     """A repository whose uncommitted rename broke a mart, and an incident fixed on a branch
-    from the snapshot of that work (made the way `patchit.loop.trial.land` makes it)."""
+    from the snapshot of that work (made the way `patchit.loop.landing.land` makes it)."""
     repo = tmp_path / "repo"
     (repo / "models").mkdir(parents=True)
     (repo / "dbt_project.yml").write_text("name: p\n")
