@@ -59,6 +59,9 @@ ERRORS = [
     "TypeError: total() got an unexpected keyword argument '{n}'",
     "NameError: name '{n}' is not defined. Did you mean: '{m}'?",
     "AttributeError: 'dict' object has no attribute '{n}'",
+    'Binder Error: Referenced table "{n}" not found!\nCandidate tables: "{m}"',
+    'Catalog Error: Table with name {n} does not exist!\nDid you mean "{m}"?',
+    "SQL compilation error: error line 3 at position 8\ninvalid identifier '{n}.{m}'",
 ]
 name = st.one_of(st.sampled_from(NAMES), seed, hostile_text.map(lambda t: t[:40]))
 error = st.one_of(
