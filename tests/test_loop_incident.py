@@ -103,6 +103,10 @@ def test_stacked_breaks_are_tried_together_and_held_for_the_revert(
     assert incident["review_label"] == (
         "reverts your change: removed column payment_method from stg_payments"
     )
+    # the report's "kept the change, tried first" names the forward halves, not the joint one
+    forward = json.loads(Path(incident["report_json"]).read_text())["forward_tried"]
+    assert any(f.startswith("dbt_fix_ref") for f in forward), forward
+    assert not [f for f in forward if f.startswith("combined")], forward
     assert git(shop_repo, "branch", "--list", "patchit/*") == ""
     assert git(shop_repo, "status", "--porcelain") == ""
     assert git(shop_repo, "rev-parse", "HEAD") == broken

@@ -16,11 +16,11 @@ from __future__ import annotations
 from patchit.evidence.intents import Intent
 from patchit.loop.still_failing import meant_intent
 from patchit.loop.trial import Trial
-from patchit.memory.records import REVERTS
+from patchit.memory.records import JOINED, REVERTS
 from patchit.patching.base import PatchCandidate
 
 MAX_JOINED = 2
-STRATEGY = "combined"
+STRATEGY = JOINED
 
 
 def joined_candidates(trials: list[Trial], intents: list[Intent]) -> list[PatchCandidate]:

@@ -94,6 +94,7 @@ class PriorAttempt(BaseModel):
 
 
 REVERTS = "reverts your change"  # the label of a candidate that undid an intent of the change
+JOINED = "combined"  # the strategy of a forward candidate joined with a revert (`loop.combine`)
 
 
 def revert_label_of(attempts: list[AttemptRecord]) -> str | None:

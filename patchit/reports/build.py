@@ -11,7 +11,7 @@ from patchit.fidelity import DataCheck
 from patchit.harnesses.base import Verification
 from patchit.intake.worktree_snapshot import snapshot_of
 from patchit.memory import AttemptRecord, Incident
-from patchit.memory.records import REVERTS, held_advice, revert_label_of
+from patchit.memory.records import JOINED, REVERTS, held_advice, revert_label_of
 from patchit.patching.base import PatchCandidate
 from patchit.reports.confidence import fix_confidence
 from patchit.reports.model import AttemptLine, LlmSummary, RootCauseReport, UncommittedWork
@@ -68,8 +68,8 @@ def _forward_tried(attempts: list[AttemptRecord]) -> list[str]:
     return [
         f"{a.strategy} (`{a.tag}`): {a.outcome}" + (f": {a.reason}" if a.reason else "")
         for a in attempts
-        if REVERTS not in a.reason and a.outcome != "error"
-    ]
+        if REVERTS not in a.reason and a.outcome != "error" and a.strategy != JOINED
+    ]  # a joined candidate holds a revert: it never kept the whole change
 
 
 def _is_yaml(path: str | None) -> bool:
