@@ -42,7 +42,14 @@ from patchit.evidence.intents_other import (
 )
 from patchit.evidence.intents_sql import SqlIntent, shown_name, sql_holds, sql_intents
 from patchit.evidence.model import Evidence
-from patchit.evidence.name_renames import docs_blocks, docs_renames, project_vars, var_renames
+from patchit.evidence.name_renames import (
+    docs_blocks,
+    docs_renames,
+    jinja_set_renames,
+    jinja_sets,
+    project_vars,
+    var_renames,
+)
 from patchit.memory.records import REVERTS
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git, show_file
 
@@ -50,7 +57,8 @@ IntentKind = Literal[
     "column_renamed", "column_added", "column_removed", "cte_added", "cte_renamed",
     "join_added", "type_changed", "literal_changed", "model_renamed", "macro_renamed",
     "file_renamed", "file_moved", "file_deleted", "task_added", "parameter_renamed",
-    "function_renamed", "key_renamed", "docs_renamed", "var_renamed", "airflow2_idiom",
+    "function_renamed", "key_renamed", "docs_renamed", "var_renamed", "jinja_var_renamed",
+    "airflow2_idiom",
 ]  # fmt: skip
 MAX_FILES = 200
 MAX_FILE_CHARS = 200_000
@@ -60,7 +68,7 @@ _MACRO = re.compile(r"{%-?\s*macro\s+([A-Za-z_]\w*)\s*\(")
 _SQL, _YAML, _PY = (".sql",), (".yml", ".yaml"), (".py",)
 _RENAMES = {"column_renamed", "cte_renamed", "model_renamed", "macro_renamed", "file_renamed",
             "parameter_renamed", "function_renamed", "key_renamed", "docs_renamed",
-            "var_renamed"}  # fmt: skip
+            "var_renamed", "jinja_var_renamed"}  # fmt: skip
 
 
 class Intent(BaseModel):
@@ -115,6 +123,7 @@ def _describe(kind: str, path: str, old: str, new: str, scope: str, place: str) 
         "macro_renamed": f"renamed macro {old} to {new}",
         "docs_renamed": f"renamed docs block {old} to {new}",
         "var_renamed": f"renamed project var {old} to {new}",
+        "jinja_var_renamed": f"renamed Jinja variable {old} to {new} in {model}",
         "file_renamed": f"renamed file {old} to {new}",
         "file_moved": f"moved {old} to {new}",
         "file_deleted": f"deleted file {path}",
@@ -188,7 +197,7 @@ def macro_intents(changed: list[tuple[str, str | None, str | None]]) -> list[Int
 
 
 def name_intents(changed: list[tuple[str, str | None, str | None]]) -> list[Intent]:
-    """Docs blocks and project vars renamed (`name_renames`)."""
+    """Docs blocks, project vars and Jinja variables renamed (`name_renames`)."""
     found = [
         Intent(kind="docs_renamed", path=path, old=o, new=n, old_path=old_path,
                description=_describe("docs_renamed", path, o, n, "", ""))
@@ -198,6 +207,11 @@ def name_intents(changed: list[tuple[str, str | None, str | None]]) -> list[Inte
         Intent(kind="var_renamed", path=path, old=o, new=n, old_path=path,
                description=_describe("var_renamed", path, o, n, "", ""))
         for o, n, path in var_renames(changed)
+    ]  # fmt: skip
+    found += [
+        Intent(kind="jinja_var_renamed", path=path, old=o, new=n,
+               description=_describe("jinja_var_renamed", path, o, n, "", ""))
+        for o, n, path in jinja_set_renames(changed)
     ]  # fmt: skip
     return [i for i in found if not one_slip(i.old, i.new)]
 
@@ -323,6 +337,9 @@ def reverted_intents(intents: list[Intent], texts: dict[str, tuple[str, str]]) -
         elif intent.kind == "docs_renamed":
             hit = any(intent.old in docs_blocks(after) and intent.old not in docs_blocks(before)
                       for before, after in texts.values())  # fmt: skip
+        elif intent.kind == "jinja_var_renamed":
+            before, after = texts.get(intent.path, ("", ""))
+            hit = intent.old in jinja_sets(after) and intent.old not in jinja_sets(before)
         elif intent.kind == "var_renamed":
             before, after = texts.get(intent.path, ("", ""))
             hit = intent.old in (project_vars(after) or {}) and intent.old not in (

@@ -1,10 +1,13 @@
-"""Docs blocks and project vars a change renamed, read from its files' two sides.
+"""Docs blocks, project vars and Jinja variables a change renamed, read from its files' two
+sides.
 
 A `{% docs orders_status %}` block gone and a `{% docs order_status %}` block of like text
-come (each the other's only match), or a `vars:` key of `dbt_project.yml` gone and one new
-key holding the very same value: renames, whatever the spelling. Read here, in evidence, so
-the intents (a candidate putting the old name back reverts the change) and the fix-its that
-follow the rename (`patchit.patching.renames`) read them the same way.
+come (each the other's only match), a `vars:` key of `dbt_project.yml` gone and one new key
+holding the very same value, or, in one SQL file, a `{% set payment_methods = [...] %}` gone
+and a `{% set methods = [...] %}` of the same value come: renames, whatever the spelling.
+Read here, in evidence, so the intents (a candidate putting the old name back reverts the
+change) and the fix-its that follow the rename (`patchit.patching.renames`) read them the
+same way.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ DOCS_MIN_RATIO = 0.8
 _DOCS = re.compile(
     r"{%-?\s*docs\s+(?P<name>[A-Za-z_]\w*)\s*-?%}(?P<body>.*?){%-?\s*enddocs\s*-?%}", re.DOTALL
 )
+
+_SET = re.compile(r"{%-?\s*set\s+(?P<name>[A-Za-z_]\w*)\s*=(?P<value>.*?)-?%}", re.DOTALL)
+_SQL = (".sql",)
 
 Changed = tuple[str, str | None, str | None]  # path, text before (None: added), after
 
@@ -90,6 +96,29 @@ def var_renames(files: list[Changed]) -> list[tuple[str, str, str]]:
         was, now = project_vars(before), project_vars(after)
         if not was or not now:
             continue
+        gone = {k: v for k, v in was.items() if k not in now}
+        came = {k: v for k, v in now.items() if k not in was}
+        found += [(old, new, path) for old, new in paired(gone, came, 1.0)]
+    return found
+
+
+def jinja_sets(text: str) -> dict[str, str]:
+    """{name: its value's text} of the `{% set name = value %}` statements of `text` (the
+    first of each name)."""
+    found: dict[str, str] = {}
+    for match in _SET.finditer(text):
+        found.setdefault(match["name"], match["value"])
+    return found
+
+
+def jinja_set_renames(files: list[Changed]) -> list[tuple[str, str, str]]:
+    """(old, new, path) of each Jinja variable renamed in one SQL file: a `{% set old = v %}`
+    gone and a `{% set new = v %}` come, of the same value."""
+    found = []
+    for path, before, after in files:
+        if not path.endswith(_SQL) or before is None or after is None:
+            continue
+        was, now = jinja_sets(before), jinja_sets(after)
         gone = {k: v for k, v in was.items() if k not in now}
         came = {k: v for k, v in now.items() if k not in was}
         found += [(old, new, path) for old, new in paired(gone, came, 1.0)]
