@@ -86,7 +86,23 @@ def changed_data_files(evidence: Evidence) -> list[str]:
 
 
 def _only_data_changed(evidence: Evidence, _m: re.Match[str]) -> bool:
-    return bool(changed_data_files(evidence))
+    files = changed_data_files(evidence)
+    return bool(files) and not _seed_renamed_away(evidence, files)
+
+
+_MISSING_NODE = re.compile(r"depends on a node named '(?P<name>[^']+)' which was not found")
+
+
+def _seed_renamed_away(evidence: Evidence, files: list[str]) -> bool:
+    """The node a ref misses is a seed whose CSV the change renamed or deleted: the project's
+    structure changed, not its data (`git mv seeds/raw_orders.csv seeds/raw_sales_orders.csv`
+    with `ref('raw_orders')` left is a code bug that `fix_ref` follows)."""
+    found = _MISSING_NODE.search(
+        "\n".join(filter(None, [evidence.error, evidence.event.error_message]))
+    )
+    return found is not None and any(
+        p.lower().endswith(".csv") and p.rpartition("/")[2][:-4] == found["name"] for p in files
+    )
 
 
 def _code_changed(evidence: Evidence, _m: re.Match[str]) -> bool:

@@ -42,6 +42,25 @@ def test_data_and_code_changed_is_not_data_only(changed: tuple[str, ...]) -> Non
     assert verdict.cls is FailureClass.CODE_BUG
 
 
+MISSING_SEED = (
+    "Model 'model.shop.stg_orders' (models/staging/stg_orders.sql) depends on a node named "
+    "'raw_orders' which was not found"
+)
+
+
+def test_a_seed_renamed_away_from_its_refs_is_a_code_bug() -> None:
+    """Found on jaffle_shop_duckdb: `git mv seeds/raw_orders.csv seeds/raw_sales_orders.csv`
+    with `ref('raw_orders')` left was "only data files changed": escalated, not followed."""
+    renamed = ("seeds/raw_orders.csv", "seeds/raw_sales_orders.csv")
+    verdict = classify_failure(_evidence(MISSING_SEED, changed=renamed))
+    assert (verdict.cls, verdict.signature) == (FailureClass.CODE_BUG, "missing_node")
+    deleted = classify_failure(_evidence(MISSING_SEED, changed=("seeds/raw_orders.csv",)))
+    assert deleted.cls is FailureClass.CODE_BUG
+    # another seed's rows changing is still data
+    other = classify_failure(_evidence(MISSING_SEED, changed=("seeds/raw_payments.csv",)))
+    assert (other.cls, other.signature) == (FailureClass.DATA_ISSUE, "data_files_changed")
+
+
 def test_a_readme_alone_is_no_data_change() -> None:
     assert changed_data_files(_evidence(BINDER, changed=("README.md",))) == []
     assert is_doc_file("docs/LICENSE") and not is_doc_file("models/readme_model.sql")
