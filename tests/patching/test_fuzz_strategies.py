@@ -11,6 +11,7 @@ examples (`PATCHIT_FUZZ_EXAMPLES`); the suite runs a few dozen, derandomized.
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,7 +69,13 @@ error = st.one_of(
     st.builds(lambda t, n, m: t.format(n=n, m=m), st.sampled_from(ERRORS), name, name),
     hostile_text,
 )
-edit = st.tuples(st.integers(0, 60), st.integers(0, 3), st.one_of(name, hostile_text))
+# lines that make the shapes the change-level fix-its read: a CTE renamed or read, a Jinja
+# variable set or looped over, a qualified column
+PIECES = ["{n} as (", "    select * from {n}", "        {n}.total_amount,",
+          "{{%- set {n} = var('payment_methods') -%}}",
+          "        {{% for m in {n} -%}} {{{{ m }}}}_amount, {{% endfor -%}}"]  # fmt: skip
+piece = st.builds(lambda t, n: t.format(n=n), st.sampled_from(PIECES), name)
+edit = st.tuples(st.integers(0, 60), st.integers(0, 3), st.one_of(name, hostile_text, piece))
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +94,11 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def strategies() -> Iterator[list[object]]:
     found = [s for s in load_strategies() if s.tier == 0]
     assert len(found) > 5, "the tier-0 strategies are registered"
+    # `PATCHIT_FUZZ_STRATEGIES=a,b`: only these (a new strategy fuzzed alone, at full count)
+    if only := {n for n in os.environ.get("PATCHIT_FUZZ_STRATEGIES", "").split(",") if n}:
+        unknown = only - {s.name for s in found}
+        assert not unknown, f"PATCHIT_FUZZ_STRATEGIES names no tier-0 strategy: {unknown}"
+        found = [s for s in found if s.name in only]
     yield list(found)
     for s in found:
         s.close()
