@@ -29,23 +29,16 @@ def joined_candidates(trials: list[Trial], intents: list[Intent]) -> list[PatchC
     `MAX_JOINED`, the earliest forward candidates first)."""
     failed = [t for t in trials if t.result is not None and not t.result.passed and not t.stop]
     joined: list[PatchCandidate] = []
-    pairs: set[tuple[int, int]] = set()
     for forward in failed:
         if forward.reverts or forward.candidate.strategy == STRATEGY:
             continue
         assert forward.result is not None  # narrowed by `failed`
         intent = meant_intent(forward.result, intents)
-        if intent is None:
-            continue
-        for back in failed:
-            key = (id(forward), id(back))
-            if intent.description not in back.reverts or key in pairs:
-                continue
-            if _paths(forward) & _paths(back) or back.candidate.strategy == STRATEGY:
-                continue
-            pairs.add(key)
+        back = next((b for b in failed if intent is not None
+                     and intent.description in b.reverts and b.candidate.strategy != STRATEGY
+                     and not _paths(forward) & _paths(b)), None)  # fmt: skip
+        if intent is not None and back is not None:
             joined.append(_joined(forward, back, intent))
-            break
         if len(joined) >= MAX_JOINED:
             break
     return joined
