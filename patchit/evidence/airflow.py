@@ -33,6 +33,7 @@ from patchit.evidence.pylog import (
 )
 from patchit.evidence.redact import environment_secrets, redact_model
 from patchit.text.inputs import as_path, read_input_text_or_none
+from patchit.text.python_source import parse_python
 
 MODULES_BUDGET_CHARS = 60_000
 MODULE_MAX_CHARS = 30_000
@@ -52,10 +53,7 @@ def read_repo_text(repo_root: Path, rel: str) -> str | None:
 
 
 def parse_module(source: str) -> ast.Module | None:
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
+    return parse_python(source)
 
 
 def _decorator_task_id(decorator: ast.expr, default: str) -> str | None:

@@ -28,6 +28,7 @@ from patchit.evidence.py_renames import (
     function_renames,
     key_renames,
 )
+from patchit.text.python_source import parse_python
 
 AIRFLOW2_IDIOMS = (
     "schedule_interval", "execution_date", "next_execution_date", "prev_execution_date",
@@ -121,10 +122,7 @@ def yaml_holds(intent: OtherIntent, text: str) -> bool:
 
 
 def _tree(text: str) -> ast.Module | None:
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
+    return parse_python(text)
 
 
 def task_ids(tree: ast.Module) -> set[str]:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from patchit.text.python_source import parse_python
+
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
@@ -35,10 +37,7 @@ class PyRename:
 
 
 def _tree(text: str) -> ast.Module | None:
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return None
+    return parse_python(text)
 
 
 def _functions(tree: ast.AST, prefix: str = "") -> dict[str, Function]:

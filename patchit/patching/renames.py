@@ -42,6 +42,7 @@ from patchit.evidence.model import Evidence
 from patchit.evidence.py_renames import function_renames, key_renames
 from patchit.patching.revert import change_base
 from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git, show_file
+from patchit.text.python_source import parse_python
 
 RenameKind = Literal["file", "macro", "parameter", "function", "key", "docs", "var"]
 FILE_MIN_RATIO = 0.6
@@ -173,9 +174,8 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 def functions_in(text: str) -> dict[str, Function]:
     """Functions by qualified name (`f`, `Class.f`, `outer.inner`); a name defined twice in
     one file is left out (which one a caller reaches is not known from the text)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = parse_python(text)
+    if tree is None:
         return {}
     found: dict[str, Function] = {}
     twice: set[str] = set()

@@ -16,6 +16,7 @@ from patchit.evidence.similarity import DEFAULT_MIN_RATIO, name_ratio, nearest
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import PatchCandidate, Strategy
 from patchit.patching.fixits._common import read_repo_file
+from patchit.text.python_source import parse_python as parse_python  # the fix-its import it here
 
 Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
 
@@ -61,13 +62,6 @@ def only_near(name: str, candidates: set[str]) -> str | None:
     """
     near = [c for c in candidates if c != name and name_ratio(name, c) >= DEFAULT_MIN_RATIO]
     return nearest(name, near) if len(near) == 1 else None
-
-
-def parse_python(text: str) -> ast.Module | None:
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
 
 
 def nodes_on_line(tree: ast.AST, line: int) -> list[ast.AST]:
