@@ -40,6 +40,13 @@ BENCH_PAGES = {
         "cluster (`patchit bench --warehouse postgres`), from "
         "`benchmarks/results/latest-postgres.md`.",
     ),
+    "benchmarks/corpus-snowflake.md": (
+        "latest-snowflake.md",
+        "The corpus on Snowflake",
+        "The latest run of the corpus's dbt scenarios on a throw-away Snowflake emulator "
+        "(fakesnow 0.12; `patchit bench --warehouse snowflake`, in two `--only` halves on one "
+        "code state, combined), from `benchmarks/results/latest-snowflake.md`.",
+    ),
     "benchmarks/subset.md": (
         "subset.md",
         "The subset `make test` runs",
