@@ -23,8 +23,14 @@ would be one more revert to review.
 
 Review rule: changing existing code back is a fix. Dropping a line the change *added* drops
 new behaviour, so such a candidate carries a `review` (it ends `needs_review`, never on a
-branch) unless what it drops is unused once the rest is restored (a Python import or a
-helper `def`/`class` that nothing left refers to, a blank or comment line).
+branch) unless what it drops is unused once the rest is restored (a Python import or a helper
+`def`/`class` that nothing left refers to, a blank or comment line). When the failure is a
+check that failed on what the code now computes (a data test: the code ran), putting back
+more than a slip of a line the change rewrote is reviewed too (`status` rewritten as a CASE
+mapping 'returned' to 'refunded' is what the author meant; a slip is punctuation or blanks,
+or a word one character off), unless `[policy] revert = "allow"`. Code that does not run at
+all (a conversion error on `coalesce(cancelled_on, 'never')` cast to a date) is changed back
+as a fix.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from typing import ClassVar
 
 from patchit.errors import VcsError
 from patchit.evidence.gitlog import breaking_base, changed_files
+from patchit.evidence.intents import one_slip
 from patchit.evidence.model import Evidence
 from patchit.evidence.unit_files import dependency_files
 from patchit.memory.diffs import diff_hash
@@ -67,6 +74,7 @@ _OUTCOME: dict[str, Outcome] = {
 }  # fmt: skip
 _QUOTED = re.compile(r"""["'`]([^"'`\n]{1,80})["'`]""")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ALNUM = re.compile(r"\w+")
 _SECRET = re.compile(r"(^|/)(\.env[^/]*|[^/]*\.env|[^/]*secret[^/]*|[^/]*credential[^/]*)$", re.I)
 _IMPORT = re.compile(r"^\s*(?:from\s+\S+\s+)?import\s+(.+)$")
 _DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
@@ -131,7 +139,12 @@ class PartialRevertStrategy:
         if chosen is None:
             return Proposal()
         self._offered.setdefault(request.incident_id, []).append(chosen)
-        candidate = self._candidate(change, chosen)
+        # a check that failed on what the rewritten code now computes (the code ran): putting
+        # the rewrite back is undoing the change, which only `revert = "allow"` lets land
+        rewrites = (
+            request.evidence.event.status == "fail" and request.config.policy.revert != "allow"
+        )
+        candidate = self._candidate(change, chosen, rewrites)
         if candidate is None:
             return Proposal()
         outcomes[chosen] = "refused"
@@ -141,7 +154,9 @@ class PartialRevertStrategy:
     def close(self) -> None:
         """Nothing to release."""
 
-    def _candidate(self, change: BreakingChange, chosen: frozenset[Atom]) -> PatchCandidate | None:
+    def _candidate(
+        self, change: BreakingChange, chosen: frozenset[Atom], rewrites: bool = True
+    ) -> PatchCandidate | None:
         texts = revert_texts(change.files, chosen)
         if not texts:
             return None
@@ -155,7 +170,7 @@ class PartialRevertStrategy:
             edits=edits,
             rationale=describe(change, chosen),
             confidence=0.6,
-            review=review_reason(change.files, chosen, texts),
+            review=review_reason(change.files, chosen, texts, rewrites),
         )
 
 
@@ -351,9 +366,12 @@ def describe(change: BreakingChange, chosen: frozenset[Atom]) -> str:
     )
 
 
-def review_reason(files: list[FileChange], chosen: frozenset[Atom], texts: dict[str, str]) -> str:
+def review_reason(
+    files: list[FileChange], chosen: frozenset[Atom], texts: dict[str, str], rewrites: bool = True
+) -> str:
     """Why the candidate needs a human even if it verifies: it drops code the change added
-    that is still in use (see the module docstring); "" when it only changes code back."""
+    that is still in use, or (`rewrites`) puts back more than a slip of a line the change
+    rewrote (see the module docstring); "" when it only puts slips right."""
     for change in files:
         dropped = [
             change.slot_of(a)
@@ -367,7 +385,35 @@ def review_reason(files: list[FileChange], chosen: frozenset[Atom], texts: dict[
                     f"it drops code the breaking change added ({change.path}:{slot.line} "
                     f"`{slot.fail.strip()}`), which removes new behaviour"
                 )
+        for atom in sorted(a for a in chosen if a.path == change.path and rewrites):
+            pair = change.slot_of(atom)
+            if pair.kind == "pair" and (undone := _rewritten(pair, atom)):
+                return (
+                    f"it undoes what the breaking change rewrote ({change.path}:{pair.line} "
+                    f"{undone}), more than a slip: a human decides whether the rewrite or what "
+                    "failed on it is wrong"
+                )
     return ""
+
+
+def _rewritten(slot: Slot, atom: Atom) -> str:
+    """`now` -> `was` when putting this token group of a rewritten line back undoes more than
+    a slip, else "". A slip is punctuation and blanks alone (a dropped comma, a lost quote, an
+    indent) or one word for a word one character away (`amout` for `amount`): found on
+    jaffle_shop_duckdb, where `status` rewritten as `case when status = 'returned' then
+    'refunded' else status end as status` was put back and called fixed."""
+    old, new = slot.tokens()
+    i1, i2, j1, j2 = slot.groups[atom.part]
+    was, now = old[i1:i2], new[j1:j2]
+    words_was = [t for t in was if _ALNUM.fullmatch(t)]
+    words_now = [t for t in now if _ALNUM.fullmatch(t)]
+    if not words_was and not words_now:
+        return ""
+    if len(words_was) == len(words_now) == 1 and (
+        one_slip(words_was[0], words_now[0]) or words_was[0].lower() == words_now[0].lower()
+    ):
+        return ""
+    return f"`{slot.fail.strip()}` -> `{slot.base.strip()}`"  # the lines: a group alone reads oddly
 
 
 def _unused(path: str, slot: Slot, left: set[str], dropped: list[Slot]) -> bool:

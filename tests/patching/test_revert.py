@@ -277,12 +277,18 @@ def test_dropping_code_the_change_added_is_marked_for_review(tmp_path: Path) -> 
 
 def test_dropping_an_import_nothing_uses_any_more_needs_no_review() -> None:
     base = "import os\n\nprint(os.sep)\n"
-    fail = "import os\nimport json\n\nprint(json.dumps(os.sepp))\n"
+    fail = "import os\nimport json\n\nprint(os.sepp)\n"
     change = split_change("job.py", base, fail)
     whole = frozenset(change.atoms())
     texts = revert_texts([change], whole)
     assert texts["job.py"] == base
     assert review_reason([change], whole, texts) == ""
+    # the json.dumps the change wrote around it is more than a slip: taking it out is reviewed
+    wrapped = split_change(
+        "job.py", base, fail.replace("print(os.sepp)", "print(json.dumps(os.sepp))")
+    )
+    every = frozenset(wrapped.atoms())
+    assert "rewrote (job.py:4" in review_reason([wrapped], every, revert_texts([wrapped], every))
     sql = split_change("m.sql", "select a\nfrom t\n", "select a,\n    b\nfrom t\n")
     every = frozenset(sql.atoms())
     assert "drops code" in review_reason([sql], every, revert_texts([sql], every))
@@ -316,3 +322,53 @@ def test_the_rationale_names_a_blank_line_instead_of_quoting_it() -> None:
     every = frozenset(change.atoms())
     words = describe(BreakingChange("a" * 40, "last good run", "b" * 40, [change]), every)
     assert "a blank line" in words and "` `" not in words and "``" not in words, words
+
+
+@pytest.mark.parametrize(
+    ("base", "fail"),
+    [
+        ("    round(net, 2) as net,\n", "    round(net, 2) as net\n"),  # a dropped comma
+        ("  - name: id\n", " - name: id\n"),  # an indent
+        ('    values: ["sepa", "card"]\n', '    values: ["sepa, "card"]\n'),  # a lost quote
+        ("    sum(amount) as revenue,\n", "    sum(amout) as revenue,\n"),  # a typo
+    ],
+)
+def test_putting_back_a_slip_needs_no_review(base: str, fail: str) -> None:
+    change = split_change("m.sql", f"select\n{base}from t\n", f"select\n{fail}from t\n")
+    every = frozenset(change.atoms())
+    assert review_reason([change], every, revert_texts([change], every)) == ""
+
+
+def test_putting_back_a_rewrite_needs_review() -> None:
+    """Found on jaffle_shop_duckdb: `status` rewritten as a CASE that maps returned orders to
+    'refunded' failed the accepted_values test; the partial revert put `status` back and was
+    called fixed, the author's mapping gone."""
+    base = "select\n    order_id,\n    status\nfrom orders\n"
+    fail = base.replace(
+        "    status\n",
+        "    case when status = 'returned' then 'refunded' else status end as status\n",
+    )
+    change = split_change("models/staging/stg_orders.sql", base, fail)
+    every = frozenset(change.atoms())
+    why = review_reason([change], every, revert_texts([change], every))
+    assert why.startswith(
+        "it undoes what the breaking change rewrote (models/staging/stg_orders.sql:3"
+    )
+    assert (
+        "`case when status = 'returned' then 'refunded' else status end as status` -> `status`"
+        in why
+    )
+
+
+def test_a_rewrite_is_put_back_as_a_fix_only_when_the_code_did_not_run(tmp_path: Path) -> None:
+    """The review of a rewrite is for a check that failed on what the code computes (a dbt
+    data test, status `fail`); code that raised is changed back as before."""
+    good = "rows = [1, 2]\nprint(sum(rows))\n"
+    broken = "rows = [1, 2]\nprint(sum(r.amount for r in rows))\n"  # a rewrite, and it raises
+    raised = failing_evidence(tmp_path, good, broken)
+    proposed, history = drive(PartialRevertStrategy(), raised, lambda text: text == good)
+    assert history[-1].outcome == "verified" and proposed[-1].review == ""
+    failed = raised.model_copy(update={"event": raised.event.model_copy(update={"status": "fail"})})
+    proposed, history = drive(PartialRevertStrategy(), failed, lambda text: text == good)
+    assert history[-1].outcome == "needs_review"
+    assert "undoes what the breaking change rewrote" in proposed[-1].review
