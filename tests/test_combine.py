@@ -1,7 +1,7 @@
 """Two failed candidates that each did half are tried together (found on
 jaffle_shop_duckdb: a column removed in one unmerged commit, a model renamed in the next; the
 ref fix failed on the removed column, the revert of the removal on the rename; the run ended
-`failed`). The loop test with real dbt is in test_loop_incident.py."""
+`failed`; joined and held for review there once this was built)."""
 
 from __future__ import annotations
 
