@@ -16,6 +16,7 @@ import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from patchit.classify.change_lines import written_by_change
 from patchit.classify.model import FailureClass
@@ -101,7 +102,7 @@ def _seed_renamed_away(evidence: Evidence, files: list[str]) -> bool:
         "\n".join(filter(None, [evidence.error, evidence.event.error_message]))
     )
     return found is not None and any(
-        p.lower().endswith(".csv") and p.rpartition("/")[2][:-4] == found["name"] for p in files
+        p.lower().endswith(".csv") and PurePosixPath(p).stem == found["name"] for p in files
     )
 
 

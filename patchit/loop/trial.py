@@ -158,11 +158,10 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         record_refusal(bench, candidate, diff, refusal)
         trial.refusal = refusal
         return trial
+    reverted = reverted_intents(change_intents(bench.evidence), previews)  # read once, used twice
     candidate = trial.candidate = intent_review(candidate, previews, bench.evidence,
-                                                ctx.config.policy, ctx.say)  # fmt: skip
-    trial.reverts = frozenset(
-        i.description for i in reverted_intents(change_intents(bench.evidence), previews)
-    )
+                                                ctx.config.policy, ctx.say, reverted)  # fmt: skip
+    trial.reverts = frozenset(i.description for i in reverted)
     undone = frozenset() if ctx.config.policy.revert == "allow" else trial.reverts
     if again := sorted(undone & bench.held.keys()):
         trial.refusal = held_again(again[0], bench.held[again[0]])

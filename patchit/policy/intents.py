@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from patchit.config import PolicyConfig
-from patchit.evidence.intents import change_intents, revert_label, reverted_intents
+from patchit.evidence.intents import Intent, change_intents, revert_label, reverted_intents
 from patchit.evidence.model import Evidence
 from patchit.memory.records import REVERTS
 from patchit.patching.base import PatchCandidate
@@ -31,12 +31,15 @@ def intent_review(
     evidence: Evidence,
     policy: PolicyConfig,
     say: Callable[[str], None] = lambda _line: None,
+    undone: list[Intent] | None = None,
 ) -> PatchCandidate:
     """The candidate, with "reverts your change: <intent>" leading its review when its
-    edited texts (`previews`: path -> (before, after)) undo an intent of the change."""
+    edited texts (`previews`: path -> (before, after)) undo an intent of the change
+    (`undone`: those intents, when the caller has read them already)."""
     if policy.revert == "allow":
         return candidate
-    undone = reverted_intents(change_intents(evidence), previews)
+    if undone is None:
+        undone = reverted_intents(change_intents(evidence), previews)
     if not undone:
         return candidate
     label = revert_label(undone)

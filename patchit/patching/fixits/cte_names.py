@@ -28,8 +28,9 @@ from patchit.patching.fixits._common import error_text
 from patchit.patching.fixits._sqlscope import read_sql
 from patchit.patching.fixits.near_names import near_name_review
 
-_MISSING = (
-    re.compile(r"Table with name (?P<name>\w+) does not exist!"),
+# a bare table the engine does not know (DuckDB, Postgres); `cte_rename` reads these too
+MISSING_TABLE = (
+    re.compile(r"Table with name (?P<name>\w+) does not exist"),
     re.compile(r'relation "(?P<name>\w+)" does not exist'),
 )
 
@@ -42,7 +43,7 @@ class FixCteNameStrategy(FixIt):
 
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         message = error_text(evidence)
-        found = next((m for p in _MISSING if (m := p.search(message))), None)
+        found = next((m for p in MISSING_TABLE if (m := p.search(message))), None)
         change = sql_unit_change(evidence) if found is not None else None
         if found is None or change is None:
             return []

@@ -30,12 +30,12 @@ from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
 from patchit.patching.fixits._common import error_text, read_repo_file
 from patchit.patching.fixits._sqlscope import read_sql
+from patchit.patching.fixits.cte_names import MISSING_TABLE
 
 _MISSING = (
-    re.compile(r'Referenced table "(?P<name>\w+)" not found'),
-    re.compile(r"Table with name (?P<name>\w+) does not exist"),
+    *MISSING_TABLE,  # a bare table reference
+    re.compile(r'Referenced table "(?P<name>\w+)" not found'),  # qualifiers
     re.compile(r'missing FROM-clause entry for table "(?P<name>\w+)"'),
-    re.compile(r'relation "(?P<name>\w+)" does not exist'),
     re.compile(r"invalid identifier '(?P<name>\w+)\.\w+'"),
 )
 

@@ -36,7 +36,7 @@ class FollowJinjaVarRenameStrategy(FixIt):
     tag: ClassVar[str] = "follow_jinja_var_rename"
 
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
-        edits, follows = [], {}
+        edits, names = [], []
         for intent in change_intents(evidence):
             if intent.kind != "jinja_var_renamed":
                 continue
@@ -44,14 +44,13 @@ class FollowJinjaVarRenameStrategy(FixIt):
             after = follow_jinja_name(text, intent.old, intent.new) if text else None
             if text is not None and after is not None:
                 edits.append(derive_edit(intent.path, text, after))
-                follows[intent.old] = intent.new
+                names.append(f"{intent.old} -> {intent.new}")
         if not edits or len({e.path for e in edits}) != len(edits):
             return []
-        names = ", ".join(f"{old} -> {new}" for old, new in follows.items())
         why = (
-            f"the change renamed the Jinja variable {names} and left reads of the old name "
-            f"({', '.join(e.path for e in edits)}), which Jinja reads as empty: they read the "
-            "new name, the rename kept"
+            f"the change renamed the Jinja variable {', '.join(names)} and left reads of the old "
+            f"name ({', '.join(e.path for e in edits)}), which Jinja reads as empty: they read "
+            "the new name, the rename kept"
         )
         return [
             PatchCandidate(
