@@ -75,6 +75,43 @@ def test_one_commit_breaking_two_models_is_one_incident_one_branch_both_pass(
     assert git(shop_repo, "rev-parse", "HEAD") == broken
 
 
+def test_stacked_breaks_are_tried_together_and_held_for_the_revert(
+    shop_repo: Path, _patchit_home: Path
+) -> None:
+    """A column removed in one unmerged commit and a model renamed in the next: the ref fix
+    fails on the removed column and the revert of the removal on the rename; together they
+    pass, held for review because one half undoes the removal (it was `failed`)."""
+    assert patchit_dbt(shop_repo, "build").returncode == 0  # the last good run
+    payments = shop_repo / "models" / "staging" / "stg_payments.sql"
+    payments.write_text(payments.read_text().replace("    payment_method,\n", ""))
+    commit_all(shop_repo, "stg_payments: payment_method moves to the payments mart")
+    git(shop_repo, "mv", "models/staging/stg_orders.sql", "models/staging/stg_sales_orders.sql")
+    broken = commit_all(shop_repo, "staging: stg_orders is stg_sales_orders")
+    res = patchit_dbt(shop_repo, "build")
+    assert res.returncode == 2, res.stderr[-3000:]  # dbt's own: the parse failed on the ref
+    [incident] = incidents()
+    assert incident["status"] == "escalated", res.stderr[-4000:]
+    with Memory.open(_patchit_home) as memory:
+        attempts = memory.attempts_for(incident["id"])
+    # a second joint candidate undoing the same removal is refused unverified (held_again)
+    [joined] = [a for a in attempts if a.strategy == "combined" and a.outcome != "refused"]
+    assert joined.outcome == "needs_review", joined.reason
+    assert "reverts your change: removed column payment_method" in joined.reason
+    assert "ref('stg_sales_orders')" in joined.diff and "+    payment_method," in joined.diff
+    halves = [a for a in attempts if a.strategy != "combined" and a.outcome == "failed"]
+    assert {a.strategy for a in halves} >= {"dbt_fix_ref", "partial_revert"}
+    assert incident["review_label"] == (
+        "reverts your change: removed column payment_method from stg_payments"
+    )
+    # the report's "kept the change, tried first" names the forward halves, not the joint one
+    forward = json.loads(Path(incident["report_json"]).read_text())["forward_tried"]
+    assert any(f.startswith("dbt_fix_ref") for f in forward), forward
+    assert not [f for f in forward if f.startswith("combined")], forward
+    assert git(shop_repo, "branch", "--list", "patchit/*") == ""
+    assert git(shop_repo, "status", "--porcelain") == ""
+    assert git(shop_repo, "rev-parse", "HEAD") == broken
+
+
 # -- Airflow: two tasks of one DAG failing for one cause -------------------------------------
 
 ETL_DAG = '''"""Two tasks reading the rows of one helper."""

@@ -91,9 +91,8 @@ def _dbt_dependencies(evidence: Evidence, changed: list[str], every_macro: bool)
         return found + [p for p in changed if every_macro and _is_macro_file(p, prefix)]
     # no manifest for this unit (a parse or compile error): the refs of its code, the
     # project's macros and YAML; when the unit is no single model, the whole project
-    refs = {r.name for r in evidence.upstream} | set(
-        re.findall(r"""ref\(\s*['"]([\w.-]+)['"]""", evidence.raw_code or "")
-    )
+    refs = {r.name for r in evidence.upstream} | set(_REF.findall(evidence.raw_code or ""))
+    refs |= _upstream_refs(project_dir, evidence.index.model_paths, refs)
     in_project = [p for p in changed if not prefix or p.startswith(prefix.rstrip("/") + "/")]
     if not evidence.unit_path or evidence.unit_path.endswith((".yml", ".yaml")):
         return [p for p in in_project if p.endswith((".sql", ".yml", ".yaml", ".py"))]
@@ -102,6 +101,37 @@ def _dbt_dependencies(evidence: Evidence, changed: list[str], every_macro: bool)
         for p in in_project
         if Path(p).stem in refs or p.endswith((".yml", ".yaml")) or _is_macro_file(p, prefix)
     ]
+
+
+_REF = re.compile(r"""ref\(\s*['"]([\w.-]+)['"]""")
+_MAX_UPSTREAM_FILES = 5_000
+
+
+def _upstream_refs(project_dir: Path, model_paths: list[str], refs: set[str]) -> set[str]:
+    """The models upstream of `refs`, walked through the refs in the project's model files:
+    a column removed two models up is what breaks the unit as much as its direct parent."""
+    files: dict[str, Path] = {}
+    for top in model_paths or ["models"]:
+        base = project_dir / top.strip("/")
+        if not base.is_dir():
+            continue
+        for path in base.rglob("*.sql"):
+            files.setdefault(path.stem, path)
+            if len(files) > _MAX_UPSTREAM_FILES:
+                return set()  # too big to walk by hand: the direct refs only
+    found: set[str] = set()
+    todo = [r for r in refs if r in files]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        try:
+            text = files[name].read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        todo += [r for r in _REF.findall(text) if r in files and r not in found]
+    return found
 
 
 def _is_macro_file(path: str, prefix: str) -> bool:

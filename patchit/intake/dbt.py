@@ -126,8 +126,13 @@ def _invocation(
     ).with_raw_vars(raw_vars)
 
 
-def _fresh_artifacts(project_dir: Path, args: list[str], started: datetime) -> dict[str, str]:
-    """Artifacts written by this invocation only (a stale run_results.json is never used)."""
+def _fresh_artifacts(
+    project_dir: Path, args: list[str], started: datetime, invocation_id: object = None
+) -> dict[str, str]:
+    """Artifacts written by this invocation only (a stale run_results.json is never used):
+    those whose metadata names the invocation's id when it is known (a run that failed at
+    parse writes neither file, and the last run's, written a moment before, are not its),
+    else those written since it started."""
     target_path = (
         option_value(args, "--target-path") or os.environ.get("DBT_TARGET_PATH") or "target"
     )
@@ -135,9 +140,28 @@ def _fresh_artifacts(project_dir: Path, args: list[str], started: datetime) -> d
     found: dict[str, str] = {}
     for name in ("run_results", "manifest"):
         path = target / f"{name}.json"
-        if is_regular_file(path) and path.stat().st_mtime >= started.timestamp() - 1:
-            found[name] = str(path)
+        if not is_regular_file(path) or path.stat().st_mtime < started.timestamp() - 1:
+            continue
+        known = isinstance(invocation_id, str) and bool(invocation_id)
+        if known and _invocation_of(path) != invocation_id:
+            continue
+        found[name] = str(path)
     return found
+
+
+# dbt writes `metadata` first: {"metadata": {..., "invocation_id": "<uuid>", ...
+_INVOCATION = re.compile(rb'"invocation_id":\s*"([^"]+)"')
+
+
+def _invocation_of(path: Path) -> str | None:
+    """The invocation id in an artifact's metadata (read from its first few KB)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(8192)
+    except OSError:
+        return None
+    found = _INVOCATION.search(head)
+    return found.group(1).decode("utf-8", "replace") if found else None
 
 
 def events_from_run(
@@ -166,7 +190,7 @@ def events_from_run(
     def clean(text: str) -> str:
         return redact(text, secrets)
 
-    artifacts = _fresh_artifacts(project_dir, args, started)
+    artifacts = _fresh_artifacts(project_dir, args, started, record.get("invocation_id"))
     prefix = project_dir.relative_to(repo).as_posix() if repo else ""
 
     def repo_rel(path: str | None, unique_id: str = "") -> str | None:

@@ -27,6 +27,7 @@ from patchit.fidelity.ahead import BaselineAhead
 from patchit.fidelity.check import remembered_commit
 from patchit.harnesses.base import Harness
 from patchit.harnesses.registry import select_harness
+from patchit.loop.break_nodes import with_break_nodes
 from patchit.loop.change_groups import FailureGroup, Known, LastGood, group_failures, incident_key
 from patchit.loop.context import Context, remembered_last_good
 from patchit.loop.faults import checkpoint
@@ -112,6 +113,7 @@ def heal(
             snapshot = snapshot or _snapshot(event, sandbox, ctx)
             snapshot_dir = snapshot.parent if snapshot else None
             event = with_known_failing(ctx.memory, event)  # set aside when they fail again
+            event = with_break_nodes(event, evidence)  # rebuilt when the run built nothing
             ahead = BaselineAhead(event, repo, harness, snapshot_dir, baseline_work(sandbox),
                                   remembered_commit(evidence, last_good))  # fmt: skip
             bench = Bench(ctx, event, incident.id, fingerprint, evidence, repo, harness,

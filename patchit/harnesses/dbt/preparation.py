@@ -177,7 +177,12 @@ def prepare(
     all_names = [*names, *changed] if names is not None and changed is not None else None
     unbuilt = unbuilt_nodes(all_names or node_names(project_dir), relations)
     tested = models_of_tests(Path(str(manifest))) if with_state else None
-    selectors = select_units(event, with_state and changed is None, unbuilt, changed or (), tested)
+    # a failing run that built nothing (no manifest: it failed at parse) left the warehouse as
+    # the last good run did: what the breaking change edited is rebuilt (`loop.break_nodes`)
+    rebuilt = () if with_state else tuple(str(n) for n in event.context.get("break_nodes") or ())
+    selectors = select_units(
+        event, with_state and changed is None, unbuilt, (*(changed or ()), *rebuilt), tested
+    )
     spent_ms["selection"] = _ms_since(selecting)
     warehouse_slice: Path | None = None
     duckdb_note = ""
