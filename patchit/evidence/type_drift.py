@@ -15,10 +15,14 @@ what differs is what the data now is.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
+from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.model import Evidence, TypeChange
+from patchit.evidence.unit_files import read_manifest
 from patchit.sandbox.git import show_file
 
 _READERS = {".csv": "read_csv", ".tsv": "read_csv", ".json": "read_json",
@@ -83,3 +87,93 @@ def data_file_type_changes(
             if now is not None and now != was:
                 changes.append(TypeChange(relation=relation, column=column, old=was, new=now))
     return changes
+
+
+def columns_by_relation(
+    conn: Any, relations: set[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], dict[str, str]]:
+    """Column -> type of each of `relations` a DuckDB connection can see (identifiers
+    compared case-folded, as DuckDB does)."""
+    if not relations:
+        return {}
+    schemas = sorted({schema.lower() for _db, schema, _name in relations})
+    wanted = {(d.lower(), s.lower(), n.lower()): (d, s, n) for d, s, n in relations}
+    rows = conn.execute(
+        "select table_catalog, table_schema, table_name, column_name, data_type"
+        " from information_schema.columns where lower(table_schema) in"
+        f" ({', '.join('?' * len(schemas))}) order by ordinal_position",
+        schemas,
+    ).fetchall()
+    found: dict[tuple[str, str, str], dict[str, str]] = {}
+    for catalog, schema, table, column, data_type in rows:
+        key = wanted.get((str(catalog).lower(), str(schema).lower(), str(table).lower()))
+        if key is not None:
+            found.setdefault(key, {})[str(column)] = str(data_type)
+    return found
+
+
+def warehouse_type_changes(
+    recorded: str | None, db_snapshot: Path | None, notes: list[str]
+) -> list[TypeChange]:
+    """The sources' columns whose type in the incident's DuckDB snapshot differs from the last
+    good build's (`intake.source_types`): a column dropped or added is not a type change."""
+    if not recorded or db_snapshot is None or not db_snapshot.is_file():
+        return []
+    try:
+        import duckdb
+    except ImportError:
+        return []
+    try:
+        before = json.loads(recorded)
+        wanted: dict[tuple[str, str, str], str] = {}
+        for name, entry in before.items():
+            parts = tuple(str(entry["relation"]).split("."))
+            if len(parts) == 3:
+                wanted[(parts[0], parts[1], parts[2])] = name
+        with duckdb.connect(str(db_snapshot), read_only=True) as con:
+            now = columns_by_relation(con, set(wanted))
+    except (ValueError, TypeError, KeyError, AttributeError, duckdb.Error) as exc:
+        notes.append(f"could not compare the sources' column types: {str(exc).splitlines()[0]}")
+        return []
+    changes: list[TypeChange] = []
+    for relation, name in sorted(wanted.items()):
+        was_columns = before[name].get("columns") or {}
+        for column, now_type in now.get(relation, {}).items():
+            was = was_columns.get(column)
+            if isinstance(was, str) and was != now_type:
+                changes.append(TypeChange(relation=name, column=column, old=was, new=now_type))
+    return changes
+
+
+def upstream_sources(manifest: dict[str, Any], unit_id: str) -> set[str] | None:
+    """`<source>.<table>` of every source upstream of `unit_id` in a manifest.json (a test:
+    of what it tests); None when the manifest does not know the unit."""
+    nodes = manifest.get("nodes") or {}
+    sources = manifest.get("sources") or {}
+    if unit_id not in nodes:
+        return None
+    found: set[str] = set()
+    todo, seen = [unit_id], set()
+    while todo:
+        uid = todo.pop()
+        if uid in seen:
+            continue
+        seen.add(uid)
+        if uid in sources:
+            source = sources[uid] or {}
+            found.add(f"{source.get('source_name')}.{source.get('name')}")
+            continue
+        depends = (nodes.get(uid) or {}).get("depends_on") or {}
+        todo += [str(d) for d in depends.get("nodes") or []]
+    return found
+
+
+def source_type_changes(
+    event: UniversalFailureEvent, recorded: str | None, db_snapshot: Path, notes: list[str]
+) -> list[TypeChange]:
+    """`warehouse_type_changes` of the sources upstream of the failing unit (of every source
+    when the run left no manifest to say which it reads)."""
+    moved = warehouse_type_changes(recorded, db_snapshot, notes)
+    manifest = event.artifacts.get("manifest")
+    read = upstream_sources(read_manifest(Path(manifest)), event.unit_id) if manifest else None
+    return [c for c in moved if read is None or c.relation in read]

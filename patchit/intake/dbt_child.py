@@ -171,6 +171,12 @@ def main(argv: list[str]) -> int:
         )
     if ticket is not None and not res.success:
         _spool_first(ticket, record, args)
+    if res.success:  # what the last good build's sources looked like (`source_types`)
+        from patchit.intake.source_types import duckdb_source_types, run_manifest
+
+        types = duckdb_source_types(run_manifest(args, record["invocation_id"]))
+        if types is not None:
+            record["source_types"] = types
     _write(out_path, record)
     if res.success:
         return 0

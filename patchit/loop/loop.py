@@ -23,6 +23,7 @@ from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence
 from patchit.evidence.runtime import runtime_change
+from patchit.evidence.type_drift import source_type_changes
 from patchit.fidelity.ahead import BaselineAhead
 from patchit.fidelity.check import remembered_commit
 from patchit.harnesses.base import Harness
@@ -366,6 +367,9 @@ def _gather_evidence(
     evidence.runtime_change = runtime_change(
         ctx.memory.last_good_runtime(project_key(event)), event
     )
+    if event.status == "error" and snapshot is not None:  # a source's column changed type
+        recorded = ctx.memory.last_good_source_types(project_key(event))
+        evidence.type_changes += source_type_changes(event, recorded, snapshot, evidence.notes)
     return evidence
 
 

@@ -153,7 +153,8 @@ def _verify(bench: Bench, candidate: PatchCandidate, worktree: Path, scratch: Pa
         return Trial(candidate, "", refusal=str(exc))
     diff = "".join(unified_diff(p, before, after) for p, (before, after) in previews.items())
     trial = Trial(candidate, diff)
-    refusal = precheck(candidate, diff, bench.fingerprint, worktree, ctx.config.policy, memory)
+    refusal = precheck(candidate, diff, bench.fingerprint, worktree, ctx.config.policy, memory,
+                       bench.incident_id)  # fmt: skip
     if refusal:
         record_refusal(bench, candidate, diff, refusal)
         trial.refusal = refusal

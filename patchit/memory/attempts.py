@@ -145,19 +145,25 @@ class AttemptStore(SqliteStore):
         )
         return [PriorAttempt.model_validate(r) for r in rows]
 
-    def seen_diff(self, fingerprint: str, diff_hash: str) -> bool:
+    def seen_diff(self, fingerprint: str, diff_hash: str, incident_id: str | None = None) -> bool:
         """Whether this normalised diff already failed verification, was screened out, or
         landed, for this fingerprint.
 
         A diff that verified but never landed (its run died first) is not a repeat: it may
         be verified again and land. Nor is one held for review (`needs_review`): it passed,
-        and what held it (the policy, the data check's baseline) may have changed since."""
+        and what held it (the policy, the data check's baseline) may have changed since. With
+        `incident_id`, one that landed for another incident is not either: it passed there,
+        and this incident's breaking commit is other code (the same rename made again after
+        the first fix was thrown away); only a failed idea is never tried twice."""
+        landed_elsewhere = " or incident_id != ?" if incident_id is not None else ""
         rows = self._rows(
             "select 1 from attempts where fingerprint = ? and diff_hash = ?"
             f" and outcome in ({_SEEN})"
-            " and not (outcome = 'verified' and landed_branch is null) limit 1",
-            (fingerprint, diff_hash, *SEEN_OUTCOMES),
-        )
+            f" and not (outcome = 'verified' and (landed_branch is null{landed_elsewhere}))"
+            " limit 1",
+            (fingerprint, diff_hash, *SEEN_OUTCOMES,
+             *([incident_id] if incident_id is not None else [])),
+        )  # fmt: skip
         return bool(rows)
 
     def verified_for(self, incident_id: str) -> list[AttemptRecord]:

@@ -220,10 +220,16 @@ def m011_events_latest(db: Database) -> None:
     db.table("events").create_index(["incident_id", "created_utc"])
 
 
+def m012_last_good_source_types(db: Database) -> None:
+    """The column types of the sources the last good build read (JSON: relation -> column ->
+    type): a source whose column changed type since is upstream schema drift, not a bug."""
+    db.table("last_good").add_column("source_types", str)
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial, m002_llm_calls, m003_landing, m004_deliveries, m005_reviews,
     m006_notifications, m007_outcomes, m008_repo_url, m009_lease_crashes,
-    m010_last_good_runtime, m011_events_latest,
+    m010_last_good_runtime, m011_events_latest, m012_last_good_source_types,
 ]  # fmt: skip
 
 

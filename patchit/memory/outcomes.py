@@ -28,16 +28,27 @@ class Outcome:
 
 class OutcomeStore(SqliteStore):
     def record_green(
-        self, runs: list[UnitRun], last_good: tuple[str, str] | None, runtime: str | None = None
+        self,
+        runs: list[UnitRun],
+        last_good: tuple[str, str] | None,
+        runtime: str | None = None,
+        source_types: str | None = None,
     ) -> None:
         """A green run's record (`RunLog.record_green`) in one transaction."""
         with self._write():
             self.record_unit_runs(runs)
             if last_good is not None:
-                self.record_last_good(*last_good, runtime=runtime)
+                self.record_last_good(*last_good, runtime=runtime, source_types=source_types)
 
-    def record_last_good(self, project_key: str, commit: str, runtime: str | None = None) -> None:
-        """The project's last good commit and what ran it (`dbt=... duckdb=...`, if known)."""
+    def record_last_good(
+        self,
+        project_key: str,
+        commit: str,
+        runtime: str | None = None,
+        source_types: str | None = None,
+    ) -> None:
+        """The project's last good commit, what ran it (`dbt=... duckdb=...`, if known) and the
+        column types of the sources it read (JSON, `intake.source_types`)."""
         with self._write() as db:
             db.table("last_good").upsert(
                 {
@@ -45,6 +56,7 @@ class OutcomeStore(SqliteStore):
                     "commit": commit,
                     "updated_utc": now_utc().isoformat(),
                     "runtime": runtime,
+                    "source_types": source_types,
                 },
                 pk="project_key",
             )
@@ -57,6 +69,14 @@ class OutcomeStore(SqliteStore):
         """What ran the last good build (`dbt=1.11.16 duckdb=1.11.1`); None if not recorded."""
         rows = self._rows("select runtime from last_good where project_key = ?", (project_key,))
         return str(rows[0]["runtime"]) if rows and rows[0]["runtime"] else None
+
+    def last_good_source_types(self, project_key: str) -> str | None:
+        """The column types of the sources the last good build read (JSON); None if not
+        recorded."""
+        rows = self._rows(
+            "select source_types from last_good where project_key = ?", (project_key,)
+        )
+        return str(rows[0]["source_types"]) if rows and rows[0]["source_types"] else None
 
     def record_unit_runs(self, runs: list[UnitRun]) -> None:
         now = now_utc().isoformat()

@@ -46,7 +46,11 @@ class RunLog:
         self.busy_timeout_s = busy_timeout_s
 
     def record_green(
-        self, runs: list[UnitRun], last_good: tuple[str, str] | None, runtime: str | None = None
+        self,
+        runs: list[UnitRun],
+        last_good: tuple[str, str] | None,
+        runtime: str | None = None,
+        source_types: str | None = None,
     ) -> bool:
         """`runs`, and `last_good` (project key, commit; `runtime`, what ran it) when given, in
         one transaction; False,
@@ -89,11 +93,12 @@ class RunLog:
                 )  # fmt: skip
                 if last_good is not None:
                     conn.execute(
-                        'insert into last_good (project_key, "commit", updated_utc, runtime)'
-                        " values (?, ?, ?, ?) on conflict (project_key) do update set"
-                        ' "commit" = excluded."commit", updated_utc = excluded.updated_utc,'
-                        " runtime = excluded.runtime",
-                        (*last_good, now, runtime),
+                        'insert into last_good (project_key, "commit", updated_utc, runtime,'
+                        " source_types) values (?, ?, ?, ?, ?) on conflict (project_key) do"
+                        ' update set "commit" = excluded."commit",'
+                        " updated_utc = excluded.updated_utc, runtime = excluded.runtime,"
+                        " source_types = excluded.source_types",
+                        (*last_good, now, runtime, source_types),
                     )
                 conn.execute("COMMIT")
             except BaseException:

@@ -118,8 +118,10 @@ def heal_dbt_run(
         good = run.repo and run.commit and not run.dirty and is_full_build(run.args)
         last_good = (project_key_for(run.repo, run.project), str(run.commit)) if good else None
         runtime = run.record.get("runtime") if run.record else None
+        types = run.record.get("source_types") if run.record else None
         record_green(memory, unit_runs(run, []), last_good,
-                     runtime if isinstance(runtime, str) else None)  # fmt: skip
+                     runtime if isinstance(runtime, str) else None,
+                     types if isinstance(types, str) else None)  # fmt: skip
         return []
     if run.record.get("usage_error"):
         return []  # dbt printed its usage error; nothing ran, nothing to heal
@@ -198,17 +200,18 @@ def record_green(
     runs: list[UnitRun],
     last_good: tuple[str, str] | None,
     runtime: str | None = None,
+    source_types: str | None = None,
 ) -> None:
     """A green run's record; through the whole store when the run log cannot write it."""
     if isinstance(memory, RunLog):
-        if memory.record_green(runs, last_good, runtime):
+        if memory.record_green(runs, last_good, runtime, source_types):
             return
         from patchit.memory.outcomes import OutcomeStore
 
         with OutcomeStore.open(memory.home, memory.busy_timeout_s) as store:
-            store.record_green(runs, last_good, runtime)
+            store.record_green(runs, last_good, runtime, source_types)
         return
-    memory.record_green(runs, last_good, runtime)
+    memory.record_green(runs, last_good, runtime, source_types)
 
 
 def record_unit_runs(run: DbtRun, memory: Memory, events: list[UniversalFailureEvent]) -> None:

@@ -327,6 +327,33 @@ def test_a_diff_held_for_review_is_no_repeat_a_failed_one_is(
     assert memory.attempt_count("fp") == 2  # both reached a verdict
 
 
+def test_a_diff_landed_for_another_incident_is_no_repeat_there(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """The same rename made again on a new commit, after the first incident's fix branch was
+    thrown away: the new incident has the same fingerprint, and the fix that passed and landed
+    there is a new experiment here (found on a public project: the ref fix was refused as a
+    repeated diff, and a worse candidate went forward). In its own incident it stays seen."""
+    first = memory.create_incident(event(), "fp", "ck")
+    fix = unified_diff("models/orders.sql", "select nme\n", "select name\n")
+    attempt = memory.record_attempt(first.id, "fp", candidate("fix_ref"), fix, "verified")
+    memory.mark_landed(attempt, "patchit/first")
+    again = memory.create_incident(event(), "fp", "ck2")
+    assert memory.seen_diff("fp", diff_hash(fix))  # no incident named: as before
+    assert memory.seen_diff("fp", diff_hash(fix), first.id)
+    assert not memory.seen_diff("fp", diff_hash(fix), again.id)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "orders.sql").write_text("select nme\n")
+    assert precheck(candidate("fix_ref"), fix, "fp", tmp_path, PolicyConfig(), memory,
+                    again.id) is None  # fmt: skip
+    assert "repeated diff" in (precheck(candidate("fix_ref"), fix, "fp", tmp_path,
+                                        PolicyConfig(), memory, first.id) or "")  # fmt: skip
+    # a diff that failed in the first incident stays barred in the second
+    failed = unified_diff("models/orders.sql", "select nme\n", "select nm\n")
+    memory.record_attempt(first.id, "fp", candidate("other"), failed, "failed")
+    assert memory.seen_diff("fp", diff_hash(failed), again.id)
+
+
 def test_last_good_commit(memory: Memory) -> None:
     assert memory.last_good("shop") is None
     memory.record_last_good("shop", "a" * 40)
