@@ -96,13 +96,15 @@ def columns_by_relation(
     compared case-folded, as DuckDB does)."""
     if not relations:
         return {}
+    catalogs = sorted({db.lower() for db, _schema, _name in relations})
     schemas = sorted({schema.lower() for _db, schema, _name in relations})
     wanted = {(d.lower(), s.lower(), n.lower()): (d, s, n) for d, s, n in relations}
     rows = conn.execute(
         "select table_catalog, table_schema, table_name, column_name, data_type"
-        " from information_schema.columns where lower(table_schema) in"
+        " from information_schema.columns where lower(table_catalog) in"
+        f" ({', '.join('?' * len(catalogs))}) and lower(table_schema) in"
         f" ({', '.join('?' * len(schemas))}) order by ordinal_position",
-        schemas,
+        [*catalogs, *schemas],
     ).fetchall()
     found: dict[tuple[str, str, str], dict[str, str]] = {}
     for catalog, schema, table, column, data_type in rows:
