@@ -1,0 +1,108 @@
+"""Complete new YAML: the closing quote a rewritten value left out.
+
+A commit edits a description in a properties file, `description: "Nilai nominal pembayaran"`
+becomes `description: "Nilai nominal pembayaran (IDR)` with the closing quote forgotten, and
+dbt cannot read the file (`Error reading shop: marts/schema.yml - Runtime Error`; the YAML
+parser: "while scanning a quoted scalar"). A partial revert puts the old description back and
+passes, undoing the edit (found on the public yurizza/classicmodels-dbt-duckdb, called
+`fixed`). The fix is the quote, and the new text stays.
+
+The quote goes at the end of the value when the quoted scalar the parser could not close
+starts on a line the change wrote, that line holds the scalar's only opening quote, no closing
+one and no ` #` (text or a comment: which the author meant is not known), and with the quote
+the whole file parses.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import ClassVar
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from patchit.evidence.model import Evidence
+from patchit.patching.apply import derive_edit
+from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
+from patchit.patching.fixits._change import file_change
+
+_YAML = (".yml", ".yaml")
+# `key: "value` or `- "value`: the value's opening quote, what follows it, a comment
+_OPEN = re.compile(r"^(?P<head>\s*(?:-\s+)?(?:[^\s#'\"][^#]*?:\s+)?)(?P<q>[\"'])(?P<body>.*)$")
+
+
+def _problem(text: str) -> MarkedYAMLError | bool | None:
+    """The parser's error (None when the text parses; False for an error without a mark)."""
+    try:
+        YAML(typ="rt").load(io.StringIO(text))
+    except MarkedYAMLError as exc:
+        return exc
+    except (YAMLError, ValueError, RecursionError):
+        return False
+    return None
+
+
+def _closed(line: str) -> str | None:
+    """`line` with its quoted value closed, or None when the line does not open one that it
+    leaves open."""
+    found = _OPEN.match(line.rstrip("\r\n"))
+    if found is None:
+        return None
+    quote, body = found.group("q"), found.group("body")
+    inner = body.replace("\\\\", "").replace('\\"', "") if quote == '"' else body.replace("''", "")
+    if quote in inner:
+        return None  # it closes (or holds a second quoted part): not one left open
+    if re.search(r"\s#", body):
+        return None  # the text or a comment after it: which the author meant is not known
+    value = body.rstrip()
+    if not value:
+        return None
+    ending = line[len(line.rstrip("\r\n")) :]
+    return f"{found.group('head')}{quote}{value}{quote}{ending}"
+
+
+class CloseYamlQuoteStrategy(FixIt):
+    """Close the quoted YAML value the change left open, keeping its new text."""
+
+    name: ClassVar[str] = "dbt_close_yaml_quote"
+    tag: ClassVar[str] = "close_yaml_quote"
+
+    def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
+        path = evidence.event.unit_path or evidence.unit_path
+        if not path or not path.endswith(_YAML):
+            return []
+        change = file_change(evidence, path)
+        if change is None:
+            return []
+        text, wrote = change.now, change.written
+        problem = _problem(text)
+        if not isinstance(problem, MarkedYAMLError) or problem.context_mark is None:
+            return []
+        if "quoted scalar" not in str(problem.context or ""):
+            return []
+        start = problem.context_mark.line  # 0-based: where the open scalar starts
+        lines = text.splitlines(keepends=True)
+        if start + 1 not in wrote or start >= len(lines):
+            return []
+        fixed_line = _closed(lines[start])
+        if fixed_line is None:
+            return []
+        after = "".join([*lines[:start], fixed_line, *lines[start + 1 :]])
+        if _problem(after) is not None:
+            return []
+        shown = lines[start].strip()
+        why = (
+            f"the change wrote {path}:{start + 1} `{shown}` without the quote that closes the "
+            "value, so the file does not parse: closed it, the new text kept"
+        )
+        return [
+            PatchCandidate(
+                strategy=self.name,
+                tag=self.tag,
+                tier=self.tier,
+                edits=[derive_edit(path, text, after)],
+                rationale=why,
+                confidence=0.8,
+            )
+        ]
