@@ -58,6 +58,20 @@ def test_the_quote_is_closed_and_the_new_text_kept(tmp_path: Path) -> None:
     assert (repo / PATH).read_text() == FIXED
 
 
+def test_a_value_read_on_to_a_later_quote_is_closed_where_the_change_opened_it(
+    tmp_path: Path,
+) -> None:
+    """With another quoted value below, the parser closes the open one there and fails on what
+    follows ("while parsing a block mapping"), not on the quoted scalar."""
+    good = GOOD.replace("'ID unik transaksi'", '"ID unik transaksi"')
+    broken = good.replace('"Nilai nominal pembayaran"', '"Nilai nominal: the amount paid')
+    repo = _repo(tmp_path, broken=broken, good=good)
+    (candidate,) = CloseYamlQuoteStrategy().fix(_evidence(repo), [])
+    apply_edits(repo, candidate.edits)
+    fixed = good.replace('"Nilai nominal pembayaran"', '"Nilai nominal: the amount paid"')
+    assert (repo / PATH).read_text() == fixed
+
+
 @pytest.mark.parametrize(
     ("line", "closed"),
     [

@@ -3,14 +3,13 @@
 A commit edits a description in a properties file, `description: "Nilai nominal pembayaran"`
 becomes `description: "Nilai nominal pembayaran (IDR)` with the closing quote forgotten, and
 dbt cannot read the file (`Error reading shop: marts/schema.yml - Runtime Error`; the YAML
-parser: "while scanning a quoted scalar"). A partial revert puts the old description back and
-passes, undoing the edit (found on the public yurizza/classicmodels-dbt-duckdb, called
+parser reads the value on into the lines below). A partial revert puts the old description
+back and passes, undoing the edit (found on the public yurizza/classicmodels-dbt-duckdb, called
 `fixed`). The fix is the quote, and the new text stays.
 
-The quote goes at the end of the value when the quoted scalar the parser could not close
-starts on a line the change wrote, that line holds the scalar's only opening quote, no closing
-one and no ` #` (text or a comment: which the author meant is not known), and with the quote
-the whole file parses.
+The quote goes at the end of a value on a line the change wrote when that line opens a quoted
+value it does not close, holds no ` #` (text or a comment: which the author meant is not
+known), and with the quote the whole file parses; exactly one such line, or no candidate.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import re
 from typing import ClassVar
 
 from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.error import YAMLError
 
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import derive_edit
@@ -32,15 +31,12 @@ _YAML = (".yml", ".yaml")
 _OPEN = re.compile(r"^(?P<head>\s*(?:-\s+)?(?:[^\s#'\"][^#]*?:\s+)?)(?P<q>[\"'])(?P<body>.*)$")
 
 
-def _problem(text: str) -> MarkedYAMLError | bool | None:
-    """The parser's error (None when the text parses; False for an error without a mark)."""
+def _parses(text: str) -> bool:
     try:
         YAML(typ="rt").load(io.StringIO(text))
-    except MarkedYAMLError as exc:
-        return exc
     except (YAMLError, ValueError, RecursionError):
         return False
-    return None
+    return True
 
 
 def _closed(line: str) -> str | None:
@@ -76,21 +72,19 @@ class CloseYamlQuoteStrategy(FixIt):
         if change is None:
             return []
         text, wrote = change.now, change.written
-        problem = _problem(text)
-        if not isinstance(problem, MarkedYAMLError) or problem.context_mark is None:
-            return []
-        if "quoted scalar" not in str(problem.context or ""):
-            return []
-        start = problem.context_mark.line  # 0-based: where the open scalar starts
+        if _parses(text):
+            return []  # it parses: what dbt refused is something else
         lines = text.splitlines(keepends=True)
-        if start + 1 not in wrote or start >= len(lines):
-            return []
-        fixed_line = _closed(lines[start])
-        if fixed_line is None:
-            return []
-        after = "".join([*lines[:start], fixed_line, *lines[start + 1 :]])
-        if _problem(after) is not None:
-            return []
+        found: list[tuple[int, str]] = []
+        for number in sorted(wrote):
+            if number > len(lines) or (fixed_line := _closed(lines[number - 1])) is None:
+                continue
+            after = "".join([*lines[: number - 1], fixed_line, *lines[number:]])
+            if _parses(after):
+                found.append((number - 1, after))
+        if len(found) != 1:
+            return []  # none, or more than one way to read the file: not a slip to guess
+        start, after = found[0]
         shown = lines[start].strip()
         why = (
             f"the change wrote {path}:{start + 1} `{shown}` without the quote that closes the "
