@@ -112,7 +112,9 @@ def test_a_heal_killed_while_it_verifies_leaves_its_schema_and_the_next_heal_swe
     finally:
         os.killpg(heal.pid, signal.SIGKILL)  # the heal and everything it started
         heal.wait()
-    assert sandbox_schemas(sf, database) == left  # nothing dropped them
+    # nothing dropped them (the heal may have made one more, the candidate's beside the
+    # baseline's, between the look and the kill)
+    assert set(left) <= set(sandbox_schemas(sf, database))
     res = patchit_dbt(repo, "build", "--select", "customer_segments")
     assert res.returncode != 0, res.stderr
     assert "Traceback" not in res.stderr
