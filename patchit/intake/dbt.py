@@ -21,6 +21,7 @@ from patchit.evidence.redact import (
 )
 from patchit.intake.dbt_run import project_name
 from patchit.intake.gitinfo import read_remote_url
+from patchit.intake.source_types import invocation_of
 from patchit.text.dbt_args import dbt_command, option_value
 from patchit.text.inputs import as_dict, as_list, as_path, as_str, is_regular_file
 
@@ -143,25 +144,10 @@ def _fresh_artifacts(
         if not is_regular_file(path) or path.stat().st_mtime < started.timestamp() - 1:
             continue
         known = isinstance(invocation_id, str) and bool(invocation_id)
-        if known and _invocation_of(path) != invocation_id:
+        if known and invocation_of(path) != invocation_id:
             continue
         found[name] = str(path)
     return found
-
-
-# dbt writes `metadata` first: {"metadata": {..., "invocation_id": "<uuid>", ...
-_INVOCATION = re.compile(rb'"invocation_id":\s*"([^"]+)"')
-
-
-def _invocation_of(path: Path) -> str | None:
-    """The invocation id in an artifact's metadata (read from its first few KB)."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(8192)
-    except OSError:
-        return None
-    found = _INVOCATION.search(head)
-    return found.group(1).decode("utf-8", "replace") if found else None
 
 
 def events_from_run(

@@ -88,10 +88,19 @@ def run_manifest(args: list[str], invocation_id: object) -> Path | None:
     project = Path(option_value(args, "--project-dir") or os.environ.get("DBT_PROJECT_DIR") or ".")
     target = option_value(args, "--target-path") or os.environ.get("DBT_TARGET_PATH") or "target"
     manifest = project / target / "manifest.json"
+    return manifest if invocation_of(manifest) == invocation_id else None
+
+
+# dbt writes `metadata` first: {"metadata": {..., "invocation_id": "<uuid>", ...
+_INVOCATION = re.compile(rb'"invocation_id":\s*"([^"]+)"')
+
+
+def invocation_of(artifact: Path) -> str | None:
+    """The invocation id in a dbt artifact's metadata (read from its first few KB)."""
     try:
-        with manifest.open("rb") as handle:
+        with artifact.open("rb") as handle:
             head = handle.read(8192)
     except OSError:
         return None
-    found = re.search(rb'"invocation_id":\s*"([^"]+)"', head)
-    return manifest if found and found.group(1) == invocation_id.encode() else None
+    found = _INVOCATION.search(head)
+    return found.group(1).decode("utf-8", "replace") if found else None

@@ -22,9 +22,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from patchit.evidence.model import Evidence
-from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
-from patchit.patching.fixits._change import file_change
+from patchit.patching.fixits._change import file_change, rewrite_candidate
 
 _YAML = (".yml", ".yaml")
 # `key: "value` or `- "value`: the value's opening quote, what follows it, a comment
@@ -85,18 +84,8 @@ class CloseYamlQuoteStrategy(FixIt):
         if len(found) != 1:
             return []  # none, or more than one way to read the file: not a slip to guess
         start, after = found[0]
-        shown = lines[start].strip()
         why = (
-            f"the change wrote {path}:{start + 1} `{shown}` without the quote that closes the "
-            "value, so the file does not parse: closed it, the new text kept"
+            f"the change wrote {path}:{start + 1} `{lines[start].strip()}` without the quote "
+            "that closes the value, so the file does not parse: closed it, the new text kept"
         )
-        return [
-            PatchCandidate(
-                strategy=self.name,
-                tag=self.tag,
-                tier=self.tier,
-                edits=[derive_edit(path, text, after)],
-                rationale=why,
-                confidence=0.8,
-            )
-        ]
+        return rewrite_candidate(self, change, after, why, 0.8)
