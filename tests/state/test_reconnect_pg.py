@@ -68,7 +68,9 @@ def _wait_done(pg: PgCluster, done: int, child: subprocess.Popen[str]) -> None:
         rows = pg.execute("select count(*) from spool where state = 'done'", "state")
         if int(str(rows[0][0])) >= done:
             return
-        assert child.poll() is None, f"the worker exited {child.returncode}"
+        if child.poll() is not None:
+            out = child.stdout.read() if child.stdout else ""
+            raise AssertionError(f"the worker exited {child.returncode}:\n{out}")
         time.sleep(0.2)
     raise AssertionError(f"{done} event(s) not processed in time")
 
