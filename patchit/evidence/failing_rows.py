@@ -108,7 +108,7 @@ def whole_rows(sql: str, dialect: str = "duckdb") -> str | None:
         return None
     try:
         tree = sqlglot.parse_one(sql, read=dialect)
-    except sqlglot.errors.ParseError:
+    except (sqlglot.errors.SqlglotError, RecursionError, ValueError):
         return None
 
     def part(name: str) -> object:  # sqlglot names some parts with a trailing `_`
@@ -124,7 +124,10 @@ def whole_rows(sql: str, dialect: str = "duckdb") -> str | None:
         return None
     wide = tree.copy()
     wide.set("expressions", [exp.Star()])
-    return str(wide.sql(dialect=dialect))
+    try:
+        return str(wide.sql(dialect=dialect))
+    except RecursionError:  # parsed, but too deep for sqlglot's generator
+        return None
 
 
 def _keyed(row: dict[str, str], column: str) -> dict[str, str]:

@@ -120,14 +120,17 @@ def read_scopes(text: str) -> dict[str, Scope] | None:
     if tree is None:
         return None
     scopes: dict[str, Scope] = {}
-    for cte in tree.find_all(exp.CTE):
-        if isinstance(cte.this, exp.Query):
-            scopes.setdefault(cte.alias_or_name.lower(), _scope(cte.this))
-    outer = tree.copy()
-    if isinstance(outer, exp.Query):
-        outer.set("with_", None)
-        outer.set("with", None)
-    scopes[""] = _scope(outer)
+    try:  # a tree sqlglot parsed may still be too deep for its generator (1,000 `?` in a row)
+        for cte in tree.find_all(exp.CTE):
+            if isinstance(cte.this, exp.Query):
+                scopes.setdefault(cte.alias_or_name.lower(), _scope(cte.this))
+        outer = tree.copy()
+        if isinstance(outer, exp.Query):
+            outer.set("with_", None)
+            outer.set("with", None)
+        scopes[""] = _scope(outer)
+    except RecursionError:
+        return None
     return scopes
 
 

@@ -258,7 +258,11 @@ def projections(sql: str) -> dict[str, str] | None:
             isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)
         ):
             continue
-        found.setdefault(projection.alias_or_name.lower(), inner.sql(dialect="duckdb").lower())
+        try:
+            text = inner.sql(dialect="duckdb").lower()
+        except RecursionError:  # parsed, but too deep for sqlglot's generator
+            return None
+        found.setdefault(projection.alias_or_name.lower(), text)
     return found
 
 

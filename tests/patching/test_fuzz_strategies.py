@@ -22,9 +22,12 @@ from hypothesis import strategies as st
 
 from patchit.config import PatchitConfig
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
+from patchit.evidence.failing_rows import whole_rows
 from patchit.evidence.intents import change_intents
+from patchit.evidence.intents_sql import read_scopes
 from patchit.evidence.model import Evidence, ProjectIndex, TracebackFrame
 from patchit.evidence.py_renames import _functions
+from patchit.evidence.sql_parse import projections
 from patchit.examples import SHOP
 from patchit.patching.base import ProposalRequest
 from patchit.patching.delta import build_plan, split_change
@@ -210,3 +213,29 @@ def test_a_deep_expression_is_no_recursion_error() -> None:
     text = "x = " + "/".join(["p"] * 2500) + "\n\ndef load(day):\n    return day\n"
     assert list(functions_in(text)) == ["load"]
     assert list(_functions(ast.parse(text))) == ["load"]
+
+
+def test_a_tree_too_deep_for_sqlglots_generator_is_no_recursion_error(
+    repo: Path, strategies: list[object]
+) -> None:
+    # a line of 1,000 `?` (parameters, nested one in the next) parses, and sqlglot's generator
+    # then hits Python's recursion limit: change_intents and a fix-it raised (make fuzz,
+    # 10,000 examples); every reader of a SQL tree now takes it as SQL it cannot read
+    deep = "select a,\n:x" + "?" * 1000 + "\nb from t\n"
+    assert read_scopes(deep) is None and projections(deep) is None
+    assert whole_rows(deep) == "SELECT * FROM t"  # its columns are not generated
+    good = git(repo, "rev-parse", "HEAD")
+    path = "models/staging/stg_customers.sql"
+    try:
+        before = (repo / path).read_text()
+        lines = before.splitlines(keepends=True)
+        after = "".join([*lines[:3], ":x" + "?" * 1000 + "\n", *lines[3:]])
+        (repo / path).write_text(after)
+        git(repo, "commit", "-qam", "the change")
+        evidence = _evidence(repo, path, after, "Parser Error: syntax error at or near ?", good)
+        change_intents(evidence)
+        request = ProposalRequest(evidence=evidence, config=PatchitConfig(), incident_id="f")
+        for strategy in strategies:
+            strategy.propose(request)  # type: ignore[attr-defined]
+    finally:
+        git(repo, "reset", "-q", "--hard", good)

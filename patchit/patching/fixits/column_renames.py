@@ -60,6 +60,13 @@ def outputs(text: str) -> dict[str, _Output] | None:
 def _named_outputs(text: str) -> tuple[dict[str, _Output], tuple[str, ...]] | None:
     """(the named outputs of a model's outermost select, its `*` projections as written); None
     when it does not parse or is not a plain select."""
+    try:
+        return _outputs_of(text)
+    except RecursionError:  # parsed, but too deep for sqlglot's generator
+        return None
+
+
+def _outputs_of(text: str) -> tuple[dict[str, _Output], tuple[str, ...]] | None:
     reading = read_sql(text)
     if reading is None or not isinstance(reading.tree, exp.Select):
         return None
