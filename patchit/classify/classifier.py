@@ -95,6 +95,7 @@ def _fields(evidence: Evidence, text: str, match: re.Match[str]) -> dict[str, st
         "data_files": " ".join(changed_data_files(evidence)),
         "type_changes": "; ".join(c.describe() for c in evidence.type_changes),
         "runtime_change": evidence.runtime_change,
+        "built": evidence.built_in_run,
         "runtime_pins": runtime_pins(evidence.runtime_change),
         "yaml_at": f"; the YAML parser marks {evidence.yaml_error_at}"
         if evidence.yaml_error_at

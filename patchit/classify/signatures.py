@@ -202,6 +202,11 @@ _MISSING_RELATION = (
 )
 
 
+def _built_in_run(evidence: Evidence, _m: re.Match[str]) -> bool:
+    """The relation was missing when the unit ran and is in the warehouse the run left."""
+    return bool(evidence.built_in_run)
+
+
 def _name_written_by_change(evidence: Evidence, m: re.Match[str]) -> bool:
     """The missing relation's name is one the breaking change wrote in the failing file."""
     return written_by_change(evidence, next(g for g in m.groups() if g))
@@ -399,6 +404,14 @@ SIGNATURES: tuple[Signature, ...] = (
                   r"|Syntax error near line|is not of type|Additional properties are not allowed)"),
               "a YAML properties file is invalid ({excerpt}){yaml_at}.",
               ("read {unit_path}", _PARSE)),
+    Signature("relation_built_later", _C.ENV_MISMATCH, _rx(_MISSING_RELATION),
+              "{unit} read {built} before it existed, and the same run built it afterwards: "
+              "dbt does not order a source after the seed or model that writes it, so on a "
+              "warehouse that lacks it the reader comes first ({excerpt}). The SQL is not "
+              "wrong: a second build passes.",
+              ("run the build again, or `dbt seed` (or build what writes {built}) first",
+               "read it with ref() instead of source() so dbt orders the two"),
+              when=_built_in_run),
     Signature("catalog_error_project", _C.CODE_BUG, _rx(_MISSING_RELATION),
               "the SQL reads {name}, a relation of this project that does not exist under that "
               "name ({excerpt}); {changed}.", (_READ_UNIT, _RERUN),

@@ -117,7 +117,11 @@ def _describe(kind: str, path: str, old: str, new: str, scope: str, place: str) 
         "cte_added": f"added CTE {new} to {model}",
         "cte_renamed": f"renamed CTE {old} to {new} in {model}",
         "join_added": f"joined {place} as {new} in {where}",
-        "type_changed": f"changed the type of {place} in {where} from {old} to {new}",
+        "type_changed": f"changed the type of {place} in {where} from {old} to {new}"
+        if old and new
+        else f"cast {place} in {where} to {new}"
+        if new
+        else f"took the cast to {old} off {place} in {where}",
         "literal_changed": f"changed {old} to {new} in {place} of {where}",
         "model_renamed": f"renamed model {old} to {new}",
         "macro_renamed": f"renamed macro {old} to {new}",

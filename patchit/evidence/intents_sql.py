@@ -12,7 +12,8 @@ filters. Comparing the scopes before and after the change gives:
 - a column renamed: an output gone and a new one computed from the same expression
   (`plan_code` -> `plan_code as plan_id`, `upper(country) as country` -> `... as country_code`);
 - a column added or removed; a join or a CTE added; a CTE renamed (same body, new name);
-- a type changed (`cast(x as int)` -> `cast(x as bigint)` under one output name);
+- a type changed (`cast(x as int)` -> `cast(x as bigint)` under one output name, or a cast
+  added to or taken off it);
 - a literal changed (the same expression or filter with other constants).
 
 Slips are not intents: whitespace and comments do not reach the parser; an output replaced
@@ -209,8 +210,8 @@ def _scope_intents(was: Scope, now: Scope, scope: str) -> list[SqlIntent]:
         before, after = was.outputs[name], now.outputs[name]
         if before == after:
             continue
-        old_type, new_type = was.casts.get(name), now.casts.get(name)
-        if old_type and new_type and old_type != new_type:
+        old_type, new_type = was.casts.get(name, ""), now.casts.get(name, "")
+        if old_type != new_type:  # a cast retyped, added or taken off
             found.append(SqlIntent("type_changed", old_type, new_type, scope, now.names[name]))
         elif _shape(before) == _shape(after):
             found.append(_literal(before, after, scope, now.names[name]))
@@ -250,7 +251,7 @@ def sql_holds(intent: SqlIntent, text: str) -> bool:
     if intent.kind == "join_added":
         return intent.new in scope.joins
     if intent.kind == "type_changed":
-        return scope.casts.get(intent.place.lower()) != intent.old
+        return scope.casts.get(intent.place.lower(), "") != intent.old
     if intent.kind == "literal_changed":
         place = intent.place.lower()
         current = scope.filters.get(place) if place in ("where", "having") else outputs.get(place)

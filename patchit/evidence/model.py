@@ -151,6 +151,11 @@ class Evidence(BaseModel):
         default_factory=list,
         description="columns read from outside the repo whose type moved since the last good run",
     )
+    built_in_run: str = Field(
+        default="",
+        description="the relation the error says is missing, as `schema.table`, when the "
+        "warehouse the run left holds it: the run built it after the unit read it",
+    )
     runtime_change: str = Field(
         default="",
         description="dbt or its adapter upgraded since the last good build, as `duckdb 1.10.0 "

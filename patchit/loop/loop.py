@@ -22,6 +22,7 @@ from patchit.events.model import FailureSource, UniversalFailureEvent, repo_iden
 from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence
+from patchit.evidence.run_order import built_after_read
 from patchit.evidence.runtime import runtime_change
 from patchit.evidence.type_drift import source_type_changes
 from patchit.fidelity.ahead import BaselineAhead
@@ -367,6 +368,8 @@ def _gather_evidence(
     evidence.runtime_change = runtime_change(
         ctx.memory.last_good_runtime(project_key(event)), event
     )
+    if event.status == "error":  # a relation the same run built after the unit read it
+        evidence.built_in_run = built_after_read(evidence.error, snapshot, evidence.notes)
     if event.status == "error" and snapshot is not None:  # a source's column changed type
         recorded = ctx.memory.last_good_source_types(project_key(event))
         evidence.type_changes += source_type_changes(event, recorded, snapshot, evidence.notes)

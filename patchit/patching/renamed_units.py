@@ -116,12 +116,17 @@ def node_renamed(node: Mapping[str, Any], renames: Mapping[str, str]) -> str | N
 def followed_unit(
     unit_id: str, follows: Mapping[str, str], tests: Mapping[str, Mapping[str, Any]] | None = None
 ) -> str:
-    """A dbt test's unique id as the renames leave it (its trailing hash dropped: dbt computes
-    a new one); any other unit id as it is. `tests`: the failing run's test nodes."""
+    """A generic dbt test's unique id as the renames leave it (its trailing hash dropped: dbt
+    computes a new one); any other unit id as it is: a singular test is named by its file,
+    which no rename moves (found on Saurabh-DS/datavault-dbt-duckdb-medallion: the right
+    candidate was judged on `assert_claim_amount_gbp_within_vehicle_value`, a test that does
+    not exist, and refused). `tests`: the failing run's test nodes."""
     parts = unit_id.split(".")
-    if len(parts) < 3 or parts[0] != "test" or not follows:
-        return unit_id
+    if len(parts) < 4 or parts[0] != "test" or not follows:
+        return unit_id  # a singular test (`test.project.name`, no hash) is named by its file
     node = (tests or {}).get(unit_id)
+    if node is not None and not node.get("test_metadata"):
+        return unit_id
     name = node_renamed(node, follows) if node is not None else None
     if name is None:
         name = parts[2]

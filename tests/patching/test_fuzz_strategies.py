@@ -66,6 +66,9 @@ ERRORS = [
     'Binder Error: Referenced table "{n}" not found!\nCandidate tables: "{m}"',
     'Catalog Error: Table with name {n} does not exist!\nDid you mean "{m}"?',
     "SQL compilation error: error line 3 at position 8\ninvalid identifier '{n}.{m}'",
+    "This model has an enforced contract that failed.\n\n| column_name | definition_type | "
+    "contract_type | mismatch_reason |\n| {n} | DOUBLE | DECIMAL(18,2) | data type mismatch |\n"
+    "| {m} | BIGINT |  | missing in contract |",
 ]
 name = st.one_of(st.sampled_from(NAMES), seed, hostile_text.map(lambda t: t[:40]))
 error = st.one_of(
@@ -137,10 +140,15 @@ def _evidence(repo: Path, path: str, text: str, message: str, good: str) -> Evid
     return Evidence(
         event=event, repo_root=str(repo), project_dir="", unit_path=path, unit_name=stem,
         raw_code=text, error=message, last_good_commit=good, change_base=good,
-        changed_files=[path], frames=frames,
+        changed_files=[path], frames=frames, properties=_properties(repo),
         index=ProjectIndex(models=[Path(m).stem for m in MODELS if m.endswith(".sql")],
                            macros=["cents_to_dollars"], project_name="shop"),
     )  # fmt: skip
+
+
+def _properties(repo: Path) -> dict[str, str]:
+    """Every properties file of the project, as evidence holds the unit's."""
+    return {rel: (repo / rel).read_text() for rel in MODELS if rel.endswith(".yml")}
 
 
 @fuzz_settings(examples=10)

@@ -35,6 +35,16 @@ def test_a_test_named_after_a_renamed_column_gets_the_new_name() -> None:
     )
 
 
+def test_a_singular_test_keeps_its_name() -> None:
+    # named by its file, which the rename does not move (Saurabh-DS/datavault-dbt-duckdb-
+    # medallion: the right candidate was judged on a test that did not exist, and refused)
+    singular = "test.datavault.assert_claim_amount_within_vehicle_value"
+    assert followed_unit(singular, {"claim_amount": "claim_amount_gbp"}) == singular
+    hashed = f"{singular}.0123456789"  # a generic test whose node says it is none: kept too
+    tests = {hashed: {"name": "assert_claim_amount_within_vehicle_value"}}
+    assert followed_unit(hashed, {"claim_amount": "claim_amount_gbp"}, tests) == hashed
+
+
 def test_the_event_and_its_related_units_follow() -> None:
     event = UniversalFailureEvent(
         source=FailureSource.DBT, pipeline_id="shop", unit_id=OLD,
