@@ -6,6 +6,7 @@ import pytest
 
 from patchit.evidence.model import Evidence
 from patchit.patching.base import Strategy
+from patchit.patching.fixits._common import call_pattern, rewrite_jinja
 from patchit.patching.fixits.macros import FixMacroStrategy
 from tests.patching.contract import StrategyContract
 from tests.patching.scenarios import Broken, build_with, copy_project, make_evidence
@@ -90,3 +91,17 @@ def test_two_equally_near_macros_give_no_candidate(evidence: Evidence, tmp_path:
 def test_no_near_macro_gives_no_candidate(evidence: Evidence) -> None:
     far = evidence.error.replace("cents_to_dolars", "money_format")
     assert FixMacroStrategy().fix(_evidence(Path(evidence.repo_root), far), []) == []
+
+
+def test_a_macro_rename_leaves_jinja_comments_alone() -> None:
+    # the public datavault project's macro documents its use in a `{# #}` comment; following
+    # the rename renamed the example's column alias too (`as risk_band` -> `as risk_tier`)
+    text = (
+        "{#\n  risk_band: classify.\n    {{ risk_band('n', 'v') }} as risk_band\n#}\n"
+        "{% macro risk_tier(n, v) %}case when {{ n }} > 3 then 'high' end{% endmacro %}\n"
+        "select {{ risk_band('a', 'b') }} as risk_band\n"
+    )
+    after = rewrite_jinja(text, call_pattern("risk_band"), "risk_tier", None)
+    assert after == text.replace(
+        "select {{ risk_band('a', 'b') }}", "select {{ risk_tier('a', 'b') }}"
+    )

@@ -72,8 +72,9 @@ def sub_in_regions(
     lines: set[int] | None = None,
 ) -> tuple[str, int]:
     """Apply `pattern` only in plain SQL (`region="sql"`) or only inside Jinja blocks
-    (`region="jinja"`); strings and comments are never rewritten. With `lines` (1-based),
-    only matches starting on those lines are. Returns (text, count)."""
+    (`region="jinja"`); strings and comments, Jinja's `{# #}` too, are never rewritten (a
+    macro's doc comment showing `{{ risk_band(...) }} as risk_band` had its alias renamed).
+    With `lines` (1-based), only matches starting on those lines are. Returns (text, count)."""
     out: list[str] = []
     count = 0
     pos = 0
@@ -95,7 +96,7 @@ def sub_in_regions(
         plain = text[pos : match.start()]
         out.append(rewrite(plain, pos) if region == "sql" else plain)
         token = match.group(0)
-        jinja = region == "jinja" and match.lastgroup == "jinja"
+        jinja = region == "jinja" and match.lastgroup == "jinja" and not token.startswith("{#")
         out.append(rewrite(token, match.start()) if jinja else token)
         pos = match.end()
     rest = text[pos:]
