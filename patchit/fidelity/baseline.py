@@ -22,7 +22,7 @@ from patchit.fidelity.dbt_data import precompute_stats
 from patchit.fidelity.outputs import dbt_outputs, pg_output_of
 from patchit.harnesses.base import Harness, Verification, Workspace
 from patchit.harnesses.dbt.slice import SLICE_OF
-from patchit.sandbox.git import QUERY_TIMEOUT_S, run_git
+from patchit.sandbox.git import QUERY_TIMEOUT_S, exists_at, run_git
 from patchit.sandbox.worktree import create_worktree, remove_worktree
 
 STATE_FILE = "baseline.json"
@@ -101,10 +101,22 @@ class BaselineRunner:
             if run.passed:
                 self._save({"commit": commit, "source": source, "runs": [run.model_dump()]})
                 return Baseline(commit, source, [run]), ""
-            tried.append(f"{source} {commit[:12]} did not build green ({_why(run)})")
+            tried.append(f"{source} {commit[:12]} {self._not_green(commit, run)}")
         reason = "; ".join(tried) or f"the failing commit {failing[:12]} has no parent"
         self._save({"none": reason})
         return None, reason
+
+    def _not_green(self, commit: str, run: Verification) -> str:
+        """Why `commit` gave no baseline: the failing unit's file did not exist yet there (a
+        model the change added has nothing to compare with), else how its build failed."""
+        path = self.event.unit_path
+        try:
+            added = bool(path) and not exists_at(self.repo, commit, str(path))
+        except VcsError:
+            added = False
+        if added:
+            return f"has no {path} (the change added it): nothing to compare with"
+        return f"did not build green ({_why(run)})"
 
     def second(self, baseline: Baseline) -> Verification:
         """A second run of the baseline (made once), to tell unstable outputs apart."""

@@ -74,6 +74,12 @@ def run_git(
     return str(proc.stdout)
 
 
+def exists_at(repo: Path, commit: str, path: str) -> bool:
+    """Whether `path` exists at `commit` (False too for a commit git does not know)."""
+    proc = _run(repo, ("cat-file", "-e", f"{commit}:{path}"), QUERY_TIMEOUT_S, (), None, True)
+    return proc.returncode == 0
+
+
 def show_file(
     repo: Path, commit: str, path: str, timeout_s: float | None = QUERY_TIMEOUT_S
 ) -> str | None:

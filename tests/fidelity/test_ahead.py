@@ -123,3 +123,18 @@ def test_a_prepared_baseline_never_started_only_removes_its_tree(tmp_path: Path)
     ahead.wait()
     assert harness.calls == 0 and not (tmp_path / "work" / "tree").exists()
     assert len(_worktrees(repo)) == 1
+
+
+def test_a_unit_the_change_added_has_nothing_to_compare_with(tmp_path: Path) -> None:
+    # a model new in the change: its baseline selects what does not exist yet; "did not build
+    # green" read as if the last good commit were broken
+    repo, event = _repo(tmp_path)
+    (repo / "new_model.sql").write_text("select 1\n")
+    event = event.model_copy(update={"unit_path": "new_model.sql",
+                                     "commit": commit_all(repo, "new model")})  # fmt: skip
+    harness = _Stand(passed=False)
+    harness.go.set()
+    baseline, why = BaselineRunner(event, repo, harness, None, tmp_path / "w").first(None)  # type: ignore[arg-type]
+    assert baseline is None
+    assert "has no new_model.sql (the change added it): nothing to compare with" in why
+    assert "did not build green" not in why
