@@ -11,13 +11,16 @@ SQL is wrong, so no patch of it is the fix; the report says so and what to run.
 
 The incident's DuckDB snapshot is the warehouse as the failing run left it: a relation the
 error names (its schema taken from the `LINE n: from "db"."schema"."table"` excerpt when DuckDB
-prints it) that is in the snapshot was created during the run.
+prints it) that is in the snapshot was created during the run. On Postgres the user's
+`information_schema` is asked the same, once the run has exited (`relation "raw.raw_claims"
+does not exist` names the schema when the SQL did), as the column evidence reads it.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 _MISSING = re.compile(r"Catalog Error: (?:Table|View) with name (?P<table>[\w\"]+) does not exist")
 _PART = r"(?:\"[^\"]+\"|\w+)"
@@ -62,3 +65,22 @@ def built_after_read(error: str, db_snapshot: Path | None, notes: list[str]) -> 
     if len(rows) != 1:
         return ""  # not there, or in several schemas: which one the unit read is not known
     return f"{rows[0][0]}.{table}"
+
+
+_PG_MISSING = re.compile(r'relation "(?P<rel>[^"]+)" does not exist')
+
+
+def built_after_read_pg(error: str, output: dict[str, Any] | None, notes: list[str]) -> str:
+    """`schema.table` when the relation Postgres said does not exist is in the user's database
+    now (the run left it there); else ""."""
+    found = _PG_MISSING.search(error)
+    if found is None or output is None:
+        return ""
+    from patchit.evidence.pg_columns import pg_upstream_columns
+
+    schema, _, table = found["rel"].rpartition(".")
+    node = {"schema": schema.rpartition(".")[2]} if schema else {}
+    got = pg_upstream_columns(output, [("missing", node, table)], notes)
+    if "missing" not in got:
+        return ""
+    return got["missing"][0].split(".", 1)[1]  # database.schema.table -> schema.table

@@ -22,7 +22,8 @@ from patchit.events.model import FailureSource, UniversalFailureEvent, repo_iden
 from patchit.evidence.airflow import gather_airflow_evidence
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.model import Evidence
-from patchit.evidence.run_order import built_after_read
+from patchit.evidence.pg_columns import postgres_output
+from patchit.evidence.run_order import built_after_read, built_after_read_pg
 from patchit.evidence.runtime import runtime_change
 from patchit.evidence.type_drift import source_type_changes
 from patchit.fidelity.ahead import BaselineAhead
@@ -369,7 +370,11 @@ def _gather_evidence(
         ctx.memory.last_good_runtime(project_key(event)), event
     )
     if event.status == "error":  # a relation the same run built after the unit read it
-        evidence.built_in_run = built_after_read(evidence.error, snapshot, evidence.notes)
+        evidence.built_in_run = built_after_read(evidence.error, snapshot, evidence.notes) or (
+            built_after_read_pg(evidence.error, postgres_output(event), evidence.notes)
+            if snapshot is None and 'relation "' in evidence.error
+            else ""
+        )
     if event.status == "error" and snapshot is not None:  # a source's column changed type
         recorded = ctx.memory.last_good_source_types(project_key(event))
         evidence.type_changes += source_type_changes(event, recorded, snapshot, evidence.notes)

@@ -18,6 +18,7 @@ import pytest
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.dbt import gather_dbt_evidence
 from patchit.evidence.pg_columns import pg_upstream_columns
+from patchit.evidence.run_order import built_after_read_pg
 from patchit.examples import SHOP
 from patchit.patching.fixits.columns import RenameColumnStrategy
 from patchit.patching.llm.context import evidence_sections
@@ -122,4 +123,19 @@ def test_a_relation_without_a_manifest_node_is_read_from_the_target_schema_only(
         "payments": (f"postgres.{lone}.payments", ["payment_id", "method"]),
         "placed": (f"postgres.{other}.orders", ["nope"]),
     }  # `shared` is in two schemas, neither the target's: not guessed
+    assert notes == []
+
+
+def test_a_relation_missing_when_read_and_there_after_the_run_is_found(pg: PgCluster) -> None:
+    # a source over a seed, read before the seed on a first build (evidence.run_order)
+    n = next(_N)
+    target, raw = f"pgrun_t_{n}", f"pgrun_raw_{n}"
+    pg.execute(f"create schema {target}; create schema {raw};"
+               f"create table {raw}.raw_claims (claim_id text)")  # fmt: skip
+    error = f'Database Error in test x (models/s.yml)\n  relation "{raw}.raw_claims" does not exist'
+    notes: list[str] = []
+    assert built_after_read_pg(error, pg.profile(target), notes) == f"{raw}.raw_claims"
+    still = error.replace("raw_claims", "raw_policies")
+    assert built_after_read_pg(still, pg.profile(target), notes) == ""
+    assert built_after_read_pg("column x does not exist", pg.profile(target), notes) == ""
     assert notes == []
