@@ -57,7 +57,8 @@ def test_json_holds_measured_samples_and_ratios_from_them(measured: dict[str, An
         assert len(samples) == 1 and samples[0] > 0
         median = statistics.median(samples)
         assert measured["median_s"][measure] == pytest.approx(median, abs=1e-3)
-        assert measured["ratio_to_full_build"][measure] == pytest.approx(median / full, rel=1e-3)
+        # rounded to 4 decimals: a small ratio (a fast warm verify) is off by up to 5e-5
+        assert measured["ratio_to_full_build"][measure] == pytest.approx(median / full, abs=1e-4)
     assert measured["worker_start_s"] > 0
     # the warm verify re-parsed only the fixed file
     assert measured["parse_modes"]["warm_verify"] == ["partial"]
