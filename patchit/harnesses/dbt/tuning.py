@@ -6,10 +6,7 @@ None of it changes what a run builds or how it is judged:
   serialised twice a run (after parsing, and after running), the pickled graph with every
   node serialised again, and a diagnostic summary of the graph; on a 200-model project that
   was a third of a warm run. The worker writes the run's own nodes instead
-  (`dbt_worker._write_run_nodes`). Nor are each node's compiled and run SQL files written
-  under the sandbox's `target/` (the run's results carry the compiled code; nothing reads the
-  files): on a 2,000-model project that was a quarter of a verify's thread time in running
-  nodes.
+  (`dbt_worker._write_run_nodes`).
 - A run's part of the graph is made from its selection (`dbt_subset`), not by copying the
   project's whole graph and removing the rest; the same graph either way.
 - The graph's cycle check asks networkx whether the graph is acyclic first (a topological
@@ -105,10 +102,6 @@ def _without_unread_artifacts() -> None:
             mod = importlib.import_module(module)
             if hasattr(mod, "write_manifest"):
                 setattr(mod, "write_manifest", _skip_write)  # noqa: B010
-    with contextlib.suppress(ImportError):  # each node's compiled and run SQL under target/
-        nodes = importlib.import_module("dbt.contracts.graph.nodes")
-        if hasattr(nodes.ParsedNode, "write_node"):
-            nodes.ParsedNode.write_node = _skip_write
     with contextlib.suppress(ImportError):
         compilation = importlib.import_module("dbt.compilation")
         if hasattr(compilation.Compiler, "write_graph_file"):
