@@ -10,10 +10,12 @@ raw_claims does not exist!`, seeds them afterwards, and a second build passes. N
 SQL is wrong, so no patch of it is the fix; the report says so and what to run.
 
 The incident's DuckDB snapshot is the warehouse as the failing run left it: a relation the
-error names (its schema taken from the `LINE n: from "db"."schema"."table"` excerpt when DuckDB
-prints it) that is in the snapshot was created during the run. On Postgres the user's
-`information_schema` is asked the same, once the run has exited (`relation "raw.raw_claims"
-does not exist` names the schema when the SQL did), as the column evidence reads it.
+error names, with its schema (from the `LINE n: from "db"."schema"."table"` excerpt: dbt
+renders refs and sources qualified), that is in the snapshot was created during the run. An
+unqualified name is not judged: the table may exist in another schema than the one meant.
+On Postgres the user's `information_schema` is asked the same, once the run has exited
+(`relation "raw.raw_claims" does not exist` names the schema when the SQL did), as the column
+evidence reads it.
 """
 
 from __future__ import annotations
@@ -47,15 +49,17 @@ def built_after_read(error: str, db_snapshot: Path | None, notes: list[str]) -> 
     if missing is None or db_snapshot is None or not db_snapshot.is_file():
         return ""
     schema, table = missing
+    if not schema:
+        return ""  # an unqualified name may mean another schema than the one holding it now
     try:
         import duckdb
     except ImportError:
         return ""
-    sql = "select table_schema from information_schema.tables where lower(table_name) = lower(?)"
-    args = [table]
-    if schema:
-        sql += " and lower(table_schema) = lower(?)"
-        args.append(schema)
+    sql = (
+        "select table_schema from information_schema.tables"
+        " where lower(table_name) = lower(?) and lower(table_schema) = lower(?)"
+    )
+    args = [table, schema]
     try:
         with duckdb.connect(str(db_snapshot), read_only=True) as con:
             rows = con.execute(sql, args).fetchall()
@@ -79,7 +83,9 @@ def built_after_read_pg(error: str, output: dict[str, Any] | None, notes: list[s
     from patchit.evidence.pg_columns import pg_upstream_columns
 
     schema, _, table = found["rel"].rpartition(".")
-    node = {"schema": schema.rpartition(".")[2]} if schema else {}
+    if not schema:
+        return ""  # an unqualified name may mean another schema than the one holding it now
+    node = {"schema": schema.rpartition(".")[2]}
     got = pg_upstream_columns(output, [("missing", node, table)], notes)
     if "missing" not in got:
         return ""

@@ -138,4 +138,6 @@ def test_a_relation_missing_when_read_and_there_after_the_run_is_found(pg: PgClu
     still = error.replace("raw_claims", "raw_policies")
     assert built_after_read_pg(still, pg.profile(target), notes) == ""
     assert built_after_read_pg("column x does not exist", pg.profile(target), notes) == ""
+    unqualified = 'relation "raw_claims" does not exist'  # which schema was meant: unknown
+    assert built_after_read_pg(unqualified, pg.profile(target), notes) == ""
     assert notes == []

@@ -44,12 +44,12 @@ def test_a_relation_still_missing_or_elsewhere_is_not(tmp_path: Path) -> None:
     assert built_after_read("Binder Error: column x not found", tmp_path / "x.duckdb", notes) == ""
 
 
-def test_without_the_schema_a_name_in_two_schemas_is_not_guessed(tmp_path: Path) -> None:
+def test_an_unqualified_name_is_not_judged(tmp_path: Path) -> None:
+    # `from raw_claims` reads the default schema: a raw.raw_claims there now says nothing
     unqualified = "Catalog Error: Table with name raw_claims does not exist!\n"
-    assert built_after_read(unqualified, _warehouse(tmp_path, "raw", "staging"), []) == ""
-    (tmp_path / "one").mkdir()
-    assert built_after_read(unqualified, _warehouse(tmp_path / "one", "raw"), []) == (
-        "raw.raw_claims")  # fmt: skip
+    assert built_after_read(unqualified, _warehouse(tmp_path, "raw"), []) == ""
+    read = unqualified + "\n  LINE 3: from raw_claims\n"
+    assert built_after_read(read, tmp_path / "datavault.duckdb", []) == ""
 
 
 def test_an_unreadable_warehouse_is_a_note(tmp_path: Path) -> None:
