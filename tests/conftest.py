@@ -66,6 +66,15 @@ def commit_all(repo: Path, message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
+def committed_repo(repo: Path, files: dict[str, str], message: str) -> str:
+    """A new git repository at `repo` holding `files` (path -> text), committed; its commit."""
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    git(repo, "init", "-q", "-b", "main")
+    return commit_all(repo, message)
+
+
 def run_dbt(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "dbt"), *args, "--profiles-dir", str(project)],

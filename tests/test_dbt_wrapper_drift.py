@@ -15,7 +15,7 @@ import pytest
 from patchit.memory import Memory
 from patchit.memory.outcomes import project_key_for
 from tests.cli.helpers import incidents, patchit_dbt
-from tests.conftest import commit_all, git
+from tests.conftest import committed_repo, git
 
 pytestmark = pytest.mark.slow
 
@@ -45,11 +45,7 @@ def test_a_source_column_that_changed_type_is_escalated_as_drift(
     tmp_path: Path, _patchit_home: Path
 ) -> None:
     repo = tmp_path / "lines"
-    for rel, text in FILES.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    git(repo, "init", "-q", "-b", "main")
-    good = commit_all(repo, "lines")
+    good = committed_repo(repo, FILES, "lines")
     _load(repo, "double")
     res = patchit_dbt(repo, "build")
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import incidents, patchit_dbt
-from tests.conftest import commit_all, git
+from tests.conftest import committed_repo, git
 
 pytestmark = pytest.mark.slow
 
@@ -41,11 +41,7 @@ def test_a_source_read_before_the_run_built_it_is_the_environments(
     tmp_path: Path, _patchit_home: Path
 ) -> None:
     repo = tmp_path / "vault"
-    for rel, text in FILES.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    git(repo, "init", "-q", "-b", "main")
-    commit_all(repo, "vault")
+    committed_repo(repo, FILES, "vault")
     res = patchit_dbt(repo, "build")
     assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
     found = incidents()

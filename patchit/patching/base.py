@@ -127,5 +127,19 @@ class FixIt(ABC):
     def fix(self, evidence: Evidence, history: list[PriorAttempt]) -> list[PatchCandidate]:
         """The ranked candidates for this failure ([] when the fix-it does not apply)."""
 
+    def candidate(
+        self, edits: list[Edit], rationale: str, confidence: float, review: str = ""
+    ) -> PatchCandidate:
+        """A candidate of this fix-it (its name, tag and tier) making `edits`."""
+        return PatchCandidate(
+            strategy=self.name,
+            tag=self.tag,
+            tier=self.tier,
+            edits=edits,
+            rationale=rationale,
+            confidence=confidence,
+            review=review,
+        )
+
     def close(self) -> None:  # noqa: B027 - deliberately a no-op default, not abstract
         """Nothing to release."""

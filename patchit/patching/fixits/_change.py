@@ -69,13 +69,4 @@ def rewrite_candidate(
     fixit: FixIt, change: FileChange, text: str, rationale: str, confidence: float
 ) -> list[PatchCandidate]:
     """The one candidate that turns the changed file into `text`."""
-    return [
-        PatchCandidate(
-            strategy=fixit.name,
-            tag=fixit.tag,
-            tier=fixit.tier,
-            edits=[derive_edit(change.path, change.now, text)],
-            rationale=rationale,
-            confidence=confidence,
-        )
-    ]
+    return [fixit.candidate([derive_edit(change.path, change.now, text)], rationale, confidence)]

@@ -37,7 +37,7 @@ from ruamel.yaml.error import YAMLError
 from patchit.evidence.model import Evidence
 from patchit.patching.apply import derive_edit
 from patchit.patching.base import FixIt, PatchCandidate, PriorAttempt
-from patchit.patching.fixits._change import file_change
+from patchit.patching.fixits._change import FileChange, file_change
 from patchit.patching.fixits._common import blank_regions, error_text, read_repo_file
 
 _HEADER = "This model has an enforced contract that failed"
@@ -256,10 +256,11 @@ class ContractMismatchStrategy(FixIt):
         sql = read_repo_file(evidence, path)
         if columns is None or sql is None:
             return []
+        change = file_change(evidence, path)  # read once: what the change wrote in the model
         new_sql, added, retyped, said, review = sql, [], {}, [], ""
         for row in rows:
             if row.reason == "missing in contract":  # only a column the change added
-                if not self._wrote(evidence, path, row.name) or not _TYPE.match(row.defined):
+                if not _wrote(change, row.name) or not _TYPE.match(row.defined):
                     return []
                 added.append((row.name, row.defined.lower()))
                 said.append(f"added the new column {row.name} ({row.defined.lower()}) to the "
@@ -270,7 +271,7 @@ class ContractMismatchStrategy(FixIt):
             if item is None or not _TYPE.match(declared):
                 return []
             explicit = cast_to(item.expr)
-            if explicit is not None and self._wrote(evidence, path, item.alias, item.number):
+            if explicit is not None and _wrote(change, item.alias, item.number):
                 if _same_type(explicit, declared) or not _TYPE.match(explicit):
                     return []  # cast as the contract says and still refused: not a cast's to fix
                 retyped[row.name] = explicit  # the author cast it: the contract follows
@@ -294,27 +295,16 @@ class ContractMismatchStrategy(FixIt):
         if not edits:
             return []
         why = f"{model}'s enforced contract failed: " + "; ".join(said)
-        return [
-            PatchCandidate(
-                strategy=self.name,
-                tag=self.tag,
-                tier=self.tier,
-                edits=edits,
-                rationale=why,
-                confidence=0.8,
-                review=review,
-            )
-        ]
+        return [self.candidate(edits, why, 0.8, review=review)]
 
-    @staticmethod
-    def _wrote(evidence: Evidence, path: str, column: str, line: int | None = None) -> bool:
-        """Whether the change wrote a line of the model that names `column` (line `line`, a
-        0-based number, when given)."""
-        change = file_change(evidence, path)
-        if change is None:
-            return False
-        lines = change.now.splitlines()
-        name = re.escape(column.strip('"'))
-        word = re.compile(rf"\b{name}\b", re.IGNORECASE)
-        written = change.written if line is None else change.written & {line + 1}
-        return any(n <= len(lines) and word.search(lines[n - 1]) for n in written)
+
+def _wrote(change: FileChange | None, column: str, line: int | None = None) -> bool:
+    """Whether the change wrote a line of the model that names `column` (line `line`, a
+    0-based number, when given)."""
+    if change is None:
+        return False
+    lines = change.now.splitlines()
+    name = re.escape(column.strip('"'))
+    word = re.compile(rf"\b{name}\b", re.IGNORECASE)
+    written = change.written if line is None else change.written & {line + 1}
+    return any(n <= len(lines) and word.search(lines[n - 1]) for n in written)
