@@ -44,36 +44,55 @@ def names_in_text(text: str, shell: bool = False) -> set[str]:
 
 
 def referenced_env_names(roots: Iterable[Path], max_files: int = MAX_FILES) -> set[str]:
-    """Names read by the text files under `roots` (dirs or files), bounded."""
+    """Names read by the text files under `roots` (dirs or files), bounded. A file that does
+    not hold "env" (nor "$", for a shell script) names none and is not decoded."""
     found: set[str] = set()
     seen = 0
     for root in roots:
         root = Path(root)
-        files: Iterable[Path]
+        files: Iterable[str]
         if root.is_file():
-            files = [root]
+            files = [str(root)]
         elif root.is_dir():
-            files = _walk(root)
+            files = _walk(str(root))
         else:
             continue
         for path in files:
             if seen >= max_files:
                 return found
             seen += 1
+            shell = path.endswith(".sh")
             try:
-                if path.stat().st_size > MAX_FILE_BYTES:
-                    continue
-                text = path.read_text(encoding="utf-8", errors="replace")
+                with open(path, "rb") as handle:
+                    if os.fstat(handle.fileno()).st_size > MAX_FILE_BYTES:
+                        continue
+                    data = handle.read()
             except OSError:
                 continue
-            found |= names_in_text(text, shell=path.suffix == ".sh")
+            if b"env" not in data and not (shell and b"$" in data):
+                continue
+            found |= names_in_text(data.decode("utf-8", errors="replace"), shell=shell)
     return found
 
 
-def _walk(root: Path) -> Iterable[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            if path.suffix in SUFFIXES and not path.is_symlink():
-                yield path
+def _walk(root: str) -> Iterable[str]:
+    """The text files under `root` in sorted order, skipping tool dirs and symlinks."""
+    try:
+        with os.scandir(root) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+    except OSError:
+        return
+    dirs = []
+    for entry in entries:
+        try:
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in _SKIP_DIRS:
+                    dirs.append(entry.path)
+            elif os.path.splitext(entry.name)[1] in SUFFIXES:
+                yield entry.path
+        except OSError:
+            continue
+    for path in dirs:
+        yield from _walk(path)

@@ -127,20 +127,25 @@ def test_a_parse_dbt_refused_is_not_offered_again(tmp_path: Path, user_parse: Pa
 def test_without_a_worker_each_candidate_starts_from_the_users_parse(
     tmp_path: Path, user_parse: Path, _patchit_home: Path
 ) -> None:
+    """A fresh process per run gets the user's parse as it is (it re-roots it as it decodes
+    it), named with the hash the process checks; never a parse another run wrote."""
     seeds = ParseSeeds()
     first = _box(tmp_path, "c1", user_parse)
-    assert seeds.seed(first, worker_pid=None) is None
-    assert b"/home/dana" not in _seeded(first)
-    (first.target_dir / PARTIAL_PARSE_FILE).write_bytes(b"a parse the run rewrote")
-    (first.log_path.parent / "logs" / "dbt.log").write_text("Partial parsing enabled\n")
-    seeds.after(first, DbtOutcome(success=True), None, None)
-    assert seeds.last_mode == "partial"  # read from dbt's log
+    spec = seeds.seed(first, worker_pid=None)
+    file = first.target_dir / PARTIAL_PARSE_FILE
+    digest = hashlib.sha256(user_parse.read_bytes()).hexdigest()
+    assert spec == {"source": str(file), "sha256": digest, "root": str(first.project_dir),
+                    "file": str(file)}  # fmt: skip
+    assert _seeded(first) == user_parse.read_bytes()  # rooted at /home/dana: re-rooted later
+    file.write_bytes(b"a parse the run rewrote")
+    seeds.after(first, DbtOutcome(success=True, parse_mode="partial"), None, spec)
+    assert seeds.last_mode == "partial"
     second = _box(tmp_path, "c2", user_parse)
-    assert seeds.seed(second, worker_pid=None) is None
-    assert _seeded(second) != b"a parse the run rewrote"
-    assert msgpack.unpackb(_seeded(second))["metadata"] == {"project_name": "shop"}
+    assert seeds.seed(second, worker_pid=None) is not None
+    assert _seeded(second) == user_parse.read_bytes()
     assert not (_patchit_home / "cache").exists()  # nothing kept between candidates
     seeds.close()
+    assert list((_patchit_home / "sandboxes").glob(".dbt-failing-parse-*")) == []
 
 
 def test_a_dead_process_s_parses_are_removed_by_the_next_harness_and_the_sweep(

@@ -89,16 +89,19 @@ def test_candidates_reuse_the_parse_and_are_judged_right(
         first = harness.verify(wrong, failed_run)
         # The user's own partial parse was valid here: the sandbox profile hashes as theirs.
         assert harness.last_parse_mode == "partial"
-        # a warm run writes no debug log: the worker says how dbt parsed
-        assert read_parse_mode(wrong.scratch / "logs") == ("unknown" if warm else "partial")
+        # no run writes a debug log: the worker (or the fresh process) says how dbt parsed
+        assert read_parse_mode(wrong.scratch / "logs") == "unknown"
         assert not first.passed
         assert "amout_total" in first.output  # the patched file was re-parsed, not reused
         assert "model.shop.daily_revenue" in first.failures
 
         second = harness.verify(right, failed_run)
         assert harness.last_parse_mode == "partial"
+        seeded = (right.scratch / "target" / PARTIAL_PARSE_FILE).read_bytes()
         if warm:  # an empty seed: dbt started from the parse the worker decoded for the first
-            assert (right.scratch / "target" / PARTIAL_PARSE_FILE).read_bytes() == b""
+            assert seeded == b""
+        else:  # the user's parse as it is, re-rooted as the process decoded it; not written
+            assert seeded == (shop_repo / "target" / PARTIAL_PARSE_FILE).read_bytes()
         assert second.passed, second.output
         assert second.failures == []
 

@@ -11,8 +11,9 @@ DuckDB file does not exist yet (a fresh clone whose first run failed at parse ti
 a fresh warehouse, built from the whole upstream (dbt's `@node`).
 
 One warm worker process (`patchit.harnesses.dbt.worker`) serves every verify() call of a
-harness, which saves the seconds dbt spends importing itself; `warm=False` runs a fresh `dbt`
-subprocess per call instead. Both produce the same outcome and are judged the same way.
+harness, which saves the seconds dbt spends importing itself; `warm=False` runs each call in
+a fresh process of its own instead (`worker --once`: the same run, imported anew, nothing kept
+between calls). Both produce the same outcome and are judged the same way.
 
 Parsing the project is most of a warm run, so each run is offered a saved parse: the failing
 run's, which the worker decodes once (`parses`, `saved_parse`), or the previous
@@ -31,9 +32,10 @@ does not bind never reaches dbt.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import threading
@@ -210,7 +212,10 @@ class DbtHarness:
             self._allow_network_for({"type": "postgres"})
         with self._lock:
             worker = self._ensure_worker(need) if self.warm else None
+            seeding = time.monotonic()
             saved_parse = self._parses.seed(box, worker.pid if worker is not None else None)
+            box.spent_ms["saved parse"] = (time.monotonic() - seeding) * 1000
+            prepare_ms += box.spent_ms["saved parse"]
             self._in_flight += worker is not None
         outcome: DbtOutcome | None = None
         try:  # outside the lock: another verify (the data check's baseline) may run beside
@@ -225,7 +230,8 @@ class DbtHarness:
                 sandbox = make_sandbox(self.sandbox, need)
 
                 def run(args: list[str], log: Path) -> DbtOutcome:
-                    return self._run_fresh(args, box.cwd, env, log, box.target_dir, sandbox)
+                    return self._run_fresh(args, box.cwd, env, log, box.target_dir, sandbox,
+                                           saved_parse)  # fmt: skip
 
             if box.pg_schema is not None and box.snowflake:
                 listed = guard_schemas(box, run)
@@ -274,7 +280,8 @@ class DbtHarness:
                 self._drop_after_runs(worker)  # an allocation failed somewhere in it
         total_ms = (time.monotonic() - started) * 1000
         self.last_breakdown_ms = breakdown_ms(
-            box.spent_ms, prepare_ms, outcome.phases_ms, outcome.duration_ms, run_ms, total_ms
+            box.spent_ms, prepare_ms, outcome.phases_ms, outcome.duration_ms, run_ms, total_ms,
+            "worker: fork and reply" if worker is not None else "process: start and reply",
         )
         return Verification(
             passed=passed,
@@ -453,24 +460,43 @@ class DbtHarness:
         log: Path,
         target_dir: Path,
         sandbox: Sandbox,
+        saved_parse: dict[str, str] | None = None,
     ) -> DbtOutcome:
-        dbt = Path(sys.executable).parent / "dbt"
-        executable = str(dbt) if dbt.is_file() else shutil.which("dbt")
-        if executable is None:
+        """One run in a fresh process of its own (`worker --once`): dbt as the warm worker runs
+        it, with nothing carried over from another run."""
+        if importlib.util.find_spec("dbt.cli.main") is None:
             raise HarnessError("dbt is not installed; install it with `pip install 'patchit[dbt]'`")
-        full_env = allowed_env(os.environ) | env
-        run_results = target_dir / "run_results.json"
-        run_results.unlink(missing_ok=True)
+        request = {"args": [*args, "--log-level-file", "none"], "cwd": str(cwd), "env": env,
+                   "log_path": str(log)}  # fmt: skip
+        if saved_parse:
+            request["saved_parse"] = saved_parse
+        (target_dir / "run_results.json").unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "patchit.harnesses.dbt.worker", "--once"]
         with log.open("ab") as out:
             proc = popen_sandboxed(
-                [executable, *args], sandbox, cwd=cwd, env=full_env,
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                argv, sandbox, cwd=cwd, env=allowed_env(os.environ) | env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=out,
             )  # fmt: skip
             try:
-                returncode = proc.wait(timeout=self.timeout_s)
+                stdout, _ = proc.communicate(json.dumps(request).encode() + b"\n", self.timeout_s)
             except subprocess.TimeoutExpired:
                 kill_process_group(proc)
                 return DbtOutcome(success=False, timed_out=True)
-        results = read_run_results(run_results)
-        exception = None if returncode in (0, 1) else f"dbt exited with code {returncode}"
-        return DbtOutcome(success=returncode == 0, exception=exception, results=results)
+        try:
+            reply = json.loads(stdout.decode("utf-8", errors="replace").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            reply = None
+        if not isinstance(reply, dict):
+            return DbtOutcome(
+                success=False,
+                exception=f"dbt exited with code {proc.returncode} and no result",
+                results=read_run_results(target_dir / "run_results.json"),
+            )
+        return DbtOutcome(
+            success=bool(reply.get("success")),
+            exception=reply.get("exception"),
+            results=list(reply.get("results") or []),
+            parse_mode=reply.get("parse"),
+            phases_ms=dict(reply.get("phases_ms") or {}),
+            duration_ms=reply.get("duration_ms"),
+        )

@@ -9,9 +9,12 @@ it, and re-parses only the files that differ, or everything, saying why):
   dbt reads if the worker does not hold the decoded one; once the worker has said it holds it,
   an empty file stands in (dbt reads the decoded parse; were it gone, dbt would parse in
   full, never wrongly).
-- **Otherwise** (a fresh `dbt` per run, or a lineage whose dbt refused the failing run's
-  parse): the failing run's parse, re-rooted; or, in a scratch dir an earlier run of the same
-  candidate parsed in, that run's own parse, left in place.
+- **A fresh process per run** (`worker --once`) gets the failing run's parse as it is, copied
+  into the run's target dir, and re-roots it in memory as it decodes it (`saved_parse`): the
+  same parse as a re-rooted file, without decoding and encoding it once more first.
+- **Otherwise** (a lineage whose dbt refused the failing run's parse): the failing run's
+  parse, re-rooted; or, in a scratch dir an earlier run of the same candidate parsed in, that
+  run's own parse, left in place.
 
 A parse a candidate's run wrote never seeds another candidate's run: the run executes the
 candidate's code (a dbt-duckdb Python model runs in dbt's process), which could rewrite the
@@ -52,12 +55,19 @@ class ParseSeeds:
         self.last_mode = "unknown"  # how the last run parsed: "partial", "full: <why>"
 
     def seed(self, box: DbtSandbox, worker_pid: int | None) -> SavedParse | None:
-        """Seed `box`'s target dir; the request's `saved_parse` for a warm worker's run."""
+        """Seed `box`'s target dir; the request's `saved_parse` for a warm worker's run, or a
+        fresh process's (`worker_pid` None)."""
         user = box.user_parse_file
-        copy = self._copy_of(user) if user is not None and worker_pid is not None else None
+        copy = self._copy_of(user) if user is not None else None
         if copy is not None and box.parse_key not in self._refused:
             source, digest = copy
             file = box.target_dir / PARTIAL_PARSE_FILE
+            if worker_pid is None:  # the process decodes the copy in its target dir itself
+                with contextlib.suppress(OSError):
+                    box.target_dir.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source, file)
+                    return {"source": str(file), "sha256": digest, "root": str(box.project_dir),
+                            "file": str(file)}  # fmt: skip
             saved = {"source": str(source), "sha256": digest, "root": str(box.project_dir),
                      "file": str(file)}  # fmt: skip
             if (worker_pid, str(source)) in self._held:

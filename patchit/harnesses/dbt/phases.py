@@ -121,12 +121,13 @@ def breakdown_ms(
     dbt_ms: int | None,
     run_ms: float,
     total_ms: float,
+    process: str = "worker: fork and reply",
 ) -> dict[str, float]:
     """One verification's time, part by part, in the order things happen: patchit's
     preparing (`prepared_ms`: its timed parts, out of `prepare_ms`), dbt's phases and the rest
     of its run (`dbt_ms`: the fork's own time; None for a fresh `dbt` process, which is one
-    part), the worker's fork and reply, and patchit's judging of the outcome; adds up to
-    `total_ms`."""
+    part), the worker's fork and reply (`process`: a fresh process's start, imports and
+    reply), and patchit's judging of the outcome; adds up to `total_ms`."""
     parts = {f"patchit: {name}": ms for name, ms in prepared_ms.items()}
     parts["patchit: prepare, other"] = prepare_ms - sum(prepared_ms.values())
     if dbt_ms is None:
@@ -134,6 +135,6 @@ def breakdown_ms(
     else:
         parts |= {f"dbt: {name}": ms for name, ms in phases.items()}
         parts["dbt: other"] = dbt_ms - sum(phases.values())
-        parts["worker: fork and reply"] = run_ms - dbt_ms
+        parts[process] = run_ms - dbt_ms
     parts["patchit: judge"] = total_ms - prepare_ms - run_ms
     return {name: round(max(ms, 0.0), 1) for name, ms in parts.items()}

@@ -85,6 +85,12 @@ def preload(request: dict[str, Any]) -> None:
     gc.freeze()
 
 
+def holds(spec: dict[str, Any]) -> bool:
+    """Whether the parse `spec` names is decoded and kept here."""
+    key = _key(str(spec.get("source")))
+    return key is not None and key in _kept
+
+
 def used() -> bool:
     """Whether this fork's dbt started from the kept manifest (said in the reply)."""
     return _armed is not None and _armed.accepted

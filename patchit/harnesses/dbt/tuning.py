@@ -53,8 +53,10 @@ from collections.abc import Callable
 from typing import Any
 
 from patchit.harnesses.dbt import saved_parse as dbt_saved_parse
+from patchit.harnesses.dbt import tuning_parse
 from patchit.harnesses.dbt.flat_graph import lazy_build_flat_graph
 from patchit.harnesses.dbt.subset import selected_test_edges, subset_graph
+from patchit.harnesses.dbt.tuning_base import replace_once as _replace_once
 
 _parse_mode: str | None = None  # of this process's (this fork's) latest parse
 # On a build's graph (the networkx graph object): the manifest whose test edges are not added
@@ -85,6 +87,7 @@ def install() -> None:
     _debug_events_only_when_taken()
     _cache_schemas_once_per_schema()
     dbt_saved_parse.install()
+    tuning_parse.install()
 
 
 def _skip_write(*_args: Any, **_kwargs: Any) -> None:
@@ -108,18 +111,6 @@ def _without_unread_artifacts() -> None:
             compilation.Compiler.write_graph_file = _skip_write
         if hasattr(compilation.Linker, "get_graph_summary"):  # graph_summary.json's contents
             compilation.Linker.get_graph_summary = _no_summary
-
-
-def _replace_once(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
-    """`owner.name` becomes `make(original)`, once (a second install leaves it); the
-    replacement keeps dbt's own as `dbt_original`."""
-    original = getattr(owner, name)
-    if getattr(original, "_patchit", False):
-        return
-    replacement = make(original)
-    replacement._patchit = True
-    replacement.dbt_original = original
-    setattr(owner, name, replacement)
 
 
 def _acyclic_first() -> None:
@@ -331,14 +322,9 @@ def _cache_schemas_once_per_schema() -> None:
     """`BaseAdapter._get_cache_schemas` makes one relation per distinct schema key."""
     try:
         from dbt.adapters.base.impl import BaseAdapter
-        from dbt.adapters.base.relation import BaseRelation
     except ImportError:
         return
-    known = {BaseRelation.create_from.__func__}  # type: ignore[attr-defined]
-    with contextlib.suppress(ImportError):
-        from dbt.adapters.duckdb.relation import DuckDBRelation
-
-        known.add(DuckDBRelation.create_from.__func__)  # type: ignore[attr-defined]
+    known = tuning_parse.known_create_from()
 
     def make(get_cache_schemas: Any) -> Any:
         def get_cache_schemas_by_key(self: Any, relation_configs: Any) -> Any:

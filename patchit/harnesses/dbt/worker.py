@@ -25,6 +25,10 @@ worker started; fds 1 and 2 are pointed at the request's log file while dbt runs
 /dev/null between requests), so nothing dbt or a C extension prints can corrupt the protocol.
 The first line written is `{"ready": true, "pid": ..., "dbt_version": ...}` once dbt is
 imported.
+
+`python -m patchit.harnesses.dbt.worker --once` is a fresh process per run instead (the
+harness's `warm=False`): it reads one request line, runs it in itself with the same changes to
+dbt (`tuning`), writes its reply line and exits; no warm-up, nothing kept.
 """
 
 from __future__ import annotations
@@ -243,7 +247,43 @@ def _warm_up(stderr_fd: int) -> None:
                 shutil.copyfile(root / "target" / PARTIAL_PARSE_FILE, save)
 
 
+def once() -> int:
+    """One request from stdin, run in this process; its reply on stdout."""
+    channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    stderr_fd = os.dup(2)
+    line = sys.stdin.buffer.readline()
+    try:
+        request = json.loads(line)
+        if not isinstance(request, dict) or not isinstance(request.get("args"), list):
+            raise ValueError("a request is an object with an `args` list")
+    except ValueError as exc:
+        reply_line(channel, {"success": False, "exception": f"bad request: {exc}", "results": []})
+        return 2
+    importlib.import_module("dbt.cli.main")
+    dbt_tuning.install()
+    dbt_phases.install()
+    started = time.monotonic()
+    spec = request.get("saved_parse")
+    if isinstance(spec, dict):  # the failing run's parse as it is, re-rooted as it is read
+        dbt_saved_parse.preload(request)
+        if not dbt_saved_parse.holds(spec):  # not decoded: dbt must not read it un-rooted
+            with contextlib.suppress(OSError):
+                os.unlink(str(spec.get("file")))
+    decoded_ms = (time.monotonic() - started) * 1000
+    # the process ends with the run: as a fork's, its DuckDB file is left to the exit
+    reply = run_request(request, stderr_fd, in_fork=True)
+    phases = reply.get("phases_ms")
+    if isinstance(phases, dict):  # decoding the saved parse is dbt's reading of it
+        phases["read parse"] = round(phases.get("read parse", 0.0) + decoded_ms, 1)
+        reply["duration_ms"] = int(reply.get("duration_ms", 0) + decoded_ms)
+    reply_line(channel, reply)
+    channel.close()
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--once"]:
+        return once()
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     stderr_fd = os.dup(2)
     devnull_fd = os.open(os.devnull, os.O_WRONLY)
