@@ -157,3 +157,20 @@ def test_the_worker_re_roots_the_decoded_parse_as_the_file_would_be(
     assert any(f.path.project_root == str(new_root) for f in in_memory.files.values())
     encode = extended_mashumaro_encoder
     assert in_memory.to_msgpack(encode) == from_file.to_msgpack(encode)
+
+
+def test_an_incident_s_prefetch_decodes_the_parse_before_the_first_candidate(
+    failed_run: UniversalFailureEvent, candidates: list[Workspace]
+) -> None:
+    """`prefetch` (the loop starts it with the worker) has the worker decode the failing run's
+    parse: the first candidate's run is seeded empty and starts from it, and is judged right."""
+    with DbtHarness(warm=True) as harness:
+        harness.start()
+        harness.prefetch(failed_run)
+        right = candidates[1]
+        result = harness.verify(right, failed_run)
+        assert result.passed, result.output
+        assert harness.last_parse_mode == "partial"
+        assert (right.scratch / "target" / PARTIAL_PARSE_FILE).read_bytes() == b""
+        assert harness.last_breakdown_ms["patchit: saved parse"] < 1000
+        assert not harness.verify(candidates[0], failed_run).passed  # the wrong fix: still wrong

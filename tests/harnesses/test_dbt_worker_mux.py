@@ -118,3 +118,28 @@ def test_what_prepare_keeps_in_the_worker_every_later_run_sees(tmp_path: Path) -
     seen = {r["id"]: r["seen"] for r in map(json.loads, channel.getvalue().splitlines())}
     assert seen == {1: {"a": 1}, 2: {"a": 2}, 3: {"a": 2, "b": 1}}
     assert kept == {"a": 2, "b": 1}
+
+
+def test_a_preload_request_prepares_and_runs_nothing(tmp_path: Path) -> None:
+    """`{"preload": true}`: `prepare` runs in the worker and its answer is the reply, at once;
+    no fork, no run; the next request's run sees what it kept."""
+    kept: list[str] = []
+
+    def prepare(request: dict[str, Any]) -> dict[str, Any]:
+        kept.append(str(request.get("saved_parse")))
+        return {"kept": True}
+
+    def stand_in(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
+        return {"success": True, "exception": None, "results": [], "seen": list(kept)}
+
+    read_fd, write_fd = os.pipe()
+    lines = [{"preload": True, "saved_parse": "p", "id": 1},
+             {"args": ["a"], "cwd": str(tmp_path), "log_path": "x", "id": 2}]  # fmt: skip
+    os.write(write_fd, "".join(json.dumps(line) + "\n" for line in lines).encode())
+    os.close(write_fd)
+    channel = io.StringIO()
+    dbt_serve.serve(channel, os.dup(2), stand_in, stdin_fd=read_fd, prepare=prepare)
+    os.close(read_fd)
+    replies = [json.loads(line) for line in channel.getvalue().splitlines()]
+    assert replies[0] == {"preloaded": True, "kept": True, "id": 1}
+    assert replies[1]["id"] == 2 and replies[1]["seen"] == ["p", "None"]

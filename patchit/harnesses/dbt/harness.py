@@ -48,6 +48,7 @@ from patchit.config import PatchitConfig, SandboxConfig
 from patchit.errors import HarnessError, PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.base import Screening, Verification, Workspace
+from patchit.harnesses.dbt.changes import manifest_node_names, read_failing_parse
 from patchit.harnesses.dbt.parses import ParseSeeds
 from patchit.harnesses.dbt.pg import (
     PgSchemas,
@@ -83,7 +84,7 @@ from patchit.sandbox.isolation import (
     patchit_areas,
 )
 from patchit.sandbox.postgres import is_postgres
-from patchit.sandbox.snapshot import copy_for_candidate
+from patchit.sandbox.snapshot import copy_for_candidate, user_parse_file
 from patchit.sandbox.snowflake import is_snowflake
 from patchit.screen.dbt import DbtScreen, Where
 
@@ -165,6 +166,41 @@ class DbtHarness:
             with contextlib.suppress(PatchitError):  # verify() says what is wrong with it
                 self._allow_network_for(resolve_dbt_target(event).output)
         self.start_in_background()
+        if event is not None and event.dbt is not None:
+            threading.Thread(target=self.prefetch, args=(event,), daemon=True,
+                             name="patchit-dbt-prefetch").start()  # fmt: skip
+
+    def prefetch(self, event: UniversalFailureEvent) -> None:
+        """Read now what an incident's first candidate would read first: the failing run's
+        manifest and parse file here (what changed, the selection, the slice), and that parse
+        decoded in the warm worker. A verify without it reads them itself; nothing fails."""
+        if event.dbt is None:
+            return
+        cancel = self._cancel
+        manifest = event.artifacts.get("manifest")
+        try:
+            target = resolve_dbt_target(event)
+            user = user_parse_file(event, target, str(target.output.get("path")))
+            if manifest and Path(str(manifest)).is_file():
+                manifest_node_names(Path(str(manifest)))  # names, tests, relations: cached
+            if user is None:
+                return
+            read_failing_parse(user)  # what changed is read against it: cached
+            if not self.warm or cancel.is_set():
+                return
+            with self._lock:
+                if cancel.is_set():  # closed meanwhile: start no worker after close()
+                    return
+                worker = self._ensure_worker(())
+                spec = self._parses.preload_spec(user)
+            if spec is None:
+                return
+            reply = worker.request({"preload": True, "saved_parse": spec}, STARTUP_TIMEOUT_S)
+            if reply is not None and reply.get("kept"):
+                with self._lock:
+                    self._parses.held(worker.pid, spec["source"])
+        except (PatchitError, OSError):
+            return  # the verify reads what it needs, and says what is wrong
 
     def _allow_network_for(self, output: dict[str, object]) -> None:
         """A server warehouse (Postgres, Snowflake) must be reachable from the run: the sandbox
@@ -280,7 +316,12 @@ class DbtHarness:
                 self._drop_after_runs(worker)  # an allocation failed somewhere in it
         total_ms = (time.monotonic() - started) * 1000
         self.last_breakdown_ms = breakdown_ms(
-            box.spent_ms, prepare_ms, outcome.phases_ms, outcome.duration_ms, run_ms, total_ms,
+            box.spent_ms,
+            prepare_ms,
+            outcome.phases_ms,
+            outcome.duration_ms,
+            run_ms,
+            total_ms,
             "worker: fork and reply" if worker is not None else "process: start and reply",
         )
         return Verification(

@@ -84,6 +84,16 @@ class ParseSeeds:
             rebase_partial_parse(user, box.target_dir, box.project_dir)
         return None
 
+    def preload_spec(self, user_parse: Path) -> SavedParse | None:
+        """A preload request's `saved_parse` for the failing run's parse (the copy a warm run
+        will name), or None when it cannot be copied."""
+        copy = self._copy_of(user_parse)
+        return None if copy is None else {"source": str(copy[0]), "sha256": copy[1]}
+
+    def held(self, worker_pid: int, source: str) -> None:
+        """The worker said it holds `source` decoded: its first run is seeded empty."""
+        self._held.add((worker_pid, source))
+
     def after(
         self,
         box: DbtSandbox,

@@ -3,7 +3,9 @@
 The worker (`patchit.harnesses.dbt.worker`) reads request lines from stdin; each is run by
 `run` in a fork of the worker (nothing a run does outlives it; with `writable`, Landlock
 confines its writes first), and the worker reads the next line while it runs. Each reply is
-written as its fork finishes, carrying its request's `id`: the parent matches them up.
+written as its fork finishes, carrying its request's `id`: the parent matches them up. A
+request `{"preload": true, ...}` runs nothing: the worker prepares what it names (`prepare`,
+e.g. decodes a saved parse) and answers at once.
 
 The worker is a child subreaper (`patchit.sandbox.reaper`): whatever a run daemonized comes
 back to it. When no run is going any more, before the last reply, it kills those and removes
@@ -34,7 +36,8 @@ from patchit.sandbox.reaper import (
 )
 
 Run = Callable[[dict[str, Any], int], dict[str, Any]]  # (request, stderr fd) -> reply
-Prepare = Callable[[dict[str, Any]], None]  # in the worker, before a request's fork
+# In the worker, before a request's fork; what it returns joins a preload request's reply
+Prepare = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
 def reply_line(channel: TextIO, payload: dict[str, Any]) -> None:
@@ -45,6 +48,8 @@ def reply_line(channel: TextIO, payload: dict[str, Any]) -> None:
 def _check_request(line: bytes) -> dict[str, Any]:
     """One request line, parsed; ValueError says what is wrong with it."""
     request = json.loads(line)
+    if isinstance(request, dict) and request.get("preload") is True:
+        return request  # only the preparing (`prepare`), no run
     if not isinstance(request, dict) or not isinstance(request.get("args"), list):
         raise ValueError("a request is an object with an `args` list")
     if not request.get("cwd") or not request.get("log_path"):
@@ -127,8 +132,10 @@ def _start(
             reply = _with_id(reply, json.loads(line))
         reply_line(channel, reply)
         return None
-    if prepare is not None:
-        prepare(request)
+    prepared = prepare(request) if prepare is not None else None
+    if request.get("preload") is True:  # what the next runs will want, kept: answered at once
+        reply_line(channel, _with_id({"preloaded": True, **(prepared or {})}, request))
+        return None
     pid, read_fd = _fork_run(request, stderr_fd, run)
     return read_fd, (pid, request, [])
 

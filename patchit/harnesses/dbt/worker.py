@@ -18,6 +18,8 @@ Protocol (one JSON object per line):
 Requests run concurrently: the worker reads the next request while earlier ones run (each in
 its own fork), and replies in the order they finish, each carrying its request's `id` (the
 baseline of the data check runs beside the first candidate's verification this way).
+`{"preload": true, "saved_parse": {...}}` runs nothing: the worker decodes that parse now
+(an incident's, while its evidence is gathered) and replies `{"preloaded": true, "kept": bool}`.
 
 Each request runs in its `cwd` (relative DuckDB paths resolve against it, as for the user's
 dbt) and the worker returns to `/` afterwards. Replies go to the fd that was stdout when the
@@ -186,6 +188,13 @@ def run_request(request: dict[str, Any], stderr_fd: int, in_fork: bool = False) 
     return reply
 
 
+def _prepare(request: dict[str, Any]) -> dict[str, Any]:
+    """Before a request's fork (or for a preload request): its saved parse decoded and kept."""
+    dbt_saved_parse.preload(request)
+    spec = request.get("saved_parse")
+    return {"kept": isinstance(spec, dict) and dbt_saved_parse.holds(spec)}
+
+
 def _run_in_fork(request: dict[str, Any], stderr_fd: int) -> dict[str, Any]:
     return run_request(request, stderr_fd, in_fork=True)
 
@@ -311,7 +320,7 @@ def main() -> int:
         print(f"patchit dbt worker: {threads} threads before forking requests", file=sys.stderr)
     dbt_version = importlib.metadata.version("dbt-core")
     reply_line(channel, {"ready": True, "pid": os.getpid(), "dbt_version": dbt_version})
-    serve(channel, stderr_fd, _run_in_fork, prepare=dbt_saved_parse.preload)
+    serve(channel, stderr_fd, _run_in_fork, prepare=_prepare)
     return 0
 
 
