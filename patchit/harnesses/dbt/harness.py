@@ -167,8 +167,12 @@ class DbtHarness:
                 self._allow_network_for(resolve_dbt_target(event).output)
         self.start_in_background()
         if event is not None and event.dbt is not None:
-            threading.Thread(target=self.prefetch, args=(event,), daemon=True,
+            threading.Thread(target=self._prefetch_quietly, args=(event,), daemon=True,
                              name="patchit-dbt-prefetch").start()  # fmt: skip
+
+    def _prefetch_quietly(self, event: UniversalFailureEvent) -> None:
+        with contextlib.suppress(Exception):  # a head start only: the verify reads it anyway
+            self.prefetch(event)
 
     def prefetch(self, event: UniversalFailureEvent) -> None:
         """Read now what an incident's first candidate would read first: the failing run's
@@ -505,7 +509,7 @@ class DbtHarness:
     ) -> DbtOutcome:
         """One run in a fresh process of its own (`worker --once`): dbt as the warm worker runs
         it, with nothing carried over from another run."""
-        if importlib.util.find_spec("dbt.cli.main") is None:
+        if not _dbt_installed():
             raise HarnessError("dbt is not installed; install it with `pip install 'patchit[dbt]'`")
         request = {"args": [*args, "--log-level-file", "none"], "cwd": str(cwd), "env": env,
                    "log_path": str(log)}  # fmt: skip
@@ -541,3 +545,10 @@ class DbtHarness:
             phases_ms=dict(reply.get("phases_ms") or {}),
             duration_ms=reply.get("duration_ms"),
         )
+
+
+def _dbt_installed() -> bool:
+    """Whether dbt-core is importable, asked without importing it (seconds, in this process)."""
+    spec = importlib.util.find_spec("dbt")
+    places = spec.submodule_search_locations if spec is not None else None
+    return any((Path(place) / "cli" / "main.py").is_file() for place in places or ())
