@@ -142,8 +142,11 @@ def format_done_when(data: dict[str, Any]) -> list[str]:
             lines.append(f"  {label.ljust(44)}{'-':>8}    {_target(target, unit)}  not measured")
             continue
         met = abs(value) <= target if unit == "%" else value <= target
+        shown = unit_text(value, unit)
+        if not met and shown == unit_text(target, unit):  # 1.102x is not 1.10x: say so
+            shown = unit_text(value, unit, digits=3)
         lines.append(
-            f"  {label.ljust(44)}{unit_text(value, unit):>8}    {_target(target, unit)}  "
+            f"  {label.ljust(44)}{shown:>8}    {_target(target, unit)}  "
             f"{'met' if met else 'MISSED'}"
         )
     return lines
@@ -153,9 +156,9 @@ def _target(target: float, unit: str) -> str:
     return (f"within {target:g}%" if unit == "%" else f"<= {unit_text(target, unit)}").ljust(12)
 
 
-def unit_text(value: float, unit: str) -> str:
+def unit_text(value: float, unit: str, digits: int = 2) -> str:
     if unit == "s":
-        return f"{value:.2f} s"
+        return f"{value:.{digits}f} s"
     if unit == "x":
-        return f"{value:.2f}x"
-    return f"{value:+.1f}%"
+        return f"{value:.{digits}f}x"
+    return f"{value:+.{digits - 1}f}%"

@@ -62,3 +62,10 @@ def test_done_when_holds_each_target_met_missed_or_not_measured() -> None:
     assert lines[0].startswith("done when (issue 34), 2000 models:")
     verdicts = [line.rsplit("  ", 1)[1].strip() for line in lines[1:]]
     assert verdicts == ["met", "MISSED", "met", "not measured", "MISSED"]
+
+
+def test_a_miss_that_rounds_to_its_target_shows_the_digit_that_misses() -> None:
+    data = {"heal": {"heal_s": [3.306], "select_s": [3.0]}}  # 1.102x
+    row = next(line for line in format_done_when(data) if "heal" in line)
+    assert "1.102x" in row and row.endswith("MISSED")
+
