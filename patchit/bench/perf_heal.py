@@ -260,6 +260,7 @@ def dbt_build_failing(repo: Path) -> None:
 def run_heal_perf(work: Path, runs: int, say: Callable[[str], None] = lambda _: None) -> HealPerf:
     """Every measure above, interleaved `runs` times, in `work`."""
     say("healing the example project's column typo, against `dbt build --select` of the fix")
+    shutil.rmtree(work, ignore_errors=True)  # an earlier bench's (its state remembers its heals)
     bench = _HealBench(work, say)
     bench.setup()
     result = HealPerf()

@@ -92,7 +92,9 @@ class WrappedRun:
 
 
 def shop_repo(dest: Path) -> Path:
-    """The example shop project committed at the root of a new git repo at `dest`."""
+    """The example shop project committed at the root of a new git repo at `dest` (what an
+    earlier bench left there, in a kept `--workdir`, goes first)."""
+    shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(SHOP, dest, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb*"))
     (dest / ".gitignore").write_text("target/\nlogs/\n*.duckdb*\ndbt_packages/\n")
     run_git(dest, "init", "-q", "-b", "main")
@@ -214,6 +216,7 @@ def run_wrapper_perf(
 ) -> WrapperPerf:
     """Both measures in `work` (the repo under `work/shop`, patchit's state `work/home`)."""
     say(f"timing `patchit dbt -- build` against `dbt build` ({runs} interleaved runs each)")
+    shutil.rmtree(work, ignore_errors=True)  # an earlier bench's, in a kept `--workdir`
     repo = shop_repo(work / "shop")
     home = work / "home"
     dbt_s, wrapper_s = measure_green(repo, home, runs, say)

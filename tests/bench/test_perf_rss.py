@@ -68,4 +68,3 @@ def test_a_miss_that_rounds_to_its_target_shows_the_digit_that_misses() -> None:
     data = {"heal": {"heal_s": [3.306], "select_s": [3.0]}}  # 1.102x
     row = next(line for line in format_done_when(data) if "heal" in line)
     assert "1.102x" in row and row.endswith("MISSED")
-

@@ -64,3 +64,16 @@ def test_a_failure_with_nothing_to_verify_exits_at_once_and_leaves_no_process(
     assert "failed" in run.stderr
     assert run.leftover == []
     assert run.tail_s is not None and run.tail_s < 2.0  # the bench reports the real figure
+
+
+def test_a_kept_workdir_s_example_repo_is_made_again(tmp_path: Path) -> None:
+    """`bench --perf --workdir` run twice: the wrapper's and the heal's example repos are made
+    anew (the second run died on `File exists` before)."""
+    from patchit.bench.perf_wrapper import shop_repo
+    from patchit.sandbox.git import run_git
+
+    first = shop_repo(tmp_path / "shop")
+    (first / "stale.txt").write_text("an earlier bench's\n")
+    again = shop_repo(tmp_path / "shop")
+    assert not (again / "stale.txt").exists()
+    assert run_git(again, "rev-list", "--count", "HEAD").strip() == "1"
