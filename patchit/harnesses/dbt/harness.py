@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from patchit.config import PatchitConfig, SandboxConfig
 from patchit.errors import HarnessError, PatchitError
@@ -487,15 +487,7 @@ class DbtHarness:
                 if self._worker is worker:
                     self._worker = None
             return DbtOutcome(success=False, timed_out=True)
-        return DbtOutcome(
-            success=bool(reply.get("success")),
-            exception=reply.get("exception"),
-            results=list(reply.get("results") or []),
-            parse_mode=reply.get("parse"),
-            saved_parse_kept=bool(reply.get("saved_parse_kept")),
-            phases_ms=dict(reply.get("phases_ms") or {}),
-            duration_ms=reply.get("duration_ms"),
-        )
+        return _outcome(reply)
 
     def _run_fresh(
         self,
@@ -537,14 +529,20 @@ class DbtHarness:
                 exception=f"dbt exited with code {proc.returncode} and no result",
                 results=read_run_results(target_dir / "run_results.json"),
             )
-        return DbtOutcome(
-            success=bool(reply.get("success")),
-            exception=reply.get("exception"),
-            results=list(reply.get("results") or []),
-            parse_mode=reply.get("parse"),
-            phases_ms=dict(reply.get("phases_ms") or {}),
-            duration_ms=reply.get("duration_ms"),
-        )
+        return _outcome(reply)
+
+
+def _outcome(reply: dict[str, Any]) -> DbtOutcome:
+    """A run's outcome from the reply of `worker` (warm, or `--once`)."""
+    return DbtOutcome(
+        success=bool(reply.get("success")),
+        exception=reply.get("exception"),
+        results=list(reply.get("results") or []),
+        parse_mode=reply.get("parse"),
+        saved_parse_kept=bool(reply.get("saved_parse_kept")),
+        phases_ms=dict(reply.get("phases_ms") or {}),
+        duration_ms=reply.get("duration_ms"),
+    )
 
 
 def _dbt_installed() -> bool:

@@ -45,7 +45,7 @@ def reply_line(channel: TextIO, payload: dict[str, Any]) -> None:
     channel.flush()
 
 
-def _check_request(line: bytes) -> dict[str, Any]:
+def check_request(line: bytes) -> dict[str, Any]:
     """One request line, parsed; ValueError says what is wrong with it."""
     request = json.loads(line)
     if isinstance(request, dict) and request.get("preload") is True:
@@ -125,7 +125,7 @@ def _start(
     """Fork the run of one request line: (its reply pipe's fd, (pid, request, chunks)); a bad
     line is answered at once (None)."""
     try:
-        request = _check_request(line)
+        request = check_request(line)
     except ValueError as exc:
         reply = {"success": False, "exception": f"bad request: {exc}", "results": []}
         with contextlib.suppress(ValueError):

@@ -90,21 +90,24 @@ def _keys(fqn: list[str]) -> set[str]:
     return {fqn[-1], fqn[0].split(".")[0], fqn[1].split(".")[0]}
 
 
-def _index(method: Any) -> tuple[dict[str, list[str]], list[tuple[str, Any]]]:
+_Found = list[tuple[str, Any]]  # (unique id, node)
+
+
+def _index(method: Any) -> tuple[dict[str, _Found], _Found]:
     manifest = method.manifest
     kept = getattr(manifest, _INDEX, None)
     count = len(manifest.nodes)
     if kept is not None and kept[0] == count:
         return kept[1], kept[2]
-    index: dict[str, list[str]] = {}
-    asked: list[tuple[str, Any]] = []
+    index: dict[str, _Found] = {}
+    asked: _Found = []
     for unique_id, node in method.non_source_nodes(_Everything()):
         fqn = getattr(node, "fqn", None)
         if getattr(node, "is_versioned", False) or not isinstance(fqn, list) or len(fqn) < 2:
             asked.append((unique_id, node))
             continue
         for key in _keys(fqn):
-            index.setdefault(key, []).append(unique_id)
+            index.setdefault(key, []).append((unique_id, node))
     with contextlib.suppress(AttributeError, TypeError):
         setattr(manifest, _INDEX, (count, index, asked))
     return index, asked
@@ -122,12 +125,8 @@ def _name_selection_indexed() -> None:
                 yield from search(self, included_nodes, selector)
                 return
             index, asked = _index(self)
-            nodes = self.manifest
-            for unique_id in index.get(selector, ()):
-                if unique_id not in included_nodes:
-                    continue
-                node = _node(nodes, unique_id)
-                if node is not None and self.node_is_match(selector, node.fqn, False):
+            for unique_id, node in index.get(selector, ()):
+                if unique_id in included_nodes and self.node_is_match(selector, node.fqn, False):
                     yield unique_id
             for unique_id, node in asked:
                 if unique_id in included_nodes and self.node_is_match(
@@ -138,15 +137,6 @@ def _name_selection_indexed() -> None:
         return indexed_search
 
     replace_once(QualifiedNameSelectorMethod, "search", make)
-
-
-def _node(manifest: Any, unique_id: str) -> Any:
-    for table in ("nodes", "exposures", "metrics", "unit_tests", "semantic_models",
-                  "saved_queries", "functions"):  # fmt: skip
-        found = getattr(manifest, table, {}).get(unique_id)
-        if found is not None:
-            return found
-    return None
 
 
 class _MergedOnce:

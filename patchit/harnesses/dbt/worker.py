@@ -60,7 +60,7 @@ from patchit.harnesses.dbt import (
 from patchit.harnesses.dbt import (
     tuning as dbt_tuning,
 )
-from patchit.harnesses.dbt.serve import reply_line, serve
+from patchit.harnesses.dbt.serve import check_request, reply_line, serve
 from patchit.harnesses.dbt.units import RUN_NODES_FILE
 from patchit.harnesses.warm import WarmProcess
 from patchit.intake.dbt_child import release_duckdb
@@ -260,11 +260,10 @@ def once() -> int:
     """One request from stdin, run in this process; its reply on stdout."""
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     stderr_fd = os.dup(2)
-    line = sys.stdin.buffer.readline()
     try:
-        request = json.loads(line)
-        if not isinstance(request, dict) or not isinstance(request.get("args"), list):
-            raise ValueError("a request is an object with an `args` list")
+        request = check_request(sys.stdin.buffer.readline())
+        if request.get("preload") is True:
+            raise ValueError("a preload request is for the warm worker; this one runs once")
     except ValueError as exc:
         reply_line(channel, {"success": False, "exception": f"bad request: {exc}", "results": []})
         return 2
@@ -272,12 +271,10 @@ def once() -> int:
     dbt_tuning.install()
     dbt_phases.install()
     started = time.monotonic()
-    spec = request.get("saved_parse")
-    if isinstance(spec, dict):  # the failing run's parse as it is, re-rooted as it is read
-        dbt_saved_parse.preload(request)
-        if not dbt_saved_parse.holds(spec):  # not decoded: dbt must not read it un-rooted
-            with contextlib.suppress(OSError):
-                os.unlink(str(spec.get("file")))
+    spec = request.get("saved_parse")  # the failing run's parse as it is, re-rooted as read
+    if isinstance(spec, dict) and not _prepare(request)["kept"]:
+        with contextlib.suppress(OSError):  # not decoded: dbt must not read it un-rooted
+            os.unlink(str(spec.get("file")))
     decoded_ms = (time.monotonic() - started) * 1000
     # the process ends with the run: as a fork's, its DuckDB file is left to the exit
     reply = run_request(request, stderr_fd, in_fork=True)
