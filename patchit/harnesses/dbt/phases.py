@@ -125,7 +125,7 @@ def breakdown_ms(
 ) -> dict[str, float]:
     """One verification's time, part by part, in the order things happen: patchit's
     preparing (`prepared_ms`: its timed parts, out of `prepare_ms`), dbt's phases and the rest
-    of its run (`dbt_ms`: the fork's own time; None for a fresh `dbt` process, which is one
+    of its run (`dbt_ms`: the run's own time; None when the run gave no reply, which is one
     part), the worker's fork and reply (`process`: a fresh process's start, imports and
     reply), and patchit's judging of the outcome; adds up to `total_ms`."""
     parts = {f"patchit: {name}": ms for name, ms in prepared_ms.items()}
