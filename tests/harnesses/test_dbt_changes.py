@@ -13,6 +13,7 @@ import pytest
 
 from patchit.harnesses.dbt.changes import (
     agrees_with_manifest,
+    candidate_changes,
     changed_node_names,
     file_checksum,
     manifest_node_names,
@@ -133,6 +134,33 @@ def test_a_changed_model_is_named(dirs: tuple[Path, Path, Path]) -> None:
     (tree / "models/staging/stg_orders.sql").write_text("select 2 as id\n")
     (tree / "seeds/raw_orders.csv").write_text("id,amount\n1,3\n")
     assert _changed(dirs) == ("raw_orders", "stg_orders")
+
+
+def test_the_root_project_s_changed_files_are_named_for_the_worker(
+    dirs: tuple[Path, Path, Path],
+) -> None:
+    """The files that differ, for the worker to take the rest from the parse (`tuning_files`):
+    only when all are the root project's and nothing was added."""
+    _, tree, parse_file = dirs
+    parse = read_failing_parse(parse_file)
+    assert parse is not None
+    unchanged = candidate_changes(parse, tree)
+    assert unchanged is not None and unchanged.files == ()
+    (tree / "models/staging/stg_orders.sql").write_text("select 2 as id\n")
+    (tree / "tests/assert_positive.sql").write_text("select 2 where false\n")
+    changes = candidate_changes(parse, tree)
+    assert changes is not None
+    assert changes.files == ("models/staging/stg_orders.sql", "tests/assert_positive.sql")
+    (tree / "dbt_packages/util/models/util_dates.sql").write_text("select 2 as d\n")
+    in_package = candidate_changes(parse, tree)
+    assert in_package is not None and in_package.names == (
+        "assert_positive", "stg_orders", "util_dates")  # fmt: skip
+    assert in_package.files is None
+    (tree / "dbt_packages/util/models/util_dates.sql").write_text(PROJECT[
+        "dbt_packages/util/models/util_dates.sql"])  # fmt: skip
+    (tree / "models/revenue.sql").write_text("select 1\n")
+    added = candidate_changes(parse, tree)
+    assert added is not None and "revenue" in added.names and added.files is None
 
 
 def test_whitespace_dbt_strips_is_no_change(dirs: tuple[Path, Path, Path]) -> None:

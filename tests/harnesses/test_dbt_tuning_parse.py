@@ -102,6 +102,9 @@ stand_in = loader.get_relation_class_by_name("duckdb")
 assert stand_in is loader.get_relation_class_by_name("duckdb")
 assert type(stand_in).__name__ == "_MergedOnce"
 ours = names(stand_in)
+stand_in.remember(config, manifest.nodes.values())  # as the worker does on decoding a parse
+kinds = {type(stand_in.create_from(quoting=config, relation_config=n)).__name__ for n in nodes}
+remembered = names(stand_in)
 loader._check_resource_uniqueness(manifest, config)
 twin = next(n for n in nodes if n.name == "stg_orders")
 twin_of = next(n for n in nodes if n.name == "staging")
@@ -111,15 +114,17 @@ try:
     clash = None
 except Exception as exc:
     clash = type(exc).__name__
-print(json.dumps([dbt_s, ours, clash]))
+print(json.dumps([dbt_s, ours, clash, sorted(kinds), remembered]))
 """
 
 
 def test_relation_names_are_dbt_s_and_a_clash_is_still_found(tmp_path: Path) -> None:
     """Project quoting, a node's own quoting, an alias, a custom schema: each node's relation
-    name as dbt's relation class makes it; two nodes on one relation still fail the check."""
-    dbt_s, ours, clash = _run(_NAMES, tmp_path, *_project(tmp_path))  # type: ignore[misc]
-    assert ours == dbt_s
+    name as dbt's relation class makes it, made again or remembered; two nodes on one relation
+    still fail the check, with the names remembered."""
+    dbt_s, ours, clash, kinds, remembered = _run(_NAMES, tmp_path, *_project(tmp_path))  # type: ignore[misc]
+    assert ours == dbt_s == remembered
+    assert kinds == ["_Named"]  # the names made once; a node whose alias moved is named anew
     assert '"shop"."main_marts"."fct_orders"' in dbt_s and len(dbt_s) == 6
     assert clash == "AmbiguousAliasError"
 

@@ -52,6 +52,17 @@ class ParsedFile:
     checksum_name: str
     checksum: str
     nodes: tuple[str, ...]  # unique ids defined in the file
+    local: str = ""  # its project's dir relative to the root project's ("": the root's)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a candidate's worktree changed against the failing run's parse."""
+
+    names: tuple[str, ...]  # the nodes it edited or added, by name
+    # the root project's files that differ (project-relative), when it added no file and every
+    # file that differs is the root project's; else None
+    files: tuple[str, ...] | None
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,7 @@ def _read(path: str, _mtime_ns: int, _size: int) -> FailingParse | None:
                 checksum_name=str(checksum.get("name")),
                 checksum=str(checksum.get("checksum")),
                 nodes=tuple(str(n) for n in entry.get("nodes") or ()),
+                local=local,
             )
             if not local:
                 searched.add(str(where["searched_path"]))
@@ -294,6 +306,12 @@ def _read_manifest(path: str, _mtime_ns: int, _size: int) -> _Manifest | None:
 def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...] | None:
     """Names of the nodes whose files differ between the failing run and `project_dir` (the
     candidate's worktree); None when something else differs (see the module docstring)."""
+    changes = candidate_changes(parse, project_dir)
+    return changes.names if changes is not None else None
+
+
+def candidate_changes(parse: FailingParse, project_dir: Path) -> Changes | None:
+    """`changed_node_names`, with the files that differ; None when it is None."""
     for local, digest in parse.project_hashes.items():
         try:
             text = (project_dir / local / "dbt_project.yml").read_text(encoding="utf-8")
@@ -304,6 +322,7 @@ def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...
     if (project_dir / ".dbtignore").exists():
         return None  # which files dbt reads is the ignore file's to say
     names: set[str] = set()
+    files: list[str] | None = []
     clean = clean_blobs(project_dir)  # hashed once per blob, not once per candidate
     root = str(project_dir)
     for rel, parsed in parse.files.items():
@@ -317,6 +336,10 @@ def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...
         if parsed.file_type not in _NODE_FILE_TYPES or not parsed.nodes:
             return None
         names.update(parse.names.get(uid, "") for uid in parsed.nodes)
+        if files is not None and not parsed.local:
+            files.append(rel)
+        else:
+            files = None
     config = read_project_config(project_dir)
     added = _new_files(parse, project_dir, config)
     if added is None:
@@ -328,7 +351,8 @@ def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...
         names.add(name)
     if not all(_NAME.fullmatch(name) for name in names):
         return None  # a name dbt's selector syntax would split or miss
-    return tuple(sorted(names))
+    return Changes(tuple(sorted(names)), tuple(sorted(files)) if files is not None and not added
+                   else None)  # fmt: skip
 
 
 _NAME = re.compile(r"\w+")

@@ -124,6 +124,13 @@ class DbtHarness:
         return self._parses.last_mode
 
     @property
+    def last_files_from_saved(self) -> bool:
+        """Whether the last verify's dbt took the root project's files from the failing run's
+        parse, the harness having found which differ (`tuning_files`), instead of reading
+        them all."""
+        return self._parses.last_files_from_saved
+
+    @property
     def worker_pid(self) -> int | None:
         """Pid of the live warm worker, None before the first verify or after close()."""
         worker = self._worker
@@ -454,7 +461,7 @@ class DbtHarness:
         env: dict[str, str],
         log: Path,
         writable: list[str] | None = None,
-        saved_parse: dict[str, str] | None = None,
+        saved_parse: dict[str, Any] | None = None,
     ) -> DbtOutcome:
         # dbt's debug log is not written: nothing reads it (the reply says how dbt parsed)
         request: dict[str, object] = {
@@ -497,7 +504,7 @@ class DbtHarness:
         log: Path,
         target_dir: Path,
         sandbox: Sandbox,
-        saved_parse: dict[str, str] | None = None,
+        saved_parse: dict[str, Any] | None = None,
     ) -> DbtOutcome:
         """One run in a fresh process of its own (`worker --once`): dbt as the warm worker runs
         it, with nothing carried over from another run."""
@@ -540,6 +547,7 @@ def _outcome(reply: dict[str, Any]) -> DbtOutcome:
         results=list(reply.get("results") or []),
         parse_mode=reply.get("parse"),
         saved_parse_kept=bool(reply.get("saved_parse_kept")),
+        files_from_saved=bool(reply.get("files_from_saved")),
         phases_ms=dict(reply.get("phases_ms") or {}),
         duration_ms=reply.get("duration_ms"),
     )

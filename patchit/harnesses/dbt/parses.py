@@ -32,13 +32,15 @@ import re
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 from patchit.config import resolve_home
 from patchit.harnesses.dbt.units import DbtOutcome, DbtSandbox
 from patchit.sandbox.private_dirs import FAILING_PARSES, make_private_dir
 from patchit.sandbox.snapshot import PARTIAL_PARSE_FILE, read_parse_mode, rebase_partial_parse
 
-SavedParse = dict[str, str]  # a warm request's `saved_parse`: source, sha256, root, file
+# a warm request's `saved_parse`: source, sha256, root, file (str); changed_files (list)
+SavedParse = dict[str, Any]
 _FULL_PARSE_REASON = re.compile(r"Unable to do partial parsing because ([^\n]*)")
 
 
@@ -53,6 +55,7 @@ class ParseSeeds:
         self._refused: set[str] = set()  # lineages whose dbt parsed in full from the copy
         self._held: set[tuple[int, str]] = set()  # (worker pid, copy) the worker decoded
         self.last_mode = "unknown"  # how the last run parsed: "partial", "full: <why>"
+        self.last_files_from_saved = False  # and took the root project's files from the parse
 
     def seed(self, box: DbtSandbox, worker_pid: int | None) -> SavedParse | None:
         """Seed `box`'s target dir; the request's `saved_parse` for a warm worker's run, or a
@@ -66,10 +69,8 @@ class ParseSeeds:
                 with contextlib.suppress(OSError):
                     box.target_dir.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(source, file)
-                    return {"source": str(file), "sha256": digest, "root": str(box.project_dir),
-                            "file": str(file)}  # fmt: skip
-            saved = {"source": str(source), "sha256": digest, "root": str(box.project_dir),
-                     "file": str(file)}  # fmt: skip
+                    return _spec(file, digest, box, file)
+            saved = _spec(source, digest, box, file)
             if (worker_pid, str(source)) in self._held:
                 box.target_dir.mkdir(parents=True, exist_ok=True)
                 file.write_bytes(b"")
@@ -104,6 +105,7 @@ class ParseSeeds:
         """Note how the run parsed (a lineage whose dbt refused the failing run's parse is not
         offered it again)."""
         mode = outcome.parse_mode if outcome is not None else None
+        self.last_files_from_saved = outcome is not None and outcome.files_from_saved
         self.last_mode = (
             read_parse_mode(box.log_path.parent / "logs")
             if mode is None
@@ -171,3 +173,13 @@ def _with_reason(mode: str, output_log: Path) -> str:
         if found:
             return f"full: {found[-1].strip()}"
     return mode
+
+
+def _spec(source: Path, digest: str, box: DbtSandbox, file: Path) -> SavedParse:
+    """A run's `saved_parse`; it names the root project's files that differ from the parse
+    when the harness knows them (`tuning_files`)."""
+    spec: SavedParse = {"source": str(source), "sha256": digest, "root": str(box.project_dir),
+                        "file": str(file)}  # fmt: skip
+    if box.changed_files is not None:
+        spec["changed_files"] = list(box.changed_files)
+    return spec

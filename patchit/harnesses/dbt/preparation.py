@@ -19,8 +19,9 @@ from patchit.evidence.project_index import node_names
 from patchit.evidence.redact import MASK
 from patchit.harnesses.base import Workspace
 from patchit.harnesses.dbt.changes import (
+    Changes,
     agrees_with_manifest,
-    changed_node_names,
+    candidate_changes,
     manifest_graph,
     manifest_node_names,
     models_of_tests,
@@ -171,7 +172,8 @@ def prepare(
     # What the candidate changed, by name, instead of dbt's state comparison (a third of a
     # warm run on a large project); dbt still judges what the failing run's parse cannot.
     selecting = time.perf_counter()
-    changed = _changed_by_name(event, project_dir) if with_state else None
+    changes = _changes(event, project_dir) if with_state else None
+    changed = changes.names if changes is not None else None
     names = manifest_node_names(Path(str(manifest))) if changed is not None else None
     # the worktree's nodes: the failing run's and what the candidate added, else a scan
     all_names = [*names, *changed] if names is not None and changed is not None else None
@@ -259,6 +261,7 @@ def prepare(
         warehouse_slice=warehouse_slice,
         db_copy=db_copy if warehouse_slice is not None else None,
         duckdb_note=duckdb_note,
+        changed_files=changes.files if changes is not None else None,
     )
 
 
@@ -290,14 +293,14 @@ def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 1)
 
 
-def _changed_by_name(event: UniversalFailureEvent, project_dir: Path) -> tuple[str, ...] | None:
-    """The nodes the candidate's worktree changed against the failing run's parse, by name;
-    None when only `state:modified+` can say (see `changes`)."""
+def _changes(event: UniversalFailureEvent, project_dir: Path) -> Changes | None:
+    """What the candidate's worktree changed against the failing run's parse: the nodes by
+    name, and the files; None when only `state:modified+` can say (see `changes`)."""
     assert event.dbt is not None
     parse = read_failing_parse(user_target_dir(event) / PARTIAL_PARSE_FILE)
     if parse is None or not agrees_with_manifest(parse, Path(str(event.artifacts["manifest"]))):
         return None
-    return changed_node_names(parse, project_dir)
+    return candidate_changes(parse, project_dir)
 
 
 def _relations(workspace: Workspace, db_name: str, warehouse: Path | None) -> set[str] | None:

@@ -8,7 +8,9 @@ back, 0.13 s of a 1 s warm run on 200 models).
 
 A request may carry `saved_parse`: `{"source": the failing run's parse (a copy the harness
 put where the worker can read it, not re-rooted), "sha256": the copy's hash, "root": the
-candidate's project dir, "file": what the harness seeded in the run's target dir}`. The worker
+candidate's project dir, "file": what the harness seeded in the run's target dir,
+"changed_files": the root project's files that differ from it, when the harness knows them
+(`tuning_files`)}`. The worker
 decodes `source` before forking (`preload`, once per file, only when its hash is the
 harness's: a run without Landlock could write where the copy is) and keeps it. In the fork,
 when dbt reads `file`, it gets the kept manifest instead, re-rooted at `root` exactly as
@@ -32,6 +34,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from patchit.harnesses.dbt import tuning_parse
+
 
 @dataclass
 class _Armed:
@@ -40,6 +44,7 @@ class _Armed:
     file: str
     used: bool = False  # dbt read it
     accepted: bool = False  # and started from it
+    changed_files: list[str] | None = None  # the root project's files that differ from it
 
 
 _kept: dict[tuple[str, int, int, int], Any] = {}
@@ -80,6 +85,11 @@ def preload(request: dict[str, Any]) -> None:
     gc.unfreeze()
     _kept.clear()
     _kept[key] = manifest
+    with contextlib.suppress(Exception):  # a head start for each run's uniqueness check only
+        tuning_parse.remember_relation_names(manifest)
+    with contextlib.suppress(Exception):  # and for its first edge maps (`_first_maps_kept`)
+        manifest.build_parent_and_child_maps()  # type: ignore[no-untyped-call]
+        manifest.__dict__[_MAPS_AS_SAVED] = True
     # Forks never traverse the kept manifest (or dbt's modules): their collections stay short.
     gc.collect()
     gc.freeze()
@@ -106,6 +116,24 @@ def arm(request: dict[str, Any]) -> None:
     manifest = _kept.get(key) if key is not None else None
     if manifest is not None and spec.get("root") and spec.get("file"):
         _armed = _Armed(manifest, str(spec["root"]), os.path.realpath(str(spec["file"])))
+        changed = spec.get("changed_files")
+        if isinstance(changed, list) and all(isinstance(c, str) for c in changed):
+            _armed.changed_files = changed
+
+
+def changed_files(saved_files: Any) -> list[str] | None:
+    """The root project's files (relative paths) the harness found changed from the kept
+    parse, when `saved_files` are the kept parse's and dbt accepted it; None otherwise (see
+    `tuning_files`)."""
+    armed = _armed
+    if armed is None or not armed.accepted or armed.changed_files is None:
+        return None
+    return armed.changed_files if saved_files is armed.manifest.files else None
+
+
+def armed_root() -> str | None:
+    """The candidate's project dir the kept parse is rooted at in this run."""
+    return os.path.realpath(_armed.root) if _armed is not None else None
 
 
 def rebase_manifest(manifest: Any, new_root: str) -> None:
@@ -173,6 +201,7 @@ def install() -> None:
             return None  # the failing run's parse seeds the next run again
         return write(self)
 
+    _first_maps_kept()
     read_saved._patchit = True  # type: ignore[attr-defined]
     ManifestLoader.read_manifest_for_partial_parse = read_saved  # type: ignore[method-assign]
     ManifestLoader.write_manifest_for_partial_parse = write_saved  # type: ignore[method-assign]
@@ -206,3 +235,24 @@ def _decoding_to(manifest: Any) -> Any:
             delattr(Manifest, "from_msgpack")
         else:
             setattr(Manifest, "from_msgpack", original)  # noqa: B010
+
+
+_MAPS_AS_SAVED = "_patchit_maps_as_saved"  # on a kept manifest: its edge maps are built
+
+
+def _first_maps_kept() -> None:
+    """The first time a run asks for the kept manifest's parent and child maps, it gets the
+    ones the worker built when it decoded the parse: dbt asks first when it compares the
+    saved parse with the project's files, before it changes the parse (or, nothing having
+    changed, without changing it); every later call builds them again."""
+    from dbt.contracts.graph.manifest import Manifest
+
+    build: Any = Manifest.build_parent_and_child_maps
+
+    def build_maps(self: Any) -> Any:
+        armed = _armed
+        if armed is not None and self is armed.manifest and self.__dict__.pop(_MAPS_AS_SAVED, 0):
+            return None
+        return build(self)
+
+    Manifest.build_parent_and_child_maps = build_maps  # type: ignore[method-assign]

@@ -35,7 +35,8 @@ None of it changes what a run builds or how it is judged:
   the same one.
 - Each run records whether dbt parsed partially (`parse_mode`): warm runs do not write
   dbt's debug log, where the harness used to look for it.
-- The failing run's saved parse is decoded once per worker (`dbt_saved_parse`).
+- The failing run's saved parse is decoded once per worker (`dbt_saved_parse`), and the root
+  project's files are taken from it where the harness knows which differ (`tuning_files`).
 - The `graph` context variable (every node serialised: `dbt_flat_graph`) is built when a run
   first reads it, not after every parse.
 - Two costs every invocation paid again whatever the project: the modules dbt scans the
@@ -53,7 +54,7 @@ from collections.abc import Callable
 from typing import Any
 
 from patchit.harnesses.dbt import saved_parse as dbt_saved_parse
-from patchit.harnesses.dbt import tuning_parse
+from patchit.harnesses.dbt import tuning_files, tuning_parse
 from patchit.harnesses.dbt.flat_graph import lazy_build_flat_graph
 from patchit.harnesses.dbt.subset import selected_test_edges, subset_graph
 from patchit.harnesses.dbt.tuning_base import replace_once as _replace_once
@@ -88,6 +89,7 @@ def install() -> None:
     _cache_schemas_once_per_schema()
     dbt_saved_parse.install()
     tuning_parse.install()
+    tuning_files.install()
 
 
 def _skip_write(*_args: Any, **_kwargs: Any) -> None:

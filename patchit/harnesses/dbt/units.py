@@ -66,6 +66,9 @@ class DbtSandbox:
     warehouse_slice: Path | None = None
     db_copy: Path | None = None
     duckdb_note: str = ""  # what the isolation line says of a DuckDB warehouse
+    # the root project's files that differ from the failing run's parse, when known: the run
+    # takes the others from that parse (`tuning_files`)
+    changed_files: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -78,6 +81,7 @@ class DbtOutcome:
     timed_out: bool = False
     parse_mode: str | None = None  # a warm run's "partial"/"full" (else read from dbt's log)
     saved_parse_kept: bool = False  # a warm run started from the worker's decoded parse
+    files_from_saved: bool = False  # and took the root project's files from it (tuning_files)
     phases_ms: dict[str, float] = field(default_factory=dict)  # a warm run's (dbt_phases)
     duration_ms: int | None = None  # a warm run's own, as its fork timed it
 

@@ -60,6 +60,7 @@ from patchit.harnesses.dbt import (
 from patchit.harnesses.dbt import (
     tuning as dbt_tuning,
 )
+from patchit.harnesses.dbt import tuning_files
 from patchit.harnesses.dbt.serve import check_request, reply_line, serve
 from patchit.harnesses.dbt.units import RUN_NODES_FILE
 from patchit.harnesses.warm import WarmProcess
@@ -154,6 +155,7 @@ def run_request(request: dict[str, Any], stderr_fd: int, in_fork: bool = False) 
     os.dup2(log_fd, 2)
     dbt_saved_parse.arm(request)
     dbt_tuning.forget_parse_mode()
+    tuning_files.forget()
     dbt_phases.reset()
     try:
         res = dbtRunner().invoke(list(request["args"]))
@@ -168,6 +170,7 @@ def run_request(request: dict[str, Any], stderr_fd: int, in_fork: bool = False) 
             "results": _collect_results(res.result),
             "saved_parse_kept": dbt_saved_parse.used(),
             "parse": dbt_tuning.parse_mode(),
+            "files_from_saved": tuning_files.read_from_saved(),
             "phases_ms": dbt_phases.phases_ms(),
         }
     except (Exception, SystemExit) as exc:  # report it and keep serving the next request
