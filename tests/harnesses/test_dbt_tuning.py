@@ -256,3 +256,46 @@ def test_the_schemas_to_cache_are_dbt_s(tmp_path: Path) -> None:
     dbt_s, ours = json.loads(done.stdout.strip().splitlines()[-1])
     assert ours == dbt_s
     assert len(dbt_s) >= 4  # main, main_marts, other.Side, Raw
+
+
+_EVENTS = """
+import io, json
+from dbt_common.events.base_types import EventLevel
+from dbt_common.events.event_manager_client import get_event_manager
+from dbt_common.events.logger import LoggerConfig
+from dbt.adapters.events.types import SQLQuery
+from dbt.events.types import LogStartLine
+from patchit.harnesses.dbt import tuning_events
+manager = get_event_manager()
+manager.loggers, manager.callbacks = [], []
+out = io.StringIO()
+manager.add_logger(LoggerConfig(name="info", level=EventLevel.INFO, output_stream=out))
+def made():
+    return SQLQuery(conn_name="c", sql="select 1", node_info={"node_name": "orders"})
+dbt_s = made().to_dict()
+tuning_events.build_debug_events_when_read()
+quiet = made()
+found = [
+    "pb_msg" not in quiet.__dict__,  # a debug event nothing takes: not built
+    quiet.sql,  # read: built as dbt builds it
+    quiet.to_dict() == dbt_s,
+]
+written = made()
+written.sql = "select 2"  # set: built first, then set
+found.append(written.to_dict()["sql"])
+info = LogStartLine(description="x", index=1, total=2, node_info={})
+found.append("pb_msg" in info.__dict__)  # an info event: built at once
+manager.add_logger(LoggerConfig(name="debug", level=EventLevel.DEBUG, output_stream=out))
+found.append("pb_msg" in made().__dict__)  # `--debug`, a debug log file: built at once
+print(json.dumps(found))
+"""
+
+
+def test_a_debug_event_nothing_takes_is_built_when_read() -> None:
+    """`tuning_events`: the same message as dbt's, built when read or set; at once for an
+    event above debug level, or while a debug logger listens."""
+    done = subprocess.run([sys.executable, "-c", _EVENTS], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == [True, "select 1", True, "select 2", True, True]

@@ -29,7 +29,12 @@ from patchit.harnesses.dbt.changes import (
 )
 from patchit.harnesses.dbt.pg import PgSchemas
 from patchit.harnesses.dbt.sf import SfSchemas
-from patchit.harnesses.dbt.slice import Relation, selection_reads, slice_database
+from patchit.harnesses.dbt.slice import (
+    Relation,
+    selection_reads,
+    slice_database,
+    snapshot_relations,
+)
 from patchit.harnesses.dbt.units import (
     FRESH,
     RUN_NODES_FILE,
@@ -160,7 +165,7 @@ def prepare(
             copying = time.perf_counter()
             slice_from = _snapshot_file(workspace, target.db_path.name)
             if slice_from is not None:  # the copy waits for the selection (`slice`)
-                relations = _relations(workspace, target.db_path.name, slice_from)
+                relations = _relations(workspace, target.db_path.name, slice_from, sliced=True)
             else:
                 warehouse = place_database(workspace, target.db_path, db_copy)
                 relations = _relations(workspace, target.db_path.name, warehouse)
@@ -303,9 +308,12 @@ def _changes(event: UniversalFailureEvent, project_dir: Path) -> Changes | None:
     return candidate_changes(parse, project_dir)
 
 
-def _relations(workspace: Workspace, db_name: str, warehouse: Path | None) -> set[str] | None:
+def _relations(
+    workspace: Workspace, db_name: str, warehouse: Path | None, sliced: bool = False
+) -> set[str] | None:
     """The relations of the incident snapshot, read once per snapshot from `warehouse`: the
-    snapshot itself, read-only (patchit's own copy), or a candidate's copy of it."""
+    snapshot itself, read-only (patchit's own copy; `sliced`: from the connection the slice is
+    cut with), or a candidate's copy of it."""
     snapshot = workspace.snapshot / db_name if workspace.snapshot is not None else None
     try:
         stat = snapshot.stat() if snapshot is not None and warehouse is not None else None
@@ -317,7 +325,10 @@ def _relations(workspace: Workspace, db_name: str, warehouse: Path | None) -> se
     with _RELATIONS_LOCK:
         cached = _RELATIONS.get(key)
     if cached is None:
-        cached = frozenset(warehouse_relations(warehouse) or ())
+        if sliced and warehouse is not None:
+            cached = frozenset(snapshot_relations(warehouse))
+        else:
+            cached = frozenset(warehouse_relations(warehouse) or ())
         with _RELATIONS_LOCK:
             _RELATIONS[key] = cached
             while len(_RELATIONS) > 8:

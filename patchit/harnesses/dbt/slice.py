@@ -264,6 +264,20 @@ def _attached(snapshot: Path) -> tuple[Any, list[tuple[str, str]]]:
     return _SNAPSHOT["con"], _SNAPSHOT["have"]
 
 
+def snapshot_relations(snapshot: Path) -> set[str]:
+    """`snapshot.warehouse_relations` of an incident snapshot, read from the connection that
+    slices it (a 2,000-model snapshot's catalog read once for both, not twice); an empty set
+    when DuckDB cannot read it."""
+    import duckdb
+
+    try:
+        with _SNAPSHOT_LOCK:
+            _, have = _attached(snapshot)
+    except (duckdb.Error, OSError):
+        return set()
+    return {table for _, table in have}
+
+
 def release_snapshots() -> None:
     """Detach the snapshot kept attached for slicing (the harness closes; the file may go)."""
     with _SNAPSHOT_LOCK:

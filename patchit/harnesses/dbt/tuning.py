@@ -27,7 +27,8 @@ None of it changes what a run builds or how it is judged:
   dbt's own tracker of behaviour-change warnings) is not built: dbt builds every event's
   protobuf message before its loggers drop it, and filling the relation cache fires one per
   relation in the warehouse (2,000 messages on a 2,000-model project, most of the cache's
-  time). With `--debug` or a debug log file, every event is built as before.
+  time); nor is one made elsewhere before it is fired (`tuning_events`). With `--debug` or
+  a debug log file, every event is built as before.
 - The schemas whose relations fill the cache are found from one node per schema, not by
   making every node's relation (2,000 on a 2,000-model project) to drop its name: where the
   adapter makes relations as dbt's base class or dbt-duckdb's does, a node's schema relation
@@ -50,11 +51,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from patchit.harnesses.dbt import saved_parse as dbt_saved_parse
-from patchit.harnesses.dbt import tuning_files, tuning_parse
+from patchit.harnesses.dbt import tuning_events, tuning_files, tuning_parse
 from patchit.harnesses.dbt.flat_graph import lazy_build_flat_graph
 from patchit.harnesses.dbt.subset import selected_test_edges, subset_graph
 from patchit.harnesses.dbt.tuning_base import replace_once as _replace_once
@@ -86,6 +86,7 @@ def install() -> None:
     _subset_from_selection()
     _flag_source_from_frames()
     _debug_events_only_when_taken()
+    tuning_events.build_debug_events_when_read()
     _cache_schemas_once_per_schema()
     dbt_saved_parse.install()
     tuning_parse.install()
@@ -248,33 +249,10 @@ def _test_edges_of_the_selection() -> None:
     _replace_once(Linker, "add_test_edges_1", lambda _dbt_s: add_test_edges_1)
 
 
-def _debug_taken() -> Callable[[Any], bool] | None:
-    """Whether an event manager would take a debug event: a logger at debug level, or a
-    callback other than dbt's tracker of behaviour-change warnings (it reads only those)."""
-    try:
-        from dbt_common.events.base_types import EventLevel
-        from dbt_common.events.logger import _log_level_map
-    except ImportError:
-        return None
-    ignoring: set[Any] = set()
-    with contextlib.suppress(ImportError):
-        from dbt.tracking import track_behavior_change_warn
-
-        ignoring.add(track_behavior_change_warn)
-    debug = _log_level_map[EventLevel.DEBUG]
-
-    def taken(manager: Any) -> bool:
-        return any(callback not in ignoring for callback in manager.callbacks) or any(
-            _log_level_map.get(logger.level, debug) <= debug for logger in manager.loggers
-        )
-
-    return taken
-
-
 def _debug_events_only_when_taken() -> None:
     """`EventManager.fire_event` returns at once for a debug event nothing would take, and
     the relation cache adds a relation without building the debug event that says so."""
-    taken = _debug_taken()
+    taken = tuning_events.debug_taken()
     try:
         from dbt.adapters.cache import RelationsCache, _CachedRelation
         from dbt_common.events.base_types import EventLevel
