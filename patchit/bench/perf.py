@@ -13,7 +13,7 @@ partial-parse file, as a user re-running dbt would. Each run's copy of the fix c
 distinct trailing comment, so every run re-parses one changed file, as a new candidate does.
 The warm worker's start is paid once, timed on its own and left out of warm_verify; so is the
 incident's prefetch (`DbtHarness.prefetch`, which the loop starts with the worker while it
-gathers evidence).
+gathers evidence, and `snapshot_taken`, the snapshot's catalog read once it is made).
 
 Each verify also says where its time went (`DbtHarness.last_breakdown_ms`): patchit's preparing (the
 warehouse copy, the selection), dbt's phases inside the warm worker's run
@@ -61,6 +61,7 @@ from patchit.errors import HarnessError, PatchitError
 from patchit.events.model import DbtInvocation, FailureSource, UniversalFailureEvent
 from patchit.harnesses.base import Workspace
 from patchit.harnesses.dbt.harness import DbtHarness
+from patchit.harnesses.dbt.slice import snapshot_relations
 from patchit.sandbox.git import run_git
 from patchit.sandbox.snapshot import (
     PARTIAL_PARSE_FILE,
@@ -182,7 +183,7 @@ def format_report(result: PerfResult) -> str:
     lines.append(
         f"{'prefetch:'.ljust(14)}{result.prefetch_s:7.2f} s (once per incident, while the loop "
         "gathers evidence: the failing run's manifest and parse read, the parse decoded in the "
-        "worker; not in warm verify)"
+        "worker, the snapshot's catalog read; not in warm verify)"
     )
     lines += format_rss_line(result.rss_kb, result.rss_verify_s)
     lines += format_breakdown(result)
@@ -469,6 +470,7 @@ def _measure(
         result.worker_start_s = round(time.monotonic() - started, 3)
         started = time.monotonic()
         warm.prefetch(bench.event)  # as the loop's warm_up(event) does at an incident's start
+        snapshot_relations(bench.snapshot)  # as `snapshot_taken` does once the loop made it
         result.prefetch_s = round(time.monotonic() - started, 3)
         for run in range(1, runs + 1):
             say(f"run {run}/{runs}")

@@ -101,6 +101,7 @@ def heal(
             harness = _pick_harness(event, repo, ctx, warm=warm)
             ran = event.status in ("error", "fail")  # it read the warehouse: copy it now
             snapshot = _snapshot(event, sandbox, ctx) if ran else None
+            _snapshot_taken(harness, snapshot)
             last_good = ctx.memory.last_good(project_key(event))
             evidence = _gather_evidence(event, tree, ctx, last_good, snapshot)
             last_good = evidence.last_good_commit  # None when on another branch's line
@@ -305,6 +306,13 @@ def _snapshot(event: UniversalFailureEvent, sandbox: Path, ctx: Context) -> Path
     if target.db_path is None or not target.db_path.is_file():
         return None
     return snapshot_database(target.db_path, sandbox / "snapshot")
+
+
+def _snapshot_taken(harness: Harness | PatchitError, snapshot: Path | None) -> None:
+    """Tell a harness that reads the incident's snapshot ahead (`snapshot_taken`) it is made."""
+    taken = getattr(harness, "snapshot_taken", None)
+    if snapshot is not None and callable(taken):
+        taken(snapshot)
 
 
 def _split_new_cause(

@@ -5,6 +5,7 @@ runs on a slice are in test_dbt.py)."""
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,39 @@ def test_filling_a_slice_adds_only_what_it_lacks(tmp_path: Path) -> None:
         assert con.execute("select n from main.built").fetchone() == (10,)
         assert con.execute("select n from main.other").fetchone() == (2,)
     fill_slice(dest, None, [("main", "x")])  # no slice: nothing to do
+
+
+def test_a_snapshot_s_relations_are_read_from_the_slicing_connection(tmp_path: Path) -> None:
+    """`snapshot_relations` (what `warehouse_relations` reads: every table and view, by name)
+    attaches the snapshot the slice is cut with, once; the harness does it as soon as the
+    incident's snapshot is made (`DbtHarness.snapshot_taken`)."""
+    from patchit.harnesses.dbt import slice as slicing
+    from patchit.harnesses.dbt.harness import DbtHarness
+    from patchit.sandbox.snapshot import warehouse_relations
+
+    snapshot = tmp_path / "snapshot" / "shop.duckdb"
+    snapshot.parent.mkdir()
+    with duckdb.connect(str(snapshot)) as con:
+        con.execute("create table main.stg_orders as select 1 as id")
+        con.execute("create schema raw")
+        con.execute("create view raw.payments as select 2 as amount")
+    release_snapshots()
+    try:
+        assert slicing.snapshot_relations(snapshot) == warehouse_relations(snapshot)
+        assert slicing.snapshot_relations(snapshot) == {"stg_orders", "payments"}
+        attached = slicing._SNAPSHOT["con"]
+        assert slicing.snapshot_relations(snapshot) == {"stg_orders", "payments"}
+        assert slicing._SNAPSHOT["con"] is attached  # read once
+        release_snapshots()
+        harness = DbtHarness(warm=False)
+        harness.snapshot_taken(snapshot)
+        for _ in range(200):
+            if "con" in slicing._SNAPSHOT:
+                break
+            time.sleep(0.01)
+        assert "con" in slicing._SNAPSHOT
+        harness.close()  # released with the harness
+        assert "con" not in slicing._SNAPSHOT
+    finally:
+        release_snapshots()
+    assert slicing.snapshot_relations(tmp_path / "missing.duckdb") == set()

@@ -62,7 +62,12 @@ from patchit.harnesses.dbt.phases import breakdown_ms
 from patchit.harnesses.dbt.preparation import prepare, run_env, sandbox_paths
 from patchit.harnesses.dbt.prewarm import adopt
 from patchit.harnesses.dbt.sf import SfSchemas, clone_incrementals, sf_note, sf_outputs
-from patchit.harnesses.dbt.slice import missed_relation, release_snapshots, slice_outputs
+from patchit.harnesses.dbt.slice import (
+    missed_relation,
+    release_snapshots,
+    slice_outputs,
+    snapshot_relations,
+)
 from patchit.harnesses.dbt.units import (
     RUN_NODES_FILE,
     DbtOutcome,
@@ -212,6 +217,19 @@ class DbtHarness:
                     self._parses.held(worker.pid, spec["source"])
         except (PatchitError, OSError):
             return  # the verify reads what it needs, and says what is wrong
+
+    def snapshot_taken(self, snapshot: Path) -> None:
+        """The incident's DuckDB snapshot (`snapshot`, the file) is made: its catalog is read
+        now, in the background, for the first candidate's slice (`slice.snapshot_relations`),
+        while the loop gathers evidence."""
+        if not self._cancel.is_set():
+            threading.Thread(target=self._attach_quietly, args=(snapshot,), daemon=True,
+                             name="patchit-dbt-snapshot").start()  # fmt: skip
+
+    def _attach_quietly(self, snapshot: Path) -> None:
+        if not self._cancel.is_set():
+            with contextlib.suppress(Exception):  # a head start only: the verify reads it
+                snapshot_relations(snapshot)
 
     def _allow_network_for(self, output: dict[str, object]) -> None:
         """A server warehouse (Postgres, Snowflake) must be reachable from the run: the sandbox
