@@ -299,3 +299,32 @@ def test_a_debug_event_nothing_takes_is_built_when_read() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found == [True, "select 1", True, "select 2", True, True]
+
+
+_GENERATORS = """
+import json
+from dbt.clients.jinja import MacroGenerator
+from patchit.harnesses.dbt import tuning_jinja
+parts = (object(), {"ctx": 1}, object(), object())
+dbt_s = MacroGenerator(*parts).__dict__
+tuning_jinja.install()
+ours = MacroGenerator(*parts).__dict__
+class Other(MacroGenerator):  # a generator dbt made otherwise: not this one's to replace
+    def __init__(self, macro, context=None, node=None, stack=None):
+        super().__init__(macro, context, node, stack)
+        self.extra = 1
+print(json.dumps([
+    MacroGenerator.__init__ is tuning_jinja._init,
+    list(ours) == list(dbt_s) and all(ours[k] is dbt_s[k] for k in dbt_s),
+    tuning_jinja._same_as_dbt_s(Other),
+]))
+"""
+
+
+def test_a_macro_generator_is_made_as_dbt_makes_it() -> None:
+    """`tuning_jinja`: one `__init__` that leaves a generator as dbt's three do; a class made
+    otherwise fails the probe and keeps its own."""
+    done = subprocess.run([sys.executable, "-c", _GENERATORS], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, True, False]

@@ -54,7 +54,7 @@ import sys
 from typing import Any
 
 from patchit.harnesses.dbt import saved_parse as dbt_saved_parse
-from patchit.harnesses.dbt import tuning_events, tuning_files, tuning_parse
+from patchit.harnesses.dbt import tuning_events, tuning_files, tuning_jinja, tuning_parse
 from patchit.harnesses.dbt.flat_graph import lazy_build_flat_graph
 from patchit.harnesses.dbt.subset import selected_test_edges, subset_graph
 from patchit.harnesses.dbt.tuning_base import replace_once as _replace_once
@@ -91,6 +91,7 @@ def install() -> None:
     dbt_saved_parse.install()
     tuning_parse.install()
     tuning_files.install()
+    tuning_jinja.install()
 
 
 def _skip_write(*_args: Any, **_kwargs: Any) -> None:
