@@ -65,7 +65,7 @@ def _make_reader(dbt_reader: Any) -> Any:
         changed = dbt_saved_parse.changed_files(saved_files)
         if changed is None or lazy is None:
             return own
-        root = _root_name(all_projects, saved_files)
+        root = _root_name(all_projects)
         if root is None or not _usable(saved_files, root, changed):
             return own
         return _FromSavedParse(own, root, changed, lazy)
@@ -97,7 +97,7 @@ def _lazy_class() -> Any:
     return LazySourceFile
 
 
-def _root_name(all_projects: Any, saved_files: Any) -> str | None:
+def _root_name(all_projects: Any) -> str | None:
     """The root project's name: the one project whose files the saved parse rooted at the
     candidate's worktree (`saved_parse.rebase_manifest`)."""
     root = dbt_saved_parse.armed_root()
