@@ -114,20 +114,28 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_a_slice_holds_the_relations_asked_for_and_the_snapshot_is_never_written(
-    tmp_path: Path,
-) -> None:
+def _snapshot(tmp_path: Path, *statements: str) -> Path:
+    """An incident snapshot, `snapshot/shop.duckdb`, made by `statements`."""
     snapshot = tmp_path / "snapshot" / "shop.duckdb"
     snapshot.parent.mkdir()
     with duckdb.connect(str(snapshot)) as con:
-        con.execute("create table main.stg_orders as select range as id from range(5)")
-        con.execute("create table main.unrelated as select 1 as x")
-        con.execute("create schema raw")
-        con.execute('create table raw."Payments" as select 7 as amount')
+        for statement in statements:
+            con.execute(statement)
+    return snapshot
+
+
+def test_a_slice_holds_the_relations_asked_for_and_the_snapshot_is_never_written(
+    tmp_path: Path,
+) -> None:
+    snapshot = _snapshot(
+        tmp_path,
+        "create table main.stg_orders as select range as id from range(5)",
+        "create table main.unrelated as select 1 as x",
+        "create schema raw",
+        'create table raw."Payments" as select 7 as amount',
         # dbt-duckdb qualifies a view's relations with the file's catalog name
-        con.execute(
-            'create view main.orders as select id * 2 as id from "shop"."main"."stg_orders"'
-        )
+        'create view main.orders as select id * 2 as id from "shop"."main"."stg_orders"',
+    )
     before = (_digest(snapshot), snapshot.stat().st_mtime_ns)
 
     dest = tmp_path / "wt" / "shop.duckdb"
@@ -164,11 +172,11 @@ def test_a_run_that_missed_a_relation_is_told_apart(message: str, missed: bool) 
 
 
 def test_filling_a_slice_adds_only_what_it_lacks(tmp_path: Path) -> None:
-    snapshot = tmp_path / "snapshot" / "shop.duckdb"
-    snapshot.parent.mkdir()
-    with duckdb.connect(str(snapshot)) as con:
-        con.execute("create table main.built as select 1 as n")
-        con.execute("create table main.other as select 2 as n")
+    snapshot = _snapshot(
+        tmp_path,
+        "create table main.built as select 1 as n",
+        "create table main.other as select 2 as n",
+    )
     dest = tmp_path / "wt" / "shop.duckdb"
     assert slice_database(snapshot, dest, {("main", "built")}) == 1
     with duckdb.connect(str(dest)) as con:  # the run rebuilt it
@@ -188,12 +196,12 @@ def test_a_snapshot_s_relations_are_read_from_the_slicing_connection(tmp_path: P
     from patchit.harnesses.dbt.harness import DbtHarness
     from patchit.sandbox.snapshot import warehouse_relations
 
-    snapshot = tmp_path / "snapshot" / "shop.duckdb"
-    snapshot.parent.mkdir()
-    with duckdb.connect(str(snapshot)) as con:
-        con.execute("create table main.stg_orders as select 1 as id")
-        con.execute("create schema raw")
-        con.execute("create view raw.payments as select 2 as amount")
+    snapshot = _snapshot(
+        tmp_path,
+        "create table main.stg_orders as select 1 as id",
+        "create schema raw",
+        "create view raw.payments as select 2 as amount",
+    )
     release_snapshots()
     try:
         assert slicing.snapshot_relations(snapshot) == warehouse_relations(snapshot)

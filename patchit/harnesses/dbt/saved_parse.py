@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from patchit.harnesses.dbt import tuning_parse
+from patchit.harnesses.dbt.tuning_base import replace_once
 
 
 @dataclass
@@ -247,12 +248,14 @@ def _first_maps_kept() -> None:
     changed, without changing it); every later call builds them again."""
     from dbt.contracts.graph.manifest import Manifest
 
-    build: Any = Manifest.build_parent_and_child_maps
+    def make(build: Any) -> Any:
+        def build_maps(self: Any) -> Any:
+            armed = _armed
+            kept = armed is not None and self is armed.manifest
+            if kept and self.__dict__.pop(_MAPS_AS_SAVED, 0):
+                return None
+            return build(self)
 
-    def build_maps(self: Any) -> Any:
-        armed = _armed
-        if armed is not None and self is armed.manifest and self.__dict__.pop(_MAPS_AS_SAVED, 0):
-            return None
-        return build(self)
+        return build_maps
 
-    Manifest.build_parent_and_child_maps = build_maps  # type: ignore[method-assign]
+    replace_once(Manifest, "build_parent_and_child_maps", make)
