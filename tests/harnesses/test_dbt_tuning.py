@@ -328,3 +328,101 @@ def test_a_macro_generator_is_made_as_dbt_makes_it() -> None:
                           timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, True, False]
+
+
+_NAMESPACES = """
+import json, sys
+from dbt.cli.main import dbtRunner
+from dbt.context import macros as dbt_macros
+from dbt.context.manifest import ManifestContext
+from dbt.exceptions import DuplicateMacroNameError
+from patchit.harnesses.dbt import tuning_jinja
+manifest = dbtRunner().invoke(sys.argv[1:]).result
+by_package = manifest.get_macros_by_package()
+Builder = dbt_macros.MacroNamespaceBuilder
+dbt_s = Builder.build_namespace
+tuning_jinja.install()
+ours = Builder.build_namespace
+def parts(build, search):
+    builder = Builder("p", search, object(), ["dbt_duckdb", "dbt"], None)
+    ctx = {}
+    space = build(builder, by_package, ctx)
+    dicts = [builder.globals, builder.locals, *builder.internal_packages.values(),
+             *builder.packages.values(), space.global_project_namespace, dict(space)]
+    return [[(k, v.macro.unique_id if hasattr(v, "macro") else sorted(v)) for k, v in d.items()]
+            for d in dicts], space
+found = []
+for search in ("p", "dbt", "dbt_duckdb", "elsewhere"):
+    (theirs, _), (mine, space) = parts(dbt_s, search), parts(ours, search)
+    flat = tuning_jinja.flat_namespace(space)
+    found.append([theirs == mine, list(flat.items()) == list(dict(space).items()), len(flat)])
+twice = {"p": by_package["p"], "again": by_package["p"]}  # the same macros filed twice
+errors = []
+for build in (dbt_s, ours):
+    try:
+        build(Builder("p", "p", object(), ["dbt_duckdb", "dbt"], None), twice, {})
+    except DuplicateMacroNameError as exc:
+        errors.append(str(exc))
+replaced = [getattr(f, "_patchit", False) for f in (ours, ManifestContext.to_dict)]
+print(json.dumps([found, len(errors) == 2 and errors[0] == errors[1], replaced]))
+"""
+
+
+def test_a_context_s_macros_are_filed_and_merged_as_dbt_does(tmp_path: Path) -> None:
+    """`tuning_jinja`: on a parsed project's real macros (its own overriding dbt's, dbt's and
+    the adapter's), the namespaces are dbt's for a node of the project, of dbt, of the
+    adapter and of another package; a context's merged names and order are `dict()` of the
+    namespace; a macro filed twice raises dbt's own error."""
+    (tmp_path / "macros").mkdir()
+    (tmp_path / "models").mkdir()
+    (tmp_path / "dbt_project.yml").write_text("name: p\nprofile: p\nconfig-version: 2\n")
+    (tmp_path / "profiles.yml").write_text(
+        "p:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: p.duckdb\n"
+    )
+    (tmp_path / "macros" / "m.sql").write_text(
+        "{% macro generate_schema_name(custom, node) %}{{ target.schema }}{% endmacro %}\n"
+        "{% macro mine() %}1{% endmacro %}\n"
+    )
+    (tmp_path / "models" / "a.sql").write_text("select {{ mine() }} as id\n")
+    args = ["parse", "--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
+    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    done = subprocess.run(
+        [sys.executable, "-c", _NAMESPACES, *args],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found, same_error, replaced = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [row[:2] for row in found] == [[True, True]] * 4
+    assert all(row[2] > 400 for row in found)  # dbt's and the adapter's macros, not a handful
+    assert same_error is True
+    assert replaced == [True, True]
+
+
+_TYPES = """
+import datetime, json
+import agate, parsedatetime
+from dbt_common.clients.agate_helper import table_from_rows
+from patchit.harnesses.dbt import tuning_types
+rows = [("2026-01-02", "2026-01-02 10:30:00", "1", "x"), ("2026-02-03", None, "2.5", "y")]
+def table():
+    t = table_from_rows(rows, ["d", "ts", "n", "s"])
+    return [type(c).__name__ for c in t.column_types], [list(map(str, r)) for r in t.rows]
+theirs = table()
+tuning_types.install()
+first, copy = parsedatetime.Constants(), parsedatetime.Constants()
+copy._leapYears.append(2200)
+print(json.dumps([
+    theirs == table(), getattr(parsedatetime.Constants.__init__, "_patchit", False),
+    2200 in first._leapYears, copy.fallbackLocales is first.fallbackLocales,
+    copy.re_values is first.re_values,
+]))
+"""
+
+
+def test_a_result_table_s_types_are_inferred_as_before_with_copied_date_constants() -> None:
+    """`tuning_types`: a result table's inferred types and values are the same; a second
+    `Constants` shares the first's tables but not the lists it changes."""
+    done = subprocess.run([sys.executable, "-c", _TYPES], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, True, False, False, True]

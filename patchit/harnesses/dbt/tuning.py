@@ -38,6 +38,9 @@ None of it changes what a run builds or how it is judged:
   dbt's debug log, where the harness used to look for it.
 - The failing run's saved parse is decoded once per worker (`dbt_saved_parse`), and the root
   project's files are taken from it where the harness knows which differ (`tuning_files`).
+- A node's Jinja context is made with its macros filed and merged in one pass each
+  (`tuning_jinja`), and a result table's type tester reuses the date parser's locale tables
+  (`tuning_types`): each only where a probe shows the result is what dbt's own code makes.
 - The `graph` context variable (every node serialised: `dbt_flat_graph`) is built when a run
   first reads it, not after every parse.
 - Two costs every invocation paid again whatever the project: the modules dbt scans the
@@ -54,7 +57,13 @@ import sys
 from typing import Any
 
 from patchit.harnesses.dbt import saved_parse as dbt_saved_parse
-from patchit.harnesses.dbt import tuning_events, tuning_files, tuning_jinja, tuning_parse
+from patchit.harnesses.dbt import (
+    tuning_events,
+    tuning_files,
+    tuning_jinja,
+    tuning_parse,
+    tuning_types,
+)
 from patchit.harnesses.dbt.flat_graph import lazy_build_flat_graph
 from patchit.harnesses.dbt.subset import selected_test_edges, subset_graph
 from patchit.harnesses.dbt.tuning_base import replace_once as _replace_once
@@ -92,6 +101,7 @@ def install() -> None:
     tuning_parse.install()
     tuning_files.install()
     tuning_jinja.install()
+    tuning_types.install()
 
 
 def _skip_write(*_args: Any, **_kwargs: Any) -> None:
