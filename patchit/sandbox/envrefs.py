@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 MAX_FILES = 5_000
@@ -43,9 +43,13 @@ def names_in_text(text: str, shell: bool = False) -> set[str]:
     return found
 
 
-def referenced_env_names(roots: Iterable[Path], max_files: int = MAX_FILES) -> set[str]:
+def referenced_env_names(
+    roots: Iterable[Path], max_files: int = MAX_FILES, known: Mapping[str, str] | None = None
+) -> set[str]:
     """Names read by the text files under `roots` (dirs or files), bounded. A file that does
-    not hold "env" (nor "$", for a shell script) names none and is not decoded."""
+    not hold "env" (nor "$", for a shell script) names none and is not decoded. `known`: a
+    key for the content of files whose content is known (a path -> its git blob): what such a
+    file names is read once per key, and remembered."""
     found: set[str] = set()
     seen = 0
     for root in roots:
@@ -62,37 +66,59 @@ def referenced_env_names(roots: Iterable[Path], max_files: int = MAX_FILES) -> s
                 return found
             seen += 1
             shell = path.endswith(".sh")
-            try:
-                with open(path, "rb") as handle:
-                    if os.fstat(handle.fileno()).st_size > MAX_FILE_BYTES:
-                        continue
-                    data = handle.read()
-            except OSError:
+            key = known.get(path) if known else None
+            if key is not None:
+                remembered = _BY_CONTENT.get((key, shell))
+                if remembered is None:
+                    remembered = frozenset(_names_in_file(path, shell))
+                    if len(_BY_CONTENT) >= _BY_CONTENT_MAX:
+                        _BY_CONTENT.clear()  # another project's files: filled again
+                    _BY_CONTENT[(key, shell)] = remembered
+                found |= remembered
                 continue
-            if b"env" not in data and not (shell and b"$" in data):
-                continue
-            found |= names_in_text(data.decode("utf-8", errors="replace"), shell=shell)
+            found |= _names_in_file(path, shell)
     return found
 
 
-def _walk(root: str) -> Iterable[str]:
-    """The text files under `root` in sorted order, skipping tool dirs and symlinks."""
+def _names_in_file(path: str, shell: bool) -> set[str]:
+    """The names one file reads; none when it cannot be read or is too large."""
     try:
-        with os.scandir(root) as listing:
-            entries = sorted(listing, key=lambda e: e.name)
+        with open(path, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size > MAX_FILE_BYTES:
+                return set()
+            data = handle.read()
     except OSError:
-        return
-    dirs = []
-    for entry in entries:
+        return set()
+    if b"env" not in data and not (shell and b"$" in data):
+        return set()
+    return names_in_text(data.decode("utf-8", errors="replace"), shell=shell)
+
+
+# what a file of known content names, by (content key, read as a shell script)
+_BY_CONTENT: dict[tuple[str, bool], frozenset[str]] = {}
+_BY_CONTENT_MAX = 50_000
+
+
+def _walk(root: str) -> Iterable[str]:
+    """The text files under `root` in sorted order (a directory's files, then each of its
+    directories in turn), skipping tool dirs and symlinks."""
+    pending = [root]
+    while pending:
         try:
-            if entry.is_symlink():
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name not in _SKIP_DIRS:
-                    dirs.append(entry.path)
-            elif os.path.splitext(entry.name)[1] in SUFFIXES:
-                yield entry.path
+            with os.scandir(pending.pop()) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
         except OSError:
             continue
-    for path in dirs:
-        yield from _walk(path)
+        dirs = []
+        for entry in entries:
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in _SKIP_DIRS:
+                        dirs.append(entry.path)
+                elif os.path.splitext(entry.name)[1] in SUFFIXES:
+                    yield entry.path
+            except OSError:
+                continue
+        pending.extend(reversed(dirs))  # the first directory is walked next

@@ -310,8 +310,11 @@ def changed_node_names(parse: FailingParse, project_dir: Path) -> tuple[str, ...
     return changes.names if changes is not None else None
 
 
-def candidate_changes(parse: FailingParse, project_dir: Path) -> Changes | None:
-    """`changed_node_names`, with the files that differ; None when it is None."""
+def candidate_changes(
+    parse: FailingParse, project_dir: Path, clean: dict[str, str] | None = None
+) -> Changes | None:
+    """`changed_node_names`, with the files that differ; None when it is None. `clean`: the
+    worktree's `clean_blobs`, when the caller has them already."""
     for local, digest in parse.project_hashes.items():
         try:
             text = (project_dir / local / "dbt_project.yml").read_text(encoding="utf-8")
@@ -323,7 +326,8 @@ def candidate_changes(parse: FailingParse, project_dir: Path) -> Changes | None:
         return None  # which files dbt reads is the ignore file's to say
     names: set[str] = set()
     files: list[str] | None = []
-    clean = clean_blobs(project_dir)  # hashed once per blob, not once per candidate
+    if clean is None:
+        clean = clean_blobs(project_dir)  # hashed once per blob, not once per candidate
     root = str(project_dir)
     for rel, parsed in parse.files.items():
         blob = clean.get(rel)  # git's clean files exist (a deleted one is modified)

@@ -270,7 +270,7 @@ class DbtHarness:
         self._sf.role = self.sandbox.sf_role
         self._sf.own_database = self.sandbox.sf_database
         box = prepare(workspace, event, project_dir, cwd, self._pg, self._sf)
-        env = run_env(event, project_dir, workspace.scratch.resolve()) | box.env
+        env = run_env(event, project_dir, workspace.scratch.resolve(), box.clean_files) | box.env
         prepare_ms = (time.monotonic() - started) * 1000
         need = (workspace.root, workspace.scratch)
         if box.pg_schema is not None:

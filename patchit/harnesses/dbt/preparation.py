@@ -27,6 +27,7 @@ from patchit.harnesses.dbt.changes import (
     models_of_tests,
     read_failing_parse,
 )
+from patchit.harnesses.dbt.clean_files import clean_blobs
 from patchit.harnesses.dbt.pg import PgSchemas
 from patchit.harnesses.dbt.sf import SfSchemas
 from patchit.harnesses.dbt.slice import (
@@ -66,13 +67,22 @@ from patchit.sandbox.snapshot import (
 from patchit.sandbox.worktree import carry_packages
 
 
-def run_env(event: UniversalFailureEvent, project_dir: Path, scratch: Path) -> dict[str, str]:
+def run_env(
+    event: UniversalFailureEvent,
+    project_dir: Path,
+    scratch: Path,
+    clean: dict[str, str] | None = None,
+) -> dict[str, str]:
     """What one run sees on top of the worker's allowlisted environment: the failing run's
     DBT_* variables, the variables the project's `env_var()` calls name (from the failing
-    run's environment when it recorded them, else patchit's own), HOME in the scratch."""
+    run's environment when it recorded them, else patchit's own), HOME in the scratch.
+    `clean`: the worktree's files git knows to be as committed (`clean_blobs`), whose names
+    are read once per blob."""
     env: dict[str, str] = {}
     recorded = event.dbt.env if event.dbt else {}
-    for name in sorted(referenced_env_names([project_dir])):
+    root = str(project_dir)
+    known = {os.path.join(root, rel): key for rel, key in clean.items()} if clean else None
+    for name in sorted(referenced_env_names([project_dir], known=known)):
         if name.startswith("DBT_"):
             continue  # replay_env decides about those
         value = recorded.get(name, os.environ.get(name))
@@ -177,7 +187,8 @@ def prepare(
     # What the candidate changed, by name, instead of dbt's state comparison (a third of a
     # warm run on a large project); dbt still judges what the failing run's parse cannot.
     selecting = time.perf_counter()
-    changes = _changes(event, project_dir) if with_state else None
+    clean = clean_blobs(project_dir) if with_state else None  # also what `run_env` reads
+    changes = _changes(event, project_dir, clean) if clean is not None else None
     changed = changes.names if changes is not None else None
     names = manifest_node_names(Path(str(manifest))) if changed is not None else None
     # the worktree's nodes: the failing run's and what the candidate added, else a scan
@@ -267,6 +278,7 @@ def prepare(
         db_copy=db_copy if warehouse_slice is not None else None,
         duckdb_note=duckdb_note,
         changed_files=changes.files if changes is not None else None,
+        clean_files=clean,
     )
 
 
@@ -298,14 +310,16 @@ def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 1)
 
 
-def _changes(event: UniversalFailureEvent, project_dir: Path) -> Changes | None:
+def _changes(
+    event: UniversalFailureEvent, project_dir: Path, clean: dict[str, str]
+) -> Changes | None:
     """What the candidate's worktree changed against the failing run's parse: the nodes by
     name, and the files; None when only `state:modified+` can say (see `changes`)."""
     assert event.dbt is not None
     parse = read_failing_parse(user_target_dir(event) / PARTIAL_PARSE_FILE)
     if parse is None or not agrees_with_manifest(parse, Path(str(event.artifacts["manifest"]))):
         return None
-    return candidate_changes(parse, project_dir)
+    return candidate_changes(parse, project_dir, clean)
 
 
 def _relations(

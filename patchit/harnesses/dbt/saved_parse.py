@@ -90,7 +90,7 @@ def preload(request: dict[str, Any]) -> None:
         tuning_parse.remember_relation_names(manifest)
     with contextlib.suppress(Exception):  # and for its first edge maps (`_first_maps_kept`)
         manifest.build_parent_and_child_maps()  # type: ignore[no-untyped-call]
-        manifest.__dict__[_MAPS_AS_SAVED] = True
+        manifest.__dict__[MAPS_AS_SAVED] = True
     # Forks never traverse the kept manifest (or dbt's modules): their collections stay short.
     gc.collect()
     gc.freeze()
@@ -238,7 +238,7 @@ def _decoding_to(manifest: Any) -> Any:
             setattr(Manifest, "from_msgpack", original)  # noqa: B010
 
 
-_MAPS_AS_SAVED = "_patchit_maps_as_saved"  # on a kept manifest: its edge maps are built
+MAPS_AS_SAVED = "_patchit_maps_as_saved"  # on a kept manifest: its edge maps are built
 
 
 def _first_maps_kept() -> None:
@@ -252,7 +252,7 @@ def _first_maps_kept() -> None:
         def build_maps(self: Any) -> Any:
             armed = _armed
             kept = armed is not None and self is armed.manifest
-            if kept and self.__dict__.pop(_MAPS_AS_SAVED, 0):
+            if kept and self.__dict__.pop(MAPS_AS_SAVED, 0):
                 return None
             return build(self)
 

@@ -217,15 +217,19 @@ def slice_database(snapshot: Path, dest: Path, relations: set[Relation], fresh: 
         con, have = _attached(snapshot)
         con.execute(f"attach '{_quoted(dest)}' as {_SLICE_ALIAS}")
         try:
-            present = {
-                (s.lower(), t.lower())
-                for s, t in con.execute(
-                    "select schema_name, table_name from duckdb_tables() where database_name = ?"
-                    " union all select schema_name, view_name from duckdb_views() "
-                    "where database_name = ?",
-                    [_SLICE_ALIAS, _SLICE_ALIAS],
-                ).fetchall()
-            }
+            present = (
+                set()
+                if fresh
+                else {  # a fresh file holds nothing yet
+                    (s.lower(), t.lower())
+                    for s, t in con.execute(
+                        "select schema_name, table_name from duckdb_tables() "
+                        "where database_name = ? union all select schema_name, view_name "
+                        "from duckdb_views() where database_name = ?",
+                        [_SLICE_ALIAS, _SLICE_ALIAS],
+                    ).fetchall()
+                }
+            )
             wanted = sorted(
                 (s, t) for s, t in have if (s.lower(), t.lower()) in relations - present
             )

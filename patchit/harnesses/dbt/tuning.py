@@ -38,6 +38,8 @@ None of it changes what a run builds or how it is judged:
   dbt's debug log, where the harness used to look for it.
 - The failing run's saved parse is decoded once per worker (`dbt_saved_parse`), and the root
   project's files are taken from it where the harness knows which differ (`tuning_files`).
+- The edge maps dbt asks for twice in a parse without reading them are built when read
+  (`tuning_maps`).
 - A node's Jinja context is made with its macros filed and merged in one pass each
   (`tuning_jinja`), and a result table's type tester reuses the date parser's locale tables
   (`tuning_types`): each only where a probe shows the result is what dbt's own code makes.
@@ -61,6 +63,7 @@ from patchit.harnesses.dbt import (
     tuning_events,
     tuning_files,
     tuning_jinja,
+    tuning_maps,
     tuning_parse,
     tuning_types,
 )
@@ -98,6 +101,7 @@ def install() -> None:
     tuning_events.build_debug_events_when_read()
     _cache_schemas_once_per_schema()
     dbt_saved_parse.install()
+    tuning_maps.install()  # after the saved parse's: its asks are the ones it looks at
     tuning_parse.install()
     tuning_files.install()
     tuning_jinja.install()

@@ -69,6 +69,8 @@ class DbtSandbox:
     # the root project's files that differ from the failing run's parse, when known: the run
     # takes the others from that parse (`tuning_files`)
     changed_files: tuple[str, ...] | None = None
+    # the worktree's files git knows to be as committed (`clean_files.clean_blobs`), when read
+    clean_files: dict[str, str] | None = None
 
 
 @dataclass

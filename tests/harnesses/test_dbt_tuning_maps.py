@@ -1,0 +1,81 @@
+"""`tuning_maps`: the edge maps a parse asks for without reading are built when read, and are
+then what dbt's eager build makes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+_MAPS = """
+import json, sys
+from types import SimpleNamespace
+from dbt.cli.main import dbtRunner
+from dbt.contracts.graph.manifest import Manifest
+from dbt.parser.manifest import ManifestLoader
+from patchit.harnesses.dbt import tuning
+args = sys.argv[1:]
+eager = dbtRunner().invoke(args).result  # dbt's own, before the tunings
+eager.build_parent_and_child_maps()
+tuning.install()
+builds = []
+inner = Manifest.build_parent_and_child_maps.dbt_original
+def counted(self):
+    builds.append(1)
+    return inner(self)
+Manifest.build_parent_and_child_maps.dbt_original = counted  # what reads below count
+from patchit.harnesses.dbt import tuning_maps
+asking = frozenset(tuning_maps._dbt_s(getattr(ManifestLoader, n)).__code__
+                   for n in ("load", "check_for_model_deprecations"))
+Manifest.build_parent_and_child_maps = tuning_maps._due(counted, asking)
+found = []
+lazy = dbtRunner().invoke(args).result
+found.append([lazy.child_map == eager.child_map, lazy.parent_map == eager.parent_map])
+# the deprecation check's ask, read for the deprecated model: built then, as dbt's
+loader = SimpleNamespace(manifest=lazy)
+builds.clear()
+ManifestLoader.check_for_model_deprecations(loader)
+found.append([len(builds), lazy.child_map == eager.child_map])
+# an ask nothing reads is not built; a read after a node changed sees the change
+builds.clear()
+lazy.nodes["model.p.c"].deprecation_date = None  # no deprecated model: the check reads nothing
+ManifestLoader.check_for_model_deprecations(loader)
+asked = len(builds)
+lazy.nodes["model.p.b"].depends_on.nodes = []
+children = lazy.child_map["model.p.a"]
+found.append([asked, len(builds), children])
+print(json.dumps(found))
+"""
+
+
+def test_the_asks_nothing_reads_are_dropped_and_a_read_builds_the_maps(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "dbt_project.yml").write_text("name: p\nprofile: p\nconfig-version: 2\n")
+    (tmp_path / "profiles.yml").write_text(
+        "p:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: p.duckdb\n"
+    )
+    (tmp_path / "models" / "a.sql").write_text("select 1 as id\n")
+    (tmp_path / "models" / "b.sql").write_text("select * from {{ ref('a') }}\n")
+    (tmp_path / "models" / "c.sql").write_text("select * from {{ ref('a') }}\n")
+    (tmp_path / "models" / "d.sql").write_text("select * from {{ ref('c') }}\n")
+    (tmp_path / "models" / "c.yml").write_text(
+        "version: 2\nmodels:\n  - name: c\n    deprecation_date: 2999-01-01\n"
+    )
+    args = ["parse", "--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
+    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    done = subprocess.run(
+        [sys.executable, "-c", _MAPS, *args],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    parsed, deprecation, after_change = json.loads(done.stdout.strip().splitlines()[-1])
+    assert parsed == [True, True]  # a whole parse under the tunings: dbt's maps
+    assert deprecation == [1, True]  # asked and read for the deprecated model: built once
+    # asked, not read: nothing built; read after b stopped depending on a: built then
+    assert after_change == [0, 1, ["model.p.c"]]
