@@ -15,6 +15,7 @@ import pytest
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt.harness import DbtHarness
+from patchit.harnesses.dbt.tuning_schemas import SCHEMAS_FILE
 from patchit.harnesses.dbt.units import RUN_NODES_FILE
 from patchit.harnesses.dbt.worker import WARM_UP_PARSE
 from patchit.sandbox.isolation import shared_cache
@@ -252,11 +253,17 @@ class TestWarmDbtHarness(HarnessContract):
     def test_a_worker_leaves_its_warm_up_parse_for_the_next_one(self, harness: DbtHarness) -> None:
         harness.start()
         cached = shared_cache() / WARM_UP_PARSE
+        schemas = shared_cache() / SCHEMAS_FILE
         assert cached.is_file()  # the next worker's warm-up starts from it
-        before = cached.stat().st_mtime_ns
+        assert schemas.is_file()  # and the next worker and every fresh process from these
+        made = json.loads(schemas.read_text())["schemas"]
+        assert "dbt.artifacts.resources.v1.model.ModelConfig" in made
+        assert "dbt.artifacts.resources.v1.seed.SeedConfig" in made  # made, not only asked
+        before = cached.stat().st_mtime_ns, schemas.stat().st_mtime_ns
         with DbtHarness(warm=True) as another:
             another.start()
-        assert cached.stat().st_mtime_ns > before  # it started from it and left its own
+        after = cached.stat().st_mtime_ns, schemas.stat().st_mtime_ns
+        assert after[0] > before[0] and after[1] > before[1]  # started from them, left its own
 
 
 class TestFreshDbtHarness(HarnessContract):

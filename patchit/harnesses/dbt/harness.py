@@ -68,6 +68,7 @@ from patchit.harnesses.dbt.slice import (
     slice_outputs,
     snapshot_relations,
 )
+from patchit.harnesses.dbt.tuning_schemas import SCHEMAS_ENV, SCHEMAS_FILE
 from patchit.harnesses.dbt.units import (
     RUN_NODES_FILE,
     DbtOutcome,
@@ -87,6 +88,7 @@ from patchit.sandbox.isolation import (
     allowed_env,
     make_sandbox,
     patchit_areas,
+    shared_cache,
 )
 from patchit.sandbox.postgres import is_postgres
 from patchit.sandbox.snapshot import copy_for_candidate, user_parse_file
@@ -534,9 +536,10 @@ class DbtHarness:
             request["saved_parse"] = saved_parse
         (target_dir / "run_results.json").unlink(missing_ok=True)
         argv = [sys.executable, "-m", "patchit.harnesses.dbt.worker", "--once"]
+        schemas = {SCHEMAS_ENV: str(shared_cache() / SCHEMAS_FILE)}  # a worker's (read-only)
         with log.open("ab") as out:
             proc = popen_sandboxed(
-                argv, sandbox, cwd=cwd, env=allowed_env(os.environ) | env,
+                argv, sandbox, cwd=cwd, env=allowed_env(os.environ) | env | schemas,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=out,
             )  # fmt: skip
             try:

@@ -60,9 +60,12 @@ def _key(path: str) -> tuple[str, int, int, int] | None:
     return (path, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def preload(request: dict[str, Any]) -> None:
+def preload(request: dict[str, Any], settle: bool = True) -> None:
     """In the worker, before the fork: decode the request's `saved_parse` source unless it
-    is kept already. A source that cannot be read or decoded is left to dbt."""
+    is kept already. A source that cannot be read or decoded is left to dbt. The collector
+    is off while it decodes (it would walk the half-made manifest again and again: half the
+    decoding); `settle` collects what is garbage before the manifest is frozen in place (a
+    worker that serves many runs; a one-run process leaves it)."""
     spec = request.get("saved_parse")
     if not isinstance(spec, dict) or not isinstance(spec.get("source"), str):
         return
@@ -77,7 +80,13 @@ def preload(request: dict[str, Any]) -> None:
             data = fp.read()
         if hashlib.sha256(data).hexdigest() != spec.get("sha256"):
             raise ValueError("its sha256 is not the harness's (changed since it was copied)")
-        manifest = Manifest.from_msgpack(data, decoder=extended_mashumuro_decoder)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            manifest = Manifest.from_msgpack(data, decoder=extended_mashumuro_decoder)
+        finally:
+            if collecting:
+                gc.enable()
     except Exception as exc:  # dbt reads the seeded file itself, and says what is wrong
         print(f"patchit dbt worker: cannot preload {spec['source']}: {exc}", file=sys.stderr)
         return
@@ -92,7 +101,8 @@ def preload(request: dict[str, Any]) -> None:
         manifest.build_parent_and_child_maps()  # type: ignore[no-untyped-call]
         manifest.__dict__[MAPS_AS_SAVED] = True
     # Forks never traverse the kept manifest (or dbt's modules): their collections stay short.
-    gc.collect()
+    if settle:
+        gc.collect()
     gc.freeze()
 
 

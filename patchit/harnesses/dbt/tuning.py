@@ -43,6 +43,8 @@ None of it changes what a run builds or how it is judged:
 - A node's Jinja context is made with its macros filed and merged in one pass each
   (`tuning_jinja`), and a result table's type tester reuses the date parser's locale tables
   (`tuning_types`): each only where a probe shows the result is what dbt's own code makes.
+- The JSON schemas dbt validates configs against are made once per install of dbt, not once
+  per process (`tuning_schemas`).
 - The `graph` context variable (every node serialised: `dbt_flat_graph`) is built when a run
   first reads it, not after every parse.
 - Two costs every invocation paid again whatever the project: the modules dbt scans the
@@ -65,6 +67,7 @@ from patchit.harnesses.dbt import (
     tuning_jinja,
     tuning_maps,
     tuning_parse,
+    tuning_schemas,
     tuning_types,
 )
 from patchit.harnesses.dbt.flat_graph import lazy_build_flat_graph
@@ -106,6 +109,7 @@ def install() -> None:
     tuning_files.install()
     tuning_jinja.install()
     tuning_types.install()
+    tuning_schemas.install()
 
 
 def _skip_write(*_args: Any, **_kwargs: Any) -> None:

@@ -60,7 +60,7 @@ from patchit.harnesses.dbt import (
 from patchit.harnesses.dbt import (
     tuning as dbt_tuning,
 )
-from patchit.harnesses.dbt import tuning_files
+from patchit.harnesses.dbt import tuning_files, tuning_schemas
 from patchit.harnesses.dbt.serve import check_request, reply_line, serve
 from patchit.harnesses.dbt.units import RUN_NODES_FILE
 from patchit.harnesses.warm import WarmProcess
@@ -94,7 +94,13 @@ WARM_UP_SAVE_ENV = "PATCHIT_DBT_WARM_UP_SAVE"
 WARM_UP_PARSE = Path("dbt") / "warm-up" / "partial_parse.msgpack"  # under patchit's cache
 
 # Overlaid on the worker's own environment for every request.
-_BASE_ENV = {k: v for k, v in os.environ.items() if k not in (WARM_UP_PARSE_ENV, WARM_UP_SAVE_ENV)}
+_OWN_ENV = (
+    WARM_UP_PARSE_ENV,
+    WARM_UP_SAVE_ENV,
+    tuning_schemas.SCHEMAS_ENV,
+    tuning_schemas.SCHEMAS_SAVE_ENV,
+)
+_BASE_ENV = {k: v for k, v in os.environ.items() if k not in _OWN_ENV}
 
 
 def _status_text(status: Any) -> str:
@@ -191,9 +197,10 @@ def run_request(request: dict[str, Any], stderr_fd: int, in_fork: bool = False) 
     return reply
 
 
-def _prepare(request: dict[str, Any]) -> dict[str, Any]:
-    """Before a request's fork (or for a preload request): its saved parse decoded and kept."""
-    dbt_saved_parse.preload(request)
+def _prepare(request: dict[str, Any], settle: bool = True) -> dict[str, Any]:
+    """Before a request's fork (or for a preload request): its saved parse decoded and kept
+    (`settle`: see `saved_parse.preload`)."""
+    dbt_saved_parse.preload(request, settle)
     spec = request.get("saved_parse")
     return {"kept": isinstance(spec, dict) and dbt_saved_parse.holds(spec)}
 
@@ -271,12 +278,20 @@ def once() -> int:
     except ValueError as exc:
         reply_line(channel, {"success": False, "exception": f"bad request: {exc}", "results": []})
         return 2
+    # The collector is off while dbt is imported and the parse decoded (it would walk what
+    # they make again and again), and what they made is frozen: the run's collections walk
+    # only what the run makes. A process that ends with its one run leaves the garbage be.
+    gc.disable()
     importlib.import_module("dbt.cli.main")
     dbt_tuning.install()
     dbt_phases.install()
+    tuning_schemas.load(os.environ.get(tuning_schemas.SCHEMAS_ENV))
     started = time.monotonic()
     spec = request.get("saved_parse")  # the failing run's parse as it is, re-rooted as read
-    if isinstance(spec, dict) and not _prepare(request)["kept"]:
+    kept = isinstance(spec, dict) and _prepare(request, settle=False)["kept"]
+    gc.freeze()
+    gc.enable()
+    if isinstance(spec, dict) and not kept:
         with contextlib.suppress(OSError):  # not decoded: dbt must not read it un-rooted
             os.unlink(str(spec.get("file")))
     decoded_ms = (time.monotonic() - started) * 1000
@@ -311,7 +326,11 @@ def main() -> int:
 
     dbt_tuning.install()
     dbt_phases.install()
+    tuning_schemas.load(os.environ.get(tuning_schemas.SCHEMAS_ENV))  # an earlier worker's
+    save_schemas = os.environ.get(tuning_schemas.SCHEMAS_SAVE_ENV)  # now: a run resets it
     _warm_up(stderr_fd)
+    tuning_schemas.make_common()  # before any run: nothing of a user's project ran here
+    tuning_schemas.save(save_schemas)
     # What the worker holds now (dbt's modules, the warm-up's caches) is never collected
     # again: each run's collections traverse only what the run itself allocated.
     gc.collect()
@@ -357,8 +376,9 @@ class WarmDbtWorker(WarmProcess):
         self._replies: dict[Any, dict[str, Any]] = {}
         self._reading = False
         self._ended = False  # its replies' stream ended (died or killed)
-        # (where its warm-up leaves its parse, where the next worker's warm-up starts from)
-        self.warm_up_parse: tuple[Path, Path] | None = None
+        # (where its warm-up leaves a file, where the next worker's warm-up starts from): its
+        # parse, and the JSON schemas it made (`tuning_schemas`)
+        self.warm_up_files: list[tuple[Path, Path]] = []
 
     @classmethod
     def start(cls, sandbox: Sandbox, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> WarmDbtWorker:
@@ -378,23 +398,28 @@ class WarmDbtWorker(WarmProcess):
         # of its environment stay out; each request brings what its run needs.
         env = allowed_env(os.environ) | {"HOME": str(PRIVATE_TMP)}
         cached = shared_cache() / WARM_UP_PARSE
+        schemas = shared_cache() / tuning_schemas.SCHEMAS_FILE
         # named after this process: one left by a parent killed before it moved it is swept
-        name = f"{WARM_UP_PARSES[1]}{run_owner()}-{uuid.uuid4().hex[:8]}.msgpack"
-        save = patchit_areas()[1] / name
+        name = f"{WARM_UP_PARSES[1]}{run_owner()}-{uuid.uuid4().hex[:8]}"
+        save = patchit_areas()[1] / f"{name}.msgpack"
+        save_schemas = patchit_areas()[1] / f"{name}.schemas.json"
         env |= {WARM_UP_PARSE_ENV: str(cached), WARM_UP_SAVE_ENV: str(save)}
+        env |= {
+            tuning_schemas.SCHEMAS_ENV: str(schemas),
+            tuning_schemas.SCHEMAS_SAVE_ENV: str(save_schemas),
+        }
         with contextlib.suppress(OSError):
             save.parent.mkdir(parents=True, exist_ok=True)
         worker = cls([sys.executable, "-m", "patchit.harnesses.dbt.worker"], sandbox, env)
-        worker.warm_up_parse = (save, cached)
+        worker.warm_up_files = [(save, cached), (save_schemas, schemas)]
         return worker
 
     def wait_ready(self, timeout_s: float) -> dict[str, Any]:
-        """As WarmProcess's; the parse the worker's warm-up left becomes the next worker's
-        start (patchit's cache, read-only inside every sandbox)."""
+        """As WarmProcess's; the parse and the schemas the worker's warm-up left become the
+        next worker's start (patchit's cache, read-only inside every sandbox)."""
         ready = super().wait_ready(timeout_s)
-        if self.warm_up_parse is not None:
-            save, cached = self.warm_up_parse
-            self.warm_up_parse = None
+        files, self.warm_up_files = self.warm_up_files, []
+        for save, cached in files:
             try:
                 if save.is_file():
                     cached.parent.mkdir(parents=True, exist_ok=True)
