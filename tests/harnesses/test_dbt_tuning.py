@@ -330,6 +330,26 @@ def test_a_macro_generator_is_made_as_dbt_makes_it() -> None:
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, True, False]
 
 
+def on_parsed_project(tmp_path: Path, script: str, files: dict[str, str]) -> Any:
+    """What `script` prints last (JSON), run in a fresh Python with dbt's `parse` arguments for
+    a DuckDB project `p` in `tmp_path` holding `files` (path -> text)."""
+    (tmp_path / "dbt_project.yml").write_text("name: p\nprofile: p\nconfig-version: 2\n")
+    (tmp_path / "profiles.yml").write_text(
+        "p:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: p.duckdb\n"
+    )
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    args = ["parse", "--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
+    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 _NAMESPACES = """
 import json, sys
 from dbt.cli.main import dbtRunner
@@ -373,25 +393,12 @@ def test_a_context_s_macros_are_filed_and_merged_as_dbt_does(tmp_path: Path) -> 
     the adapter's), the namespaces are dbt's for a node of the project, of dbt, of the
     adapter and of another package; a context's merged names and order are `dict()` of the
     namespace; a macro filed twice raises dbt's own error."""
-    (tmp_path / "macros").mkdir()
-    (tmp_path / "models").mkdir()
-    (tmp_path / "dbt_project.yml").write_text("name: p\nprofile: p\nconfig-version: 2\n")
-    (tmp_path / "profiles.yml").write_text(
-        "p:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: p.duckdb\n"
-    )
-    (tmp_path / "macros" / "m.sql").write_text(
-        "{% macro generate_schema_name(custom, node) %}{{ target.schema }}{% endmacro %}\n"
-        "{% macro mine() %}1{% endmacro %}\n"
-    )
-    (tmp_path / "models" / "a.sql").write_text("select {{ mine() }} as id\n")
-    args = ["parse", "--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
-    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-    done = subprocess.run(
-        [sys.executable, "-c", _NAMESPACES, *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    found, same_error, replaced = json.loads(done.stdout.strip().splitlines()[-1])
+    files = {
+        "macros/m.sql": "{% macro generate_schema_name(custom, node) %}{{ target.schema }}"
+        "{% endmacro %}\n{% macro mine() %}1{% endmacro %}\n",
+        "models/a.sql": "select {{ mine() }} as id\n",
+    }
+    found, same_error, replaced = on_parsed_project(tmp_path, _NAMESPACES, files)
     assert [row[:2] for row in found] == [[True, True]] * 4
     assert all(row[2] > 400 for row in found)  # dbt's and the adapter's macros, not a handful
     assert same_error is True

@@ -3,13 +3,11 @@ then what dbt's eager build makes."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.harnesses.test_dbt_tuning import on_parsed_project
 
 pytestmark = pytest.mark.slow
 
@@ -55,26 +53,14 @@ print(json.dumps(found))
 
 
 def test_the_asks_nothing_reads_are_dropped_and_a_read_builds_the_maps(tmp_path: Path) -> None:
-    (tmp_path / "models").mkdir()
-    (tmp_path / "dbt_project.yml").write_text("name: p\nprofile: p\nconfig-version: 2\n")
-    (tmp_path / "profiles.yml").write_text(
-        "p:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: p.duckdb\n"
-    )
-    (tmp_path / "models" / "a.sql").write_text("select 1 as id\n")
-    (tmp_path / "models" / "b.sql").write_text("select * from {{ ref('a') }}\n")
-    (tmp_path / "models" / "c.sql").write_text("select * from {{ ref('a') }}\n")
-    (tmp_path / "models" / "d.sql").write_text("select * from {{ ref('c') }}\n")
-    (tmp_path / "models" / "c.yml").write_text(
-        "version: 2\nmodels:\n  - name: c\n    deprecation_date: 2999-01-01\n"
-    )
-    args = ["parse", "--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
-    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-    done = subprocess.run(
-        [sys.executable, "-c", _MAPS, *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    parsed, deprecation, after_change = json.loads(done.stdout.strip().splitlines()[-1])
+    files = {
+        "models/a.sql": "select 1 as id\n",
+        "models/b.sql": "select * from {{ ref('a') }}\n",
+        "models/c.sql": "select * from {{ ref('a') }}\n",
+        "models/d.sql": "select * from {{ ref('c') }}\n",
+        "models/c.yml": "version: 2\nmodels:\n  - name: c\n    deprecation_date: 2999-01-01\n",
+    }
+    parsed, deprecation, after_change = on_parsed_project(tmp_path, _MAPS, files)
     assert parsed == [True, True]  # a whole parse under the tunings: dbt's maps
     assert deprecation == [1, True]  # asked and read for the deprecated model: built once
     # asked, not read: nothing built; read after b stopped depending on a: built then
