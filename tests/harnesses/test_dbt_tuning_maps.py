@@ -14,27 +14,28 @@ pytestmark = pytest.mark.slow
 _MAPS = """
 import json, sys
 from types import SimpleNamespace
+import dbt.contracts.graph.manifest as dbt_manifest
 from dbt.cli.main import dbtRunner
-from dbt.contracts.graph.manifest import Manifest
 from dbt.parser.manifest import ManifestLoader
-from patchit.harnesses.dbt import tuning
+from patchit.harnesses.dbt import saved_parse, tuning
+builds = []
+edges = dbt_manifest.build_node_edges
+def counted(members):  # every build of the maps, under whatever wraps it
+    builds.append(1)
+    return edges(members)
+dbt_manifest.build_node_edges = counted
 args = sys.argv[1:]
 eager = dbtRunner().invoke(args).result  # dbt's own, before the tunings
 eager.build_parent_and_child_maps()
-tuning.install()
-builds = []
-inner = Manifest.build_parent_and_child_maps.dbt_original
-def counted(self):
-    builds.append(1)
-    return inner(self)
-Manifest.build_parent_and_child_maps.dbt_original = counted  # what reads below count
-from patchit.harnesses.dbt import tuning_maps
-asking = frozenset(tuning_maps._dbt_s(getattr(ManifestLoader, n)).__code__
-                   for n in ("load", "check_for_model_deprecations"))
-Manifest.build_parent_and_child_maps = tuning_maps._due(counted, asking)
+dbts = len(builds)
+tuning.install()  # as the worker installs them: the saved parse's first, then the maps'
+saved_parse._first_maps_kept()  # again, as arming a parse does: still one of each
 found = []
+builds.clear()
 lazy = dbtRunner().invoke(args).result
+built = len(builds)
 found.append([lazy.child_map == eager.child_map, lazy.parent_map == eager.parent_map])
+found.append([dbts - 1, built, len(builds)])
 # the deprecation check's ask, read for the deprecated model: built then, as dbt's
 loader = SimpleNamespace(manifest=lazy)
 builds.clear()
@@ -60,8 +61,14 @@ def test_the_asks_nothing_reads_are_dropped_and_a_read_builds_the_maps(tmp_path:
         "models/d.sql": "select * from {{ ref('c') }}\n",
         "models/c.yml": "version: 2\nmodels:\n  - name: c\n    deprecation_date: 2999-01-01\n",
     }
-    parsed, deprecation, after_change = on_parsed_project(tmp_path, _MAPS, files)
+    parsed, counts, deprecation, after_change = on_parsed_project(tmp_path, _MAPS, files)
     assert parsed == [True, True]  # a whole parse under the tunings: dbt's maps
+    dbts, built, read = counts
+    # dbt's parse builds them at load, at the deprecation check and for the manifest it
+    # writes; under the tunings (installed as the worker does, the saved parse's first) only
+    # the deprecation check's, which reads them for the deprecated model (and the manifest is
+    # not written), and reading them after builds nothing more
+    assert dbts >= 3 and built == 1 and read == built, counts
     assert deprecation == [1, True]  # asked and read for the deprecated model: built once
     # asked, not read: nothing built; read after b stopped depending on a: built then
     assert after_change == [0, 1, ["model.p.c"]]

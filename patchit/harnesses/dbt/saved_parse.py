@@ -268,4 +268,4 @@ def _first_maps_kept() -> None:
 
         return build_maps
 
-    replace_once(Manifest, "build_parent_and_child_maps", make)
+    replace_once(Manifest, "build_parent_and_child_maps", make, layer="kept")

@@ -16,6 +16,7 @@ compiler's, writing the manifest) builds at once, as dbt does.
 from __future__ import annotations
 
 import sys
+from types import FrameType
 from typing import Any
 
 from patchit.harnesses.dbt.saved_parse import MAPS_AS_SAVED
@@ -37,7 +38,10 @@ def install() -> None:
         _dbt_s(getattr(ManifestLoader, name)).__code__
         for name in ("load", "check_for_model_deprecations")
     )
-    replace_once(Manifest, "build_parent_and_child_maps", lambda build: _due(build, asking))
+    # over the saved parse's replacement (its first maps), whichever installs first
+    replace_once(
+        Manifest, "build_parent_and_child_maps", lambda build: _due(build, asking), layer="due"
+    )
     for name in _MAPS:
         setattr(Manifest, name, _BuiltWhenRead(name))
 
@@ -51,7 +55,7 @@ def _dbt_s(function: Any) -> Any:
 
 def _due(build: Any, asking: frozenset[Any]) -> Any:
     def build_parent_and_child_maps(self: Any) -> Any:
-        if sys._getframe(1).f_code in asking:
+        if _caller(type(self).build_parent_and_child_maps) in asking:
             self.__dict__[_DUE] = build
             # a later build is a new one, not the one kept when the parse was decoded
             self.__dict__.pop(MAPS_AS_SAVED, None)
@@ -60,6 +64,19 @@ def _due(build: Any, asking: frozenset[Any]) -> Any:
         return build(self)
 
     return build_parent_and_child_maps
+
+
+def _caller(top: Any) -> Any:
+    """The code of the function that called dbt's `build_parent_and_child_maps`, past
+    patchit's replacements of it (`top` and the ones it wraps, `replace_once`)."""
+    ours = set()
+    while getattr(top, "_patchit", False):
+        ours.add(top.__code__)
+        top = top.dbt_original
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None and frame.f_code in ours:
+        frame = frame.f_back
+    return frame.f_code if frame is not None else None
 
 
 class _BuiltWhenRead:
