@@ -222,3 +222,42 @@ def test_a_snapshot_s_relations_are_read_from_the_slicing_connection(tmp_path: P
     finally:
         release_snapshots()
     assert slicing.snapshot_relations(tmp_path / "missing.duckdb") == set()
+
+
+def test_a_slice_cut_before_is_copied_pristine_and_dropped_with_its_snapshot(
+    tmp_path: Path,
+) -> None:
+    """A second candidate reading the same relations gets a copy of the first one's slice as
+    it was cut (not as the first run left it); other relations, or a new snapshot, are cut
+    anew; releasing the snapshot removes the kept slices."""
+    from patchit.harnesses.dbt import slice as slicing
+
+    snapshot = _snapshot(
+        tmp_path,
+        "create table main.built as select 1 as n",
+        "create table main.other as select 2 as n",
+    )
+    first, second, third = (tmp_path / name / "shop.duckdb" for name in ("a", "b", "c"))
+    assert slice_database(snapshot, first, {("main", "built")}) == 1
+    with duckdb.connect(str(first)) as con:  # the first candidate's run rebuilt it
+        con.execute("create or replace table main.built as select 10 as n")
+    cuts = dict(slicing._SNAPSHOT["cuts"])
+    assert list(cuts) == [(("main", "built"),)]
+    assert slice_database(snapshot, second, {("main", "built")}) == 1
+    with duckdb.connect(str(second), read_only=True) as con:
+        assert con.execute("select n from main.built").fetchone() == (1,)
+        assert con.execute("select count(*) from duckdb_tables()").fetchone() == (1,)
+    assert slice_database(snapshot, third, {("main", "built"), ("main", "other")}) == 2
+    assert len(slicing._SNAPSHOT["cuts"]) == 2
+    # the snapshot replaced (another incident at the same path): its cuts are not used
+    newer = tmp_path / "newer.duckdb"
+    with duckdb.connect(str(newer)) as con:
+        con.execute("create table main.built as select 5 as n")
+    newer.replace(snapshot)
+    assert slice_database(snapshot, second, {("main", "built")}) == 1
+    with duckdb.connect(str(second), read_only=True) as con:
+        assert con.execute("select n from main.built").fetchone() == (5,)
+    kept = Path(slicing._SNAPSHOT["cuts_dir"].name)
+    assert kept.is_dir() and not cuts[(("main", "built"),)].exists()
+    release_snapshots()
+    assert not kept.exists() and "cuts" not in slicing._SNAPSHOT
