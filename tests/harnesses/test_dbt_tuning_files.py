@@ -80,6 +80,9 @@ def test_files_from_the_parse_build_what_dbt_s_own_reading_builds(
             assert result.passed, result.output
             assert harness.last_parse_mode == "partial"
             assert harness.last_files_from_saved, result.output
+            # the warm worker's fork takes the graph it linked from the parse (a one-run
+            # process links its own: it would link it once either way)
+            assert harness.last_graph_from_saved == warm
         with duckdb.connect(str(right.root / "shop.duckdb"), read_only=True) as con:
             floors = con.execute("select distinct floor from revenue_floor").fetchall()
         assert floors == [(2,)]

@@ -138,6 +138,12 @@ class DbtHarness:
         return self._parses.last_files_from_saved
 
     @property
+    def last_graph_from_saved(self) -> bool:
+        """Whether the last verify's dbt took the graph the worker linked from the failing
+        run's parse, relinking only what the candidate changed (`tuning_graph`)."""
+        return self._parses.last_graph_from_saved
+
+    @property
     def worker_pid(self) -> int | None:
         """Pid of the live warm worker, None before the first verify or after close()."""
         worker = self._worker
@@ -569,6 +575,7 @@ def _outcome(reply: dict[str, Any]) -> DbtOutcome:
         parse_mode=reply.get("parse"),
         saved_parse_kept=bool(reply.get("saved_parse_kept")),
         files_from_saved=bool(reply.get("files_from_saved")),
+        graph_from_saved=bool(reply.get("graph_from_saved")),
         phases_ms=dict(reply.get("phases_ms") or {}),
         duration_ms=reply.get("duration_ms"),
     )

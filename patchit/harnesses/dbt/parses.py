@@ -56,6 +56,7 @@ class ParseSeeds:
         self._held: set[tuple[int, str]] = set()  # (worker pid, copy) the worker decoded
         self.last_mode = "unknown"  # how the last run parsed: "partial", "full: <why>"
         self.last_files_from_saved = False  # and took the root project's files from the parse
+        self.last_graph_from_saved = False  # and the graph linked from the parse
 
     def seed(self, box: DbtSandbox, worker_pid: int | None) -> SavedParse | None:
         """Seed `box`'s target dir; the request's `saved_parse` for a warm worker's run, or a
@@ -106,6 +107,7 @@ class ParseSeeds:
         offered it again)."""
         mode = outcome.parse_mode if outcome is not None else None
         self.last_files_from_saved = outcome is not None and outcome.files_from_saved
+        self.last_graph_from_saved = outcome is not None and outcome.graph_from_saved
         self.last_mode = (
             read_parse_mode(box.log_path.parent / "logs")
             if mode is None

@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from patchit.harnesses.dbt import tuning_parse
+from patchit.harnesses.dbt import tuning_graph, tuning_parse
 from patchit.harnesses.dbt.tuning_base import replace_once
 
 
@@ -100,6 +100,9 @@ def preload(request: dict[str, Any], settle: bool = True) -> None:
     with contextlib.suppress(Exception):  # and for its first edge maps (`_first_maps_kept`)
         manifest.build_parent_and_child_maps()  # type: ignore[no-untyped-call]
         manifest.__dict__[MAPS_AS_SAVED] = True
+    if settle:  # a worker that serves many runs: each takes the graph linked here once
+        with contextlib.suppress(Exception):  # (`tuning_graph`); else dbt links its own
+            tuning_graph.remember(manifest)
     # Forks never traverse the kept manifest (or dbt's modules): their collections stay short.
     if settle:
         gc.collect()

@@ -40,6 +40,8 @@ None of it changes what a run builds or how it is judged:
   project's files are taken from it where the harness knows which differ (`tuning_files`).
 - The edge maps dbt asks for twice in a parse without reading them are built when read
   (`tuning_maps`).
+- A run on the kept parse takes the graph the worker linked from it, relinking only the
+  members whose dependencies changed (`tuning_graph`).
 - A node's Jinja context is made with its macros filed and merged in one pass each
   (`tuning_jinja`), and a result table's type tester reuses the date parser's locale tables
   (`tuning_types`): each only where a probe shows the result is what dbt's own code makes.
@@ -64,6 +66,7 @@ from patchit.harnesses.dbt import saved_parse as dbt_saved_parse
 from patchit.harnesses.dbt import (
     tuning_events,
     tuning_files,
+    tuning_graph,
     tuning_jinja,
     tuning_maps,
     tuning_parse,
@@ -110,6 +113,7 @@ def install() -> None:
     tuning_jinja.install()
     tuning_types.install()
     tuning_schemas.install()
+    tuning_graph.install()
 
 
 def _skip_write(*_args: Any, **_kwargs: Any) -> None:

@@ -84,6 +84,7 @@ class DbtOutcome:
     parse_mode: str | None = None  # a warm run's "partial"/"full" (else read from dbt's log)
     saved_parse_kept: bool = False  # a warm run started from the worker's decoded parse
     files_from_saved: bool = False  # and took the root project's files from it (tuning_files)
+    graph_from_saved: bool = False  # and the graph the worker linked from it (tuning_graph)
     phases_ms: dict[str, float] = field(default_factory=dict)  # a warm run's (dbt_phases)
     duration_ms: int | None = None  # a warm run's own, as its fork timed it
 

@@ -60,7 +60,7 @@ from patchit.harnesses.dbt import (
 from patchit.harnesses.dbt import (
     tuning as dbt_tuning,
 )
-from patchit.harnesses.dbt import tuning_files, tuning_schemas
+from patchit.harnesses.dbt import tuning_files, tuning_graph, tuning_schemas
 from patchit.harnesses.dbt.serve import check_request, reply_line, serve
 from patchit.harnesses.dbt.units import RUN_NODES_FILE
 from patchit.harnesses.warm import WarmProcess
@@ -177,6 +177,7 @@ def run_request(request: dict[str, Any], stderr_fd: int, in_fork: bool = False) 
             "saved_parse_kept": dbt_saved_parse.used(),
             "parse": dbt_tuning.parse_mode(),
             "files_from_saved": tuning_files.read_from_saved(),
+            "graph_from_saved": tuning_graph.taken_last(),
             "phases_ms": dbt_phases.phases_ms(),
         }
     except (Exception, SystemExit) as exc:  # report it and keep serving the next request
