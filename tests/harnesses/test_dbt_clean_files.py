@@ -44,3 +44,31 @@ def test_a_file_changed_in_a_second_worktree_is_hashed_again(tmp_path: Path) -> 
     assert "models/a.sql" not in clean
     assert _checksum(changed, clean.get("models/a.sql")) == file_checksum(changed)
     assert file_checksum(changed) != file_checksum(first)
+
+
+def test_the_common_git_directory_is_read_as_git_finds_it(tmp_path: Path) -> None:
+    from patchit.harnesses.dbt.clean_files import _common_dir
+
+    repo = _repo(tmp_path)
+    worktree = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "--detach", str(worktree), "HEAD")
+    for place in (repo, repo / "project", worktree, worktree / "project" / "models"):
+        asked = git(place, "rev-parse", "--git-common-dir")
+        assert _common_dir(place) == (place / asked).resolve(), place
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / ".git").write_text("not a gitdir line\n")
+    assert _common_dir(odd) is None  # git is asked then
+    (odd / ".git").write_bytes(b"\xff\xfe")
+    assert _common_dir(odd) is None
+    assert clean_blobs(odd) == {}  # and git says it is no repository
+
+
+def test_a_stat_change_alone_leaves_a_file_clean(tmp_path: Path) -> None:
+    import os
+
+    repo = _repo(tmp_path)
+    a = repo / "project" / "models" / "a.sql"
+    os.utime(a, (1, 1))  # the content is the blob's: still clean, by its blob
+    (repo / "project" / "models" / "b.sql").unlink()  # deleted: not clean
+    assert set(clean_blobs(repo / "project")) == {"models/a.sql"}
