@@ -225,15 +225,6 @@ print(json.dumps([before, schemas()]))
 def test_the_schemas_to_cache_are_dbt_s(tmp_path: Path) -> None:
     """Nodes in several schemas and databases, aliased, quoted, and sources: the schemas the
     cache lists are the ones dbt's `_get_cache_schemas` finds."""
-    (tmp_path / "models").mkdir()
-    (tmp_path / "dbt_project.yml").write_text(
-        "name: p\nprofile: p\nconfig-version: 2\n"
-        "models:\n  p:\n    +materialized: table\n    marts:\n      +schema: marts\n"
-    )
-    (tmp_path / "profiles.yml").write_text(
-        "p:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: p.duckdb\n"
-    )
-    (tmp_path / "models" / "marts").mkdir()
     files = {
         "a.sql": "select 1 as id",
         "b.sql": "{{ config(alias='bee') }} select * from {{ ref('a') }}",
@@ -245,15 +236,9 @@ def test_the_schemas_to_cache_are_dbt_s(tmp_path: Path) -> None:
         "src.yml": "version: 2\nsources:\n  - name: raw\n    schema: Raw\n"
         "    quoting: {identifier: true}\n    tables: [{name: t}]\n",
     }
-    for name, text in files.items():
-        (tmp_path / "models" / name).write_text(text + "\n")
-    args = ["parse", "--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
-    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-    done = subprocess.run(
-        [sys.executable, "-c", _CACHE_SCHEMAS, *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=True,
-    )  # fmt: skip
-    dbt_s, ours = json.loads(done.stdout.strip().splitlines()[-1])
+    project = "models:\n  p:\n    +materialized: table\n    marts:\n      +schema: marts\n"
+    models = {f"models/{name}": text + "\n" for name, text in files.items()}
+    dbt_s, ours = on_parsed_project(tmp_path, _CACHE_SCHEMAS, models, project)
     assert ours == dbt_s
     assert len(dbt_s) >= 4  # main, main_marts, other.Side, Raw
 
@@ -330,10 +315,11 @@ def test_a_macro_generator_is_made_as_dbt_makes_it() -> None:
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, True, False]
 
 
-def on_parsed_project(tmp_path: Path, script: str, files: dict[str, str]) -> Any:
+def on_parsed_project(tmp_path: Path, script: str, files: dict[str, str], project: str = "") -> Any:
     """What `script` prints last (JSON), run in a fresh Python with dbt's `parse` arguments for
-    a DuckDB project `p` in `tmp_path` holding `files` (path -> text)."""
-    (tmp_path / "dbt_project.yml").write_text("name: p\nprofile: p\nconfig-version: 2\n")
+    a DuckDB project `p` in `tmp_path` holding `files` (path -> text); `project`: more of its
+    `dbt_project.yml`."""
+    (tmp_path / "dbt_project.yml").write_text("name: p\nprofile: p\nconfig-version: 2\n" + project)
     (tmp_path / "profiles.yml").write_text(
         "p:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: p.duckdb\n"
     )
