@@ -315,6 +315,15 @@ def test_a_macro_generator_is_made_as_dbt_makes_it() -> None:
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, True, False]
 
 
+# a small project's models for `on_parsed_project`: a and its children b and c, and c's d
+DIAMOND = {
+    "models/a.sql": "select 1 as id\n",
+    "models/b.sql": "select * from {{ ref('a') }}\n",
+    "models/c.sql": "select * from {{ ref('a') }}\n",
+    "models/d.sql": "select * from {{ ref('c') }}\n",
+}
+
+
 def on_parsed_project(tmp_path: Path, script: str, files: dict[str, str], project: str = "") -> Any:
     """What `script` prints last (JSON), run in a fresh Python with dbt's `parse` arguments for
     a DuckDB project `p` in `tmp_path` holding `files` (path -> text); `project`: more of its

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harnesses.test_dbt_tuning import on_parsed_project
+from tests.harnesses.test_dbt_tuning import DIAMOND, on_parsed_project
 
 pytestmark = pytest.mark.slow
 
@@ -85,10 +85,7 @@ print(json.dumps(found))
 
 def test_the_kept_graph_is_dbt_s_and_anything_else_is_linked_by_dbt(tmp_path: Path) -> None:
     files = {
-        "models/a.sql": "select 1 as id\n",
-        "models/b.sql": "select * from {{ ref('a') }}\n",
-        "models/c.sql": "select * from {{ ref('a') }}\n",
-        "models/d.sql": "select * from {{ ref('c') }}\n",
+        **DIAMOND,
         "models/props.yml": (
             "version: 2\nsources:\n  - name: raw\n    tables:\n      - name: events\n"
             "models:\n  - name: a\n    columns:\n      - name: id\n        tests: [not_null]\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harnesses.test_dbt_tuning import on_parsed_project
+from tests.harnesses.test_dbt_tuning import DIAMOND, on_parsed_project
 
 pytestmark = pytest.mark.slow
 
@@ -55,10 +55,7 @@ print(json.dumps(found))
 
 def test_the_asks_nothing_reads_are_dropped_and_a_read_builds_the_maps(tmp_path: Path) -> None:
     files = {
-        "models/a.sql": "select 1 as id\n",
-        "models/b.sql": "select * from {{ ref('a') }}\n",
-        "models/c.sql": "select * from {{ ref('a') }}\n",
-        "models/d.sql": "select * from {{ ref('c') }}\n",
+        **DIAMOND,
         "models/c.yml": "version: 2\nmodels:\n  - name: c\n    deprecation_date: 2999-01-01\n",
     }
     parsed, counts, deprecation, after_change = on_parsed_project(tmp_path, _MAPS, files)

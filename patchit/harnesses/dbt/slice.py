@@ -221,16 +221,13 @@ def slice_database(snapshot: Path, dest: Path, relations: set[Relation], fresh: 
     dest.parent.mkdir(parents=True, exist_ok=True)
     with _SNAPSHOT_LOCK:
         con, have = _attached(snapshot)
-        if fresh:
-            wanted = sorted((s, t) for s, t in have if (s.lower(), t.lower()) in relations)
-            if _copy_of_cut(tuple(wanted), dest):
-                return len(wanted)
+        wanted = _present_in(have, relations) if fresh else None  # a fresh file holds nothing
+        if wanted is not None and _copy_of_cut(wanted, dest):
+            return len(wanted)
         con.execute(f"attach '{_quoted(dest)}' as {_SLICE_ALIAS}")
         try:
-            present = (
-                set()
-                if fresh
-                else {  # a fresh file holds nothing yet
+            if wanted is None:
+                present = {
                     (s.lower(), t.lower())
                     for s, t in con.execute(
                         "select schema_name, table_name from duckdb_tables() "
@@ -239,10 +236,7 @@ def slice_database(snapshot: Path, dest: Path, relations: set[Relation], fresh: 
                         [_SLICE_ALIAS, _SLICE_ALIAS],
                     ).fetchall()
                 }
-            )
-            wanted = sorted(
-                (s, t) for s, t in have if (s.lower(), t.lower()) in relations - present
-            )
+                wanted = _present_in(have, relations - present)
             catalog = _ident(snapshot.stem)
             for schema in sorted({s for s, _ in wanted}):
                 con.execute(f"create schema if not exists {_SLICE_ALIAS}.{_ident(schema)}")
@@ -252,8 +246,13 @@ def slice_database(snapshot: Path, dest: Path, relations: set[Relation], fresh: 
         finally:
             con.execute(f"detach {_SLICE_ALIAS}")
         if fresh:
-            _keep_cut(tuple(wanted), dest)
+            _keep_cut(wanted, dest)
     return len(wanted)
+
+
+def _present_in(have: list[tuple[str, str]], relations: set[Relation]) -> tuple[Relation, ...]:
+    """Those of `relations` the snapshot has, as it names them, in order."""
+    return tuple(sorted((s, t) for s, t in have if (s.lower(), t.lower()) in relations))
 
 
 _MAX_CUTS = 8  # slices kept per snapshot (an incident's candidates mostly read the same)

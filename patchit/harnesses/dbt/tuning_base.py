@@ -17,15 +17,22 @@ def replace_once(
     of that layer is in the chain already: two tunings of one function of dbt's both apply,
     whichever installs first."""
     original = getattr(owner, name)
-    if layer is None and getattr(original, "_patchit", False):
-        return
-    held = original
-    while held is not None:
-        if layer is not None and getattr(held, "_patchit_layer", None) == layer:
+    if layer is None:
+        if getattr(original, "_patchit", False):
             return
-        held = getattr(held, "dbt_original", None)
+    elif layer in _layers(original):
+        return
     replacement = make(original)
     replacement._patchit = True
     replacement._patchit_layer = layer
     replacement.dbt_original = original
     setattr(owner, name, replacement)
+
+
+def _layers(function: Any) -> set[str | None]:
+    """The layers of patchit's replacements wrapping `function`, down to dbt's own."""
+    found = set()
+    while getattr(function, "_patchit", False):
+        found.add(getattr(function, "_patchit_layer", None))
+        function = function.dbt_original
+    return found

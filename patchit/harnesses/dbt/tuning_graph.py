@@ -12,9 +12,9 @@ are the ones noted: a member whose dependencies changed loses its edges and is l
 by dbt's `link_node`, and the graph's cycle check runs as dbt's does. A run whose members are
 not the noted ones (a member added, removed or disabled), or whose changed members do not
 link (a dependency that is not there, a cycle), gets dbt's own link from nothing, and dbt's
-own error. The graph is the one dbt links:
-the same nodes and edges (a changed member's edges are later in networkx's order, which
-nothing in a run reads: its queue orders nodes by depth, then by name).
+own error. The graph is the one dbt links: the same nodes and edges (a changed member's edges
+are later in networkx's order, which nothing in a run reads: its queue orders nodes by depth,
+then by name).
 """
 
 from __future__ import annotations
