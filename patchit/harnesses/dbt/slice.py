@@ -24,8 +24,6 @@ Error", and the harness then runs the candidate again on the whole copy.
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -211,23 +209,18 @@ def slice_database(snapshot: Path, dest: Path, relations: set[Relation], fresh: 
     as another; it is never written. It stays attached for the next candidate (reading a
     2,000-model snapshot's catalog costs a quarter of a second) until another snapshot is
     sliced or `release_snapshots()`. duckdb.Error when DuckDB cannot (another version's file,
-    a view over a database the run attaches itself): the caller copies the whole file then.
-
-    A fresh slice of the same relations as one cut before from the same snapshot is a copy of
-    that one's file, kept in a private temporary directory until the snapshot is released
-    (cutting copies the rows again: ~45 ms a candidate on a 2,000-model project)."""
+    a view over a database the run attaches itself): the caller copies the whole file then."""
     for stale in (dest, wal_path(dest)) if fresh else ():
         stale.unlink(missing_ok=True)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with _SNAPSHOT_LOCK:
         con, have = _attached(snapshot)
-        wanted = _present_in(have, relations) if fresh else None  # a fresh file holds nothing
-        if wanted is not None and _copy_of_cut(wanted, dest):
-            return len(wanted)
         con.execute(f"attach '{_quoted(dest)}' as {_SLICE_ALIAS}")
         try:
-            if wanted is None:
-                present = {
+            present = (
+                set()
+                if fresh
+                else {  # a fresh file holds nothing yet
                     (s.lower(), t.lower())
                     for s, t in con.execute(
                         "select schema_name, table_name from duckdb_tables() "
@@ -236,7 +229,10 @@ def slice_database(snapshot: Path, dest: Path, relations: set[Relation], fresh: 
                         [_SLICE_ALIAS, _SLICE_ALIAS],
                     ).fetchall()
                 }
-                wanted = _present_in(have, relations - present)
+            )
+            wanted = sorted(
+                (s, t) for s, t in have if (s.lower(), t.lower()) in relations - present
+            )
             catalog = _ident(snapshot.stem)
             for schema in sorted({s for s, _ in wanted}):
                 con.execute(f"create schema if not exists {_SLICE_ALIAS}.{_ident(schema)}")
@@ -245,48 +241,7 @@ def slice_database(snapshot: Path, dest: Path, relations: set[Relation], fresh: 
                 con.execute(f"create table {_SLICE_ALIAS}.{name} as select * from {catalog}.{name}")
         finally:
             con.execute(f"detach {_SLICE_ALIAS}")
-        if fresh:
-            _keep_cut(wanted, dest)
     return len(wanted)
-
-
-def _present_in(have: list[tuple[str, str]], relations: set[Relation]) -> tuple[Relation, ...]:
-    """Those of `relations` the snapshot has, as it names them, in order."""
-    return tuple(sorted((s, t) for s, t in have if (s.lower(), t.lower()) in relations))
-
-
-_MAX_CUTS = 8  # slices kept per snapshot (an incident's candidates mostly read the same)
-
-
-def _copy_of_cut(wanted: tuple[Relation, ...], dest: Path) -> bool:
-    """Whether `dest` is now a copy of the slice of `wanted` cut before (`_keep_cut`)."""
-    cut = _SNAPSHOT.get("cuts", {}).get(wanted)
-    if cut is None:
-        return False
-    try:
-        shutil.copyfile(cut, dest)
-    except OSError:
-        dest.unlink(missing_ok=True)
-        return False
-    return True
-
-
-def _keep_cut(wanted: tuple[Relation, ...], dest: Path) -> None:
-    """Keep a copy of the slice just cut at `dest` (before any run opens it), for the next
-    candidate that reads the same relations; a file DuckDB left a write-ahead log beside is
-    not kept."""
-    cuts: dict[tuple[Relation, ...], Path] = _SNAPSHOT.setdefault("cuts", {})
-    if len(cuts) >= _MAX_CUTS or wal_path(dest).exists():
-        return
-    if "cuts_dir" not in _SNAPSHOT:
-        _SNAPSHOT["cuts_dir"] = tempfile.TemporaryDirectory(prefix="patchit-slices-")
-    kept = Path(_SNAPSHOT["cuts_dir"].name) / f"{len(cuts)}.duckdb"
-    try:
-        shutil.copyfile(dest, kept)
-    except OSError:
-        kept.unlink(missing_ok=True)
-        return
-    cuts[wanted] = kept
 
 
 def _attached(snapshot: Path) -> tuple[Any, list[tuple[str, str]]]:
@@ -335,16 +290,12 @@ def release_snapshots() -> None:
 
 def _release() -> None:
     con = _SNAPSHOT.pop("con", None)
-    cuts_dir = _SNAPSHOT.pop("cuts_dir", None)
     _SNAPSHOT.clear()
     if con is not None:
         con.close()
-    if cuts_dir is not None:
-        cuts_dir.cleanup()
 
 
-# key, con, have: the one snapshot attached (`_attached`); cuts, cuts_dir: its slices kept
-_SNAPSHOT: dict[str, Any] = {}
+_SNAPSHOT: dict[str, Any] = {}  # key, con, have: the one snapshot attached (`_attached`)
 _SNAPSHOT_LOCK = threading.Lock()
 
 
