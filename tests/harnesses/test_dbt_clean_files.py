@@ -35,14 +35,19 @@ def test_a_file_changed_in_a_second_worktree_is_hashed_again(tmp_path: Path) -> 
     repo = _repo(tmp_path)
     first = repo / "project" / "models" / "a.sql"
     key = clean_blobs(repo / "project")["models/a.sql"]
-    assert _checksum(first, key) == file_checksum(first)  # remembered by blob now
+    project = str(repo / "project")
+    assert _checksum(project, "models/a.sql", key) == file_checksum(first)  # remembered now
+    first.write_text("select 'not read again'\n")  # (a test's shortcut: git knows better)
+    assert _checksum(project, "models/a.sql", key) != file_checksum(first)
+    git(repo, "checkout", "--", "project/models/a.sql")
     other = tmp_path / "wt"
     git(repo, "worktree", "add", "-q", "--detach", str(other), "HEAD")
     changed = other / "project" / "models" / "a.sql"
     changed.write_text("select 'changed'\n")
     clean = clean_blobs(other / "project")
     assert "models/a.sql" not in clean
-    assert _checksum(changed, clean.get("models/a.sql")) == file_checksum(changed)
+    in_other = str(other / "project")
+    assert _checksum(in_other, "models/a.sql", clean.get("models/a.sql")) == file_checksum(changed)
     assert file_checksum(changed) != file_checksum(first)
 
 

@@ -87,17 +87,17 @@ def file_checksum(path: Path) -> str | None:
     return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
 
 
-def _checksum(path: Path, blob: str | None) -> str | None:
-    """`file_checksum`, remembered by blob for a file git knows to be as committed."""
-    if blob is None:
-        return file_checksum(path)
-    digest = _BY_BLOB.get(blob)
-    if digest is None:
-        digest = file_checksum(path)
-        if digest is not None:
-            if len(_BY_BLOB) >= _BY_BLOB_MAX:
-                _BY_BLOB.clear()  # a new project's files; the next candidate fills it again
-            _BY_BLOB[blob] = digest
+def _checksum(root: str, rel: str, blob: str | None) -> str | None:
+    """`file_checksum` of `root`/`rel`, remembered by blob for a file git knows to be as
+    committed (its path made only when it is read: 4,000 files a candidate)."""
+    digest = _BY_BLOB.get(blob) if blob is not None else None
+    if digest is not None:
+        return digest
+    digest = file_checksum(Path(root, rel))
+    if blob is not None and digest is not None:
+        if len(_BY_BLOB) >= _BY_BLOB_MAX:
+            _BY_BLOB.clear()  # a new project's files; the next candidate fills it again
+        _BY_BLOB[blob] = digest
     return digest
 
 
@@ -335,7 +335,7 @@ def candidate_changes(
             return None  # deleted or renamed
         if parsed.checksum_name != "sha256":  # a big seed: dbt compares its path only
             continue
-        if _checksum(project_dir / rel, blob) == parsed.checksum:
+        if _checksum(root, rel, blob) == parsed.checksum:
             continue
         if parsed.file_type not in _NODE_FILE_TYPES or not parsed.nodes:
             return None
