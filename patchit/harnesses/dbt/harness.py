@@ -49,7 +49,6 @@ from patchit.errors import HarnessError, PatchitError
 from patchit.events.model import FailureSource, UniversalFailureEvent
 from patchit.harnesses.base import Screening, Verification, Workspace
 from patchit.harnesses.dbt.changes import manifest_node_names, read_failing_parse
-from patchit.harnesses.dbt.duckdb_early import REQUEST_KEY as EARLY_KEY
 from patchit.harnesses.dbt.parses import ParseSeeds
 from patchit.harnesses.dbt.pg import (
     PgSchemas,
@@ -125,8 +124,6 @@ class DbtHarness:
         self.notices: list[str] = []  # what close() could not clean up
         # where the last verify's time went, part by part (`phases.breakdown_ms`)
         self.last_breakdown_ms: dict[str, float] = {}
-        # what became of opening the last verify's DuckDB file early (`duckdb_early.outcome`)
-        self.last_duckdb_early = ""
 
     @property
     def last_parse_mode(self) -> str:
@@ -301,14 +298,13 @@ class DbtHarness:
                 live = worker
 
                 def run(args: list[str], log: Path) -> DbtOutcome:
-                    return self._run_warm(live, args, box.cwd, env, log, writable, saved_parse,
-                                          box.duckdb_early)  # fmt: skip
+                    return self._run_warm(live, args, box.cwd, env, log, writable, saved_parse)
             else:
                 sandbox = make_sandbox(self.sandbox, need)
 
                 def run(args: list[str], log: Path) -> DbtOutcome:
                     return self._run_fresh(args, box.cwd, env, log, box.target_dir, sandbox,
-                                           saved_parse, box.duckdb_early)  # fmt: skip
+                                           saved_parse)  # fmt: skip
 
             if box.pg_schema is not None and box.snowflake:
                 listed = guard_schemas(box, run)
@@ -356,7 +352,6 @@ class DbtHarness:
             if limit == "memory" and worker is not None:
                 self._drop_after_runs(worker)  # an allocation failed somewhere in it
         total_ms = (time.monotonic() - started) * 1000
-        self.last_duckdb_early = outcome.duckdb_early
         self.last_breakdown_ms = breakdown_ms(
             box.spent_ms,
             prepare_ms,
@@ -493,7 +488,6 @@ class DbtHarness:
         log: Path,
         writable: list[str] | None = None,
         saved_parse: dict[str, Any] | None = None,
-        duckdb_early: dict[str, Any] | None = None,
     ) -> DbtOutcome:
         # dbt's debug log is not written: nothing reads it (the reply says how dbt parsed)
         request: dict[str, object] = {
@@ -504,8 +498,6 @@ class DbtHarness:
             request["writable"] = writable
         if saved_parse:
             request["saved_parse"] = saved_parse
-        if duckdb_early:
-            request[EARLY_KEY] = duckdb_early
         reply = worker.request(request, self.timeout_s)
         if reply is not None and reply.get("worker_died") and not log.exists():
             # It died before it began this request (killed while idle, the kill still landing
@@ -539,7 +531,6 @@ class DbtHarness:
         target_dir: Path,
         sandbox: Sandbox,
         saved_parse: dict[str, Any] | None = None,
-        duckdb_early: dict[str, Any] | None = None,
     ) -> DbtOutcome:
         """One run in a fresh process of its own (`worker --once`): dbt as the warm worker runs
         it, with nothing carried over from another run."""
@@ -549,8 +540,6 @@ class DbtHarness:
                    "log_path": str(log)}  # fmt: skip
         if saved_parse:
             request["saved_parse"] = saved_parse
-        if duckdb_early:
-            request[EARLY_KEY] = duckdb_early
         (target_dir / "run_results.json").unlink(missing_ok=True)
         argv = [sys.executable, "-m", "patchit.harnesses.dbt.worker", "--once"]
         schemas = {SCHEMAS_ENV: str(shared_cache() / SCHEMAS_FILE)}  # a worker's (read-only)
@@ -587,7 +576,6 @@ def _outcome(reply: dict[str, Any]) -> DbtOutcome:
         saved_parse_kept=bool(reply.get("saved_parse_kept")),
         files_from_saved=bool(reply.get("files_from_saved")),
         graph_from_saved=bool(reply.get("graph_from_saved")),
-        duckdb_early=str(reply.get("duckdb_early") or ""),
         phases_ms=dict(reply.get("phases_ms") or {}),
         duration_ms=reply.get("duration_ms"),
     )

@@ -6,14 +6,12 @@ schema), the sandbox profile, and dbt's arguments
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from patchit.errors import BadInputError, HarnessError
 from patchit.events.model import UniversalFailureEvent
@@ -141,7 +139,6 @@ def prepare(
     on_snowflake = False
     sf_own: OwnDatabase | None = None
     slice_from: Path | None = None  # the snapshot a DuckDB slice is cut from (`slice`)
-    duckdb_early: dict[str, Any] | None = None  # the run opens its DuckDB file early
     try:
         target = resolve_dbt_target(event)
         path_text = str(target.output.get("path") or ":memory:")
@@ -175,7 +172,6 @@ def prepare(
                 relations = None
         elif target.db_path is not None:
             db_copy, path_text = sandbox_db_location(target, cwd, workspace.root)
-            duckdb_early = early_open_spec(db_copy, target.output.get("config_options"))
             copying = time.perf_counter()
             slice_from = _snapshot_file(workspace, target.db_path.name)
             if slice_from is not None:  # the copy waits for the selection (`slice`)
@@ -283,22 +279,7 @@ def prepare(
         duckdb_note=duckdb_note,
         changed_files=changes.files if changes is not None else None,
         clean_files=clean,
-        duckdb_early=duckdb_early,
     )
-
-
-def early_open_spec(db_file: Path, config: object) -> dict[str, Any] | None:
-    """The request's `duckdb_early` for a run on the DuckDB file `db_file` (`duckdb_early`),
-    with the profile's `config_options`; None when they are not a plain mapping."""
-    if config is None:
-        config = {}
-    if not isinstance(config, dict) or not all(isinstance(k, str) for k in config):
-        return None
-    try:
-        json.dumps(config)
-    except (TypeError, ValueError):
-        return None
-    return {"path": str(db_file), "config": config}
 
 
 def _snapshot_file(workspace: Workspace, db_name: str) -> Path | None:

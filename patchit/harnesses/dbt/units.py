@@ -71,8 +71,6 @@ class DbtSandbox:
     changed_files: tuple[str, ...] | None = None
     # the worktree's files git knows to be as committed (`clean_files.clean_blobs`), when read
     clean_files: dict[str, str] | None = None
-    # the run's DuckDB file and settings, opened while dbt starts (`duckdb_early`)
-    duckdb_early: dict[str, Any] | None = None
 
 
 @dataclass
@@ -87,7 +85,6 @@ class DbtOutcome:
     saved_parse_kept: bool = False  # a warm run started from the worker's decoded parse
     files_from_saved: bool = False  # and took the root project's files from it (tuning_files)
     graph_from_saved: bool = False  # and the graph the worker linked from it (tuning_graph)
-    duckdb_early: str = ""  # what became of opening its DuckDB file early (duckdb_early)
     phases_ms: dict[str, float] = field(default_factory=dict)  # a warm run's (dbt_phases)
     duration_ms: int | None = None  # a warm run's own, as its fork timed it
 

@@ -7,14 +7,12 @@ Protocol (one JSON object per line):
 
     stdin   {"args": [...], "cwd": "...", "env": {...}, "log_path": "...",
              "writable": [dir, ...] (optional), "id": int (optional),
-             "saved_parse": {"source", "root", "file"} (optional, see saved_parse),
-             "duckdb_early": {"path", "config"} (optional, see duckdb_early)}
+             "saved_parse": {"source", "root", "file"} (optional, see saved_parse)}
     reply   {"success": bool, "exception": str | null, "duration_ms": int,
              "results": [{"unique_id", "status", "message", "resource_type"}],
              "saved_parse_kept": bool (dbt read the worker's decoded parse),
              "parse": "partial" | "full" | "unknown" (how dbt parsed),
              "phases_ms": {phase: ms} (where the run's time went, see phases),
-             "duckdb_early": str (what became of opening DuckDB early, see duckdb_early),
              "id": the request's id (when it had one)}
 
 Requests run concurrently: the worker reads the next request while earlier ones run (each in
@@ -53,7 +51,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from patchit.harnesses.dbt import duckdb_early, tuning_files, tuning_graph, tuning_schemas
 from patchit.harnesses.dbt import (
     phases as dbt_phases,
 )
@@ -63,6 +60,7 @@ from patchit.harnesses.dbt import (
 from patchit.harnesses.dbt import (
     tuning as dbt_tuning,
 )
+from patchit.harnesses.dbt import tuning_files, tuning_graph, tuning_schemas
 from patchit.harnesses.dbt.serve import check_request, reply_line, serve
 from patchit.harnesses.dbt.units import RUN_NODES_FILE
 from patchit.harnesses.warm import WarmProcess
@@ -155,7 +153,6 @@ def run_request(request: dict[str, Any], stderr_fd: int, in_fork: bool = False) 
     os.environ.update({str(k): str(v) for k, v in (request.get("env") or {}).items()})
     tempfile.tempdir = None  # TMPDIR may differ from the worker's own
     os.chdir(request["cwd"])
-    duckdb_early.open_early(request)  # a one-run process opened it before importing dbt
     log_fd = os.open(request["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull_fd = os.open(os.devnull, os.O_WRONLY)
     sys.stdout.flush()
@@ -187,7 +184,6 @@ def run_request(request: dict[str, Any], stderr_fd: int, in_fork: bool = False) 
         traceback.print_exc()
         reply = {"success": False, "exception": f"{type(exc).__name__}: {exc}", "results": []}
     finally:
-        duckdb_early.release()
         if not in_fork:
             release_duckdb()
         # The request's cwd (holding its DB copy) is deleted after the run; do not sit in it.
@@ -198,8 +194,6 @@ def run_request(request: dict[str, Any], stderr_fd: int, in_fork: bool = False) 
         os.dup2(stderr_fd, 2)
         os.close(log_fd)
         os.close(devnull_fd)
-    if duckdb_early.outcome():
-        reply["duckdb_early"] = duckdb_early.outcome()
     reply["duration_ms"] = int((time.monotonic() - started) * 1000)
     return reply
 
@@ -285,7 +279,6 @@ def once() -> int:
     except ValueError as exc:
         reply_line(channel, {"success": False, "exception": f"bad request: {exc}", "results": []})
         return 2
-    duckdb_early.open_early(request)  # beside dbt's import, not after it
     # The collector is off while dbt is imported and the parse decoded (it would walk what
     # they make again and again), and what they made is frozen: the run's collections walk
     # only what the run makes. A process that ends with its one run leaves the garbage be.
