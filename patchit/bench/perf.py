@@ -491,17 +491,9 @@ def _measure(
             samples["select_build"].append(
                 round(bench.baseline_build("--select", f"{bench.model}+"), 3)
             )
-            for measure, harness, times in (
-                ("warm_verify", warm, WARM_PER_RUN),
-                ("fresh_verify", fresh, 1),
-            ):
-                for time_in_run in range(times):
-                    seconds, parse_mode = bench.verify(harness)
-                    samples[measure].append(round(seconds, 3))
-                    result.parse_modes[measure].append(parse_mode)
-                    result.breakdowns_ms[measure].append(bench.last_breakdown_ms)
-                    if measure == "warm_verify" and time_in_run == 0:
-                        result.warm_first_s.append(round(seconds, 3))
+            warm_s = [_sample(result, bench, "warm_verify", warm) for _ in range(WARM_PER_RUN)]
+            result.warm_first_s.append(warm_s[0])
+            _sample(result, bench, "fresh_verify", fresh)
         if rss_candidates:
             measured = measure_rss(bench, warm, rss_candidates, say)
             result.rss_kb, result.rss_verify_s, result.breakdowns_ms["warm_steady"] = measured
@@ -509,6 +501,15 @@ def _measure(
             say(f"screening {screen_candidates} candidates")
             bench.screen(warm, screen_candidates, result)
     return result
+
+
+def _sample(result: PerfResult, bench: _Bench, measure: str, harness: DbtHarness) -> float:
+    """One verify of `measure`, its seconds, parse mode and breakdown kept in `result`."""
+    seconds, parse_mode = bench.verify(harness)
+    result.samples_s[measure].append(round(seconds, 3))
+    result.parse_modes[measure].append(parse_mode)
+    result.breakdowns_ms[measure].append(bench.last_breakdown_ms)
+    return round(seconds, 3)
 
 
 def dump_json(result: PerfResult) -> str:
