@@ -11,7 +11,7 @@ from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.evidence.redact import MASK
 from patchit.harnesses.dbt.changes import models_of_tests
 from patchit.harnesses.dbt.pg import PgSchemas
-from patchit.harnesses.dbt.preparation import prepare
+from patchit.harnesses.dbt.preparation import prepare, settle_warehouse, start_warehouse
 from patchit.harnesses.dbt.units import (
     FRESH,
     MAX_UNBUILT_SELECTORS,
@@ -241,7 +241,10 @@ def prepared_args(tmp_path: Path, snapshot: Path | None, db_path: str = "shop.du
                           profiles_dir=str(user)),
     )  # fmt: skip
     workspace = Workspace(root=root, scratch=tmp_path / "scratch", snapshot=snapshot)
-    return prepare(workspace, event, root, root, PgSchemas()).args
+    box = prepare(workspace, event, root, root, PgSchemas())
+    start_warehouse(box)  # as the harness does beside the run: the warehouse placed
+    settle_warehouse(box)
+    return box.args
 
 
 def snapshot_of(tmp_path: Path) -> Path:

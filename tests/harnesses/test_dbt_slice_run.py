@@ -6,6 +6,7 @@ user's file nor the incident snapshot is written."""
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 import duckdb
@@ -13,6 +14,7 @@ import pytest
 
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.harnesses.base import Workspace
+from patchit.harnesses.dbt import preparation
 from patchit.harnesses.dbt.harness import DbtHarness
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree
@@ -93,3 +95,60 @@ def test_a_candidate_runs_on_a_slice_of_what_it_reads(
                 remove_worktree(repo, root)
     assert _digest(repo / "p.duckdb") == user_db
     assert _digest(snapshot) == snapped
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "fresh"])
+def test_the_run_waits_for_its_warehouse_cut_beside_it_and_stops_when_the_cut_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
+) -> None:
+    """The slice is cut while dbt starts: a slow cut holds the run at its first connection
+    (the run then builds on the slice), a failed one stops it and its error is the verify's."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("PATCHIT_HOME", str(home))
+    repo = tmp_path / "repo"
+    for rel, text in PROJECT.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    with duckdb.connect(str(repo / "p.duckdb")) as con:
+        con.execute("create table main.raw_ids as select 1 as id")
+    assert run_dbt(repo, "build").returncode == 0
+    (repo / ".gitignore").write_text("target/\nlogs/\n*.duckdb*\n")
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "p")
+    user_db = _digest(repo / "p.duckdb")
+    snapshot = snapshot_database(repo / "p.duckdb", home / "snapshots" / "i1")
+    place = preparation._place_warehouse
+
+    def slow(*args: object) -> tuple[Path | None, str]:
+        time.sleep(6)  # longer than a fresh process's imports and this project's parse
+        return place(*args)  # type: ignore[arg-type]
+
+    def broken(*args: object) -> tuple[Path | None, str]:
+        raise OSError("No space left on device")
+
+    with DbtHarness(warm=warm) as harness:
+        for number, cut in ((1, slow), (2, broken)):
+            monkeypatch.setattr(preparation, "_place_warehouse", cut)
+            root = create_worktree(repo, "HEAD", home / "worktrees" / f"c{number}")
+            try:
+                model = root / "models" / "stg.sql"
+                model.write_text(model.read_text() + f"-- candidate {number}\n")
+                workspace = Workspace(root=root, scratch=home / "sandboxes" / f"c{number}",
+                                      snapshot=snapshot.parent)  # fmt: skip
+                if cut is slow:
+                    result = harness.verify(workspace, _event(repo, "stg"))
+                    assert result.passed, result.output
+                    assert "2 relation(s) the selection reads" in result.isolation
+                    assert harness.last_breakdown_ms["dbt: warehouse wait"] >= 100
+                    with duckdb.connect(str(root / "p.duckdb"), read_only=True) as con:
+                        listed = "select table_name from information_schema.tables"
+                        tables = {r[0] for r in con.execute(listed).fetchall()}
+                    assert tables == {"stg", "events"}  # built in the slice, once it was cut
+                    continue
+                with pytest.raises(OSError, match="No space left on device"):
+                    harness.verify(workspace, _event(repo, "stg"))
+                log = (workspace.scratch / "dbt_output.log").read_text()
+                assert "the sandbox warehouse could not be placed" in log
+            finally:
+                remove_worktree(repo, root)
+    assert _digest(repo / "p.duckdb") == user_db

@@ -59,7 +59,13 @@ from patchit.harnesses.dbt.pg import (
     warehouse_note,
 )
 from patchit.harnesses.dbt.phases import breakdown_ms
-from patchit.harnesses.dbt.preparation import prepare, run_env, sandbox_paths
+from patchit.harnesses.dbt.preparation import (
+    prepare,
+    run_env,
+    sandbox_paths,
+    settle_warehouse,
+    start_warehouse,
+)
 from patchit.harnesses.dbt.prewarm import adopt
 from patchit.harnesses.dbt.sf import SfSchemas, clone_incrementals, sf_note, sf_outputs
 from patchit.harnesses.dbt.slice import (
@@ -78,6 +84,7 @@ from patchit.harnesses.dbt.units import (
     tail_lines,
     unit_verdicts,
 )
+from patchit.harnesses.dbt.warehouse_gate import GATE_FIELD
 from patchit.harnesses.dbt.worker import STARTUP_TIMEOUT_S, WarmDbtWorker, read_run_results
 from patchit.harnesses.warm import kill_process_group, popen_sandboxed
 from patchit.sandbox.dbt_profile import (
@@ -298,13 +305,14 @@ class DbtHarness:
                 live = worker
 
                 def run(args: list[str], log: Path) -> DbtOutcome:
-                    return self._run_warm(live, args, box.cwd, env, log, writable, saved_parse)
+                    return self._run_warm(live, args, box.cwd, env, log, writable, saved_parse,
+                                          gate_of(box))  # fmt: skip
             else:
                 sandbox = make_sandbox(self.sandbox, need)
 
                 def run(args: list[str], log: Path) -> DbtOutcome:
                     return self._run_fresh(args, box.cwd, env, log, box.target_dir, sandbox,
-                                           saved_parse)  # fmt: skip
+                                           saved_parse, gate_of(box))  # fmt: skip
 
             if box.pg_schema is not None and box.snowflake:
                 listed = guard_schemas(box, run)
@@ -322,11 +330,15 @@ class DbtHarness:
                     box, listed, self._pg.warehouse_of(box.pg_schema), copy_limit
                 )
             running = time.monotonic()
+            start_warehouse(box)
             outcome = run(box.args, box.log_path)
+            settle_warehouse(box)  # the cut beside the run's start
             if box.warehouse_slice is not None and missed_relation(outcome):
                 outcome = self._on_whole_copy(box, run)
             run_ms = (time.monotonic() - running) * 1000
         finally:
+            if box.cut is not None:  # the run raised: the cut is waited for, its result dropped
+                box.cut.finish()
             with self._lock:
                 self._in_flight -= worker is not None
                 self._idle.notify_all()
@@ -488,6 +500,7 @@ class DbtHarness:
         log: Path,
         writable: list[str] | None = None,
         saved_parse: dict[str, Any] | None = None,
+        gate: str | None = None,
     ) -> DbtOutcome:
         # dbt's debug log is not written: nothing reads it (the reply says how dbt parsed)
         request: dict[str, object] = {
@@ -498,6 +511,8 @@ class DbtHarness:
             request["writable"] = writable
         if saved_parse:
             request["saved_parse"] = saved_parse
+        if gate:
+            request[GATE_FIELD] = gate
         reply = worker.request(request, self.timeout_s)
         if reply is not None and reply.get("worker_died") and not log.exists():
             # It died before it began this request (killed while idle, the kill still landing
@@ -531,6 +546,7 @@ class DbtHarness:
         target_dir: Path,
         sandbox: Sandbox,
         saved_parse: dict[str, Any] | None = None,
+        gate: str | None = None,
     ) -> DbtOutcome:
         """One run in a fresh process of its own (`worker --once`): dbt as the warm worker runs
         it, with nothing carried over from another run."""
@@ -540,6 +556,8 @@ class DbtHarness:
                    "log_path": str(log)}  # fmt: skip
         if saved_parse:
             request["saved_parse"] = saved_parse
+        if gate:
+            request[GATE_FIELD] = gate
         (target_dir / "run_results.json").unlink(missing_ok=True)
         argv = [sys.executable, "-m", "patchit.harnesses.dbt.worker", "--once"]
         schemas = {SCHEMAS_ENV: str(shared_cache() / SCHEMAS_FILE)}  # a worker's (read-only)
@@ -564,6 +582,11 @@ class DbtHarness:
                 results=read_run_results(target_dir / "run_results.json"),
             )
         return _outcome(reply)
+
+
+def gate_of(box: DbtSandbox) -> str | None:
+    """The file a run's first connection waits for: its warehouse being cut beside it."""
+    return str(box.cut.gate) if box.cut is not None else None
 
 
 def _outcome(reply: dict[str, Any]) -> DbtOutcome:

@@ -13,6 +13,8 @@ methods (once, in the worker, beside `tuning`); each run's fork starts with empt
     graph          the dependency graph compiled from the manifest (`compile_manifest`)
     select         the selection resolved into the run's queue (`get_graph_queue`), with
                    the selected tests' edges (added there, not in `graph`: `dbt_tuning`)
+    warehouse wait waiting for the harness to place the DuckDB warehouse it cuts while the
+                   run starts (`warehouse_gate`; inside whichever phase connects first)
     cache          the adapter's relation cache filled (`populate_adapter_cache`)
     run nodes      the selected models built and tests run (`execute_nodes`)
     artifacts      run_results.json and the run's nodes written
@@ -38,6 +40,7 @@ PHASES = (
     "write parse",
     "graph",
     "select",
+    "warehouse wait",
     "cache",
     "run nodes",
     "artifacts",

@@ -6,10 +6,12 @@ schema), the sandbox profile, and dbt's arguments
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,6 +46,7 @@ from patchit.harnesses.dbt.units import (
     select_units,
     unbuilt_nodes,
 )
+from patchit.harnesses.dbt.warehouse_gate import GATE_FILE, WarehouseCut
 from patchit.sandbox import snowflake
 from patchit.sandbox.dbt_profile import (
     resolve_dbt_target,
@@ -202,23 +205,6 @@ def prepare(
         event, with_state and changed is None, unbuilt, (*(changed or ()), *rebuilt), tested
     )
     spent_ms["selection"] = _ms_since(selecting)
-    warehouse_slice: Path | None = None
-    duckdb_note = ""
-    if slice_from is not None:
-        copying = time.perf_counter()
-        graph = manifest_graph(Path(str(manifest))) if with_state else None
-        reads = selection_reads(graph, selectors, changed or (), project_dir) if graph else None
-        copied, why = _place_slice(slice_from, db_copy, reads)
-        if copied is None:
-            place_database(workspace, slice_from, db_copy)
-            duckdb_note = f"; DuckDB warehouse: a copy of the whole incident snapshot ({why})"
-        else:
-            warehouse_slice = slice_from
-            duckdb_note = (
-                f"; DuckDB warehouse: {copied} relation(s) the selection reads, copied from the "
-                "incident snapshot (attached read-only)"
-            )
-        spent_ms["warehouse copy"] += _ms_since(copying)
     args = ["build"]
     if selectors:
         args += ["--select", *selectors]
@@ -257,6 +243,12 @@ def prepare(
     log_path = scratch / "dbt_output.log"
     log_path.unlink(missing_ok=True)
     (scratch / "target" / RUN_NODES_FILE).unlink(missing_ok=True)  # an earlier run's
+    placing = None
+    if slice_from is not None:  # cut while the run starts (`start_warehouse`)
+        placing = functools.partial(
+            _place_warehouse, workspace, slice_from, db_copy,
+            Path(str(manifest)) if with_state else None, selectors, changed or (), project_dir,
+        )  # fmt: skip
     return DbtSandbox(
         args=args,
         cwd=cwd,
@@ -274,9 +266,8 @@ def prepare(
         sf_database=sf_own.name if sf_own is not None else None,
         state_manifest=state_manifest,
         spent_ms=spent_ms,
-        warehouse_slice=warehouse_slice,
-        db_copy=db_copy if warehouse_slice is not None else None,
-        duckdb_note=duckdb_note,
+        db_copy=db_copy if placing is not None else None,
+        place_warehouse=placing,
         changed_files=changes.files if changes is not None else None,
         clean_files=clean,
     )
@@ -304,6 +295,49 @@ def _place_slice(
         return slice_database(snapshot, db_copy, reads), ""
     except duckdb.Error as exc:
         return None, f"DuckDB could not cut a slice: {str(exc).splitlines()[0]}"
+
+
+def _place_warehouse(
+    workspace: Workspace,
+    snapshot: Path,
+    db_copy: Path,
+    manifest: Path | None,
+    selectors: list[str],
+    changed: Iterable[str],
+    project_dir: Path,
+) -> tuple[Path | None, str]:
+    """The candidate's DuckDB warehouse at `db_copy`: a slice of `snapshot` as the relations
+    the selection reads, else a copy of all of it; (the snapshot when a slice, the note the
+    isolation line gives). Runs beside the run's start (`warehouse_gate`)."""
+    graph = manifest_graph(manifest) if manifest is not None else None
+    reads = selection_reads(graph, selectors, changed, project_dir) if graph else None
+    copied, why = _place_slice(snapshot, db_copy, reads)
+    if copied is None:
+        place_database(workspace, snapshot, db_copy)
+        return None, f"; DuckDB warehouse: a copy of the whole incident snapshot ({why})"
+    return snapshot, (
+        f"; DuckDB warehouse: {copied} relation(s) the selection reads, copied from the "
+        "incident snapshot (attached read-only)"
+    )
+
+
+def start_warehouse(box: DbtSandbox) -> None:
+    """Right before the run: its DuckDB warehouse cut in a thread, the run told to wait for it
+    at its first connection (`warehouse_gate`); nothing when `prepare` placed it already."""
+    place, box.place_warehouse = box.place_warehouse, None
+    if place is not None:
+        box.cut = WarehouseCut(box.target_dir.parent / GATE_FILE, place)
+
+
+def settle_warehouse(box: DbtSandbox) -> None:
+    """Once the run is over: wait for the warehouse cut beside it and note what it placed;
+    the cut's error raised (the run stopped at its first connection without it)."""
+    cut, box.cut = box.cut, None
+    if cut is None:
+        return
+    box.warehouse_slice, box.duckdb_note = cut.result()
+    if box.warehouse_slice is None:
+        box.db_copy = None
 
 
 def _ms_since(started: float) -> float:

@@ -4,13 +4,14 @@ run results, apart from the harness's process handling (`harnesses/dbt/harness.p
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.redact import MASK
+from patchit.harnesses.dbt.warehouse_gate import WarehouseCut
 from patchit.sandbox.pg_clone import Clone
 
 OUTPUT_TAIL_LINES = 60
@@ -66,6 +67,11 @@ class DbtSandbox:
     warehouse_slice: Path | None = None
     db_copy: Path | None = None
     duckdb_note: str = ""  # what the isolation line says of a DuckDB warehouse
+    # the DuckDB warehouse placed while the run starts (`warehouse_gate`): how to place it,
+    # then the cut going on; each gives (the snapshot when a slice, the isolation note), which
+    # `preparation.settle_warehouse` puts in the three fields above once the run is over
+    place_warehouse: Callable[[], tuple[Path | None, str]] | None = None
+    cut: WarehouseCut[tuple[Path | None, str]] | None = None
     # the root project's files that differ from the failing run's parse, when known: the run
     # takes the others from that parse (`tuning_files`)
     changed_files: tuple[str, ...] | None = None

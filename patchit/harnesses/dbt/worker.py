@@ -7,7 +7,9 @@ Protocol (one JSON object per line):
 
     stdin   {"args": [...], "cwd": "...", "env": {...}, "log_path": "...",
              "writable": [dir, ...] (optional), "id": int (optional),
-             "saved_parse": {"source", "root", "file"} (optional, see saved_parse)}
+             "saved_parse": {"source", "root", "file"} (optional, see saved_parse),
+             "warehouse_gate": "..." (optional: the file the run's first connection waits
+             for, see warehouse_gate)}
     reply   {"success": bool, "exception": str | null, "duration_ms": int,
              "results": [{"unique_id", "status", "message", "resource_type"}],
              "saved_parse_kept": bool (dbt read the worker's decoded parse),
@@ -60,7 +62,7 @@ from patchit.harnesses.dbt import (
 from patchit.harnesses.dbt import (
     tuning as dbt_tuning,
 )
-from patchit.harnesses.dbt import tuning_files, tuning_graph, tuning_schemas
+from patchit.harnesses.dbt import tuning_files, tuning_graph, tuning_schemas, warehouse_gate
 from patchit.harnesses.dbt.serve import check_request, reply_line, serve
 from patchit.harnesses.dbt.units import RUN_NODES_FILE
 from patchit.harnesses.warm import WarmProcess
@@ -160,6 +162,7 @@ def run_request(request: dict[str, Any], stderr_fd: int, in_fork: bool = False) 
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     dbt_saved_parse.arm(request)
+    warehouse_gate.arm(request)
     dbt_tuning.forget_parse_mode()
     tuning_files.forget()
     dbt_phases.reset()
@@ -286,6 +289,8 @@ def once() -> int:
     importlib.import_module("dbt.cli.main")
     dbt_tuning.install()
     dbt_phases.install()
+    if request.get(warehouse_gate.GATE_FIELD):  # a DuckDB run: its adapter is imported anyway
+        warehouse_gate.install()
     tuning_schemas.load(os.environ.get(tuning_schemas.SCHEMAS_ENV))
     started = time.monotonic()
     spec = request.get("saved_parse")  # the failing run's parse as it is, re-rooted as read
@@ -327,6 +332,7 @@ def main() -> int:
 
     dbt_tuning.install()
     dbt_phases.install()
+    warehouse_gate.install()
     tuning_schemas.load(os.environ.get(tuning_schemas.SCHEMAS_ENV))  # an earlier worker's
     save_schemas = os.environ.get(tuning_schemas.SCHEMAS_SAVE_ENV)  # now: a run resets it
     _warm_up(stderr_fd)
