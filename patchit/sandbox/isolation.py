@@ -49,8 +49,8 @@ from pathlib import Path
 
 from patchit.config import SandboxConfig, resolve_home
 from patchit.errors import HarnessError
+from patchit.sandbox.reaper import PRIVATE_TMP as PRIVATE_TMP
 
-PRIVATE_TMP = Path("/tmp")
 # What a warm runtime (one process serving many candidates) may write, for the report: each
 # candidate's fork is narrowed to its own dirs with Landlock where the kernel has it.
 WARM_WRITES = "patchit's worktrees and sandboxes"

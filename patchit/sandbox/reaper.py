@@ -26,6 +26,8 @@ import signal
 from collections.abc import Iterable
 from pathlib import Path
 
+PRIVATE_TMP = Path("/tmp")  # inside the sandbox: bubblewrap's tmpfs, the runtime's own
+
 _PR_SET_CHILD_SUBREAPER = 36
 MAX_ROUNDS = 50  # a tree that keeps forking while it is killed gets this many sweeps
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from patchit.harnesses.dbt import serve as dbt_serve
-from patchit.harnesses.dbt.worker import WarmDbtWorker
+from patchit.harnesses.dbt.worker_handle import WarmDbtWorker
 from patchit.sandbox.isolation import Sandbox
 
 # A child that answers its two requests in the reverse order, each with its id.

@@ -4,9 +4,11 @@
 selects and judges, `preparation` makes a run's worktree, environment, warehouse copy and
 profile, `changes` tells which nodes a candidate changed; `pg`/`pg_schemas` and `sf` are the
 Postgres and Snowflake sandbox schemas. The warm worker (`python -m
-patchit.harnesses.dbt.worker`) serves runs (`serve`), each a fork that starts from a saved
-parse (`parses`, `saved_parse`, `flat_graph`, `subset`), with dbt tuned once (`tuning`) and
-timed (`phases`); `prewarm` starts it before the heal.
+patchit.harnesses.dbt.worker`, which imports only its own side; `worker_handle` is the
+harness's) serves runs (`serve`), each a fork that starts from a saved parse (`parses`,
+`saved_parse`, `flat_graph`, `subset`), with dbt tuned once (`tuning`) and timed (`phases`),
+its DuckDB warehouse cut beside its start (`warehouse_gate`); `prewarm` starts it before the
+heal.
 """
 
 from __future__ import annotations

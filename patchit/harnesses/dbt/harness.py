@@ -85,7 +85,7 @@ from patchit.harnesses.dbt.units import (
     unit_verdicts,
 )
 from patchit.harnesses.dbt.warehouse_gate import GATE_FIELD
-from patchit.harnesses.dbt.worker import STARTUP_TIMEOUT_S, WarmDbtWorker, read_run_results
+from patchit.harnesses.dbt.worker_handle import STARTUP_TIMEOUT_S, WarmDbtWorker, read_run_results
 from patchit.harnesses.warm import kill_process_group, popen_sandboxed
 from patchit.sandbox.dbt_profile import (
     resolve_dbt_target,

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 from patchit.config import SandboxConfig
-from patchit.harnesses.dbt.worker import WarmDbtWorker
+from patchit.harnesses.dbt.worker_handle import WarmDbtWorker
 from patchit.sandbox.isolation import make_sandbox, patchit_areas
 
 _lock = threading.Lock()

@@ -25,9 +25,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from patchit.sandbox.isolation import PRIVATE_TMP
 from patchit.sandbox.landlock import restrict_writes
 from patchit.sandbox.reaper import (
+    PRIVATE_TMP,
     become_subreaper,
     children,
     clear_new_entries,

@@ -12,12 +12,10 @@ from typing import Any, Final
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.redact import MASK
 from patchit.harnesses.dbt.warehouse_gate import WarehouseCut
+from patchit.harnesses.dbt.worker import RUN_NODES_FILE as RUN_NODES_FILE
 from patchit.sandbox.pg_clone import Clone
 
 OUTPUT_TAIL_LINES = 60
-# What the warm worker writes in a run's target dir instead of dbt's manifest.json: the nodes
-# the run's results name, in the manifest's shape (the data check reads where they were built)
-RUN_NODES_FILE = "patchit_run_nodes.json"
 # dbt itself treats warn and no-op as non-failing; so does verification
 PASSING_STATUSES = frozenset({"pass", "success", "warn", "no-op"})
 NODE_TYPES = ("model", "seed", "snapshot", "test", "unit_test", "source", "exposure", "analysis")
