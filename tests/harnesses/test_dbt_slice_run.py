@@ -48,10 +48,9 @@ def _event(repo: Path, unit: str) -> UniversalFailureEvent:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("warm", [True, False], ids=["warm", "fresh"])
-def test_a_candidate_runs_on_a_slice_of_what_it_reads(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
-) -> None:
+def _built_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """(patchit's home, a committed repo of PROJECT built once, the incremental's history
+    holding a row of the user's own)."""
     home = tmp_path / "home"
     monkeypatch.setenv("PATCHIT_HOME", str(home))
     repo = tmp_path / "repo"
@@ -66,6 +65,14 @@ def test_a_candidate_runs_on_a_slice_of_what_it_reads(
     (repo / ".gitignore").write_text("target/\nlogs/\n*.duckdb*\n")
     git(repo, "init", "-q", "-b", "main")
     commit_all(repo, "p")
+    return home, repo
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "fresh"])
+def test_a_candidate_runs_on_a_slice_of_what_it_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
+) -> None:
+    home, repo = _built_repo(tmp_path, monkeypatch)
     user_db = _digest(repo / "p.duckdb")
     snapshot = snapshot_database(repo / "p.duckdb", home / "snapshots" / "i1")
     snapped = _digest(snapshot)
@@ -103,18 +110,7 @@ def test_the_run_waits_for_its_warehouse_cut_beside_it_and_stops_when_the_cut_fa
 ) -> None:
     """The slice is cut while dbt starts: a slow cut holds the run at its first connection
     (the run then builds on the slice), a failed one stops it and its error is the verify's."""
-    home = tmp_path / "home"
-    monkeypatch.setenv("PATCHIT_HOME", str(home))
-    repo = tmp_path / "repo"
-    for rel, text in PROJECT.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    with duckdb.connect(str(repo / "p.duckdb")) as con:
-        con.execute("create table main.raw_ids as select 1 as id")
-    assert run_dbt(repo, "build").returncode == 0
-    (repo / ".gitignore").write_text("target/\nlogs/\n*.duckdb*\n")
-    git(repo, "init", "-q", "-b", "main")
-    commit_all(repo, "p")
+    home, repo = _built_repo(tmp_path, monkeypatch)
     user_db = _digest(repo / "p.duckdb")
     snapshot = snapshot_database(repo / "p.duckdb", home / "snapshots" / "i1")
     place = preparation._place_warehouse
