@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -115,11 +116,18 @@ def test_the_run_waits_for_its_warehouse_cut_beside_it_and_stops_when_the_cut_fa
     snapshot = snapshot_database(repo / "p.duckdb", home / "snapshots" / "i1")
     place = preparation._place_warehouse
 
-    def slow(*args: object) -> tuple[Path | None, str]:
-        time.sleep(6)  # longer than a fresh process's imports and this project's parse
-        return place(*args)  # type: ignore[arg-type]
+    def slow(*args: Any) -> tuple[Path | None, str]:
+        """Cut a second after dbt says it is about to connect (its concurrency line comes
+        right before its first connection), however long it took to get there."""
+        log = args[0].scratch / "dbt_output.log"
+        deadline = time.monotonic() + 120
+        while "Concurrency:" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, "the run never got to its first connection"
+            time.sleep(0.05)
+        time.sleep(1)
+        return place(*args)
 
-    def broken(*args: object) -> tuple[Path | None, str]:
+    def broken(*args: Any) -> tuple[Path | None, str]:
         raise OSError("No space left on device")
 
     with DbtHarness(warm=warm) as harness:
@@ -135,7 +143,7 @@ def test_the_run_waits_for_its_warehouse_cut_beside_it_and_stops_when_the_cut_fa
                     result = harness.verify(workspace, _event(repo, "stg"))
                     assert result.passed, result.output
                     assert "2 relation(s) the selection reads" in result.isolation
-                    assert harness.last_breakdown_ms["dbt: warehouse wait"] >= 100
+                    assert harness.last_breakdown_ms["dbt: warehouse wait"] >= 500
                     with duckdb.connect(str(root / "p.duckdb"), read_only=True) as con:
                         listed = "select table_name from information_schema.tables"
                         tables = {r[0] for r in con.execute(listed).fetchall()}
