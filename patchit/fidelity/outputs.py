@@ -20,8 +20,8 @@ from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.packages import package_path
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt.preparation import sandbox_paths
+from patchit.harnesses.dbt.protocol import RUN_NODES_FILE
 from patchit.harnesses.dbt.slice import SLICE_OF
-from patchit.harnesses.dbt.units import RUN_NODES_FILE
 from patchit.sandbox.dbt_profile import resolve_dbt_target, sandbox_db_location
 from patchit.sandbox.pg_clone import with_dbname
 

@@ -15,9 +15,8 @@ import pytest
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.harnesses.base import Verification, Workspace
 from patchit.harnesses.dbt.harness import DbtHarness
+from patchit.harnesses.dbt.protocol import RUN_NODES_FILE, WARM_UP_PARSE
 from patchit.harnesses.dbt.tuning_schemas import SCHEMAS_FILE
-from patchit.harnesses.dbt.units import RUN_NODES_FILE
-from patchit.harnesses.dbt.worker import WARM_UP_PARSE
 from patchit.sandbox.isolation import shared_cache
 from patchit.sandbox.snapshot import snapshot_database
 from patchit.sandbox.worktree import create_worktree, remove_worktree, worktrees_home

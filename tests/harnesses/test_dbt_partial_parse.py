@@ -16,8 +16,8 @@ from ruamel.yaml import YAML
 from patchit.events.model import DbtInvocation, UniversalFailureEvent
 from patchit.harnesses.base import Workspace
 from patchit.harnesses.dbt.harness import DbtHarness
+from patchit.harnesses.dbt.protocol import WARM_UP_PARSE
 from patchit.harnesses.dbt.saved_parse import rebase_manifest
-from patchit.harnesses.dbt.worker import WARM_UP_PARSE
 from patchit.sandbox.snapshot import (
     PARTIAL_PARSE_FILE,
     read_parse_mode,

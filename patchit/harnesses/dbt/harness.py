@@ -67,6 +67,7 @@ from patchit.harnesses.dbt.preparation import (
     start_warehouse,
 )
 from patchit.harnesses.dbt.prewarm import adopt
+from patchit.harnesses.dbt.protocol import RUN_NODES_FILE
 from patchit.harnesses.dbt.sf import SfSchemas, clone_incrementals, sf_note, sf_outputs
 from patchit.harnesses.dbt.slice import (
     missed_relation,
@@ -76,7 +77,6 @@ from patchit.harnesses.dbt.slice import (
 )
 from patchit.harnesses.dbt.tuning_schemas import SCHEMAS_ENV, SCHEMAS_FILE
 from patchit.harnesses.dbt.units import (
-    RUN_NODES_FILE,
     DbtOutcome,
     DbtSandbox,
     incident_units,

@@ -31,6 +31,7 @@ from patchit.harnesses.dbt.changes import (
 )
 from patchit.harnesses.dbt.clean_files import clean_blobs
 from patchit.harnesses.dbt.pg import PgSchemas
+from patchit.harnesses.dbt.protocol import RUN_NODES_FILE
 from patchit.harnesses.dbt.sf import SfSchemas
 from patchit.harnesses.dbt.slice import (
     Relation,
@@ -40,7 +41,6 @@ from patchit.harnesses.dbt.slice import (
 )
 from patchit.harnesses.dbt.units import (
     FRESH,
-    RUN_NODES_FILE,
     DbtSandbox,
     replay_env,
     select_units,

@@ -12,7 +12,6 @@ from typing import Any, Final
 from patchit.events.model import UniversalFailureEvent
 from patchit.evidence.redact import MASK
 from patchit.harnesses.dbt.warehouse_gate import WarehouseCut
-from patchit.harnesses.dbt.worker import RUN_NODES_FILE as RUN_NODES_FILE
 from patchit.sandbox.pg_clone import Clone
 
 OUTPUT_TAIL_LINES = 60

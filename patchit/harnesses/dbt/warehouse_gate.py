@@ -44,23 +44,22 @@ class WarehouseCut(Generic[T]):
         self._cut = cut
         self._value: T | None = None
         self._error: BaseException | None = None
-        self.spent_ms = 0.0  # the cut's own time, beside the run
         gate.unlink(missing_ok=True)  # an earlier run's, in the same scratch dir
         self._thread = threading.Thread(target=self._run, name="patchit-warehouse-cut")
         self._thread.daemon = True
         self._thread.start()
 
     def _run(self) -> None:
-        started = time.perf_counter()
         text = READY
         try:
             self._value = self._cut()
         except BaseException as exc:  # handed to whoever waits (`result`)
             self._error = exc
             text = f"failed: {type(exc).__name__}: {exc}".splitlines()[0]
-        finally:
-            self.spent_ms = round((time.perf_counter() - started) * 1000, 1)
+        try:
             _write_whole(self.gate, text)
+        except OSError as exc:  # the run waits until the harness's timeout stops it
+            self._error = self._error or exc
 
     def result(self) -> T:
         """What the cut returned, once it is over; its error raised again."""

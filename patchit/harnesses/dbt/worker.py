@@ -62,12 +62,14 @@ from patchit.harnesses.dbt import (
     tuning as dbt_tuning,
 )
 from patchit.harnesses.dbt import tuning_files, tuning_graph, tuning_schemas, warehouse_gate
+from patchit.harnesses.dbt.protocol import (
+    RUN_NODES_FILE,
+    WARM_UP_PARSE_ENV,
+    WARM_UP_SAVE_ENV,
+)
 from patchit.harnesses.dbt.serve import check_request, reply_line, serve
 from patchit.intake.dbt_child import release_duckdb
 
-# What the worker writes in a run's target dir instead of dbt's manifest.json: the nodes
-# the run's results name, in the manifest's shape (the data check reads where they were built)
-RUN_NODES_FILE = "patchit_run_nodes.json"
 _PRELOAD = (
     "dbt.cli.main",
     "dbt.task.build",
@@ -77,12 +79,6 @@ _PRELOAD = (
     "duckdb",
     "agate",
 )
-
-# The warm-up's saved parse: where to start from (read-only, patchit's cache) and where to
-# leave the parse it ends with (the parent moves it into the cache once the worker is ready).
-WARM_UP_PARSE_ENV = "PATCHIT_DBT_WARM_UP_PARSE"
-WARM_UP_SAVE_ENV = "PATCHIT_DBT_WARM_UP_SAVE"
-WARM_UP_PARSE = Path("dbt") / "warm-up" / "partial_parse.msgpack"  # under patchit's cache
 
 # Overlaid on the worker's own environment for every request.
 _OWN_ENV = (

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from patchit.harnesses.dbt import tuning_schemas
-from patchit.harnesses.dbt.worker import WARM_UP_PARSE, WARM_UP_PARSE_ENV, WARM_UP_SAVE_ENV
+from patchit.harnesses.dbt.protocol import WARM_UP_PARSE, WARM_UP_PARSE_ENV, WARM_UP_SAVE_ENV
 from patchit.harnesses.warm import WarmProcess
 from patchit.sandbox.isolation import (
     PRIVATE_TMP,
